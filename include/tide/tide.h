@@ -1,0 +1,70 @@
+/* TIDE C API: the one boundary that bindings and other languages use.
+ * Every call returns a tideResult_t; on failure tideGetLastError() holds a
+ * message for the calling thread. Handles are opaque. */
+#ifndef TIDE_H_
+#define TIDE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIDE_VERSION_MAJOR 0
+#define TIDE_VERSION_MINOR 1
+
+typedef enum {
+  tideSuccess = 0,
+  tideInvalidArgument = 1,  /* bad input: topology, option, null pointer */
+  tidePlanRejected = 2,     /* group outside the contract, or a colliding plan */
+  tideInternalError = 3,
+  tideTimeout = 4,          /* a wait passed its deadline (fail stop) */
+  tideProtocolError = 5,    /* the protocol checker saw a violation */
+  tideUnavailable = 6,      /* fabric not built or not usable here */
+} tideResult_t;
+
+typedef enum { tideBF16 = 0, tideFP32 = 1 } tideDataType_t;
+typedef enum { tideInPlace = 0, tideSlotReuse = 1 } tideMode_t;
+
+/* Thread-local message of the last failed call on this thread. */
+const char* tideGetLastError(void);
+/* Stable name of the reason the last tidePlanRejected/tideInvalidArgument
+ * carried (e.g. "too_many_params"), or "ok". */
+const char* tideGetLastReason(void);
+const char* tideGetErrorString(tideResult_t result);
+
+/* ------------------------------------------------------------ plans */
+
+typedef struct {
+  double nicBw, sumBwPerCta, landBwPerCta, landCap, roundWait; /* bytes/s, seconds */
+} tideCalibration_t;
+
+typedef struct {
+  int nodes;          /* M */
+  int gpusPerNode;    /* L */
+  int numParams;      /* P */
+  const int* ndims;   /* per parameter */
+  const int64_t* dims;           /* all shapes, concatenated */
+  const tideDataType_t* dtypes;  /* per parameter (all-gather dtype) */
+  tideDataType_t gradDtype;
+  tideMode_t mode;
+  int waveWidth;      /* 0: L */
+  int roundWidth;     /* 0: solver */
+  int passes;         /* 0: 1 */
+  int sumCtas;        /* 0: solver */
+  int landingCtas;    /* 0: solver */
+  const tideCalibration_t* calibration; /* NULL: the paper's platform */
+} tidePlanConfig_t;
+
+typedef struct tidePlan* tidePlan_t;
+
+tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t* plan);
+/* JSON of the plan summary; the string lives as long as the plan. */
+tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json);
+tideResult_t tidePlanDestroy(tidePlan_t plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_H_ */

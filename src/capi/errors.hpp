@@ -1,0 +1,42 @@
+// Thread-local last error of the C API, and the guard that turns C++
+// exceptions into result codes at the boundary.
+#pragma once
+
+#include <exception>
+#include <string>
+
+#include "tide/plan.hpp"
+#include "tide/tide.h"
+
+#define TIDE_API extern "C" __attribute__((visibility("default")))
+
+namespace tide::capi {
+
+void setLastError(tideResult_t result, const std::string& reason, const std::string& message);
+void clearLastError();
+const char* lastErrorMessage();
+const char* lastErrorReason();
+
+// Runs `body`; any exception becomes a result code plus a last-error message.
+template <typename F>
+tideResult_t guarded(const char* call, F&& body) {
+  try {
+    clearLastError();
+    return body();
+  } catch (const plan::PlanError& e) {
+    const bool rejected = e.reason() != plan::Reason::kBadTopology &&
+                          e.reason() != plan::Reason::kBadOption &&
+                          e.reason() != plan::Reason::kBadCalibration &&
+                          e.reason() != plan::Reason::kUnsupportedDtype;
+    const tideResult_t r = rejected ? tidePlanRejected : tideInvalidArgument;
+    setLastError(r, plan::reasonName(e.reason()), std::string(call) + ": " + e.what());
+    return r;
+  } catch (const std::exception& e) {
+    setLastError(tideInternalError, "internal", std::string(call) + ": " + e.what());
+    return tideInternalError;
+  }
+}
+
+tideResult_t invalid(const char* call, const std::string& message);
+
+}  // namespace tide::capi

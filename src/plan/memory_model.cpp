@@ -1,0 +1,32 @@
+// Closed-form memory model of Sec. 5.4 (Eqs. 10-12), in NS units, where NS is
+// one unsharded bf16 group (N ranks x S bytes) and S_fp32 = 2S.
+#include "tide/plan.hpp"
+
+namespace tide::plan {
+
+MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
+                        int stagingSlots, Mode mode) {
+  const double m = nodes;
+  const double l = gpusPerNode;
+  const double perFp32 = 2.0 / (m * l);  // one S_fp32 in NS units
+  // Eq. 10: a bf16 staging slot takes at most (L/2) S_fp32, a generation L
+  // blocks, the two outbox banks 2 n_out blocks, each bank one spare.
+  auto area = [&](double outbox) {
+    return (l / 2.0 * stagingSlots + l * bufferGenerations + 2.0 * outbox + 2.0) * perFp32;
+  };
+  MemoryModel mm;
+  mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);          // Eq. 11
+  mm.rsAreaSlotReuse = area(nodes > 1 ? 2.0 * roundWidth : 0);  // Eq. 12 (n_out <= 2k)
+  mm.rsAreaBound = mode == Mode::kInPlace ? mm.rsAreaInPlace : mm.rsAreaSlotReuse;
+  // Two ring slots and the receive stage replace FSDP2's unsharded parameters
+  // and prefetched output; In-Place also keeps the previous layer's bf16
+  // gradients (NS), Slot-Reuse keeps them in a vacated slot.
+  const double ring = 2.0 + 1.0 / l;
+  mm.tideLiveInPlace = ring + mm.rsAreaInPlace + 1.0;
+  mm.tideLiveSlotReuse = ring + mm.rsAreaSlotReuse;
+  mm.tideLive = mode == Mode::kInPlace ? mm.tideLiveInPlace : mm.tideLiveSlotReuse;
+  mm.fsdp2Live = 4.0;
+  return mm;
+}
+
+}  // namespace tide::plan

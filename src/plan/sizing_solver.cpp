@@ -1,0 +1,65 @@
+// Sizing solver of App. G: Eq. 13 (sum CTAs), Eq. 14 (landing CTAs) and the
+// rule that doubles the round width k while per-round waits dominate.
+#include <algorithm>
+#include <cmath>
+
+#include "tide/plan.hpp"
+
+namespace tide::plan {
+
+void Calibration::validate() const {
+  if (!(nicBw > 0) || !(sumBwPerCta > 0) || !(landBwPerCta > 0) || !(landCap > 0) ||
+      !(roundWait >= 0) || !(skew > 0) || !(tail > 0) || maxRoundWidth < 1)
+    throw PlanError(Reason::kBadCalibration,
+                    "calibration rates must be positive (nic, sum, landing, ceiling), round wait >= 0");
+}
+
+int countNetworkRounds(int nodes, int waveWidth, int roundWidth) {
+  if (nodes <= 1) return 0;
+  int rounds = 0;
+  for (int first = 1; first <= nodes; first += waveWidth) {
+    const int last = std::min(first + waveWidth - 1, nodes);
+    const int remote = std::min(last, nodes - 1) - first + 1;  // contributor M is local
+    if (remote > 0) rounds += (remote + roundWidth - 1) / roundWidth;
+  }
+  return rounds;
+}
+
+SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outBytes, int waveWidth,
+                         int passes, const Calibration& cal) {
+  cal.validate();
+  const int m = topo.nodes;
+  const int l = topo.gpusPerNode;
+  SolverResult r;
+  // Eq. 13: enough local-sum throughput to feed the rail.
+  const double sumRatio = (l * gradItemSize / 4.0 + 1.0) * cal.nicBw / cal.sumBwPerCta;
+  r.sumCtas = std::max(1, static_cast<int>(std::ceil(cal.skew * sumRatio - 1e-9)));
+  if (m == 1) {
+    r.landingCtas = 0;
+    r.roundWidth = 0;
+    return r;
+  }
+  r.nicSeconds = static_cast<double>(m - 1) * static_cast<double>(outBytes) / cal.nicBw;
+  // Eq. 14: bound the final landing tail, capped by the fabric ceiling.
+  const int capCtas = std::max(1, static_cast<int>(std::floor(cal.landCap / cal.landBwPerCta)));
+  const double perPass = static_cast<double>(outBytes) / passes;
+  const int tailCtas = static_cast<int>(
+      std::ceil(perPass / (cal.tail * r.nicSeconds * cal.landBwPerCta) - 1e-9));
+  r.landingCtas = std::max(1, std::min(capCtas, tailCtas));
+  // k starts at min(2, M-1) and doubles up to k_max while waits dominate.
+  int k = std::min(2, m - 1);
+  const int kMax = std::max(k, std::min(cal.maxRoundWidth, m - 1));
+  while (k < kMax) {
+    const int rounds = passes * countNetworkRounds(m, waveWidth, k);
+    const int next = std::min(2 * k, kMax);
+    const int nextRounds = passes * countNetworkRounds(m, waveWidth, next);
+    if (rounds * cal.roundWait > 0.10 * r.nicSeconds && nextRounds < rounds)
+      k = next;
+    else
+      break;
+  }
+  r.roundWidth = k;
+  return r;
+}
+
+}  // namespace tide::plan
