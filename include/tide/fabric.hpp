@@ -1,0 +1,157 @@
+// TIDE fabric: what the hardware does, and nothing else (DESIGN.md §3.2).
+//
+// One Endpoint per rank. Work is enqueued on the rank's queues and runs
+// asynchronously, in order per queue (a CUDA stream, or a worker thread on the
+// host fabric). Cross-queue and cross-rank order comes only from events and
+// counters. The collectives (src/collectives) are written once against this
+// interface; the host fabric (threads or processes) and the CUDA fabric
+// implement it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tide/plan.hpp"
+
+namespace tide::fabric {
+
+// A wait passed its deadline, a peer died, or a checker saw a violation. The
+// message names the rank, the call, the peer and what was awaited.
+class FabricError : public std::runtime_error {
+ public:
+  enum class Kind { kTimeout, kProtocol, kPeerFailure, kUsage };
+  FabricError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// A 2-D strided copy between addresses the endpoint can reach (its own arena,
+// its own buffers, a node-local peer's arena). rows == 1: a flat copy.
+struct CopyOp {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  int64_t width = 0;  // bytes per row
+  int64_t rows = 1;
+  int64_t srcPitch = 0;
+  int64_t dstPitch = 0;
+};
+
+// The fp32 sum step (Level 1). One op carries many pieces (a piece is one
+// parameter's part of a sub-slice; the table travels as kernel parameters).
+// For each piece, row r and element x < elems:
+//   s = 0; for each source k in order: s += (x < valid[k][r]) ? src_k[r][x] : 0
+//   dst[r][x] = accumulate ? dst[r][x] + alpha * s : alpha * s
+// in fp32, without contraction, so every fabric gives the same bits. Sources
+// are in the gradient dtype: staged contributions in local-rank order, then
+// the own one; elements past `valid` are padding rows and read as zero.
+struct SumSource {
+  const void* ptr = nullptr;
+  int64_t pitch = 0;            // elements between rows
+  std::vector<int64_t> valid;   // per row: elements that hold data
+};
+struct SumPiece {
+  float* dst = nullptr;
+  int64_t dstPitch = 0;  // elements between rows
+  int64_t rows = 1;
+  int64_t elems = 0;
+  std::vector<SumSource> sources;
+};
+struct SumOp {
+  plan::DType srcType = plan::DType::kBF16;
+  float alpha = 1.0f;
+  bool accumulate = false;
+  std::vector<SumPiece> pieces;
+};
+
+// The Level 2 landing step: dst[x] = (accumulate ? dst[x] : 0) + alpha * s,
+// s = sum of the fp32 sources in order (one per GPU of the node, the unicast
+// stand-in for multimem.ld_reduce). clearSources zeroes what was read.
+struct LandOp {
+  float* dst = nullptr;
+  int64_t elems = 0;
+  std::vector<float*> sources;
+  float alpha = 1.0f;
+  bool accumulate = false;
+  bool clearSources = false;
+};
+
+// Fault kinds the fabric itself injects (the collectives inject the others).
+struct FabricFaults {
+  int loseSignalAfter = -1;     // drop the n-th remote signal of this rank (-1: never)
+  int duplicatePutAfter = -1;   // replay the n-th rail put's old bytes after the next put to the same place
+  double stallSeconds = 0;      // this rank stalls before its first queued op
+};
+
+struct Stats {
+  int64_t copyBytes = 0;   // bytes moved by copy queues (node-local)
+  int64_t railBytes = 0;   // bytes moved by rail puts
+  int64_t copyOps = 0;     // descriptors issued
+  int64_t railPuts = 0;
+  int64_t sumElems = 0;
+  int64_t landElems = 0;
+};
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  virtual int rank() const = 0;
+  virtual const plan::Topology& topology() const = 0;
+
+  // Symmetric arena: same size and layout on every rank.
+  virtual std::byte* arena() = 0;
+  virtual int64_t arenaBytes() const = 0;
+  // Load/store address of a node-local peer's arena; nullptr where the peer is
+  // not reachable (another node).
+  virtual std::byte* peerArena(int peerRank) = 0;
+  // Can copies reach a peer on another node directly (virtual nodes on one
+  // host)? Otherwise rails need railPut.
+  virtual bool railsByCopy() const = 0;
+
+  virtual int numQueues() const = 0;
+
+  // Human-readable name of the call now being enqueued ("all_gather#3"), used
+  // in every error message.
+  virtual void setCallContext(const std::string& call) = 0;
+
+  // ---- stream-ordered work on queue q
+  virtual void copy(int q, const std::vector<CopyOp>& ops) = 0;
+  virtual void sum(int q, const SumOp& op) = 0;
+  virtual void land(int q, const LandOp& op) = 0;
+  virtual void zero(int q, void* dst, int64_t bytes) = 0;
+  // Rail transfer of `bytes` from a local address into `dstRank`'s arena at
+  // `dstOffset` (same rail, any node), then counter `signalId` on dstRank is
+  // set to `signalValue` (signalId < 0: no signal).
+  virtual void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
+                       int signalId, uint64_t signalValue) = 0;
+  // After every earlier op on q completes: counter `id` on dstRank := value.
+  // Each counter has one writer and its values only grow (cuStreamWriteValue).
+  virtual void signal(int q, int dstRank, int id, uint64_t value) = 0;
+  // q blocks until local counter `id` >= value; past the deadline the queue
+  // fails stop and the error names `peer` and `what`.
+  virtual void wait(int q, int id, uint64_t value, int peer, const char* what) = 0;
+
+  // ---- ordering between queues of this rank
+  virtual uint64_t record(int q) = 0;                   // event: q's work so far
+  virtual void waitEvent(int q, int srcQueue, uint64_t event) = 0;
+
+  // ---- host side
+  // Host blocks until q drained (deadline; rethrows a queue's failure).
+  virtual void synchronize(int q) = 0;
+  virtual void synchronizeAll() = 0;
+  virtual uint64_t counterValue(int id) = 0;
+
+  // Fault-injection hook: q idles for `seconds` before its next op.
+  virtual void delay(int q, double seconds) = 0;
+
+  virtual Stats stats() const = 0;
+  virtual void resetStats() = 0;
+  virtual void setFabricFaults(const FabricFaults& f) = 0;
+};
+
+}  // namespace tide::fabric

@@ -1,0 +1,456 @@
+#include "collectives/communicator.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "collectives/counter_ids.hpp"
+
+namespace tide::collectives {
+
+using plan::BufferRef;
+using plan::CopyDesc;
+using plan::Region;
+
+namespace {
+
+// How long a fault that needs a lost race stalls the queue that would win it.
+constexpr double kFaultRaceSeconds = 0.3;
+
+int64_t clampValid(int64_t total, int64_t start, int64_t len) {
+  return std::clamp<int64_t>(total - start, 0, len);
+}
+
+}  // namespace
+
+Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults)
+    : ep_(ep), layout_(layout), faults_(faults) {
+  if (ep_.numQueues() < kQueuesNeeded)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "the collectives need 4 queues");
+  if (ep_.arenaBytes() < layout_.bytes)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "arena smaller than the scratch layout");
+  const plan::Topology& t = ep_.topology();
+  if (t.gpusPerNode > ids::kMaxLocal || t.nodes > ids::kMaxNodes)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "topology exceeds the counter table");
+}
+
+void Communicator::checkPlan(const plan::Plan& plan) const {
+  const plan::Topology& t = ep_.topology();
+  if (plan.group.topo.nodes != t.nodes || plan.group.topo.gpusPerNode != t.gpusPerNode)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan made for another topology");
+  if (plan.ag.stageBytes > layout_.stageBytes || plan.rs.stagingSlotBytes > layout_.stagingSlotBytes ||
+      plan.rs.stagingSlots > layout_.stagingSlots || plan.rs.blockBytes > layout_.blockBytes ||
+      plan.rs.outboxBlocks > layout_.outboxBlocks || plan.rs.bufferGenerations > layout_.generations ||
+      (t.nodes > 1 && plan.rs.passes > layout_.sparesPerBank))
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan larger than the communicator's scratch");
+  if (plan.ag.scatterGroups.size() > static_cast<size_t>(ids::kMaxScatterGroups) ||
+      plan.ag.rounds.size() > static_cast<size_t>(ids::kMaxRounds))
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan exceeds the counter table");
+}
+
+std::byte* Communicator::addressOf(const BufferRef& ref, const void* shard, int64_t landingOffset,
+                                   const std::vector<const void*>* grads, int stagingSlot) {
+  std::byte* base = ref.rank == ep_.rank() ? ep_.arena() : ep_.peerArena(ref.rank);
+  switch (ref.region) {
+    case Region::kShard:
+      return static_cast<std::byte*>(const_cast<void*>(shard)) + ref.offset;
+    case Region::kLanding:
+      return base + landingOffset + ref.offset;
+    case Region::kStage:
+      return base + layout_.stage + ref.offset;
+    case Region::kGrad:
+      return static_cast<std::byte*>(const_cast<void*>(grads->at(static_cast<size_t>(ref.index)))) + ref.offset;
+    case Region::kStaging:
+      return base + layout_.stagingSlot(stagingSlot) + ref.offset;
+    default:
+      throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "descriptor region not addressable");
+  }
+}
+
+std::vector<fabric::CopyOp> Communicator::toCopyOps(const std::vector<CopyDesc>& descs, const void* shard,
+                                                    int64_t landingOffset,
+                                                    const std::vector<const void*>* grads, int stagingSlot) {
+  std::vector<fabric::CopyOp> ops;
+  ops.reserve(descs.size());
+  for (const CopyDesc& d : descs) {
+    fabric::CopyOp op;
+    op.src = addressOf(d.src, shard, landingOffset, grads, stagingSlot);
+    op.dst = addressOf(d.dst, shard, landingOffset, grads, stagingSlot);
+    op.width = d.width;
+    op.rows = d.rows;
+    op.srcPitch = d.srcPitch;
+    op.dstPitch = d.dstPitch;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+// ------------------------------------------------------------------ TIDE-AG
+
+uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {
+  checkPlan(plan);
+  const plan::GroupLayout& g = plan.group;
+  const plan::Topology& t = g.topo;
+  const int me = ep_.rank();
+  const int node = t.nodeOf(me);
+  const int local = t.localOf(me);
+  const int64_t s = g.shardBytes;
+  if (landingOffset < layout_.bytes || landingOffset + g.unshardedBytes() > ep_.arenaBytes())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
+  const uint64_t v = ++agCalls_;
+  ep_.setCallContext("all_gather#" + std::to_string(v));
+  const uint64_t entry = ep_.record(kCallerQueue);
+
+  // Condition 1, landing free to overwrite: published to every local rank.
+  for (int i = 0; i < t.gpusPerNode; ++i)
+    ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
+
+  // Rails: Bruck rounds with lead-based pacing and per-round stage credits.
+  std::vector<uint64_t> arrived(plan.ag.scatterGroups.size(), 0);
+  if (t.nodes > 1) {
+    ep_.waitEvent(kNetQueue, kCallerQueue, entry);
+    for (const plan::AgRound& r : plan.ag.rounds) {
+      const int target = t.railPeer(me, -r.firstSlot);
+      const int source = t.railPeer(me, r.firstSlot);
+      if (v > 1) ep_.wait(kNetQueue, ids::kAgCredit + r.index, v - 1, target, "receive-stage credit");
+      if (r.index >= 1) ep_.wait(kNetQueue, ids::kAgLead + r.index, v, target, "round lead");
+      // The round's bytes x in [0, slots*S): slot 0 is the shard, the rest the stage.
+      std::vector<std::pair<int64_t, int>> marks;  // (byte end, signal id)
+      marks.push_back({r.headBytes, ids::kAgHead + r.index});
+      for (size_t gi = 0; gi < plan.ag.scatterGroups.size(); ++gi) {
+        const plan::AgScatterGroup& grp = plan.ag.scatterGroups[gi];
+        if (grp.round == r.index)
+          marks.push_back({int64_t{grp.firstSlot + grp.slots - r.firstSlot} * s,
+                           ids::kAgGroup + static_cast<int>(gi)});
+      }
+      std::vector<int64_t> cuts = {0, r.bytes};
+      for (auto& m : marks) cuts.push_back(m.first);
+      if (s < r.bytes) cuts.push_back(s);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      const int64_t stageDst = layout_.stage + int64_t{r.firstSlot - 1} * s;
+      for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+        const int64_t lo = cuts[k], hi = cuts[k + 1];
+        if (lo >= hi || lo >= r.bytes) continue;
+        const std::byte* src = lo < s ? static_cast<const std::byte*>(shard) + lo
+                                      : ep_.arena() + layout_.stage + (lo - s);
+        ep_.railPut(kNetQueue, target, stageDst + lo, src, hi - lo, -1, 0);
+        for (auto& m : marks)
+          if (m.first == hi) ep_.signal(kNetQueue, target, m.second, v);
+      }
+      // Receive this round; confirm it to the sender of the next round.
+      ep_.wait(kNetQueue, ids::kAgHead + r.index, v, source, "round head");
+      if (static_cast<size_t>(r.index + 1) < plan.ag.rounds.size())
+        ep_.signal(kNetQueue, t.railPeer(me, 2 * r.firstSlot), ids::kAgLead + r.index + 1, v);
+      for (size_t gi = 0; gi < plan.ag.scatterGroups.size(); ++gi) {
+        if (plan.ag.scatterGroups[gi].round != r.index) continue;
+        ep_.wait(kNetQueue, ids::kAgGroup + static_cast<int>(gi), v, source, "stage slots");
+        arrived[gi] = ep_.record(kNetQueue);
+      }
+    }
+  }
+
+  // Copy engines: own shard into every local landing, then the stage slots.
+  ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
+  if (injected(Fault::kSkipCompletionFence)) ep_.delay(kCopyQueue, kFaultRaceSeconds);
+  for (int i = 0; i < t.gpusPerNode; ++i)
+    ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
+  std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me);
+  if (injected(Fault::kWrongLandingOffset)) localDescs.front().dst.offset += 1;
+  ep_.copy(kCopyQueue, toCopyOps(localDescs, shard, landingOffset, nullptr, 0));
+  for (size_t gi = 0; gi < plan.ag.scatterGroups.size(); ++gi) {
+    ep_.waitEvent(kCopyQueue, kNetQueue, arrived[gi]);
+    ep_.copy(kCopyQueue, toCopyOps(plan::agScatterDescriptors(g, plan.ag, me, plan.ag.scatterGroups[gi]),
+                                   shard, landingOffset, nullptr, 0));
+  }
+  // Condition 2 (parameters ready) is the peers' done signals; condition 3
+  // (stage reusable) is the credit to each round's sender.
+  for (int i = 0; i < t.gpusPerNode; ++i) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
+  if (!injected(Fault::kDropCredit))
+    for (const plan::AgRound& r : plan.ag.rounds)
+      ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);
+
+  if (!injected(Fault::kSkipCompletionFence))
+    for (int i = 0; i < t.gpusPerNode; ++i)
+      ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
+  return ep_.record(kCallerQueue);
+}
+
+// ------------------------------------------------------------------ TIDE-RS
+
+ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads,
+                                                float* out, float alpha, bool accumulate) {
+  checkPlan(plan);
+  if (grads.size() != plan.group.params.size())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "one gradient pointer per parameter");
+  const uint64_t call = ++rsCalls_;
+  ep_.setCallContext("reduce_scatter#" + std::to_string(call));
+  const uint64_t entry = ep_.record(kCallerQueue);
+  ReduceScatterEvents ev;
+  if (injected(Fault::kReleaseGradsEarly)) {
+    ev.readDone = entry;  // claims the gradients are free before they are read
+    ep_.delay(kCopyQueue, kFaultRaceSeconds);
+    ep_.delay(kSumQueue, kFaultRaceSeconds);
+  }
+  if (plan.group.topo.nodes == 1)
+    rsSingleNode(plan, grads, out, alpha, accumulate, entry);
+  else
+    rsMultiNode(plan, grads, out, alpha, accumulate, entry);
+  const uint64_t copyEnd = ep_.record(kCopyQueue);
+  const uint64_t sumEnd = ep_.record(kSumQueue);
+  ep_.waitEvent(kCallerQueue, kCopyQueue, copyEnd);
+  ep_.waitEvent(kCallerQueue, kSumQueue, sumEnd);
+  if (!injected(Fault::kReleaseGradsEarly)) ev.readDone = ep_.record(kCallerQueue);
+  if (plan.group.topo.nodes > 1) ep_.waitEvent(kCallerQueue, kNetQueue, ep_.record(kNetQueue));
+  ev.done = ep_.record(kCallerQueue);
+  return ev;
+}
+
+namespace {
+
+// Level 1 sum pieces for the destination ranks `firstRank .. firstRank+rows-1`
+// over element range `range`: contributions in local-rank order (staged ones
+// from the staging slot, the own one from the gradient). Local-rank order,
+// not "staged then own", keeps the bits independent of which rank owns an
+// element, so passes and chunking never change them.
+fabric::SumOp level1Sum(const plan::GroupLayout& g, const plan::RsPlan& rs, int me, int firstRank, int rows,
+                        plan::ElemRange range, const std::byte* stagingSlot,
+                        const std::vector<const void*>& grads, float* dst, int64_t dstPitch) {
+  const plan::Topology& t = g.topo;
+  const int local = t.localOf(me);
+  const int64_t b = plan::itemSize(g.gradDtype);
+  fabric::SumOp op;
+  op.srcType = g.gradDtype;
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const plan::ParamLayout& pl = g.params[p];
+    const int64_t a = std::max(range.begin, pl.outOffset);
+    const int64_t e = std::min(range.end, pl.outOffset + pl.outElems);
+    if (a >= e) continue;
+    fabric::SumPiece pc;
+    pc.dst = dst + (a - range.begin);
+    pc.dstPitch = dstPitch;
+    pc.rows = rows;
+    pc.elems = e - a;
+    std::vector<int64_t> valid;
+    for (int i = 0; i < rows; ++i)
+      valid.push_back(clampValid(pl.rows * pl.rowElems, int64_t{firstRank + i} * pl.outElems + (a - pl.outOffset), e - a));
+    for (int u = 0; u < t.gpusPerNode; ++u) {
+      fabric::SumSource src;
+      src.valid = valid;
+      if (u == local) {
+        src.ptr = static_cast<const std::byte*>(grads[p]) + (int64_t{firstRank} * pl.outElems + (a - pl.outOffset)) * b;
+        src.pitch = pl.outElems;
+      } else {
+        const int64_t row0 = int64_t{plan::stagedSenderIndex(u, local)} * rows * rs.subElems + (a - range.begin);
+        src.ptr = stagingSlot + row0 * b;
+        src.pitch = rs.subElems;
+      }
+      pc.sources.push_back(src);
+    }
+    op.pieces.push_back(pc);
+  }
+  return op;
+}
+
+}  // namespace
+
+void Communicator::rsSingleNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
+                                float alpha, bool accumulate, uint64_t entry) {
+  const plan::GroupLayout& g = plan.group;
+  const plan::RsPlan& rs = plan.rs;
+  const plan::Topology& t = g.topo;
+  const int me = ep_.rank();
+  const int local = t.localOf(me);
+  const int l = t.gpusPerNode;
+  const int slots = rs.stagingSlots;
+  ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
+  ep_.waitEvent(kSumQueue, kCallerQueue, entry);
+  int chunk = 0;
+  for (int q = 0; q < rs.passes; ++q) {
+    for (int s = 0; s < l; ++s, ++chunk) {
+      const uint64_t seq = rsChunks_ + static_cast<uint64_t>(chunk);  // 0-based
+      const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
+      // Push my slices of every other rank's rows into its staging slot.
+      if (l > 1) {
+        for (int i = 0; i < l; ++i)
+          if (i != local && seq >= static_cast<uint64_t>(slots))
+            ep_.wait(kCopyQueue, ids::kRsFree + i, seq - slots + 1, t.rankOf(0, i), "staging slot free");
+        std::vector<CopyDesc> pushes = plan::level1Pushes(g, rs, me, q, s);
+        ep_.copy(kCopyQueue, toCopyOps(pushes, nullptr, 0, &grads, slot));
+        if (injected(Fault::kCorruptStagedChunk) && !pushes.empty()) {
+          const CopyDesc& d = pushes.front();
+          ep_.zero(kCopyQueue, addressOf(d.dst, nullptr, 0, &grads, slot), d.width);
+        }
+        for (int i = 0; i < l; ++i)
+          if (i != local) ep_.signal(kCopyQueue, t.rankOf(0, i), ids::kRsArrive + local, seq + 1);
+      }
+      // Sum my own rows of this chunk straight into the output.
+      for (int u = 0; u < l; ++u)
+        if (u != local) ep_.wait(kSumQueue, ids::kRsArrive + u, seq + 1, t.rankOf(0, u), "staged chunk");
+      const plan::ElemRange range = plan::subSliceRange(g, rs, q, s);
+      if (range.size() > 0) {
+        fabric::SumOp op = level1Sum(g, rs, me, me, 1, range, ep_.arena() + layout_.stagingSlot(slot), grads,
+                                     out + range.begin, 0);
+        op.alpha = alpha;
+        op.accumulate = accumulate;
+        ep_.sum(kSumQueue, op);
+      }
+      for (int u = 0; u < l; ++u)
+        if (u != local) ep_.signal(kSumQueue, t.rankOf(0, u), ids::kRsFree + local, seq + 1);
+    }
+  }
+  rsChunks_ += static_cast<uint64_t>(chunk);
+}
+
+void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
+                               float alpha, bool accumulate, uint64_t entry) {
+  const plan::GroupLayout& g = plan.group;
+  const plan::RsPlan& rs = plan.rs;
+  const plan::Topology& t = g.topo;
+  const int me = ep_.rank();
+  const int node = t.nodeOf(me);
+  const int local = t.localOf(me);
+  const int m = t.nodes;
+  const int l = t.gpusPerNode;
+  const int slots = rs.stagingSlots;
+  const int bank = static_cast<int>((rsCalls_ - 1) % 2);
+  const int nOut = rs.outboxBlocks;
+  const uint64_t sendBase = rsSends_[bank];
+  const uint64_t spareUses = rsSpareUses_[bank];
+
+  // Destination blocks in read order: remote ones in send order, then the own node.
+  struct Block { int pass; int dest; int remote; };  // remote = -1 for the own node
+  std::vector<Block> blocks;
+  for (int q = 0; q < rs.passes; ++q)
+    for (int c = 1; c < m; ++c) blocks.push_back({q, (node + c) % m, q * (m - 1) + (c - 1)});
+  for (int q = 0; q < rs.passes; ++q) blocks.push_back({q, node, -1});
+
+  // ---- read phase: pushes (copy engines) and Level 1 sums (short-lived SM work)
+  ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
+  ep_.waitEvent(kSumQueue, kCallerQueue, entry);
+  std::vector<uint64_t> summed(blocks.size());
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const Block& blk = blocks[j];
+    const uint64_t seq = rsChunks_ + j;
+    const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
+    if (l > 1) {
+      for (int i = 0; i < l; ++i)
+        if (i != local && seq >= static_cast<uint64_t>(slots))
+          ep_.wait(kCopyQueue, ids::kRsFree + i, seq - slots + 1, t.rankOf(node, i), "staging slot free");
+      std::vector<CopyDesc> pushes = plan::level1Pushes(g, rs, me, blk.pass, blk.dest);
+      ep_.copy(kCopyQueue, toCopyOps(pushes, nullptr, 0, &grads, slot));
+      if (injected(Fault::kCorruptStagedChunk) && !pushes.empty()) {
+        const CopyDesc& d = pushes.front();
+        ep_.zero(kCopyQueue, addressOf(d.dst, nullptr, 0, &grads, slot), d.width);
+      }
+      for (int i = 0; i < l; ++i)
+        if (i != local) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kRsArrive + local, seq + 1);
+      for (int u = 0; u < l; ++u)
+        if (u != local) ep_.wait(kSumQueue, ids::kRsArrive + u, seq + 1, t.rankOf(node, u), "staged chunk");
+    }
+    std::byte* dst;
+    if (blk.remote >= 0) {
+      const uint64_t k = sendBase + static_cast<uint64_t>(blk.remote);
+      if (k >= static_cast<uint64_t>(nOut) && !injected(Fault::kReuseOutboxEarly))
+        ep_.wait(kSumQueue, ids::kRsSent + bank, k - nOut + 1, me, "outbox block sent");
+      dst = ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
+    } else {
+      if (spareUses > 0) ep_.wait(kSumQueue, ids::kRsSpareFree + bank, spareUses, me, "own-node spare free");
+      dst = ep_.arena() + layout_.spareBlock(bank, blk.pass);
+    }
+    const int sub = plan::subSlice(local, plan::contributorIndex(blk.dest, node, m), m, l);
+    const plan::ElemRange range = plan::subSliceRange(g, rs, blk.pass, sub);
+    if (range.size() > 0)
+      ep_.sum(kSumQueue, level1Sum(g, rs, me, t.rankOf(blk.dest, 0), l, range,
+                                   ep_.arena() + layout_.stagingSlot(slot), grads,
+                                   reinterpret_cast<float*>(dst), rs.subElems));
+    for (int u = 0; u < l; ++u)
+      if (u != local) ep_.signal(kSumQueue, t.rankOf(node, u), ids::kRsFree + local, seq + 1);
+    summed[j] = ep_.record(kSumQueue);
+  }
+  rsChunks_ += blocks.size();
+  const size_t ownBase = static_cast<size_t>(rs.passes) * static_cast<size_t>(m - 1);
+
+  // ---- network phase, in collective order behind the previous call's
+  if (injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
+  uint64_t sent = sendBase;
+  for (const plan::RsWave& wave : rs.waves) {
+    const uint64_t seq = rsWaves_ + static_cast<uint64_t>(wave.index) + 1;
+    const int gen = wave.generation;
+    // Accept the wave: the generation's previous landing is done on every
+    // local rank; zero my stale blocks; tell this wave's senders.
+    if (rsGenLastUse_[gen] > 0)
+      for (int i = 0; i < l; ++i)
+        ep_.wait(kNetQueue, ids::kRsLanded + i, rsGenLastUse_[gen], t.rankOf(node, i), "inbox generation landed");
+    if (!injected(Fault::kSkipStaleZeroing))
+      for (const plan::InboxBlock& z : wave.zero)
+        if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+    for (int c : wave.contributors)
+      if (c < m) ep_.signal(kNetQueue, t.rankOf(((node - c) % m + m) % m, local), ids::kRsCredit + node, seq);
+    // Send: k-way rounds of outbox blocks over my rail.
+    for (const plan::RsRound& round : wave.rounds) {
+      for (int c : round.contributors) {
+        const int dest = (node + c) % m;
+        const int remote = wave.pass * (m - 1) + (c - 1);
+        const uint64_t k = sendBase + static_cast<uint64_t>(remote);
+        ep_.waitEvent(kNetQueue, kSumQueue, summed[static_cast<size_t>(remote)]);
+        ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
+        const int sub = plan::subSlice(local, c, m, l);
+        ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub),
+                    ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut))),
+                    rs.blockBytes, ids::kRsInbox + node, seq);
+        sent = std::max(sent, k + 1);
+      }
+      ep_.signal(kNetQueue, me, ids::kRsSent + bank, sent);
+    }
+    // Receive: every contributor's block, and my own node's partial.
+    for (int c : wave.contributors)
+      if (c < m) {
+        const int src = ((node - c) % m + m) % m;
+        ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t.rankOf(src, local), "inbox block");
+      }
+    if (wave.hasOwnNode) {
+      ep_.waitEvent(kNetQueue, kSumQueue, summed[ownBase + static_cast<size_t>(wave.pass)]);
+      fabric::CopyOp spare;
+      spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
+      spare.src = ep_.arena() + layout_.spareBlock(bank, wave.pass);
+      spare.width = rs.blockBytes;
+      ep_.copy(kNetQueue, {spare});
+    }
+    for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
+    // Land: my rows of every sub-slice, contributors in increasing c, then
+    // the GPUs that hold no contributor this wave (zeros).
+    for (int i = 0; i < l; ++i) ep_.wait(kNetQueue, ids::kRsArrived + i, seq, t.rankOf(node, i), "wave arrival");
+    const bool firstOfPass = wave.index % rs.wavesPerPass == 0;
+    for (int s = 0; s < l; ++s) {
+      const plan::ElemRange range = plan::subSliceRange(g, rs, wave.pass, s);
+      if (range.size() == 0) continue;
+      fabric::LandOp op;
+      op.dst = out + range.begin;
+      op.elems = range.size();
+      op.alpha = alpha;
+      op.accumulate = firstOfPass ? accumulate : true;
+      op.clearSources = wave.clearAfterLanding;
+      std::vector<bool> used(static_cast<size_t>(l), false);
+      std::vector<int> order;
+      for (int c : wave.contributors) order.push_back(plan::landingGpu(s, c, m, l));
+      for (int j : order) used[static_cast<size_t>(j)] = true;
+      for (int j = 0; j < l; ++j)
+        if (!used[static_cast<size_t>(j)]) order.push_back(j);
+      for (int j : order) {
+        const int peer = t.rankOf(node, j);
+        std::byte* base = peer == me ? ep_.arena() : ep_.peerArena(peer);
+        op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) + int64_t{local} * rs.subElems);
+      }
+      ep_.land(kNetQueue, op);
+    }
+    for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsLanded + local, seq);
+    rsGenLastUse_[gen] = seq;
+  }
+  ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, spareUses + 1);
+  rsSpareUses_[bank] = spareUses + 1;
+  rsSends_[bank] = sendBase + static_cast<uint64_t>(rs.passes) * static_cast<uint64_t>(m - 1);
+  rsWaves_ += rs.waves.size();
+}
+
+}  // namespace tide::collectives

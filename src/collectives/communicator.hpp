@@ -1,0 +1,77 @@
+// TIDE-AG and TIDE-RS, written once against the fabric interface.
+//
+// One Communicator per rank. Calls must be issued in the same order on every
+// rank (the collective order); each call only enqueues work and returns events
+// on queue kCallerQueue.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/faults.hpp"
+#include "collectives/scratch_layout.hpp"
+#include "tide/fabric.hpp"
+#include "tide/plan.hpp"
+
+namespace tide::collectives {
+
+// Queues of a rank: the caller's, copy engines, SM steps, rails.
+inline constexpr int kCallerQueue = 0;
+inline constexpr int kCopyQueue = 1;
+inline constexpr int kSumQueue = 2;
+inline constexpr int kNetQueue = 3;
+inline constexpr int kQueuesNeeded = 4;
+
+struct ReduceScatterEvents {
+  uint64_t readDone = 0;  // on kCallerQueue: gradients may be released
+  uint64_t done = 0;      // on kCallerQueue: the output is final
+};
+
+class Communicator {
+ public:
+  Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults = {});
+
+  // Writes every rank's shard into every node-local rank's landing at arena
+  // offset `landingOffset` (same on all ranks). `shard` is this rank's packed
+  // S-byte shard (any local memory). Returns the caller-queue event after
+  // which the landing holds the unsharded group.
+  uint64_t allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset);
+
+  // out (this rank's packed fp32 shard, E elements) =
+  //   (accumulate ? out : 0) + alpha * sum over ranks of grads[p] rows.
+  // grads[p] holds parameter p's unsharded gradient (D_p*K_p elements).
+  ReduceScatterEvents reduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads,
+                                    float* out, float alpha, bool accumulate);
+
+  fabric::Endpoint& endpoint() { return ep_; }
+  const ScratchLayout& layout() const { return layout_; }
+
+ private:
+  std::byte* addressOf(const plan::BufferRef& ref, const void* shard, int64_t landingOffset,
+                       const std::vector<const void*>* grads, int stagingSlot);
+  std::vector<fabric::CopyOp> toCopyOps(const std::vector<plan::CopyDesc>& descs, const void* shard,
+                                        int64_t landingOffset, const std::vector<const void*>* grads,
+                                        int stagingSlot);
+  bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
+  void checkPlan(const plan::Plan& plan) const;
+  void rsSingleNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
+                    float alpha, bool accumulate, uint64_t entry);
+  void rsMultiNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
+                   float alpha, bool accumulate, uint64_t entry);
+
+  fabric::Endpoint& ep_;
+  ScratchLayout layout_;
+  FaultConfig faults_;
+  // Cumulative protocol positions; identical on every rank that issues the
+  // same calls in the same order.
+  uint64_t agCalls_ = 0;
+  uint64_t rsCalls_ = 0;
+  uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
+  uint64_t rsWaves_ = 0;        // Level 2 waves
+  uint64_t rsSends_[2] = {0, 0};  // outbox blocks filled per bank
+  uint64_t rsSpareUses_[2] = {0, 0};
+  uint64_t rsGenLastUse_[2] = {0, 0};  // wave that last used each inbox generation
+};
+
+}  // namespace tide::collectives

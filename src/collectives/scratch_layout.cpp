@@ -1,0 +1,42 @@
+#include "collectives/scratch_layout.hpp"
+
+#include <algorithm>
+
+namespace tide::collectives {
+namespace {
+constexpr int64_t kAlign = 4096;  // NCCL windows want 4 KiB-aligned offsets
+int64_t alignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plans) {
+  ScratchLayout s;
+  for (const plan::Plan* p : plans) {
+    s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
+    s.stagingSlotBytes = std::max(s.stagingSlotBytes, p->rs.stagingSlotBytes);
+    s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);
+    s.blockBytes = std::max(s.blockBytes, p->rs.blockBytes);
+    s.outboxBlocks = std::max(s.outboxBlocks, p->rs.outboxBlocks);
+    s.generations = std::max(s.generations, p->rs.bufferGenerations);
+    if (p->group.topo.nodes > 1) {
+      s.blocksPerGeneration = std::max(s.blocksPerGeneration, p->group.topo.gpusPerNode);
+      s.sparesPerBank = std::max(s.sparesPerBank, p->rs.passes);
+    }
+  }
+  s.stagingSlotBytes = alignUp(s.stagingSlotBytes);
+  s.blockBytes = alignUp(s.blockBytes);
+  int64_t at = 0;
+  s.stage = at;
+  at += alignUp(s.stageBytes);
+  s.staging = at;
+  at += s.stagingSlots * s.stagingSlotBytes;
+  s.outbox = at;
+  at += 2 * int64_t{s.outboxBlocks} * s.blockBytes;
+  s.inbox = at;
+  at += int64_t{s.generations} * s.blocksPerGeneration * s.blockBytes;
+  s.spare = at;
+  at += 2 * int64_t{s.sparesPerBank} * s.blockBytes;
+  s.bytes = at;
+  return s;
+}
+
+}  // namespace tide::collectives

@@ -1,0 +1,37 @@
+// Where the collectives' scratch regions sit in the symmetric arena, sized
+// for the largest group a communicator serves. Same on every rank.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tide/plan.hpp"
+
+namespace tide::collectives {
+
+struct ScratchLayout {
+  int64_t stage = 0;          // AG receive stage
+  int64_t stageBytes = 0;
+  int64_t staging = 0;        // RS Level 1 staging slots
+  int64_t stagingSlotBytes = 0;
+  int stagingSlots = 0;
+  int64_t blockBytes = 0;     // outbox / inbox / spare block
+  int64_t outbox = 0;         // [bank][block]
+  int outboxBlocks = 0;
+  int64_t inbox = 0;          // [generation][sub-slice]
+  int generations = 0;
+  int blocksPerGeneration = 0;
+  int64_t spare = 0;          // [bank][pass]
+  int sparesPerBank = 0;
+  int64_t bytes = 0;          // total; user regions start here
+
+  static ScratchLayout forPlans(const std::vector<const plan::Plan*>& plans);
+  int64_t stagingSlot(int i) const { return staging + i * stagingSlotBytes; }
+  int64_t outboxBlock(int bank, int i) const { return outbox + (int64_t{bank} * outboxBlocks + i) * blockBytes; }
+  int64_t inboxBlock(int gen, int s) const {
+    return inbox + (int64_t{gen} * blocksPerGeneration + s) * blockBytes;
+  }
+  int64_t spareBlock(int bank, int pass) const { return spare + (int64_t{bank} * sparesPerBank + pass) * blockBytes; }
+};
+
+}  // namespace tide::collectives

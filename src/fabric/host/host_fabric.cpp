@@ -1,0 +1,271 @@
+#include "fabric/host/host_fabric.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "fabric/host/host_kernels.hpp"
+
+namespace tide::fabric::host {
+
+using Clock = std::chrono::steady_clock;
+
+HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options)
+    : topo_(topo), rank_(rank), mem_(std::move(memory)), options_(options) {
+  if (options_.queues < 1) throw FabricError(FabricError::Kind::kUsage, "host fabric needs >= 1 queue");
+  for (int q = 0; q < options_.queues; ++q) queues_.push_back(std::make_unique<WorkQueue>());
+}
+
+HostEndpoint::~HostEndpoint() = default;
+
+std::byte* HostEndpoint::peerArena(int peerRank) {
+  topo_.checkRank(peerRank);
+  return mem_.arenas[static_cast<size_t>(peerRank)];
+}
+
+void HostEndpoint::setCallContext(const std::string& call) {
+  std::lock_guard<std::mutex> lock(callMu_);
+  call_ = call;
+}
+
+WorkQueue& HostEndpoint::queue(int q) {
+  if (q < 0 || q >= numQueues())
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": no queue " +
+                                                     std::to_string(q));
+  return *queues_[static_cast<size_t>(q)];
+}
+
+void HostEndpoint::checkCounter(int id) const {
+  if (id < 0 || id >= kCountersPerRank)
+    throw FabricError(FabricError::Kind::kUsage, "counter id " + std::to_string(id) + " out of range");
+}
+
+std::atomic<uint64_t>& HostEndpoint::counter(int rank, int id) {
+  checkCounter(id);
+  topo_.checkRank(rank);
+  return mem_.counters[static_cast<size_t>(rank)][id];
+}
+
+Clock::time_point HostEndpoint::deadline() const {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(options_.timeoutSeconds));
+}
+
+void HostEndpoint::fail(FabricError::Kind kind, const std::string& message) {
+  int expected = 0;
+  if (mem_.failed && mem_.failed->compare_exchange_strong(expected, 1) && mem_.failure) {
+    std::strncpy(mem_.failure, message.c_str(), RankMemory::kFailureBytes - 1);
+    mem_.failure[RankMemory::kFailureBytes - 1] = '\0';
+  }
+  throw FabricError(kind, message);
+}
+
+void HostEndpoint::stallOnce() {
+  if (faults_.stallSeconds > 0 && !stalled_.exchange(true))
+    std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
+}
+
+void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
+  int64_t bytes = 0;
+  for (const CopyOp& op : ops) bytes += op.width * op.rows;
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    stats_.copyBytes += bytes;
+    stats_.copyOps += static_cast<int64_t>(ops.size());
+  }
+  queue(q).submit([this, ops] {
+    stallOnce();
+    for (const CopyOp& op : ops)
+      for (int64_t r = 0; r < op.rows; ++r)
+        std::memmove(static_cast<std::byte*>(op.dst) + r * op.dstPitch,
+                     static_cast<const std::byte*>(op.src) + r * op.srcPitch,
+                     static_cast<size_t>(op.width));
+  });
+}
+
+void HostEndpoint::sum(int q, const SumOp& op) {
+  queue(q).submit([this, op] {
+    stallOnce();
+    const int64_t n = runSum(op);
+    std::lock_guard<std::mutex> lock(statsMu_);
+    stats_.sumElems += n;
+  });
+}
+
+void HostEndpoint::land(int q, const LandOp& op) {
+  queue(q).submit([this, op] {
+    stallOnce();
+    const int64_t n = runLand(op);
+    std::lock_guard<std::mutex> lock(statsMu_);
+    stats_.landElems += n;
+  });
+}
+
+void HostEndpoint::zero(int q, void* dst, int64_t bytes) {
+  queue(q).submit([dst, bytes] { std::memset(dst, 0, static_cast<size_t>(bytes)); });
+}
+
+void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
+                           int signalId, uint64_t signalValue) {
+  topo_.checkRank(dstRank);
+  if (topo_.localOf(dstRank) != topo_.localOf(rank_))
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) +
+                                                     ": rail put to rank " + std::to_string(dstRank) +
+                                                     " on another rail");
+  if (dstOffset < 0 || dstOffset + bytes > mem_.arenaBytes)
+    throw FabricError(FabricError::Kind::kUsage, "rail put outside the peer arena");
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    stats_.railBytes += bytes;
+    stats_.railPuts += 1;
+  }
+  const bool duplicate = putsIssued_.fetch_add(1) == faults_.duplicatePutAfter;
+  std::byte* dst = peerArena(dstRank) + dstOffset;
+  std::atomic<uint64_t>* ctr = signalId >= 0 ? &counter(dstRank, signalId) : nullptr;
+  queue(q).submit([this, dst, src, bytes, ctr, signalValue, duplicate] {
+    stallOnce();
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    {
+      // A retransmitted RDMA write: the old bytes land again after the next
+      // put to the same place.
+      std::lock_guard<std::mutex> lock(replayMu_);
+      if (replayDst_ == dst && !duplicate) {
+        std::memcpy(dst, replayData_.data(), replayData_.size());
+        replayDst_ = nullptr;
+      }
+      if (duplicate) {
+        replayDst_ = dst;
+        replayData_.assign(dst, dst + bytes);
+      }
+    }
+    if (ctr && !(faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter))
+      ctr->store(std::max(ctr->load(), signalValue));
+  });
+}
+
+void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
+  std::atomic<uint64_t>* ctr = &counter(dstRank, id);
+  queue(q).submit([this, ctr, value, dstRank] {
+    stallOnce();
+    const bool remote = dstRank != rank_;
+    if (remote && faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)
+      return;  // injected: the signal is lost
+    ctr->store(std::max(ctr->load(), value));
+  });
+}
+
+void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* what) {
+  std::atomic<uint64_t>* ctr = &counter(rank_, id);
+  std::string call;
+  {
+    std::lock_guard<std::mutex> lock(callMu_);
+    call = call_;
+  }
+  std::string awaited = what;
+  queue(q).submit([this, ctr, value, peer, call, awaited, id] {
+    stallOnce();
+    const auto end = deadline();
+    int spins = 0;
+    while (ctr->load() < value) {
+      if (mem_.failed && mem_.failed->load())
+        throw FabricError(FabricError::Kind::kPeerFailure,
+                          "rank " + std::to_string(rank_) + " in " + call + ": stopped, a peer failed: " +
+                              (mem_.failure ? std::string(mem_.failure) : std::string("?")));
+      if (Clock::now() > end)
+        fail(FabricError::Kind::kTimeout,
+             "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
+                 std::to_string(options_.timeoutSeconds) + " s waiting for " + awaited + " from rank " +
+                 std::to_string(peer) + " (counter " + std::to_string(id) + " = " +
+                 std::to_string(ctr->load()) + ", needed " + std::to_string(value) + ")");
+      if (++spins < 64)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 200));
+    }
+  });
+}
+
+void HostEndpoint::delay(int q, double seconds) {
+  queue(q).submit([seconds] { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); });
+}
+
+uint64_t HostEndpoint::record(int q) { return queue(q).submitted(); }
+
+void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
+  WorkQueue* src = &queue(srcQueue);
+  std::string call;
+  {
+    std::lock_guard<std::mutex> lock(callMu_);
+    call = call_;
+  }
+  queue(q).submit([this, src, event, call, srcQueue] {
+    if (!src->waitCompleted(event, deadline()))
+      fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call +
+                                            ": timed out waiting for queue " + std::to_string(srcQueue));
+    if (src->failure()) std::rethrow_exception(src->failure());
+  });
+}
+
+void HostEndpoint::synchronize(int q) {
+  WorkQueue& wq = queue(q);
+  const uint64_t target = wq.submitted();
+  // Waits inside the queue carry their own deadline; allow them to expire first.
+  const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
+  if (!wq.waitCompleted(target, end))
+    fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": queue " + std::to_string(q) +
+                                          " did not drain before its deadline");
+  if (wq.failure()) std::rethrow_exception(wq.failure());
+}
+
+void HostEndpoint::synchronizeAll() {
+  std::exception_ptr first;
+  for (int q = 0; q < numQueues(); ++q) {
+    try {
+      synchronize(q);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+uint64_t HostEndpoint::counterValue(int id) { return counter(rank_, id).load(); }
+
+Stats HostEndpoint::stats() const {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  return stats_;
+}
+
+void HostEndpoint::resetStats() {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  stats_ = {};
+}
+
+void HostEndpoint::setFabricFaults(const FabricFaults& f) {
+  faults_ = f;
+  signalsSent_ = 0;
+  putsIssued_ = 0;
+  stalled_ = false;
+}
+
+HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions options)
+    : topo_(topo), failure_(RankMemory::kFailureBytes, '\0') {
+  RankMemory mem;
+  mem.arenaBytes = arenaBytes;
+  mem.failed = &failed_;
+  mem.failure = failure_.data();
+  for (int r = 0; r < topo.ranks(); ++r) {
+    arenas_.push_back(std::make_unique<std::byte[]>(static_cast<size_t>(std::max<int64_t>(arenaBytes, 1))));
+    counters_.push_back(std::make_unique<std::atomic<uint64_t>[]>(kCountersPerRank));
+    for (int i = 0; i < kCountersPerRank; ++i) counters_.back()[i].store(0);
+    mem.arenas.push_back(arenas_.back().get());
+    mem.counters.push_back(counters_.back().get());
+  }
+  for (int r = 0; r < topo.ranks(); ++r)
+    endpoints_.push_back(std::make_unique<HostEndpoint>(topo, r, mem, options));
+}
+
+HostWorld::~HostWorld() { endpoints_.clear(); }
+
+}  // namespace tide::fabric::host

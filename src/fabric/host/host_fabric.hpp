@@ -1,0 +1,114 @@
+// Host fabric: every rank's arena, counters and queues in host memory, so the
+// whole protocol runs on CPUs. Ranks are threads of one process (HostWorld) or
+// processes that map each other's memory (SharedWorld, shm_world.hpp); both
+// hand a HostEndpoint the same RankMemory table.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fabric/host/work_queue.hpp"
+#include "tide/fabric.hpp"
+
+namespace tide::fabric::host {
+
+inline constexpr int kCountersPerRank = 16384;
+
+// Where the ranks' memory lives. Pointers for every rank of the node (others
+// null in multi-process mode across nodes; the host fabric maps all ranks).
+struct RankMemory {
+  std::vector<std::byte*> arenas;
+  std::vector<std::atomic<uint64_t>*> counters;
+  int64_t arenaBytes = 0;
+  std::atomic<int>* failed = nullptr;  // set by the first rank that fails
+  char* failure = nullptr;             // first failure message (kFailureBytes)
+  static constexpr size_t kFailureBytes = 1024;
+};
+
+struct HostOptions {
+  int queues = 4;
+  double timeoutSeconds = 5.0;
+};
+
+class HostEndpoint final : public Endpoint {
+ public:
+  HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options);
+  ~HostEndpoint() override;
+
+  int rank() const override { return rank_; }
+  const plan::Topology& topology() const override { return topo_; }
+  std::byte* arena() override { return mem_.arenas[static_cast<size_t>(rank_)]; }
+  int64_t arenaBytes() const override { return mem_.arenaBytes; }
+  std::byte* peerArena(int peerRank) override;
+  bool railsByCopy() const override { return true; }
+  int numQueues() const override { return static_cast<int>(queues_.size()); }
+  void setCallContext(const std::string& call) override;
+
+  void copy(int q, const std::vector<CopyOp>& ops) override;
+  void sum(int q, const SumOp& op) override;
+  void land(int q, const LandOp& op) override;
+  void zero(int q, void* dst, int64_t bytes) override;
+  void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes, int signalId,
+               uint64_t signalValue) override;
+  void signal(int q, int dstRank, int id, uint64_t value) override;
+  void delay(int q, double seconds) override;
+  void wait(int q, int id, uint64_t value, int peer, const char* what) override;
+  uint64_t record(int q) override;
+  void waitEvent(int q, int srcQueue, uint64_t event) override;
+  void synchronize(int q) override;
+  void synchronizeAll() override;
+  uint64_t counterValue(int id) override;
+  Stats stats() const override;
+  void resetStats() override;
+  void setFabricFaults(const FabricFaults& f) override;
+
+ private:
+  WorkQueue& queue(int q);
+  std::atomic<uint64_t>& counter(int rank, int id);
+  void checkCounter(int id) const;
+  [[noreturn]] void fail(FabricError::Kind kind, const std::string& message);
+  void stallOnce();
+  std::chrono::steady_clock::time_point deadline() const;
+
+  plan::Topology topo_;
+  int rank_;
+  RankMemory mem_;
+  HostOptions options_;
+  std::vector<std::unique_ptr<WorkQueue>> queues_;
+  std::mutex callMu_;
+  std::string call_ = "(no call)";
+  mutable std::mutex statsMu_;
+  Stats stats_;
+  FabricFaults faults_;
+  std::atomic<int> signalsSent_{0};
+  std::atomic<int> putsIssued_{0};
+  std::atomic<bool> stalled_{false};
+  // Injected duplicate put: the old bytes, replayed after the next put there.
+  std::mutex replayMu_;
+  std::byte* replayDst_ = nullptr;
+  std::vector<std::byte> replayData_;
+};
+
+// N ranks as threads of one process: owns the arenas and counters.
+class HostWorld {
+ public:
+  HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions options = {});
+  ~HostWorld();
+  Endpoint& endpoint(int rank) { return *endpoints_.at(static_cast<size_t>(rank)); }
+  int ranks() const { return topo_.ranks(); }
+  const plan::Topology& topology() const { return topo_; }
+
+ private:
+  plan::Topology topo_;
+  std::vector<std::unique_ptr<std::byte[]>> arenas_;
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> counters_;
+  std::atomic<int> failed_{0};
+  std::vector<char> failure_;
+  std::vector<std::unique_ptr<HostEndpoint>> endpoints_;
+};
+
+}  // namespace tide::fabric::host

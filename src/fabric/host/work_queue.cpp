@@ -1,0 +1,78 @@
+#include "fabric/host/work_queue.hpp"
+
+#include <exception>
+
+namespace tide::fabric::host {
+
+WorkQueue::WorkQueue() : worker_([this] { run(); }) {}
+
+WorkQueue::~WorkQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+uint64_t WorkQueue::submit(Task task) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++submitted_;
+    tasks_.emplace_back(seq, std::move(task));
+  }
+  cv_.notify_all();
+  return seq;
+}
+
+uint64_t WorkQueue::submitted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return submitted_;
+}
+
+uint64_t WorkQueue::completed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_;
+}
+
+std::exception_ptr WorkQueue::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+bool WorkQueue::waitCompleted(uint64_t seq, std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return completed_ >= seq; });
+}
+
+void WorkQueue::run() {
+  for (;;) {
+    std::pair<uint64_t, Task> item;
+    bool skip;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stop requested and drained
+      item = std::move(tasks_.front());
+      tasks_.pop_front();
+      skip = failure_ != nullptr;
+    }
+    std::exception_ptr error;
+    if (!skip) {
+      try {
+        item.second();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error && !failure_) failure_ = error;
+      completed_ = item.first;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace tide::fabric::host

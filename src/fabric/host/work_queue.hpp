@@ -1,0 +1,49 @@
+// One in-order asynchronous queue of a host-fabric rank: a worker thread that
+// runs tasks in submission order, like a CUDA stream.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace tide::fabric::host {
+
+class WorkQueue {
+ public:
+  using Task = std::function<void()>;
+
+  WorkQueue();
+  ~WorkQueue();
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Returns the task's sequence number (1-based); completed() reaches it when
+  // the task has run.
+  uint64_t submit(Task task);
+  uint64_t submitted() const;
+  uint64_t completed() const;
+  // First failure of a task on this queue (null if none); later tasks are skipped.
+  std::exception_ptr failure() const;
+
+  // Blocks until completed() >= seq or `deadline` passes; false on timeout.
+  bool waitCompleted(uint64_t seq, std::chrono::steady_clock::time_point deadline) const;
+
+ private:
+  void run();
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, Task>> tasks_;
+  uint64_t submitted_ = 0;
+  uint64_t completed_ = 0;
+  std::exception_ptr failure_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace tide::fabric::host
