@@ -318,12 +318,16 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
   const uint64_t sendBase = rsSends_[bank];
   const uint64_t spareUses = rsSpareUses_[bank];
 
-  // Destination blocks in read order: remote ones in send order, then the own node.
+  // Destination blocks in read order, pass by pass: remote ones in send
+  // order, then the own node (its partial lands in the pass's last wave, so
+  // a later pass must not be read before it).
   struct Block { int pass; int dest; int remote; };  // remote = -1 for the own node
   std::vector<Block> blocks;
-  for (int q = 0; q < rs.passes; ++q)
+  for (int q = 0; q < rs.passes; ++q) {
     for (int c = 1; c < m; ++c) blocks.push_back({q, (node + c) % m, q * (m - 1) + (c - 1)});
-  for (int q = 0; q < rs.passes; ++q) blocks.push_back({q, node, -1});
+    blocks.push_back({q, node, -1});
+  }
+  auto readIndex = [m](int pass, int c) { return static_cast<size_t>(pass) * static_cast<size_t>(m) + static_cast<size_t>(c - 1); };
 
   // ---- read phase: pushes (copy engines) and Level 1 sums (short-lived SM work)
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
@@ -369,7 +373,6 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
     summed[j] = ep_.record(kSumQueue);
   }
   rsChunks_ += blocks.size();
-  const size_t ownBase = static_cast<size_t>(rs.passes) * static_cast<size_t>(m - 1);
 
   // ---- network phase, in collective order behind the previous call's
   if (injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
@@ -393,7 +396,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
         const int dest = (node + c) % m;
         const int remote = wave.pass * (m - 1) + (c - 1);
         const uint64_t k = sendBase + static_cast<uint64_t>(remote);
-        ep_.waitEvent(kNetQueue, kSumQueue, summed[static_cast<size_t>(remote)]);
+        ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, c)]);
         ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
         const int sub = plan::subSlice(local, c, m, l);
         ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub),
@@ -410,7 +413,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
         ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t.rankOf(src, local), "inbox block");
       }
     if (wave.hasOwnNode) {
-      ep_.waitEvent(kNetQueue, kSumQueue, summed[ownBase + static_cast<size_t>(wave.pass)]);
+      ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, m)]);
       fabric::CopyOp spare;
       spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
       spare.src = ep_.arena() + layout_.spareBlock(bank, wave.pass);

@@ -1,0 +1,263 @@
+#include "bench/host_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "collectives/communicator.hpp"
+#include "fabric/host/host_fabric.hpp"
+#include "fabric/host/host_kernels.hpp"
+
+namespace tide::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RankData {
+  std::vector<uint8_t> shard;                   // packed S bytes
+  std::vector<std::vector<uint8_t>> grads;      // per parameter, D_p*K_p items
+  std::vector<float> out;
+};
+
+float drawValue(std::mt19937_64& rng, InputKind kind) {
+  switch (kind) {
+    case InputKind::kInteger: return static_cast<float>(static_cast<int>(rng() % 17) - 8);
+    case InputKind::kNonFinite: {
+      const uint64_t r = rng() % 64;
+      if (r == 0) return std::numeric_limits<float>::quiet_NaN();
+      if (r == 1) return std::numeric_limits<float>::infinity();
+      if (r == 2) return -std::numeric_limits<float>::infinity();
+      [[fallthrough]];
+    }
+    case InputKind::kRandomNormal:
+    default: {
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      return nd(rng);
+    }
+  }
+}
+
+void storeValue(uint8_t* base, int64_t i, plan::DType t, float v) {
+  if (t == plan::DType::kBF16) {
+    const uint16_t b = fabric::host::floatToBf16(v);
+    std::memcpy(base + i * 2, &b, 2);
+  } else {
+    std::memcpy(base + i * 4, &v, 4);
+  }
+}
+
+double loadValue(const uint8_t* base, int64_t i, plan::DType t) {
+  if (t == plan::DType::kBF16) {
+    uint16_t b;
+    std::memcpy(&b, base + i * 2, 2);
+    return fabric::host::bf16ToFloat(b);
+  }
+  float f;
+  std::memcpy(&f, base + i * 4, 4);
+  return f;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void addStats(fabric::Stats& s, fabric::host::HostWorld& world) {
+  for (int r = 0; r < world.ranks(); ++r) {
+    const fabric::Stats x = world.endpoint(r).stats();
+    s.copyBytes += x.copyBytes;
+    s.railBytes += x.railBytes;
+    s.copyOps += x.copyOps;
+    s.railPuts += x.railPuts;
+    s.sumElems += x.sumElems;
+    s.landElems += x.landElems;
+    world.endpoint(r).resetStats();
+  }
+}
+
+void perCall(fabric::Stats& s, int iters) {
+  const int64_t n = std::max(iters, 1);
+  s.copyBytes /= n; s.railBytes /= n; s.copyOps /= n; s.railPuts /= n; s.sumElems /= n; s.landElems /= n;
+}
+
+void synchronizeAll(fabric::host::HostWorld& world) {
+  std::exception_ptr first;
+  for (int r = 0; r < world.ranks(); ++r) {
+    try {
+      world.endpoint(r).synchronizeAll();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace
+
+HostRunResult runOnHost(const HostRunOptions& o) {
+  HostRunResult res;
+  res.plan = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
+  const plan::Plan& pl = res.plan;
+  const plan::GroupLayout& g = pl.group;
+  const int n = g.topo.ranks();
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
+  const int64_t landingOffset = layout.bytes;
+  fabric::host::HostOptions hopt;
+  hopt.queues = collectives::kQueuesNeeded;
+  hopt.timeoutSeconds = o.timeoutSeconds;
+  fabric::host::HostWorld world(g.topo, landingOffset + g.unshardedBytes(), hopt);
+  std::vector<std::unique_ptr<collectives::Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    collectives::FaultConfig f = o.fault;
+    comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout, f));
+  }
+  if (o.fault.kind == collectives::Fault::kStallPeer) {
+    fabric::FabricFaults ff;
+    ff.stallSeconds = o.timeoutSeconds * 2.5;
+    world.endpoint(o.fault.rank).setFabricFaults(ff);
+  } else if (o.fault.kind == collectives::Fault::kLoseSignal) {
+    fabric::FabricFaults ff;
+    ff.loseSignalAfter = 0;
+    world.endpoint(o.fault.rank).setFabricFaults(ff);
+  } else if (o.fault.kind == collectives::Fault::kDuplicatePut) {
+    fabric::FabricFaults ff;
+    ff.duplicatePutAfter = 0;
+    world.endpoint(o.fault.rank).setFabricFaults(ff);
+  }
+
+  std::mt19937_64 rng(o.seed);
+  const int bGrad = plan::itemSize(g.gradDtype);
+  std::vector<RankData> data(static_cast<size_t>(n));
+  std::vector<double> agTimes, rsTimes;
+  res.allGather.ok = true;
+  res.reduceScatter.ok = true;
+  try {
+    for (int it = 0; it < o.iters; ++it) {
+      // ---- fresh inputs
+      for (int r = 0; r < n; ++r) {
+        RankData& d = data[static_cast<size_t>(r)];
+        d.shard.assign(static_cast<size_t>(g.shardBytes), 0);
+        for (size_t p = 0; p < g.params.size(); ++p) {
+          const plan::ParamLayout& P = g.params[p];
+          const int64_t valid = P.validRows(r) * P.rowElems;  // padding rows stay zero, as FSDP2 pads
+          for (int64_t i = 0; i < valid; ++i)
+            storeValue(d.shard.data() + P.shardOffset, i, g.agDtype, drawValue(rng, o.inputs));
+        }
+        d.grads.resize(g.params.size());
+        for (size_t p = 0; p < g.params.size(); ++p) {
+          const plan::ParamLayout& P = g.params[p];
+          d.grads[p].assign(static_cast<size_t>(P.rows * P.rowElems * bGrad), 0);
+          for (int64_t i = 0; i < P.rows * P.rowElems; ++i)
+            storeValue(d.grads[p].data(), i, g.gradDtype, drawValue(rng, o.inputs));
+        }
+        if (!o.accumulate || it == 0) {
+          d.out.assign(static_cast<size_t>(g.outElems), 0.0f);
+          for (float& v : d.out) v = o.accumulate ? drawValue(rng, InputKind::kInteger) : std::nanf("");
+        }
+      }
+      // Poison every landing so an unwritten byte fails.
+      for (int r = 0; r < n; ++r)
+        std::memset(world.endpoint(r).arena() + landingOffset, 0xA5, static_cast<size_t>(g.unshardedBytes()));
+
+      // ---- all-gather on every rank
+      auto t0 = Clock::now();
+      for (int r = 0; r < n; ++r) {
+        comms[static_cast<size_t>(r)]->allGather(pl, data[static_cast<size_t>(r)].shard.data(), landingOffset);
+      }
+      for (int r = 0; r < n; ++r) world.endpoint(r).synchronize(collectives::kCallerQueue);
+      agTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      for (int r = 0; r < n; ++r) {
+        const uint8_t* land = reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landingOffset);
+        for (size_t p = 0; p < g.params.size(); ++p) {
+          const plan::ParamLayout& P = g.params[p];
+          for (int src = 0; src < n; ++src) {
+            const uint8_t* want = data[static_cast<size_t>(src)].shard.data() + P.shardOffset;
+            const uint8_t* got = land + g.landing(static_cast<int>(p), src);
+            for (int64_t b = 0; b < P.shardBytes; ++b)
+              if (want[b] != got[b]) ++res.allGather.wrong;
+          }
+        }
+        if (o.keepOutputs && it + 1 == o.iters)
+          res.landings.emplace_back(land, land + g.unshardedBytes());
+      }
+      synchronizeAll(world);
+      addStats(res.allGather.stats, world);
+
+      // ---- reduce-scatter on every rank
+      std::vector<std::vector<float>> before(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) before[static_cast<size_t>(r)] = data[static_cast<size_t>(r)].out;
+      std::vector<collectives::ReduceScatterEvents> events(static_cast<size_t>(n));
+      t0 = Clock::now();
+      for (int r = 0; r < n; ++r) {
+        RankData& d = data[static_cast<size_t>(r)];
+        std::vector<const void*> grads;
+        for (auto& gp : d.grads) grads.push_back(gp.data());
+        events[static_cast<size_t>(r)] =
+            comms[static_cast<size_t>(r)]->reduceScatter(pl, grads, d.out.data(), o.alpha, o.accumulate);
+        if (o.fault.kind == collectives::Fault::kReleaseGradsEarly && r == o.fault.rank) {
+          // The caller frees its gradients once readDone fires: model the
+          // reuse of that memory on the caller's stream.
+          for (auto& gp : d.grads)
+            world.endpoint(r).zero(collectives::kCallerQueue, gp.data(), static_cast<int64_t>(gp.size()));
+        }
+      }
+      for (int r = 0; r < n; ++r) world.endpoint(r).synchronize(collectives::kCallerQueue);
+      rsTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      synchronizeAll(world);
+      addStats(res.reduceScatter.stats, world);
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float>& y = data[static_cast<size_t>(r)].out;
+        std::vector<double> ref(static_cast<size_t>(g.outElems), 0.0);
+        double refMax = 0;
+        for (size_t p = 0; p < g.params.size(); ++p) {
+          const plan::ParamLayout& P = g.params[p];
+          for (int64_t xi = 0; xi < P.outElems; ++xi) {
+            const int64_t flat = int64_t{r} * P.outElems + xi;
+            double s = 0;
+            if (flat < P.rows * P.rowElems)
+              for (int u = 0; u < n; ++u) s += loadValue(data[static_cast<size_t>(u)].grads[p].data(), flat, g.gradDtype);
+            double v = double{o.alpha} * s;
+            if (o.accumulate) v += before[static_cast<size_t>(r)][static_cast<size_t>(P.outOffset + xi)];
+            ref[static_cast<size_t>(P.outOffset + xi)] = v;
+            if (std::isfinite(v)) refMax = std::max(refMax, std::fabs(v));
+          }
+        }
+        const double scale = std::max(1.0, refMax);
+        for (int64_t x = 0; x < g.outElems; ++x) {
+          const double want = ref[static_cast<size_t>(x)];
+          const double got = y[static_cast<size_t>(x)];
+          bool match;
+          if (std::isnan(want)) match = std::isnan(got);
+          else if (std::isinf(want)) match = got == want;
+          else if (o.inputs == InputKind::kInteger) match = got == want;
+          else {
+            const double err = std::fabs(got - want) / scale;
+            if (std::isnan(got)) match = false;
+            else {
+              res.reduceScatter.maxRelErr = std::max(res.reduceScatter.maxRelErr, err);
+              match = err <= 1e-5;
+            }
+          }
+          if (!match) ++res.reduceScatter.wrong;
+        }
+        if (o.keepOutputs && it + 1 == o.iters) res.outputs.push_back(y);
+      }
+    }
+  } catch (const std::exception& e) {
+    res.error = e.what();
+    res.allGather.ok = res.reduceScatter.ok = false;
+  }
+  res.allGather.ok = res.allGather.ok && res.allGather.wrong == 0;
+  res.reduceScatter.ok = res.reduceScatter.ok && res.reduceScatter.wrong == 0;
+  res.allGather.seconds = median(agTimes);
+  res.reduceScatter.seconds = median(rsTimes);
+  perCall(res.allGather.stats, o.iters);
+  perCall(res.reduceScatter.stats, o.iters);
+  return res;
+}
+
+}  // namespace tide::bench

@@ -1,0 +1,53 @@
+// Runs TIDE-AG and TIDE-RS on the host fabric (ranks as threads) with fresh
+// random inputs, checks every output against an independent reference
+// (byte-exact gather, float64 sums), and reports traffic and time. Used by
+// the tests and by `tide bench --fabric host`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/faults.hpp"
+#include "tide/fabric.hpp"
+#include "tide/plan.hpp"
+
+namespace tide::bench {
+
+enum class InputKind { kRandomNormal, kInteger, kNonFinite };
+
+struct HostRunOptions {
+  plan::Topology topo;
+  std::vector<plan::ParamSpec> specs;
+  plan::DType gradDtype = plan::DType::kBF16;
+  plan::PlanOptions planOptions;
+  int iters = 1;
+  uint64_t seed = 0;
+  InputKind inputs = InputKind::kRandomNormal;
+  float alpha = 1.0f;
+  bool accumulate = false;
+  double timeoutSeconds = 5.0;
+  collectives::FaultConfig fault;
+  bool keepOutputs = false;  // return every rank's last outputs (determinism tests)
+};
+
+struct CollectiveReport {
+  bool ok = false;            // every output matched its reference
+  double maxRelErr = 0;       // RS: max |y - ref| / max(1, |ref|_inf)
+  int64_t wrong = 0;          // elements (RS) or bytes (AG) that did not match
+  double seconds = 0;         // median wall time per call
+  fabric::Stats stats;        // summed over ranks, per call
+};
+
+struct HostRunResult {
+  CollectiveReport allGather;
+  CollectiveReport reduceScatter;
+  std::string error;          // a fabric error (deadline, peer failure), empty if none
+  plan::Plan plan;
+  std::vector<std::vector<uint8_t>> landings;  // per rank, last call (keepOutputs)
+  std::vector<std::vector<float>> outputs;     // per rank, last call (keepOutputs)
+};
+
+HostRunResult runOnHost(const HostRunOptions& options);
+
+}  // namespace tide::bench
