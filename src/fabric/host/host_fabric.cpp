@@ -46,6 +46,17 @@ std::atomic<uint64_t>& HostEndpoint::counter(int rank, int id) {
   return mem_.counters[static_cast<size_t>(rank)][id];
 }
 
+void HostEndpoint::raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value) {
+  uint64_t cur = ctr.load();
+  while (cur < value && !ctr.compare_exchange_weak(cur, value)) {
+  }
+  if (!mem_.doorbells.empty()) {
+    Doorbell* bell = mem_.doorbells[static_cast<size_t>(rank)];
+    std::lock_guard<std::mutex> lock(bell->mu);
+    bell->cv.notify_all();
+  }
+}
+
 Clock::time_point HostEndpoint::deadline() const {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(options_.timeoutSeconds));
@@ -122,7 +133,7 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   const bool duplicate = putsIssued_.fetch_add(1) == faults_.duplicatePutAfter;
   std::byte* dst = peerArena(dstRank) + dstOffset;
   std::atomic<uint64_t>* ctr = signalId >= 0 ? &counter(dstRank, signalId) : nullptr;
-  queue(q).submit([this, dst, src, bytes, ctr, signalValue, duplicate] {
+  queue(q).submit([this, dst, src, bytes, ctr, signalValue, duplicate, dstRank] {
     stallOnce();
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     {
@@ -139,7 +150,7 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
       }
     }
     if (ctr && !(faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter))
-      ctr->store(std::max(ctr->load(), signalValue));
+      raise(dstRank, *ctr, signalValue);
   });
 }
 
@@ -150,7 +161,7 @@ void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
     const bool remote = dstRank != rank_;
     if (remote && faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)
       return;  // injected: the signal is lost
-    ctr->store(std::max(ctr->load(), value));
+    raise(dstRank, *ctr, value);
   });
 }
 
@@ -177,10 +188,15 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
                  std::to_string(options_.timeoutSeconds) + " s waiting for " + awaited + " from rank " +
                  std::to_string(peer) + " (counter " + std::to_string(id) + " = " +
                  std::to_string(ctr->load()) + ", needed " + std::to_string(value) + ")");
-      if (++spins < 64)
+      if (!mem_.doorbells.empty()) {
+        Doorbell* bell = mem_.doorbells[static_cast<size_t>(rank_)];
+        std::unique_lock<std::mutex> lock(bell->mu);
+        bell->cv.wait_for(lock, std::chrono::milliseconds(10), [&] { return ctr->load() >= value; });
+      } else if (++spins < 64) {
         std::this_thread::yield();
-      else
+      } else {
         std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 200));
+      }
     }
   });
 }
@@ -258,6 +274,8 @@ HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions option
   for (int r = 0; r < topo.ranks(); ++r) {
     arenas_.push_back(std::make_unique<std::byte[]>(static_cast<size_t>(std::max<int64_t>(arenaBytes, 1))));
     counters_.push_back(std::make_unique<std::atomic<uint64_t>[]>(kCountersPerRank));
+    doorbells_.push_back(std::make_unique<Doorbell>());
+    mem.doorbells.push_back(doorbells_.back().get());
     for (int i = 0; i < kCountersPerRank; ++i) counters_.back()[i].store(0);
     mem.arenas.push_back(arenas_.back().get());
     mem.counters.push_back(counters_.back().get());

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,11 +19,19 @@ namespace tide::fabric::host {
 
 inline constexpr int kCountersPerRank = 16384;
 
+// Wakes the waiters of one rank's counters (threads mode). Processes have
+// none and poll.
+struct Doorbell {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
 // Where the ranks' memory lives. Pointers for every rank of the node (others
 // null in multi-process mode across nodes; the host fabric maps all ranks).
 struct RankMemory {
   std::vector<std::byte*> arenas;
   std::vector<std::atomic<uint64_t>*> counters;
+  std::vector<Doorbell*> doorbells;  // empty: poll
   int64_t arenaBytes = 0;
   std::atomic<int>* failed = nullptr;  // set by the first rank that fails
   char* failure = nullptr;             // first failure message (kFailureBytes)
@@ -69,6 +78,7 @@ class HostEndpoint final : public Endpoint {
  private:
   WorkQueue& queue(int q);
   std::atomic<uint64_t>& counter(int rank, int id);
+  void raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value);
   void checkCounter(int id) const;
   [[noreturn]] void fail(FabricError::Kind kind, const std::string& message);
   void stallOnce();
@@ -106,6 +116,7 @@ class HostWorld {
   plan::Topology topo_;
   std::vector<std::unique_ptr<std::byte[]>> arenas_;
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> counters_;
+  std::vector<std::unique_ptr<Doorbell>> doorbells_;
   std::atomic<int> failed_{0};
   std::vector<char> failure_;
   std::vector<std::unique_ptr<HostEndpoint>> endpoints_;
