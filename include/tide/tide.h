@@ -64,6 +64,26 @@ tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t* plan);
 tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json);
 tideResult_t tidePlanDestroy(tidePlan_t plan);
 
+/* ------------------------------------------------------------ host-fabric runs */
+
+typedef struct {
+  int iters;              /* timed calls of each collective (>= 1) */
+  uint64_t seed;          /* inputs are drawn fresh from this seed */
+  int inputKind;          /* 0 normal, 1 integer (exact), 2 with NaN/Inf */
+  double timeoutSeconds;  /* every wait's deadline */
+  const char* fault;      /* fault kind name or NULL ("none") */
+  int faultRank;
+} tideHostRunOptions_t;
+
+/* Runs both collectives for the planned group on CPU ranks (threads), checks
+ * every output against an independent reference and returns a JSON report in
+ * *json (freed with tideFreeString). A fabric failure (deadline, peer
+ * failure) is reported in the JSON "error" key with tideTimeout. */
+tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHostRunOptions_t* options, char** json);
+/* Names of the injectable faults, comma separated. */
+const char* tideFaultNames(void);
+void tideFreeString(char* s);
+
 #ifdef __cplusplus
 }
 #endif

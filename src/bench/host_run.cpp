@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
@@ -99,6 +100,10 @@ void synchronizeAll(fabric::host::HostWorld& world) {
 }  // namespace
 
 HostRunResult runOnHost(const HostRunOptions& o) {
+  if (o.fault.kind == collectives::Fault::kCallOrder)
+    throw std::invalid_argument(
+        "fault call-order needs two groups issued in different orders; the C++ test "
+        "Faults.CallOrderDiffersBetweenRanks injects it");
   HostRunResult res;
   res.plan = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
   const plan::Plan& pl = res.plan;

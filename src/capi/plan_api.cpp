@@ -2,7 +2,10 @@
 #include <string>
 #include <vector>
 
+#include <stdexcept>
+
 #include "capi/errors.hpp"
+#include "capi/plan_config.hpp"
 #include "plan/plan_json.hpp"
 
 struct tidePlan {
@@ -10,53 +13,66 @@ struct tidePlan {
   std::string json;
 };
 
+namespace tide::capi {
 namespace {
 
-tide::plan::DType toDtype(tideDataType_t t) {
-  if (t == tideBF16) return tide::plan::DType::kBF16;
-  if (t == tideFP32) return tide::plan::DType::kFP32;
-  throw tide::plan::PlanError(tide::plan::Reason::kUnsupportedDtype,
-                              "unknown dtype code " + std::to_string(static_cast<int>(t)));
+plan::DType toDtype(tideDataType_t t) {
+  if (t == tideBF16) return plan::DType::kBF16;
+  if (t == tideFP32) return plan::DType::kFP32;
+  throw plan::PlanError(plan::Reason::kUnsupportedDtype, "unknown dtype code " + std::to_string(static_cast<int>(t)));
 }
 
 }  // namespace
+
+PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
+  using namespace tide::plan;
+  if (!config) throw std::invalid_argument("null config");
+  if (config->numParams < 0) throw std::invalid_argument("negative numParams");
+  if (config->numParams > 0 && (!config->ndims || !config->dtypes)) throw std::invalid_argument("null ndims or dtypes");
+  PlanInputs in;
+  in.topo = Topology::make(config->nodes, config->gpusPerNode);
+  in.specs.resize(static_cast<size_t>(config->numParams));
+  size_t at = 0;
+  for (size_t p = 0; p < in.specs.size(); ++p) {
+    const int nd = config->ndims[p];
+    if (nd < 0 || nd > 16) throw std::invalid_argument("ndims out of range");
+    if (nd > 0 && !config->dims) throw std::invalid_argument("null dims");
+    in.specs[p].shape.assign(config->dims + at, config->dims + at + nd);
+    in.specs[p].dtype = toDtype(config->dtypes[p]);
+    at += static_cast<size_t>(nd);
+  }
+  if (config->mode != tideInPlace && config->mode != tideSlotReuse) throw std::invalid_argument("unknown mode");
+  in.options.rs.mode = config->mode == tideSlotReuse ? Mode::kSlotReuse : Mode::kInPlace;
+  in.options.rs.waveWidth = config->waveWidth;
+  in.options.rs.roundWidth = config->roundWidth;
+  in.options.rs.passes = config->passes == 0 ? 1 : config->passes;
+  in.options.rs.sumCtas = config->sumCtas;
+  in.options.rs.landingCtas = config->landingCtas;
+  if (const tideCalibration_t* c = config->calibration) {
+    in.options.rs.calibration.nicBw = c->nicBw;
+    in.options.rs.calibration.sumBwPerCta = c->sumBwPerCta;
+    in.options.rs.calibration.landBwPerCta = c->landBwPerCta;
+    in.options.rs.calibration.landCap = c->landCap;
+    in.options.rs.calibration.roundWait = c->roundWait;
+  }
+  in.gradDtype = toDtype(config->gradDtype);
+  return in;
+}
+
+}  // namespace tide::capi
 
 TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t* out) {
   using namespace tide::plan;
   return tide::capi::guarded("tidePlanCreate", [&]() -> tideResult_t {
     if (!config || !out) return tide::capi::invalid("tidePlanCreate", "null config or output");
     *out = nullptr;
-    if (config->numParams < 0) return tide::capi::invalid("tidePlanCreate", "negative numParams");
-    if (config->numParams > 0 && (!config->ndims || !config->dtypes))
-      return tide::capi::invalid("tidePlanCreate", "null ndims or dtypes");
-    const Topology topo = Topology::make(config->nodes, config->gpusPerNode);
-    std::vector<ParamSpec> specs(static_cast<size_t>(config->numParams));
-    size_t at = 0;
-    for (size_t p = 0; p < specs.size(); ++p) {
-      const int nd = config->ndims[p];
-      if (nd < 0 || nd > 16) return tide::capi::invalid("tidePlanCreate", "ndims out of range");
-      if (nd > 0 && !config->dims) return tide::capi::invalid("tidePlanCreate", "null dims");
-      specs[p].shape.assign(config->dims + at, config->dims + at + nd);
-      specs[p].dtype = toDtype(config->dtypes[p]);
-      at += static_cast<size_t>(nd);
+    tide::capi::PlanInputs in;
+    try {
+      in = tide::capi::parsePlanConfig(config);
+    } catch (const std::invalid_argument& e) {
+      return tide::capi::invalid("tidePlanCreate", e.what());
     }
-    PlanOptions opt;
-    opt.rs.mode = config->mode == tideSlotReuse ? Mode::kSlotReuse : Mode::kInPlace;
-    if (config->mode != tideInPlace && config->mode != tideSlotReuse)
-      return tide::capi::invalid("tidePlanCreate", "unknown mode");
-    opt.rs.waveWidth = config->waveWidth;
-    opt.rs.roundWidth = config->roundWidth;
-    opt.rs.passes = config->passes == 0 ? 1 : config->passes;
-    opt.rs.sumCtas = config->sumCtas;
-    opt.rs.landingCtas = config->landingCtas;
-    if (const tideCalibration_t* c = config->calibration) {
-      opt.rs.calibration.nicBw = c->nicBw;
-      opt.rs.calibration.sumBwPerCta = c->sumBwPerCta;
-      opt.rs.calibration.landBwPerCta = c->landBwPerCta;
-      opt.rs.calibration.landCap = c->landCap;
-      opt.rs.calibration.roundWait = c->roundWait;
-    }
-    auto* handle = new tidePlan{makePlan(topo, specs, toDtype(config->gradDtype), opt), {}};
+    auto* handle = new tidePlan{makePlan(in.topo, in.specs, in.gradDtype, in.options), {}};
     handle->json = planToJson(handle->plan);
     *out = handle;
     return tideSuccess;

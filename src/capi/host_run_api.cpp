@@ -1,0 +1,101 @@
+// C API for host-fabric runs: the engine behind `tide bench --fabric host`.
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "bench/host_run.hpp"
+#include "capi/errors.hpp"
+#include "capi/plan_config.hpp"
+
+namespace {
+
+nlohmann::json statsJson(const tide::fabric::Stats& s) {
+  return {{"copy_bytes", s.copyBytes}, {"rail_bytes", s.railBytes}, {"copy_descriptors", s.copyOps},
+          {"rail_puts", s.railPuts},   {"sum_elems", s.sumElems},   {"land_elems", s.landElems}};
+}
+
+char* dupString(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!out) throw std::bad_alloc();
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+}  // namespace
+
+TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHostRunOptions_t* options, char** json) {
+  using namespace tide;
+  return capi::guarded("tideHostRun", [&]() -> tideResult_t {
+    if (!config || !options || !json) return capi::invalid("tideHostRun", "null argument");
+    *json = nullptr;
+    if (options->iters < 1) return capi::invalid("tideHostRun", "iters must be >= 1");
+    if (options->inputKind < 0 || options->inputKind > 2) return capi::invalid("tideHostRun", "unknown input kind");
+    if (!(options->timeoutSeconds > 0)) return capi::invalid("tideHostRun", "timeout must be > 0");
+    capi::PlanInputs in;
+    bench::HostRunOptions o;
+    try {
+      in = capi::parsePlanConfig(config);
+      o.fault.kind = collectives::parseFault(options->fault ? options->fault : "none");
+    } catch (const std::invalid_argument& e) {
+      return capi::invalid("tideHostRun", e.what());
+    }
+    o.topo = in.topo;
+    o.specs = in.specs;
+    o.gradDtype = in.gradDtype;
+    o.planOptions = in.options;
+    o.iters = options->iters;
+    o.seed = options->seed;
+    o.inputs = static_cast<bench::InputKind>(options->inputKind);
+    o.timeoutSeconds = options->timeoutSeconds;
+    o.fault.rank = options->faultRank;
+    if (o.fault.rank < 0 || o.fault.rank >= o.topo.ranks()) return capi::invalid("tideHostRun", "fault rank out of range");
+    bench::HostRunResult r;
+    try {
+      r = bench::runOnHost(o);
+    } catch (const std::invalid_argument& e) {
+      return capi::invalid("tideHostRun", e.what());
+    }
+    const plan::Plan& p = r.plan;
+    nlohmann::json j;
+    j["topology"] = {{"nodes", o.topo.nodes}, {"gpus_per_node", o.topo.gpusPerNode}, {"ranks", o.topo.ranks()}};
+    j["fault"] = collectives::faultName(o.fault.kind);
+    j["error"] = r.error;
+    j["all_gather"] = {{"check", r.allGather.ok ? "ok" : "failed"},
+                       {"wrong_bytes", r.allGather.wrong},
+                       {"seconds", r.allGather.seconds},
+                       {"bytes", p.group.unshardedBytes()},
+                       {"rounds", p.ag.rounds.size()},
+                       {"descriptors", p.ag.descriptors},
+                       {"traffic", statsJson(r.allGather.stats)}};
+    j["reduce_scatter"] = {{"check", r.reduceScatter.ok ? "ok" : "failed"},
+                           {"wrong_elems", r.reduceScatter.wrong},
+                           {"max_rel_err", r.reduceScatter.maxRelErr},
+                           {"seconds", r.reduceScatter.seconds},
+                           {"waves", p.rs.waves.size()},
+                           {"rounds", p.rs.networkRounds},
+                           {"level1_descriptors", p.rs.level1Descriptors},
+                           {"staging_bytes", p.rs.stagingBytes},
+                           {"traffic", statsJson(r.reduceScatter.stats)}};
+    *json = dupString(j.dump());
+    if (!r.error.empty()) {
+      capi::setLastError(tideTimeout, "fabric_failure", r.error);
+      return tideTimeout;
+    }
+    return tideSuccess;
+  });
+}
+
+TIDE_API const char* tideFaultNames(void) {
+  static const std::string names = [] {
+    std::string s;
+    for (tide::collectives::Fault f : tide::collectives::allFaults()) {
+      if (!s.empty()) s += ",";
+      s += tide::collectives::faultName(f);
+    }
+    return s;
+  }();
+  return names.c_str();
+}
+
+TIDE_API void tideFreeString(char* s) { std::free(s); }
