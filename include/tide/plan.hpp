@@ -30,6 +30,7 @@ enum class Reason : int {
   kBadOption,         // wave width, round width, passes, slots out of range
   kPlanCollision,     // two contributors on one GPU at one offset in a wave
   kBadCalibration,    // non-positive rates
+  kTooLarge,          // a byte count would overflow 64 bits
 };
 const char* reasonName(Reason r);
 

@@ -5,6 +5,12 @@
 
 namespace tide::plan {
 
+namespace {
+// Keeps every byte count (N padded rows, x4 for fp32, x N ranks) far from
+// int64 overflow.
+constexpr int64_t kMaxElems = int64_t{1} << 40;
+}  // namespace
+
 int64_t ParamLayout::validRows(int rank) const {
   int64_t begin = static_cast<int64_t>(rank) * shardRows;
   if (begin >= rows) return 0;
@@ -36,9 +42,12 @@ Reason checkGroup(const std::vector<ParamSpec>& specs, std::string* detail) {
       return say(Reason::kMixedDtypes, name + " is " + dtypeName(s.dtype) + ", parameter 0 is " +
                                            dtypeName(specs[0].dtype));
     if (s.shape.empty()) return say(Reason::kZeroDimTensor, name + " is 0-d");
+    int64_t numel = 1;
     for (int64_t d : s.shape) {
       if (d < 0) return say(Reason::kEmptyParam, name + " has a negative extent");
       if (d == 0) return say(Reason::kEmptyParam, name + " has zero elements");
+      if (numel > kMaxElems / d) return say(Reason::kTooLarge, name + " has more than 2^40 elements");
+      numel *= d;
     }
   }
   if (detail) detail->clear();
@@ -69,7 +78,11 @@ GroupLayout makeGroupLayout(const Topology& topo, const std::vector<ParamSpec>& 
     g.shardBytes += pl.shardBytes;
     g.outElems += pl.outElems;
     g.params.push_back(pl);
+    if (g.outElems > kMaxElems)
+      throw PlanError(Reason::kTooLarge, "the group has more than 2^40 elements per rank");
   }
+  if (g.unshardedBytes() / n != g.shardBytes || g.shardBytes > (int64_t{1} << 50))
+    throw PlanError(Reason::kTooLarge, "the group's unsharded size overflows");
   return g;
 }
 

@@ -11,8 +11,12 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   const double perFp32 = 2.0 / (m * l);  // one S_fp32 in NS units
   // Eq. 10: a bf16 staging slot takes at most (L/2) S_fp32, a generation L
   // blocks, the two outbox banks 2 n_out blocks, each bank one spare.
+  // One node has no Level 2: its staging slot holds one row per sender
+  // ((L-1)/L of an output chunk in bf16), and there is no inbox or spare.
+  const bool multiNode = nodes > 1;
+  const double slot = multiNode ? l / 2.0 : (l - 1.0) / (2.0 * l);
   auto area = [&](double outbox) {
-    return (l / 2.0 * stagingSlots + l * bufferGenerations + 2.0 * outbox + 2.0) * perFp32;
+    return (slot * stagingSlots + l * bufferGenerations + 2.0 * outbox + (multiNode ? 2.0 : 0.0)) * perFp32;
   };
   MemoryModel mm;
   mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);          // Eq. 11
@@ -21,7 +25,7 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   // Two ring slots and the receive stage replace FSDP2's unsharded parameters
   // and prefetched output; In-Place also keeps the previous layer's bf16
   // gradients (NS), Slot-Reuse keeps them in a vacated slot.
-  const double ring = 2.0 + 1.0 / l;
+  const double ring = 2.0 + (multiNode ? 1.0 / l : 0.0);  // two ring slots + receive stage
   mm.tideLiveInPlace = ring + mm.rsAreaInPlace + 1.0;
   mm.tideLiveSlotReuse = ring + mm.rsAreaSlotReuse;
   mm.tideLive = mode == Mode::kInPlace ? mm.tideLiveInPlace : mm.tideLiveSlotReuse;

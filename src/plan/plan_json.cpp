@@ -5,7 +5,7 @@
 namespace tide::plan {
 
 std::string planToJson(const Plan& plan, int indent) {
-  using nlohmann::json;
+  using json = nlohmann::ordered_json;  // keys in document order
   const GroupLayout& g = plan.group;
   const RsPlan& rs = plan.rs;
   json layout = json::array();

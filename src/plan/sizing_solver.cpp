@@ -47,8 +47,8 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
       std::ceil(perPass / (cal.tail * r.nicSeconds * cal.landBwPerCta) - 1e-9));
   r.landingCtas = std::max(1, std::min(capCtas, tailCtas));
   // k starts at min(2, M-1) and doubles up to k_max while waits dominate.
-  int k = std::min(2, m - 1);
-  const int kMax = std::max(k, std::min(cal.maxRoundWidth, m - 1));
+  const int kMax = std::max(1, std::min(cal.maxRoundWidth, m - 1));
+  int k = std::min(2, kMax);
   while (k < kMax) {
     const int rounds = passes * countNetworkRounds(m, waveWidth, k);
     const int next = std::min(2 * k, kMax);

@@ -18,6 +18,7 @@ const char* reasonName(Reason r) {
     case Reason::kBadOption: return "bad_option";
     case Reason::kPlanCollision: return "plan_collision";
     case Reason::kBadCalibration: return "bad_calibration";
+    case Reason::kTooLarge: return "too_large";
   }
   return "unknown";
 }

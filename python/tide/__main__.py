@@ -1,0 +1,7 @@
+"""`python -m tide` runs the `tide` command."""
+
+import sys
+
+from tide.cli import main
+
+sys.exit(main())

@@ -1,0 +1,203 @@
+"""ctypes binding of the TIDE C API (include/tide/tide.h).
+
+This module mirrors tide.h one to one and knows nothing of PyTorch, so one
+build of libtide serves every torch version. Every call that returns a
+tideResult_t other than tideSuccess raises TideError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import os
+import threading
+from pathlib import Path
+
+LIBRARY_ENV = "TIDE_LIBRARY"
+LIBRARY_NAME = "libtide.so"
+
+
+class Result(enum.IntEnum):
+    """tideResult_t."""
+
+    SUCCESS = 0
+    INVALID_ARGUMENT = 1
+    PLAN_REJECTED = 2
+    INTERNAL_ERROR = 3
+    TIMEOUT = 4
+    PROTOCOL_ERROR = 5
+    UNAVAILABLE = 6
+
+
+class DataType(enum.IntEnum):
+    """tideDataType_t."""
+
+    BF16 = 0
+    FP32 = 1
+
+
+class Mode(enum.IntEnum):
+    """tideMode_t."""
+
+    IN_PLACE = 0
+    SLOT_REUSE = 1
+
+
+class TideError(RuntimeError):
+    """A TIDE call failed.
+
+    result:  the tideResult_t (a Result when the code is known)
+    reason:  stable reason name, e.g. "too_many_params" or "plan_collision"
+    message: the library's message for the failed call
+    """
+
+    def __init__(self, result: int, reason: str, message: str):
+        try:
+            result = Result(result)
+        except ValueError:
+            pass
+        self.result = result
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{message} [{reason}]")
+
+
+class LibraryNotFound(ImportError):
+    """libtide could not be located or loaded."""
+
+
+# ------------------------------------------------------------------ structs
+
+class Calibration(ctypes.Structure):
+    """tideCalibration_t: bandwidths in bytes/s, roundWait in seconds."""
+
+    _fields_ = [
+        ("nicBw", ctypes.c_double),
+        ("sumBwPerCta", ctypes.c_double),
+        ("landBwPerCta", ctypes.c_double),
+        ("landCap", ctypes.c_double),
+        ("roundWait", ctypes.c_double),
+    ]
+
+
+# C enums are passed as int.
+_c_enum = ctypes.c_int
+
+
+class PlanConfig(ctypes.Structure):
+    """tidePlanConfig_t."""
+
+    _fields_ = [
+        ("nodes", ctypes.c_int),
+        ("gpusPerNode", ctypes.c_int),
+        ("numParams", ctypes.c_int),
+        ("ndims", ctypes.POINTER(ctypes.c_int)),
+        ("dims", ctypes.POINTER(ctypes.c_int64)),
+        ("dtypes", ctypes.POINTER(_c_enum)),
+        ("gradDtype", _c_enum),
+        ("mode", _c_enum),
+        ("waveWidth", ctypes.c_int),
+        ("roundWidth", ctypes.c_int),
+        ("passes", ctypes.c_int),
+        ("sumCtas", ctypes.c_int),
+        ("landingCtas", ctypes.c_int),
+        ("calibration", ctypes.POINTER(Calibration)),
+    ]
+
+
+PlanHandle = ctypes.c_void_p  # tidePlan_t (opaque)
+
+
+# ------------------------------------------------------------------ loading
+
+def _library_file() -> Path:
+    """TIDE_LIBRARY if set, else the libtide.so installed next to this module."""
+    override = os.environ.get(LIBRARY_ENV)
+    return Path(override) if override else Path(__file__).resolve().parent / LIBRARY_NAME
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """argtypes/restype of every function in tide.h."""
+    lib.tideGetLastError.argtypes = []
+    lib.tideGetLastError.restype = ctypes.c_char_p
+    lib.tideGetLastReason.argtypes = []
+    lib.tideGetLastReason.restype = ctypes.c_char_p
+    lib.tideGetErrorString.argtypes = [_c_enum]
+    lib.tideGetErrorString.restype = ctypes.c_char_p
+
+    lib.tidePlanCreate.argtypes = [ctypes.POINTER(PlanConfig), ctypes.POINTER(PlanHandle)]
+    lib.tidePlanCreate.restype = _c_enum
+    lib.tidePlanGetJson.argtypes = [PlanHandle, ctypes.POINTER(ctypes.c_char_p)]
+    lib.tidePlanGetJson.restype = _c_enum
+    lib.tidePlanDestroy.argtypes = [PlanHandle]
+    lib.tidePlanDestroy.restype = _c_enum
+
+
+_lib: ctypes.CDLL | None = None
+_lib_path: str | None = None
+_lib_lock = threading.Lock()
+
+
+def library() -> ctypes.CDLL:
+    """The loaded libtide; loaded on first use so that `import tide` never fails."""
+    global _lib, _lib_path
+    with _lib_lock:
+        if _lib is None:
+            _lib, _lib_path = _load()
+        return _lib
+
+
+def _load() -> tuple[ctypes.CDLL, str]:
+    path = _library_file()
+    if not path.is_file():
+        hint = (f"check {LIBRARY_ENV}" if LIBRARY_ENV in os.environ
+                else f"install the package (`pip install .`) or set {LIBRARY_ENV}")
+        raise LibraryNotFound(f"cannot load {LIBRARY_NAME}: no file {path}; {hint}")
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise LibraryNotFound(f"cannot load {path}: {exc}") from None
+    _declare(lib)
+    return lib, str(path)
+
+
+def library_path() -> str:
+    """Where the loaded libtide lives (loads it if needed)."""
+    library()
+    return _lib_path
+
+
+# ------------------------------------------------------------------ calls
+
+def _decode(raw: bytes | None) -> str:
+    return raw.decode("utf-8", errors="replace") if raw else ""
+
+
+def check(result: int) -> None:
+    """Raise TideError for any result other than tideSuccess."""
+    if result == Result.SUCCESS:
+        return
+    lib = library()
+    message = _decode(lib.tideGetLastError()) or _decode(lib.tideGetErrorString(result))
+    reason = _decode(lib.tideGetLastReason()) or "unknown"
+    raise TideError(result, reason, message)
+
+
+def error_string(result: int) -> str:
+    return _decode(library().tideGetErrorString(result))
+
+
+def plan_create(config: PlanConfig) -> PlanHandle:
+    handle = PlanHandle()
+    check(library().tidePlanCreate(ctypes.byref(config), ctypes.byref(handle)))
+    return handle
+
+
+def plan_get_json(handle: PlanHandle) -> str:
+    text = ctypes.c_char_p()
+    check(library().tidePlanGetJson(handle, ctypes.byref(text)))
+    return _decode(text.value)
+
+
+def plan_destroy(handle: PlanHandle) -> None:
+    check(library().tidePlanDestroy(handle))

@@ -1,0 +1,172 @@
+"""The `tide` command.
+
+    tide plan (--preset NAME | --shapes FILE.json) --nodes M --gpus-per-node L [options]
+
+Each subcommand adds its parser in _add_<name>_command and runs in
+_run_<name>. Bad input and rejected plans exit with status 2 and one line on
+stderr that says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from tide import __version__, _capi, presets
+from tide.plan import CALIBRATION_KEYS, DTYPES, MODES, PlanInputError, make_plan
+from tide.plan_report import format_plan
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2  # also a rejected plan
+
+
+class InputError(Exception):
+    """Bad command-line input; the message is the one line we print."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr and status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(self.prog, f"error: {message} (see --help)", EXIT_BAD_INPUT)
+
+
+def _fail(prog: str, message: str, status: int) -> NoReturn:
+    one_line = " ".join(message.split())
+    print(f"{prog}: {one_line}", file=sys.stderr)
+    sys.exit(status)
+
+
+# ------------------------------------------------------------------ tide plan
+
+def _add_plan_command(subparsers) -> None:
+    cmd = subparsers.add_parser(
+        "plan",
+        help="print the all-gather / reduce-scatter plan of one parameter group",
+        description=(
+            "Plan one FSDP2 parameter group on M nodes of L GPUs: layout, all-gather rounds "
+            "and descriptors, reduce-scatter waves, rounds and buffers, and memory against "
+            "FSDP2's. Status 2 and one line on stderr when the input or the plan is rejected."
+        ),
+    )
+    source = cmd.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset", choices=presets.names(), help="one layer of a known model")
+    source.add_argument(
+        "--shapes", metavar="FILE.json", type=Path,
+        help='JSON list of shapes ([[4096, 4096], [4096]]) or of {"name", "shape", "dtype"} '
+             'objects, or an object with such a "params" list',
+    )
+    cmd.add_argument("--nodes", "-M", type=int, required=True, metavar="M", help="nodes")
+    cmd.add_argument("--gpus-per-node", "-L", type=int, required=True, metavar="L",
+                     help="GPUs per node (1..8)")
+    cmd.add_argument("--dtype", choices=sorted(DTYPES),
+                     help="all-gather dtype of every parameter (default: as the shapes say, else bf16)")
+    cmd.add_argument("--grad-dtype", choices=sorted(DTYPES),
+                     help="gradient dtype (default: the parameters' dtype)")
+    cmd.add_argument("--mode", choices=sorted(MODES), default="in-place",
+                     help="reduce-scatter memory mode (default: in-place)")
+    cmd.add_argument("--wave-width", type=int, default=0, metavar="W",
+                     help="contributor nodes per reduce-scatter wave (default: L)")
+    cmd.add_argument("--round-width", type=int, default=0, metavar="K",
+                     help="rail transfers per network round (default: sizing solver)")
+    cmd.add_argument("--passes", type=int, default=1, metavar="N",
+                     help="reduce-scatter passes (default: 1)")
+    cmd.add_argument("--calibration", type=Path, metavar="FILE.json",
+                     help=f"JSON object with {', '.join(sorted(CALIBRATION_KEYS))} "
+                          "(GB/s = 1e9 B/s; default: the paper's platform)")
+    cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
+    cmd.set_defaults(run=_run_plan)
+
+
+def _read_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
+
+
+def _plan_params(args) -> tuple[list, str]:
+    """(parameters, title) from --preset or --shapes, with --dtype applied."""
+    if args.preset:
+        params, title = presets.params(args.preset), args.preset
+    else:
+        data = _read_json(args.shapes, "shapes file")
+        if isinstance(data, dict) and "params" in data:
+            data = data["params"]
+        if not isinstance(data, list):
+            raise InputError(f"shapes file {args.shapes}: expected a JSON list of shapes")
+        params, title = data, args.shapes.name
+    if args.dtype:
+        params = [
+            {**p, "dtype": args.dtype} if isinstance(p, dict) else {"shape": p, "dtype": args.dtype}
+            for p in params
+        ]
+    return params, title
+
+
+def _run_plan(args) -> int:
+    params, title = _plan_params(args)
+    calibration = _read_json(args.calibration, "calibration file") if args.calibration else None
+    plan = make_plan(
+        params,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        grad_dtype=args.grad_dtype,
+        mode=args.mode,
+        wave_width=args.wave_width,
+        round_width=args.round_width,
+        passes=args.passes,
+        calibration=calibration,
+    )
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        print(format_plan(plan, f"tide plan: {title}"))
+    return 0
+
+
+# ------------------------------------------------------------------ entry point
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="tide",
+        description="TIDE: zero-copy, layout-aware all-gather and reduce-scatter for FSDP2.",
+    )
+    parser.add_argument("--version", action="version", version=f"tide {__version__}")
+    subparsers = parser.add_subparsers(
+        title="commands", dest="command", metavar="COMMAND", required=True,
+        parser_class=_OneLineParser,
+    )
+    _add_plan_command(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"tide {args.command}"
+    try:
+        return args.run(args)
+    except InputError as exc:
+        _fail(prog, str(exc), EXIT_BAD_INPUT)
+    except PlanInputError as exc:
+        _fail(prog, f"invalid input: {exc}", EXIT_BAD_INPUT)
+    except _capi.TideError as exc:
+        if exc.result == _capi.Result.PLAN_REJECTED:
+            kind = "rejected"
+        elif exc.result == _capi.Result.INVALID_ARGUMENT:
+            kind = "invalid argument"
+        else:
+            _fail(prog, f"{_capi.error_string(exc.result)} ({exc.reason}): {exc.message}", EXIT_FAILURE)
+        _fail(prog, f"{kind} ({exc.reason}): {exc.message}", EXIT_BAD_INPUT)
+    except _capi.LibraryNotFound as exc:
+        _fail(prog, str(exc), EXIT_FAILURE)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

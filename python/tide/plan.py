@@ -1,0 +1,205 @@
+"""Plans from Python: shapes and options in, the plan's JSON summary out.
+
+The C library computes everything (layout, schedules, validation, memory
+model, sizing solver); this module only turns Python values into a
+tidePlanConfig_t and parses the JSON the library prints.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tide import _capi
+
+DTYPES = {"bf16": _capi.DataType.BF16, "fp32": _capi.DataType.FP32}
+MODES = {"in-place": _capi.Mode.IN_PLACE, "slot-reuse": _capi.Mode.SLOT_REUSE}
+
+# Calibration keys (user units) -> (tideCalibration_t field, factor to SI units).
+# GB/s means 1e9 bytes/s.
+CALIBRATION_KEYS = {
+    "nic_gbps": ("nicBw", 1e9),
+    "sum_gbps_per_cta": ("sumBwPerCta", 1e9),
+    "land_gbps_per_cta": ("landBwPerCta", 1e9),
+    "land_cap_gbps": ("landCap", 1e9),
+    "round_wait_ms": ("roundWait", 1e-3),
+}
+
+PARAM_KEYS = ("name", "shape", "dtype")
+
+
+class PlanInputError(ValueError):
+    """Malformed Python input, caught before the library sees it."""
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def make_plan(
+    shapes: Sequence[Sequence[int] | Mapping[str, Any]],
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    dtype: str = "bf16",
+    grad_dtype: str | None = None,
+    mode: str = "in-place",
+    wave_width: int = 0,
+    round_width: int = 0,
+    passes: int = 1,
+    sum_ctas: int = 0,
+    landing_ctas: int = 0,
+    calibration: Mapping[str, float] | None = None,
+) -> dict:
+    """Plan one FSDP2 parameter group on `nodes` x `gpus_per_node` GPUs.
+
+    shapes: parameter shapes (lists of ints) or {"name", "shape", "dtype"}
+        dicts; a shape without a dtype takes `dtype`.
+    grad_dtype: gradient (reduce-scatter input) dtype; default: the
+        parameters' dtype.
+    wave_width, round_width, sum_ctas, landing_ctas: 0 lets the library pick
+        (wave width L; the sizing solver for the rest).
+    calibration: {"nic_gbps", "sum_gbps_per_cta", "land_gbps_per_cta",
+        "land_cap_gbps", "round_wait_ms"}; None uses the paper's platform.
+
+    Returns the plan summary as a dict (see README for its keys). Raises
+    TideError when the library refuses the input or the plan (its `reason`
+    names why), PlanInputError for malformed Python input.
+    """
+    params = normalize_params(shapes, default_dtype=dtype)
+    if grad_dtype is None:
+        grad_dtype = params[0]["dtype"] if params else dtype
+    grad = _dtype_code(grad_dtype, "grad_dtype")
+
+    ndims = [len(p["shape"]) for p in params]
+    dims = [d for p in params for d in p["shape"]]
+    dtypes = [DTYPES[p["dtype"]] for p in params]
+    # Keep the arrays alive until the call returns; ctypes wants at least one element.
+    ndims_arr = (ctypes.c_int * max(1, len(ndims)))(*ndims)
+    dims_arr = (ctypes.c_int64 * max(1, len(dims)))(*dims)
+    dtypes_arr = (ctypes.c_int * max(1, len(dtypes)))(*dtypes)
+
+    config = _capi.PlanConfig(
+        nodes=_c_int(nodes, "nodes"),
+        gpusPerNode=_c_int(gpus_per_node, "gpus_per_node"),
+        numParams=len(params),
+        ndims=ndims_arr,
+        dims=dims_arr,
+        dtypes=dtypes_arr,
+        gradDtype=grad,
+        mode=_mode_code(mode),
+        waveWidth=_c_int(wave_width, "wave_width"),
+        roundWidth=_c_int(round_width, "round_width"),
+        passes=_c_int(passes, "passes"),
+        sumCtas=_c_int(sum_ctas, "sum_ctas"),
+        landingCtas=_c_int(landing_ctas, "landing_ctas"),
+    )
+    if calibration is not None:
+        cal = to_c_calibration(calibration)
+        config.calibration = ctypes.pointer(cal)
+
+    handle = _capi.plan_create(config)
+    try:
+        return json.loads(_capi.plan_get_json(handle))
+    finally:
+        _capi.plan_destroy(handle)
+
+
+def normalize_params(
+    shapes: Sequence[Sequence[int] | Mapping[str, Any]], *, default_dtype: str = "bf16"
+) -> list[dict]:
+    """[{"name", "shape", "dtype"}] from shapes or parameter dicts.
+
+    Checks types only; the contract (non-empty group, at most 256 parameters,
+    one dtype, no 0-d or empty tensors) is the library's to judge, so that
+    its reason names reach the caller.
+    """
+    _dtype_code(default_dtype, "dtype")
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Sequence):
+        raise PlanInputError("shapes must be a list of shapes or of {name, shape, dtype} objects")
+    params = []
+    for index, entry in enumerate(shapes):
+        if isinstance(entry, Mapping):
+            unknown = sorted(set(entry) - set(PARAM_KEYS))
+            if unknown:
+                raise PlanInputError(
+                    f"parameter {index}: unknown keys {unknown} (allowed: {list(PARAM_KEYS)})")
+            if "shape" not in entry:
+                raise PlanInputError(f"parameter {index}: missing 'shape'")
+            name = str(entry.get("name", f"param{index}"))
+            shape = _shape(entry["shape"], name)
+            dtype = entry.get("dtype", default_dtype)
+            _dtype_code(dtype, f"{name}: dtype")
+        else:
+            name = f"param{index}"
+            shape = _shape(entry, name)
+            dtype = default_dtype
+        params.append({"name": name, "shape": shape, "dtype": dtype})
+    return params
+
+
+def to_c_calibration(calibration: Mapping[str, float]) -> _capi.Calibration:
+    """tideCalibration_t (bytes/s, seconds) from the user-unit dict."""
+    if not isinstance(calibration, Mapping):
+        raise PlanInputError("calibration must be a mapping")
+    unknown = sorted(set(calibration) - set(CALIBRATION_KEYS))
+    missing = sorted(set(CALIBRATION_KEYS) - set(calibration))
+    if unknown or missing:
+        parts = []
+        if unknown:
+            parts.append(f"unknown keys {unknown}")
+        if missing:
+            parts.append(f"missing keys {missing}")
+        raise PlanInputError(f"calibration: {', '.join(parts)} (expected: {sorted(CALIBRATION_KEYS)})")
+    fields = {}
+    for key, (field, scale) in CALIBRATION_KEYS.items():
+        value = calibration[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PlanInputError(f"calibration: {key} must be a number, got {value!r}")
+        fields[field] = float(value) * scale
+    return _capi.Calibration(**fields)
+
+
+# ------------------------------------------------------------------ helpers
+
+def _shape(raw: Any, name: str) -> list[int]:
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Sequence):
+        raise PlanInputError(f"{name}: shape must be a list of integers, got {raw!r}")
+    shape = []
+    for dim in raw:
+        if isinstance(dim, bool):
+            raise PlanInputError(f"{name}: shape must be a list of integers, got {raw!r}")
+        try:
+            dim = operator.index(dim)
+        except TypeError:
+            raise PlanInputError(f"{name}: shape must be a list of integers, got {raw!r}") from None
+        if dim < 0 or dim > _INT64_MAX:
+            raise PlanInputError(f"{name}: dimension {dim} out of range")
+        shape.append(dim)
+    return shape
+
+
+def _c_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise PlanInputError(f"{what} must be an integer, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise PlanInputError(f"{what} must be an integer, got {value!r}") from None
+    if not -_INT32_MAX - 1 <= value <= _INT32_MAX:
+        raise PlanInputError(f"{what} = {value} out of range")
+    return value
+
+
+def _dtype_code(name: Any, what: str) -> _capi.DataType:
+    if not isinstance(name, str) or name not in DTYPES:
+        raise PlanInputError(f"{what}: unsupported dtype {name!r} (expected one of {sorted(DTYPES)})")
+    return DTYPES[name]
+
+
+def _mode_code(name: Any) -> _capi.Mode:
+    if not isinstance(name, str) or name not in MODES:
+        raise PlanInputError(f"mode: unknown mode {name!r} (expected one of {sorted(MODES)})")
+    return MODES[name]

@@ -1,0 +1,209 @@
+// Memory model (paper Sec. 5.4, Eqs. 10-12) and sizing solver (App. G,
+// Eqs. 13-14 and the k-doubling rule), against the paper's numbers and an
+// independent transcription of its equations.
+#include <cmath>
+#include <functional>
+
+#include "test_util.hpp"
+
+namespace tide_test {
+namespace {
+
+// ---------------------------------------------------------------- memory
+
+TEST(MemoryModel, ReproducesPaperNumbersAtM64) {
+  const MemoryModel in = memoryModel(64, 8, /*generations*/ 2, /*k*/ 4, /*stagingSlots*/ 2, Mode::kInPlace);
+  const MemoryModel sr = memoryModel(64, 8, 2, 4, 2, Mode::kSlotReuse);
+  for (const MemoryModel* mm : {&in, &sr}) {
+    EXPECT_NEAR(mm->rsAreaInPlace, 0.594, 5e-4);    // Eq. 11: 0.594 NS
+    EXPECT_NEAR(mm->rsAreaSlotReuse, 0.164, 5e-4);  // Eq. 12: 0.164 NS
+    EXPECT_NEAR(mm->tideLiveInPlace, 3.72, 5e-3);   // Sec. 5.4: 3.72 NS
+    EXPECT_NEAR(mm->tideLiveSlotReuse, 2.29, 5e-3); // Sec. 5.4: 2.29 NS
+    EXPECT_EQ(mm->fsdp2Live, 4.0);                  // FSDP2: 4 NS
+  }
+  // Exact values of the closed forms.
+  EXPECT_NEAR(in.rsAreaInPlace, 0.5 + 6.0 / 64, 1e-12);
+  EXPECT_NEAR(in.rsAreaSlotReuse, 21.0 / 128, 1e-12);
+  EXPECT_NEAR(in.rsAreaBound, in.rsAreaInPlace, 1e-12);
+  EXPECT_NEAR(sr.rsAreaBound, sr.rsAreaSlotReuse, 1e-12);
+  EXPECT_NEAR(in.tideLive, in.tideLiveInPlace, 1e-12);
+  EXPECT_NEAR(sr.tideLive, sr.tideLiveSlotReuse, 1e-12);
+  EXPECT_LT(in.tideLive, in.fsdp2Live);
+  EXPECT_LT(sr.tideLive, in.tideLive);
+}
+
+TEST(MemoryModel, InPlaceTendsToHalfNS) {
+  const MemoryModel big = memoryModel(1 << 20, 8, 2, 4, 2, Mode::kInPlace);
+  EXPECT_NEAR(big.rsAreaInPlace, 0.5, 1e-3);
+  EXPECT_GE(big.rsAreaInPlace, 0.5);
+  EXPECT_NEAR(big.rsAreaSlotReuse, 0.0, 1e-3);  // Slot-Reuse decays as O(k/M)
+  double prev = 1e9;
+  for (int M = 2; M <= 4096; M *= 2) {
+    const double a = memoryModel(M, 8, 2, 4, 2, Mode::kInPlace).rsAreaInPlace;
+    EXPECT_LT(a, prev) << "In-Place bound must fall with M, M=" << M;
+    EXPECT_GT(a, 0.5);
+    prev = a;
+  }
+}
+
+// Eq. 10 in NS units at L = 8 (S_fp32 = 2S, NS = 8 M S): Area <=
+// (4 n_stg + 8 n_par + 2 n_out + 2) S_fp32 with n_out = M-1 (In-Place) or
+// 2k (Slot-Reuse); live bytes: ring slots and stage (2 + 1/L) NS + Area,
+// plus NS of bf16 gradients for In-Place.
+TEST(MemoryModel, MatchesEquation10ForRandomInputs) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int M = rng.irange(2, 5000), npar = rng.irange(1, 2), k = rng.irange(1, 8), nstg = rng.irange(1, 4);
+    SCOPED_TRACE("M=" + std::to_string(M) + " n_par=" + std::to_string(npar) + " k=" + std::to_string(k) +
+                 " n_stg=" + std::to_string(nstg));
+    const double sfp32 = 2.0 / (8.0 * M);
+    const double in = (4.0 * nstg + 8.0 * npar + 2.0 * (M - 1) + 2.0) * sfp32;
+    const double sr = (4.0 * nstg + 8.0 * npar + 2.0 * (2 * k) + 2.0) * sfp32;
+    for (Mode mode : {Mode::kInPlace, Mode::kSlotReuse}) {
+      const MemoryModel mm = memoryModel(M, 8, npar, k, nstg, mode);
+      EXPECT_NEAR(mm.rsAreaInPlace, in, 1e-9);
+      EXPECT_NEAR(mm.rsAreaSlotReuse, sr, 1e-9);
+      EXPECT_NEAR(mm.tideLiveInPlace, 2.125 + in + 1.0, 1e-9);
+      EXPECT_NEAR(mm.tideLiveSlotReuse, 2.125 + sr, 1e-9);
+      EXPECT_NEAR(mm.rsAreaBound, mode == Mode::kInPlace ? in : sr, 1e-9);
+      EXPECT_NEAR(mm.tideLive, mode == Mode::kInPlace ? 3.125 + in : 2.125 + sr, 1e-9);
+      EXPECT_EQ(mm.fsdp2Live, 4.0);
+      if (nstg == 2) {
+        // Eqs. 11 and 12 in closed form.
+        EXPECT_NEAR(mm.rsAreaInPlace, 0.5 + (2.0 * npar + 2.0) / M, 1e-9);
+        EXPECT_NEAR(mm.rsAreaSlotReuse, (2.0 * k + 4.0 * npar + 5.0) / (2.0 * M), 1e-9);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- solver
+
+int refRounds(int M, int W, int k) {
+  int rounds = 0;
+  for (int first = 1; first <= M; first += W) {
+    int remote = 0;
+    for (int c = first; c < first + W && c <= M; ++c) remote += c < M;
+    rounds += (remote + k - 1) / k;
+  }
+  return rounds;
+}
+
+TEST(Solver, PaperCalibrationPicksK4And4Plus4Ctas) {
+  const Calibration cal;  // the paper's calibration is the default
+  EXPECT_DOUBLE_EQ(cal.nicBw, 47.5e9);
+  EXPECT_DOUBLE_EQ(cal.sumBwPerCta, 99e9);
+  EXPECT_DOUBLE_EQ(cal.landBwPerCta, 21e9);
+  EXPECT_DOUBLE_EQ(cal.landCap, 90e9);
+  EXPECT_DOUBLE_EQ(cal.roundWait, 1.3e-3);
+  const SolverResult r = solveSizing(Topology::make(8, 8), 2, int64_t{32} << 20, 8, 1, cal);
+  EXPECT_EQ(r.roundWidth, 4);
+  EXPECT_EQ(r.sumCtas, 4);
+  EXPECT_EQ(r.landingCtas, 4);
+  EXPECT_NEAR(r.nicSeconds, 7.0 * (32 << 20) / 47.5e9, 1e-12);
+  // And through the whole plan (makeRsPlan takes the solver's choices).
+  // D K / N = 8 Mi fp32 elements = 32 MiB of output per rank.
+  std::vector<ParamSpec> specs{ParamSpec{{int64_t{128} * 1024 * 1024, 4}, DType::kBF16}};
+  const GroupLayout g = makeGroupLayout(Topology::make(8, 8), specs, DType::kBF16);
+  ASSERT_EQ(g.outBytes(), int64_t{32} << 20);
+  const RsPlan plan = makeRsPlan(g);
+  EXPECT_EQ(plan.roundWidth, 4);
+  EXPECT_EQ(plan.sumCtas, 4);
+  EXPECT_EQ(plan.landingCtas, 4);
+}
+
+// Eq. 13, Eq. 14 and the k rule written out again for random calibrations:
+// C_sum = ceil(skew (L b / 4 + 1) NIC / sum);
+// C_mc = min(floor(cap / land), ceil((S_fp32 / n_part) / (tail t_NIC land)));
+// k from min(2, M-1), doubling to k_max = 4 while N_rounds t_rnd > 0.1 t_NIC
+// and doubling lowers N_rounds.
+TEST(Solver, MatchesEquations13And14) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 2000; ++trial) {
+    Calibration cal;
+    cal.nicBw = rng.real(5e9, 100e9);
+    cal.sumBwPerCta = rng.real(10e9, 200e9);
+    cal.landBwPerCta = rng.real(5e9, 40e9);
+    cal.landCap = rng.real(cal.landBwPerCta * 1.01, 200e9);
+    cal.roundWait = rng.real(1e-5, 3e-3);
+    cal.skew = rng.real(1.0, 2.0);
+    cal.tail = rng.real(0.01, 0.2);
+    const int M = rng.irange(5, 200), L = rng.irange(1, 8), W = rng.irange(1, L);
+    const int b = rng.coin() ? 2 : 4;
+    const int passes = rng.irange(1, 4);
+    const int64_t out = rng.range(1 << 12, int64_t{1} << 30);
+    SCOPED_TRACE("M=" + std::to_string(M) + " L=" + std::to_string(L) + " W=" + std::to_string(W) + " b=" +
+                 std::to_string(b) + " passes=" + std::to_string(passes) + " out=" + std::to_string(out));
+    const SolverResult r = solveSizing(Topology::make(M, L), b, out, W, passes, cal);
+    const double tNic = (M - 1) * static_cast<double>(out) / cal.nicBw;
+    const double sum = cal.skew * (L * b / 4.0 + 1.0) * cal.nicBw / cal.sumBwPerCta;
+    const double tail = (static_cast<double>(out) / passes) / (cal.tail * tNic * cal.landBwPerCta);
+    // Skip draws within rounding distance of an integer boundary.
+    if (std::abs(sum - std::round(sum)) < 1e-6 || std::abs(tail - std::round(tail)) < 1e-6) continue;
+    EXPECT_NEAR(r.nicSeconds, tNic, 1e-9 * tNic);
+    EXPECT_EQ(r.sumCtas, std::max(1, static_cast<int>(std::ceil(sum))));
+    const int cap = static_cast<int>(std::floor(cal.landCap / cal.landBwPerCta));
+    EXPECT_EQ(r.landingCtas, std::min(cap, static_cast<int>(std::ceil(tail))));
+    EXPECT_GE(r.roundWidth, 1);
+    EXPECT_LE(r.roundWidth, cal.maxRoundWidth);
+    EXPECT_LE(r.roundWidth, M - 1);
+    if (passes == 1) {
+      int k = 2;
+      while (k < 4) {
+        const int now = refRounds(M, W, k), next = refRounds(M, W, 2 * k);
+        if (now * cal.roundWait > 0.10 * tNic && next < now) k *= 2;
+        else break;
+      }
+      EXPECT_EQ(r.roundWidth, k);
+    }
+    EXPECT_EQ(countNetworkRounds(M, W, r.roundWidth), refRounds(M, W, r.roundWidth));
+  }
+}
+
+TEST(Solver, RoundWidthBounds) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 2000; ++trial) {
+    Calibration cal;
+    cal.maxRoundWidth = rng.irange(1, 8);
+    cal.roundWait = rng.real(0, 5e-3);
+    cal.nicBw = rng.real(1e9, 100e9);
+    const int M = rng.irange(2, 300), L = rng.irange(1, 8), W = rng.irange(1, L);
+    const int64_t out = rng.range(64, int64_t{1} << 30);
+    SCOPED_TRACE("M=" + std::to_string(M) + " L=" + std::to_string(L) + " W=" + std::to_string(W) +
+                 " kmax=" + std::to_string(cal.maxRoundWidth) + " out=" + std::to_string(out));
+    const SolverResult r = solveSizing(Topology::make(M, L), 2, out, W, rng.irange(1, 4), cal);
+    EXPECT_GE(r.roundWidth, 1);
+    EXPECT_LE(r.roundWidth, std::max(1, cal.maxRoundWidth)) << "k exceeds k_max";
+    EXPECT_LE(r.roundWidth, M - 1) << "k exceeds M-1";
+    EXPECT_GE(r.sumCtas, 1);
+    EXPECT_GE(r.landingCtas, 1);
+  }
+  for (int M = 2; M <= 64; ++M)
+    for (int W = 1; W <= 8; ++W)
+      for (int k = 1; k <= 8; ++k) ASSERT_EQ(countNetworkRounds(M, W, k), refRounds(M, W, k)) << M << " " << W << " " << k;
+}
+
+TEST(Solver, RejectsNonPositiveRates) {
+  const Topology t = Topology::make(8, 8);
+  std::vector<std::function<void(Calibration&)>> edits{
+      [](Calibration& c) { c.nicBw = 0; },        [](Calibration& c) { c.nicBw = -47.5e9; },
+      [](Calibration& c) { c.sumBwPerCta = 0; },  [](Calibration& c) { c.sumBwPerCta = -1; },
+      [](Calibration& c) { c.landBwPerCta = 0; }, [](Calibration& c) { c.landBwPerCta = -21e9; },
+      [](Calibration& c) { c.landCap = 0; },      [](Calibration& c) { c.landCap = -90e9; },
+      [](Calibration& c) { c.nicBw = std::nan(""); }};
+  for (size_t i = 0; i < edits.size(); ++i) {
+    SCOPED_TRACE("edit " + std::to_string(i));
+    Calibration cal;
+    edits[i](cal);
+    EXPECT_TRUE(throwsReason([&] { cal.validate(); }, Reason::kBadCalibration));
+    EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, 32 << 20, 8, 1, cal); }, Reason::kBadCalibration));
+    RsOptions opt;
+    opt.calibration = cal;
+    const GroupLayout g = makeGroupLayout(t, {ParamSpec{{64, 8}, DType::kBF16}}, DType::kBF16);
+    EXPECT_TRUE(throwsReason([&] { makeRsPlan(g, opt); }, Reason::kBadCalibration));
+  }
+  EXPECT_NO_THROW(Calibration{}.validate());
+}
+
+}  // namespace
+}  // namespace tide_test

@@ -1,0 +1,217 @@
+"""The `tide plan` command, run as users run it."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from cli_runner import run_tide, tide_script
+from tide import presets
+
+REQUIRED_KEYS = {
+    "topology": {"nodes", "gpus_per_node", "ranks"},
+    "group": {"params", "dtype", "grad_dtype", "shard_bytes", "unsharded_bytes", "out_bytes",
+              "param_layout"},
+    "all_gather": {"rounds", "round_slots", "stage_bytes", "scatter_groups", "descriptors_flat",
+                   "descriptors"},
+    "reduce_scatter": {"mode", "passes", "waves", "wave_width", "buffer_generations",
+                       "round_width", "rounds", "outbox_blocks", "staging_slots", "sub_elems",
+                       "block_bytes", "level1_descriptors_flat", "level1_descriptors",
+                       "sum_ctas", "landing_ctas", "staging_bytes", "fsdp2_pack_bytes",
+                       "nic_seconds"},
+    "memory": {"fsdp2_live_ns", "tide_live_ns", "rs_area_ns", "rs_area_in_place_ns",
+               "rs_area_slot_reuse_ns", "tide_live_in_place_ns", "tide_live_slot_reuse_ns"},
+}
+PARAM_LAYOUT_KEYS = {"rows", "row_elems", "shard_rows", "shard_bytes", "shard_offset",
+                     "out_offset"}
+
+TOPOLOGIES = [(1, 8), (2, 1), (8, 8), (64, 8)]
+
+
+def assert_bad_input(result, *fragments: str) -> str:
+    """Status 2 and exactly one line on stderr that contains every fragment."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr_lines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tide"), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert result.stdout == ""
+    return lines[0]
+
+
+def test_console_script_installed():
+    assert tide_script() is not None, "the `tide` command is not installed (pip install .)"
+
+
+@pytest.mark.parametrize("preset", presets.names())
+@pytest.mark.parametrize("nodes, gpus", TOPOLOGIES)
+def test_preset_json_has_every_key(preset, nodes, gpus):
+    result = run_tide("plan", "--preset", preset, "--nodes", nodes, "--gpus-per-node", gpus, "--json")
+    assert result.returncode == 0, result.stderr
+    plan = result.json()
+    for section, keys in REQUIRED_KEYS.items():
+        assert keys <= set(plan[section]), (section, keys - set(plan[section]))
+    for layout in plan["group"]["param_layout"]:
+        assert PARAM_LAYOUT_KEYS <= set(layout)
+
+    ranks = nodes * gpus
+    params = presets.params(preset)
+    assert plan["topology"] == {"nodes": nodes, "gpus_per_node": gpus, "ranks": ranks}
+    assert plan["group"]["params"] == len(params)
+    assert plan["group"]["unsharded_bytes"] == ranks * plan["group"]["shard_bytes"]
+    # Bruck: ceil(log2 M) rounds, round d carries min(2^d, M - 2^d) slots, M - 1 in all.
+    ag = plan["all_gather"]
+    rounds = math.ceil(math.log2(nodes)) if nodes > 1 else 0
+    assert ag["rounds"] == rounds
+    assert ag["round_slots"] == [min(2**d, nodes - 2**d) for d in range(rounds)]
+    assert 0 < ag["descriptors"] <= ag["descriptors_flat"]
+    rs = plan["reduce_scatter"]
+    assert rs["wave_width"] == gpus and rs["passes"] == 1
+    assert 0 < rs["level1_descriptors"] <= rs["level1_descriptors_flat"] or gpus == 1
+    assert plan["memory"]["fsdp2_live_ns"] == 4.0
+
+
+def test_default_output_is_a_table():
+    result = run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 8, "--gpus-per-node", 8)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    text = result.stdout
+    for label in ("llama3.1-8b", "8 x 8 = 64 ranks", "all-gather", "Bruck rounds",
+                  "reduce-scatter", "Level-1 descriptors", "sum / landing CTAs",
+                  "FSDP2 live", "TIDE live", "RS area"):
+        assert label in text, label
+    assert "416.02 MiB" in text  # 436,224,000 bytes
+
+
+@pytest.mark.parametrize("preset", presets.names())
+def test_every_preset_prints(preset):
+    result = run_tide("plan", "--preset", preset, "-M", 4, "-L", 2, "--mode", "slot-reuse")
+    assert result.returncode == 0, result.stderr
+    assert "slot-reuse" in result.stdout
+
+
+def test_shapes_file(tmp_path):
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps([[4096, 4096], [1024, 4096], [4096]]))
+    named = tmp_path / "named.json"
+    named.write_text(json.dumps([
+        {"name": "q", "shape": [4096, 4096], "dtype": "bf16"},
+        {"name": "k", "shape": [1024, 4096], "dtype": "bf16"},
+        {"name": "norm", "shape": [4096], "dtype": "bf16"},
+    ]))
+    preset_style = tmp_path / "preset_style.json"
+    preset_style.write_text(json.dumps({"name": "mine", "params": json.loads(named.read_text())}))
+    outputs = []
+    for path in (plain, named, preset_style):
+        result = run_tide("plan", "--shapes", path, "--nodes", 4, "--gpus-per-node", 8, "--json")
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.json())
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0]["group"]["params"] == 3
+    result = run_tide("plan", "--shapes", plain, "--nodes", 4, "--gpus-per-node", 8)
+    assert result.returncode == 0 and "plain.json" in result.stdout
+
+
+def test_dtype_options():
+    result = run_tide("plan", "--preset", "llama3.1-8b", "-M", 2, "-L", 8, "--dtype", "fp32",
+                      "--grad-dtype", "bf16", "--json")
+    assert result.returncode == 0, result.stderr
+    group = result.json()["group"]
+    assert (group["dtype"], group["grad_dtype"]) == ("fp32", "bf16")
+
+
+def test_knobs_reach_the_plan(tmp_path):
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({
+        "nic_gbps": 47.5, "sum_gbps_per_cta": 99, "land_gbps_per_cta": 21,
+        "land_cap_gbps": 90, "round_wait_ms": 1.3,
+    }))
+    result = run_tide("plan", "--preset", "llama3.1-70b", "-M", 16, "-L", 8, "--wave-width", 4,
+                      "--round-width", 2, "--passes", 2, "--calibration", calibration, "--json")
+    assert result.returncode == 0, result.stderr
+    rs = result.json()["reduce_scatter"]
+    assert (rs["wave_width"], rs["round_width"], rs["passes"]) == (4, 2, 2)
+
+
+def write_shapes(tmp_path, shapes) -> str:
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps(shapes))
+    return str(path)
+
+
+def test_bad_topology():
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 0, "--gpus-per-node", 8),
+                     "bad_topology")
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 1, "--gpus-per-node", 9),
+                     "bad_topology")
+
+
+def test_unknown_preset():
+    assert_bad_input(run_tide("plan", "--preset", "gpt-5", "--nodes", 1, "--gpus-per-node", 8),
+                     "gpt-5")
+
+
+def test_too_many_params(tmp_path):
+    path = write_shapes(tmp_path, [[8, 8]] * 257)
+    assert_bad_input(run_tide("plan", "--shapes", path, "-M", 1, "-L", 8), "rejected (too_many_params)")
+
+
+def test_mixed_dtypes(tmp_path):
+    path = write_shapes(tmp_path, [{"shape": [8, 8], "dtype": "bf16"},
+                                   {"shape": [8], "dtype": "fp32"}])
+    assert_bad_input(run_tide("plan", "--shapes", path, "-M", 1, "-L", 8), "rejected (mixed_dtypes)")
+
+
+def test_zero_dim_shape(tmp_path):
+    path = write_shapes(tmp_path, [[8, 8], []])
+    assert_bad_input(run_tide("plan", "--shapes", path, "-M", 1, "-L", 8), "rejected (zero_dim_tensor)")
+
+
+@pytest.mark.parametrize("content", ["not json", '{"shapes": [[4]]}', '[["a"]]', "[[4, -1]]"])
+def test_malformed_shapes_file(tmp_path, content):
+    path = tmp_path / "shapes.json"
+    path.write_text(content)
+    assert_bad_input(run_tide("plan", "--shapes", path, "-M", 1, "-L", 8))
+
+
+def test_missing_files(tmp_path):
+    assert_bad_input(run_tide("plan", "--shapes", tmp_path / "none.json", "-M", 1, "-L", 8),
+                     "none.json")
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "-M", 1, "-L", 8,
+                              "--calibration", tmp_path / "none.json"), "none.json")
+
+
+def test_bad_calibration_file(tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"nic_gbps": 47.5}))
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "-M", 2, "-L", 8,
+                              "--calibration", path), "missing keys")
+
+
+def test_usage_errors_are_one_line():
+    assert_bad_input(run_tide("plan", "--nodes", 1, "--gpus-per-node", 8))  # no group
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "--gpus-per-node", 8))  # no M
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "-M", "two", "-L", 8))
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "-M", 1, "-L", 8, "--mode", "x"))
+    assert_bad_input(run_tide())  # no command
+
+
+def test_colliding_plan_is_rejected():
+    """M = 9, L = 8, W_wave = 3 puts two contributors of one wave on one GPU at one offset."""
+    result = run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 9, "--gpus-per-node", 8,
+                      "--wave-width", 3)
+    line = assert_bad_input(result, "tide plan: rejected (plan_collision)")
+    assert re.search(r"wave \d+", line), line
+    assert re.search(r"contributors? \d+", line), line
+
+
+@pytest.mark.parametrize("wave_width", [1, 2, 4, 8])
+def test_wave_widths_dividing_l_are_accepted(wave_width):
+    result = run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 9, "--gpus-per-node", 8,
+                      "--wave-width", wave_width, "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.json()["reduce_scatter"]["wave_width"] == wave_width

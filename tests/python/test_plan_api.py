@@ -1,0 +1,114 @@
+"""tide.make_plan and the ctypes binding: options, calibration, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tide import PlanInputError, TideError, make_plan
+from tide import _capi
+
+SHAPES = [[4096, 4096], [1024, 4096], [4096]]
+
+PAPER_CALIBRATION = {
+    "nic_gbps": 47.5,
+    "sum_gbps_per_cta": 99,
+    "land_gbps_per_cta": 21,
+    "land_cap_gbps": 90,
+    "round_wait_ms": 1.3,
+}
+
+
+def test_library_is_loaded():
+    assert _capi.library_path()
+
+
+def test_shapes_and_dicts_give_the_same_plan():
+    dicts = [{"name": f"w{i}", "shape": s, "dtype": "bf16"} for i, s in enumerate(SHAPES)]
+    assert make_plan(SHAPES, nodes=2, gpus_per_node=4) == make_plan(dicts, nodes=2, gpus_per_node=4)
+
+
+def test_dtypes():
+    plan = make_plan(SHAPES, nodes=2, gpus_per_node=4, dtype="fp32")
+    assert plan["group"]["dtype"] == "fp32"
+    assert plan["group"]["grad_dtype"] == "fp32"
+    plan = make_plan(SHAPES, nodes=2, gpus_per_node=4, grad_dtype="fp32")
+    assert (plan["group"]["dtype"], plan["group"]["grad_dtype"]) == ("bf16", "fp32")
+
+
+def test_options_reach_the_plan():
+    plan = make_plan(SHAPES, nodes=16, gpus_per_node=8, mode="slot-reuse", wave_width=4,
+                     round_width=2, passes=2)
+    rs = plan["reduce_scatter"]
+    assert rs["mode"] == "slot-reuse"
+    assert rs["wave_width"] == 4
+    assert rs["round_width"] == 2
+    assert rs["passes"] == 2
+
+
+def test_paper_calibration_equals_the_default():
+    default = make_plan(SHAPES, nodes=8, gpus_per_node=8)
+    calibrated = make_plan(SHAPES, nodes=8, gpus_per_node=8, calibration=PAPER_CALIBRATION)
+    assert default == calibrated
+
+
+def test_calibration_keys_are_checked():
+    with pytest.raises(PlanInputError, match="missing keys"):
+        make_plan(SHAPES, nodes=2, gpus_per_node=2,
+                  calibration={k: v for k, v in PAPER_CALIBRATION.items() if k != "nic_gbps"})
+    with pytest.raises(PlanInputError, match="unknown keys"):
+        make_plan(SHAPES, nodes=2, gpus_per_node=2, calibration={**PAPER_CALIBRATION, "nic": 1})
+    with pytest.raises(PlanInputError, match="must be a number"):
+        make_plan(SHAPES, nodes=2, gpus_per_node=2, calibration={**PAPER_CALIBRATION, "nic_gbps": "fast"})
+
+
+def test_non_positive_calibration_is_refused():
+    with pytest.raises(TideError) as info:
+        make_plan(SHAPES, nodes=2, gpus_per_node=2, calibration={**PAPER_CALIBRATION, "nic_gbps": 0})
+    assert info.value.reason == "bad_calibration"
+
+
+@pytest.mark.parametrize(
+    "shapes, kwargs, result, reason",
+    [
+        (SHAPES, {"nodes": 0, "gpus_per_node": 8}, _capi.Result.INVALID_ARGUMENT, "bad_topology"),
+        (SHAPES, {"nodes": 1, "gpus_per_node": 9}, _capi.Result.INVALID_ARGUMENT, "bad_topology"),
+        ([], {"nodes": 1, "gpus_per_node": 8}, _capi.Result.PLAN_REJECTED, "empty_group"),
+        ([[4]] * 257, {"nodes": 1, "gpus_per_node": 8}, _capi.Result.PLAN_REJECTED, "too_many_params"),
+        ([[4], []], {"nodes": 1, "gpus_per_node": 8}, _capi.Result.PLAN_REJECTED, "zero_dim_tensor"),
+        ([[4], [0, 3]], {"nodes": 1, "gpus_per_node": 8}, _capi.Result.PLAN_REJECTED, "empty_param"),
+        ([{"shape": [4], "dtype": "bf16"}, {"shape": [4], "dtype": "fp32"}],
+         {"nodes": 1, "gpus_per_node": 8}, _capi.Result.PLAN_REJECTED, "mixed_dtypes"),
+        (SHAPES, {"nodes": 9, "gpus_per_node": 8, "wave_width": 3},
+         _capi.Result.PLAN_REJECTED, "plan_collision"),
+    ],
+)
+def test_library_errors_carry_result_and_reason(shapes, kwargs, result, reason):
+    with pytest.raises(TideError) as info:
+        make_plan(shapes, **kwargs)
+    assert info.value.result == result
+    assert info.value.reason == reason
+    assert info.value.message
+
+
+def test_exactly_256_params_is_accepted():
+    assert make_plan([[4]] * 256, nodes=1, gpus_per_node=8)["group"]["params"] == 256
+
+
+@pytest.mark.parametrize(
+    "shapes, kwargs",
+    [
+        ([["a"]], {}),
+        ([[True]], {}),
+        ([[-1]], {}),
+        ("4096", {}),
+        ([{"shape": [4], "size": 3}], {}),
+        ([{"name": "x"}], {}),
+        ([[4]], {"dtype": "fp16"}),
+        ([[4]], {"mode": "sideways"}),
+        ([[4]], {"nodes": 2**40}),
+    ],
+)
+def test_malformed_python_input(shapes, kwargs):
+    kwargs = {"nodes": 1, "gpus_per_node": 2, **kwargs}
+    with pytest.raises(PlanInputError):
+        make_plan(shapes, **kwargs)

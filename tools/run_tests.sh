@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The one command that runs every test: installs what a fresh Debian bookworm
+# machine with Python 3.11 lacks, installs the package, builds the C++ tree
+# with warnings as errors, then runs ctest and pytest. Fails if either runs
+# no test at all.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON="${PYTHON:-python3}"
+BUILD_DIR="${TIDE_CPP_BUILD_DIR:-build/cpp}"
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf 'run_tests.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---- system packages: compiler, CMake, Ninja, GoogleTest
+missing=()
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
+dpkg -s libgtest-dev >/dev/null 2>&1 || missing+=(libgtest-dev)
+if ((${#missing[@]})); then
+  step "apt-get install ${missing[*]}"
+  sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q "${missing[@]}"
+fi
+
+# ---- Python packages and the package itself
+step "pip install torch==2.13.0 pytest numpy"
+"$PYTHON" -m pip install -q torch==2.13.0 pytest numpy
+step "pip install ."
+"$PYTHON" -m pip install .
+
+# ---- C++ tests
+step "build C++ ($BUILD_DIR)"
+# Tests on explicitly: a cache configured without them must not hide them.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DTIDE_WERROR=ON -DTIDE_BUILD_TESTS=ON
+cmake --build "$BUILD_DIR"
+cpp_tests="$(ctest --test-dir "$BUILD_DIR" -N | sed -n 's/^Total Tests: *\([0-9]*\).*/\1/p')"
+[[ "${cpp_tests:-0}" -gt 0 ]] || die "ctest found no tests in $BUILD_DIR"
+# Run both suites even when the first fails, so one run reports every failure.
+status=0
+step "ctest ($cpp_tests tests)"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" || status=1
+
+# ---- Python tests, against the installed package (pytest exits 5 when it collects none)
+step "pytest"
+"$PYTHON" -m pytest -q || status=1
+
+((status == 0)) || die "tests failed"
+echo "run_tests.sh: all tests passed"
