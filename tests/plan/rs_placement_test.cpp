@@ -225,21 +225,22 @@ INSTANTIATE_TEST_SUITE_P(Sweep, ExhaustiveL8,
                                   "to" + std::to_string(i.param.maxM);
                          });
 
-class ExhaustiveSmallL : public ::testing::TestWithParam<int> {};
+class ExhaustiveSmallL : public ::testing::TestWithParam<std::pair<int, int>> {};
 
-TEST_P(ExhaustiveSmallL, EveryMWaveWidthAndPassCount) {
-  const int L = GetParam();
-  for (int passes = 1; passes <= 4; ++passes) {
-    const Tally t = checkAll(L, passes, 2, 1024, /*checkThrow=*/passes == 1);
-    EXPECT_EQ(t.plans, 1023 * L);
-    EXPECT_EQ(t.rejected, t.collidingMW);
-    EXPECT_EQ(t.accepted + t.rejected, t.plans);
-    if (HasFailure()) return;
-  }
+TEST_P(ExhaustiveSmallL, EveryMAndWaveWidth) {
+  const auto [L, passes] = GetParam();
+  const Tally t = checkAll(L, passes, 2, 1024, /*checkThrow=*/passes == 1);
+  EXPECT_EQ(t.plans, 1023 * L);
+  EXPECT_EQ(t.rejected, t.collidingMW);
+  EXPECT_EQ(t.accepted + t.rejected, t.plans);
 }
 
-INSTANTIATE_TEST_SUITE_P(L, ExhaustiveSmallL, ::testing::Values(2, 4),
-                         [](const ::testing::TestParamInfo<int>& i) { return "L" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Sweep, ExhaustiveSmallL,
+                         ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{2, 3}, std::pair{2, 4},
+                                           std::pair{4, 1}, std::pair{4, 2}, std::pair{4, 3}, std::pair{4, 4}),
+                         [](const ::testing::TestParamInfo<std::pair<int, int>>& i) {
+                           return "L" + std::to_string(i.param.first) + "_passes" + std::to_string(i.param.second);
+                         });
 
 // The paper's example (App. D): M = 9, L = 8, W = 3; wave 2 holds
 // c in {7, 8, 9}, and 8 and 9 both have (c mod 9) mod 8 = 0.
