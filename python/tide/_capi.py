@@ -108,6 +108,19 @@ class PlanConfig(ctypes.Structure):
 PlanHandle = ctypes.c_void_p  # tidePlan_t (opaque)
 
 
+class HostRunOptions(ctypes.Structure):
+    """tideHostRunOptions_t."""
+
+    _fields_ = [
+        ("iters", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("inputKind", ctypes.c_int),
+        ("timeoutSeconds", ctypes.c_double),
+        ("fault", ctypes.c_char_p),
+        ("faultRank", ctypes.c_int),
+    ]
+
+
 # ------------------------------------------------------------------ loading
 
 def _library_file() -> Path:
@@ -131,6 +144,14 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tidePlanGetJson.restype = _c_enum
     lib.tidePlanDestroy.argtypes = [PlanHandle]
     lib.tidePlanDestroy.restype = _c_enum
+
+    lib.tideHostRun.argtypes = [ctypes.POINTER(PlanConfig), ctypes.POINTER(HostRunOptions),
+                                ctypes.POINTER(ctypes.c_void_p)]
+    lib.tideHostRun.restype = _c_enum
+    lib.tideFaultNames.argtypes = []
+    lib.tideFaultNames.restype = ctypes.c_char_p
+    lib.tideFreeString.argtypes = [ctypes.c_void_p]
+    lib.tideFreeString.restype = None
 
 
 _lib: ctypes.CDLL | None = None
@@ -201,3 +222,25 @@ def plan_get_json(handle: PlanHandle) -> str:
 
 def plan_destroy(handle: PlanHandle) -> None:
     check(library().tidePlanDestroy(handle))
+
+
+def host_run(config: PlanConfig, options: HostRunOptions) -> tuple[int, str]:
+    """Run both collectives on CPU ranks; returns (result, report JSON).
+
+    A fabric failure (deadline, peer failure) still returns its report, with
+    result TIMEOUT; other failures raise TideError."""
+    lib = library()
+    raw = ctypes.c_void_p()
+    result = lib.tideHostRun(ctypes.byref(config), ctypes.byref(options), ctypes.byref(raw))
+    try:
+        report = ctypes.string_at(raw.value).decode("utf-8") if raw.value else ""
+    finally:
+        if raw.value:
+            lib.tideFreeString(raw)
+    if result != Result.SUCCESS and not report:
+        check(result)
+    return result, report
+
+
+def fault_names() -> list[str]:
+    return _decode(library().tideFaultNames()).split(",")

@@ -1,6 +1,7 @@
 """The `tide` command.
 
     tide plan (--preset NAME | --shapes FILE.json) --nodes M --gpus-per-node L [options]
+    tide bench --fabric host --nodes M --gpus-per-node L (--preset NAME | --shapes FILE) [options]
 
 Each subcommand adds its parser in _add_<name>_command and runs in
 _run_<name>. Bad input and rejected plans exit with status 2 and one line on
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from tide import __version__, _capi, presets
+from tide import __version__, _capi, host_bench, presets
 from tide.plan import CALIBRATION_KEYS, DTYPES, MODES, PlanInputError, make_plan
 from tide.plan_report import format_plan
 
@@ -130,6 +131,74 @@ def _run_plan(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ tide bench
+
+def _add_bench_command(subparsers) -> None:
+    cmd = subparsers.add_parser(
+        "bench",
+        help="run TIDE-AG and TIDE-RS, check every output, report traffic and time",
+        description=(
+            "Run both collectives on a fabric with fresh random inputs, check every output "
+            "against an independent reference (byte-exact gather, float64 sums), and print "
+            "traffic, descriptors, rounds, waves, staging and time. Exits 1 when a check fails "
+            "or an injected fault is detected (with its message)."
+        ),
+    )
+    cmd.add_argument("--fabric", choices=["host"], default="host",
+                     help="host: CPU ranks as threads (the only fabric built into this command)")
+    cmd.add_argument("--list-faults", action="store_true", help="print the injectable faults and exit")
+    source = cmd.add_mutually_exclusive_group()
+    source.add_argument("--preset", choices=presets.names(), help="one layer of a known model")
+    source.add_argument("--shapes", metavar="FILE.json", type=Path, help="as for tide plan")
+    cmd.add_argument("--nodes", "-M", type=int, metavar="M", help="nodes")
+    cmd.add_argument("--gpus-per-node", "-L", type=int, metavar="L", help="ranks per node (1..8)")
+    cmd.add_argument("--dtype", choices=sorted(DTYPES), help="all-gather dtype of every parameter")
+    cmd.add_argument("--grad-dtype", choices=sorted(DTYPES), help="gradient dtype")
+    cmd.add_argument("--mode", choices=sorted(MODES), default="in-place")
+    cmd.add_argument("--wave-width", type=int, default=0, metavar="W")
+    cmd.add_argument("--round-width", type=int, default=0, metavar="K")
+    cmd.add_argument("--passes", type=int, default=1, metavar="N")
+    cmd.add_argument("--iters", type=int, default=5, metavar="N", help="calls of each collective")
+    cmd.add_argument("--seed", type=int, help="input seed (default: fresh)")
+    cmd.add_argument("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
+    cmd.add_argument("--timeout", type=float, default=10.0, metavar="S", help="deadline of every wait")
+    cmd.add_argument("--inject", metavar="FAULT", help="inject a fault (see --list-faults)")
+    cmd.add_argument("--fault-rank", type=int, default=0, metavar="R")
+    cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    cmd.set_defaults(run=_run_bench)
+
+
+def _run_bench(args) -> int:
+    if args.list_faults:
+        print("\n".join(host_bench.fault_names()))
+        return 0
+    missing = [flag for flag, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node))
+               if value is None]
+    if not (args.preset or args.shapes):
+        missing.append("--preset or --shapes")
+    if missing:
+        raise InputError(f"missing {', '.join(missing)}")
+    if args.inject and args.inject not in host_bench.fault_names():
+        raise InputError(f"unknown fault {args.inject!r} (see --list-faults)")
+    params, title = _plan_params(args)
+    report = host_bench.run_host(
+        params, nodes=args.nodes, gpus_per_node=args.gpus_per_node, iters=args.iters, seed=args.seed,
+        inputs=args.inputs, timeout_s=args.timeout, fault=args.inject, fault_rank=args.fault_rank,
+        grad_dtype=args.grad_dtype, mode=args.mode, wave_width=args.wave_width,
+        round_width=args.round_width, passes=args.passes,
+    )
+    print(json.dumps(report, indent=2) if args.json else host_bench.format_report(report, f"tide bench: {title}"))
+    failed = report["error"] or report["all_gather"]["check"] != "ok" or report["reduce_scatter"]["check"] != "ok"
+    if not failed:
+        if args.inject:
+            _fail("tide bench", f"fault {args.inject} was NOT detected", EXIT_FAILURE)
+        return 0
+    what = report["error"] or (
+        f"all_gather {report['all_gather']['check']}, reduce_scatter {report['reduce_scatter']['check']}")
+    prefix = f"fault {args.inject} detected" if args.inject else "check failed"
+    _fail("tide bench", f"{prefix}: {what}", EXIT_FAILURE)
+
+
 # ------------------------------------------------------------------ entry point
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         parser_class=_OneLineParser,
     )
     _add_plan_command(subparsers)
+    _add_bench_command(subparsers)
     return parser
 
 

@@ -68,6 +68,35 @@ def make_plan(
     TideError when the library refuses the input or the plan (its `reason`
     names why), PlanInputError for malformed Python input.
     """
+    config, _keepalive = build_plan_config(
+        shapes, nodes=nodes, gpus_per_node=gpus_per_node, dtype=dtype, grad_dtype=grad_dtype,
+        mode=mode, wave_width=wave_width, round_width=round_width, passes=passes,
+        sum_ctas=sum_ctas, landing_ctas=landing_ctas, calibration=calibration)
+    handle = _capi.plan_create(config)
+    try:
+        return json.loads(_capi.plan_get_json(handle))
+    finally:
+        _capi.plan_destroy(handle)
+
+
+
+def build_plan_config(
+    shapes: Sequence[Sequence[int] | Mapping[str, Any]],
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    dtype: str = "bf16",
+    grad_dtype: str | None = None,
+    mode: str = "in-place",
+    wave_width: int = 0,
+    round_width: int = 0,
+    passes: int = 1,
+    sum_ctas: int = 0,
+    landing_ctas: int = 0,
+    calibration: Mapping[str, float] | None = None,
+) -> tuple[_capi.PlanConfig, tuple]:
+    """A tidePlanConfig_t for make_plan's arguments, and the ctypes objects it
+    points into (keep them alive while the config is in use)."""
     params = normalize_params(shapes, default_dtype=dtype)
     if grad_dtype is None:
         grad_dtype = params[0]["dtype"] if params else dtype
@@ -96,16 +125,12 @@ def make_plan(
         sumCtas=_c_int(sum_ctas, "sum_ctas"),
         landingCtas=_c_int(landing_ctas, "landing_ctas"),
     )
+    cal = None
     if calibration is not None:
         cal = to_c_calibration(calibration)
         config.calibration = ctypes.pointer(cal)
 
-    handle = _capi.plan_create(config)
-    try:
-        return json.loads(_capi.plan_get_json(handle))
-    finally:
-        _capi.plan_destroy(handle)
-
+    return config, (ndims_arr, dims_arr, dtypes_arr, cal)
 
 def normalize_params(
     shapes: Sequence[Sequence[int] | Mapping[str, Any]], *, default_dtype: str = "bf16"

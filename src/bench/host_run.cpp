@@ -111,6 +111,8 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   const int n = g.topo.ranks();
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
   const int64_t landingOffset = layout.bytes;
+  // Inputs outlive the world: its queues may still touch them while it stops.
+  std::vector<RankData> data(static_cast<size_t>(n));
   fabric::host::HostOptions hopt;
   hopt.queues = collectives::kQueuesNeeded;
   hopt.timeoutSeconds = o.timeoutSeconds;
@@ -136,7 +138,6 @@ HostRunResult runOnHost(const HostRunOptions& o) {
 
   std::mt19937_64 rng(o.seed);
   const int bGrad = plan::itemSize(g.gradDtype);
-  std::vector<RankData> data(static_cast<size_t>(n));
   std::vector<double> agTimes, rsTimes;
   res.allGather.ok = true;
   res.reduceScatter.ok = true;

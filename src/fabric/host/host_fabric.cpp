@@ -72,8 +72,12 @@ void HostEndpoint::fail(FabricError::Kind kind, const std::string& message) {
 }
 
 void HostEndpoint::stallOnce() {
-  if (faults_.stallSeconds > 0 && !stalled_.exchange(true))
+  if (faults_.stallSeconds > 0 && !stalled_.exchange(true)) {
     std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
+    if (mem_.failed && mem_.failed->load())
+      throw FabricError(FabricError::Kind::kPeerFailure,
+                        "rank " + std::to_string(rank_) + ": woke from an injected stall after the job failed");
+  }
 }
 
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
@@ -215,7 +219,11 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
     call = call_;
   }
   queue(q).submit([this, src, event, call, srcQueue] {
-    if (!src->waitCompleted(event, deadline()))
+    // The source queue's own waits carry deadlines and say what they waited
+    // for; give them time to expire first so their message is the one seen.
+    const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
+    if (!src->waitCompleted(event, end))
       fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call +
                                             ": timed out waiting for queue " + std::to_string(srcQueue));
     if (src->failure()) std::rethrow_exception(src->failure());

@@ -53,7 +53,12 @@ void WorkQueue::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;  // stop requested and drained
+      if (stop_) {
+        // Tear-down: what was never run is dropped, not run against memory
+        // its owner is about to free.
+        tasks_.clear();
+        return;
+      }
       item = std::move(tasks_.front());
       tasks_.pop_front();
       skip = failure_ != nullptr;

@@ -18,7 +18,7 @@ class WorkQueue {
   using Task = std::function<void()>;
 
   WorkQueue();
-  ~WorkQueue();
+  ~WorkQueue();  // finishes the running task, drops the rest
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 

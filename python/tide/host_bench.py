@@ -1,0 +1,81 @@
+"""TIDE-AG and TIDE-RS on CPU ranks (the host fabric), checked against
+independent references inside the library; the engine of `tide bench
+--fabric host`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tide import _capi
+from tide.plan import build_plan_config
+
+INPUT_KINDS = {"normal": 0, "integer": 1, "nonfinite": 2}
+
+
+def run_host(
+    shapes: Sequence[Sequence[int] | Mapping[str, Any]],
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    iters: int = 5,
+    seed: int | None = None,
+    inputs: str = "normal",
+    timeout_s: float = 10.0,
+    fault: str | None = None,
+    fault_rank: int = 0,
+    **plan_options: Any,
+) -> dict:
+    """Run both collectives `iters` times on fresh random inputs.
+
+    Returns the report: `all_gather.check` / `reduce_scatter.check` are "ok"
+    only when every output matched; `error` holds a fabric failure (deadline,
+    peer failure), empty if none. plan_options are make_plan's options.
+    """
+    if inputs not in INPUT_KINDS:
+        raise ValueError(f"inputs must be one of {sorted(INPUT_KINDS)}")
+    config, _keepalive = build_plan_config(shapes, nodes=nodes, gpus_per_node=gpus_per_node, **plan_options)
+    options = _capi.HostRunOptions(
+        iters=iters,
+        seed=seed if seed is not None else int.from_bytes(os.urandom(8), "little"),
+        inputKind=INPUT_KINDS[inputs],
+        timeoutSeconds=timeout_s,
+        fault=fault.encode() if fault else None,
+        faultRank=fault_rank,
+    )
+    _, report = _capi.host_run(config, options)
+    result = json.loads(report)
+    result["seed"] = options.seed
+    return result
+
+
+def fault_names() -> list[str]:
+    return _capi.fault_names()
+
+
+def format_report(report: dict, title: str) -> str:
+    """nccl-tests-like rows, one per collective."""
+    topo = report["topology"]
+    lines = [
+        f"{title}: host fabric, {topo['nodes']} nodes x {topo['gpus_per_node']} ranks "
+        f"({topo['ranks']} CPU ranks), seed {report['seed']}",
+        f"{'collective':<15}{'check':>7}{'time(ms)':>10}{'copy MiB':>10}{'rail MiB':>10}"
+        f"{'descs':>8}{'rounds':>7}{'waves':>6}{'staging MiB':>12}",
+    ]
+    mib = 1 / (1 << 20)
+    for name, key in (("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter")):
+        c = report[key]
+        t = c["traffic"]
+        descs = c.get("descriptors", c.get("level1_descriptors", 0))
+        lines.append(
+            f"{name:<15}{c['check']:>7}{c['seconds'] * 1e3:>10.2f}{t['copy_bytes'] * mib:>10.2f}"
+            f"{t['rail_bytes'] * mib:>10.2f}{descs:>8}{c['rounds']:>7}{c.get('waves', 0):>6}"
+            f"{c.get('staging_bytes', 0) * mib:>12.2f}"
+        )
+    if "max_rel_err" in report["reduce_scatter"]:
+        lines.append(f"reduce_scatter max rel err vs float64: {report['reduce_scatter']['max_rel_err']:.3g}")
+    if report.get("error"):
+        lines.append(f"error: {report['error']}")
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+#include "fabric/host/shm_world.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <random>
+#include <system_error>
+
+namespace tide::fabric::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Other processes touch these through their own mappings: that is only
+// sound for lock-free (address-free) atomics.
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+constexpr uint64_t kSegmentMagic = 0x31'4D'48'53'45'44'49'54;  // "TIDESHM1" little-endian
+constexpr uint32_t kLayoutVersion = 1;
+constexpr int64_t kPageBytes = 4096;
+constexpr size_t kJobIdBytes = 32;
+
+// At offset 0 of every segment; lets a mapping rank check it has the right
+// segment before it trusts any offset in it.
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t layoutVersion;
+  int32_t rank;
+  int32_t ranks;
+  int64_t arenaBytes;
+  int64_t countersOffset;
+  int64_t controlOffset;  // -1: none (every rank but 0)
+  int64_t arenaOffset;
+  int64_t totalBytes;
+  char jobId[kJobIdBytes];
+};
+
+// Job-wide failure state, in rank 0's segment.
+struct ControlBlock {
+  std::atomic<int> failed;
+  char failure[RankMemory::kFailureBytes];
+};
+
+struct SegmentLayout {
+  int64_t counters = 0;
+  int64_t control = -1;
+  int64_t arena = 0;
+  int64_t total = 0;
+};
+
+int64_t roundUpToPage(int64_t bytes) { return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes; }
+
+// Header, counters, [control], arena; every part page-aligned so the arena
+// is as aligned as a fresh allocation.
+SegmentLayout segmentLayout(int64_t arenaBytes, bool withControl) {
+  SegmentLayout l;
+  l.counters = roundUpToPage(sizeof(SegmentHeader));
+  int64_t next = l.counters + roundUpToPage(int64_t{kCountersPerRank} * int64_t{sizeof(std::atomic<uint64_t>)});
+  if (withControl) {
+    l.control = next;
+    next += roundUpToPage(sizeof(ControlBlock));
+  }
+  l.arena = next;
+  l.total = l.arena + roundUpToPage(std::max<int64_t>(arenaBytes, 1));
+  return l;
+}
+
+std::string randomJobId() {
+  std::random_device rd;
+  const uint64_t bits = (uint64_t{rd()} << 32) ^ rd();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(16, '0');
+  for (int i = 0; i < 16; ++i) id[static_cast<size_t>(i)] = kHex[(bits >> (4 * i)) & 15];
+  return id;
+}
+
+SegmentHeader* headerOf(const ShmSegment& s) { return reinterpret_cast<SegmentHeader*>(s.data()); }
+
+ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int64_t arenaBytes) {
+  const SegmentLayout l = segmentLayout(arenaBytes, rank == 0);
+  ShmSegment seg = ShmSegment::create(shmSegmentName(jobId, rank), static_cast<size_t>(l.total));
+  auto* ctr = reinterpret_cast<std::atomic<uint64_t>*>(seg.data() + l.counters);
+  for (int i = 0; i < kCountersPerRank; ++i) new (ctr + i) std::atomic<uint64_t>(0);
+  if (l.control >= 0) {
+    auto* control = new (seg.data() + l.control) ControlBlock;
+    control->failed.store(0);
+    std::memset(control->failure, 0, sizeof control->failure);
+  }
+  SegmentHeader h{};
+  h.magic = kSegmentMagic;
+  h.layoutVersion = kLayoutVersion;
+  h.rank = rank;
+  h.ranks = ranks;
+  h.arenaBytes = arenaBytes;
+  h.countersOffset = l.counters;
+  h.controlOffset = l.control;
+  h.arenaOffset = l.arena;
+  h.totalBytes = l.total;
+  std::strncpy(h.jobId, jobId.c_str(), kJobIdBytes - 1);
+  std::memcpy(seg.data(), &h, sizeof h);
+  return seg;
+}
+
+// A peer's segment is trusted only if it is the one this job expects.
+void checkPeerSegment(const ShmSegment& seg, const std::string& jobId, int peer, int ranks,
+                      int64_t arenaBytes) {
+  auto bad = [&](const std::string& why) {
+    return FabricError(FabricError::Kind::kUsage, "segment " + seg.name() + " of rank " + std::to_string(peer) +
+                                                      ": " + why);
+  };
+  if (seg.size() < sizeof(SegmentHeader)) throw bad("too small for a header");
+  const SegmentHeader& h = *headerOf(seg);
+  if (h.magic != kSegmentMagic || h.layoutVersion != kLayoutVersion)
+    throw bad("not a TIDE segment of layout version " + std::to_string(kLayoutVersion));
+  if (std::string(h.jobId, strnlen(h.jobId, kJobIdBytes)) != jobId) throw bad("belongs to another job");
+  if (h.rank != peer || h.ranks != ranks)
+    throw bad("holds rank " + std::to_string(h.rank) + " of " + std::to_string(h.ranks));
+  if (h.arenaBytes != arenaBytes)
+    throw bad("its arena has " + std::to_string(h.arenaBytes) + " bytes, this rank's " +
+              std::to_string(arenaBytes) + ": the arena is symmetric, every rank must ask for the same size");
+  const SegmentLayout l = segmentLayout(arenaBytes, peer == 0);
+  if (h.countersOffset != l.counters || h.controlOffset != l.control || h.arenaOffset != l.arena ||
+      h.totalBytes != l.total || seg.size() < static_cast<size_t>(l.total))
+    throw bad("layout differs from this rank's");
+}
+
+ControlBlock* controlOf(const ShmSegment& rank0) {
+  if (!rank0.data()) return nullptr;
+  const SegmentHeader& h = *headerOf(rank0);
+  return h.controlOffset < 0 ? nullptr : reinterpret_cast<ControlBlock*>(rank0.data() + h.controlOffset);
+}
+
+}  // namespace
+
+std::string shmSegmentName(const std::string& jobId, int rank) {
+  return "/tide-" + jobId + "-" + std::to_string(rank);
+}
+
+SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyValueStore& store,
+                         HostOptions options, SharedWorldOptions shm)
+    : topo_(topo), rank_(rank) {
+  topo_.checkRank(rank);
+  if (arenaBytes < 0) throw FabricError(FabricError::Kind::kUsage, "negative arena size");
+  const std::string context = "rank " + std::to_string(rank) + ": multi-process host fabric bootstrap";
+  try {
+    // Worlds that the same ranks build one after another get their own keys.
+    const int64_t world = store.add(shm.keyPrefix + "rank" + std::to_string(rank) + "/worlds", 1) - 1;
+    bootstrap(store, shm.keyPrefix + std::to_string(world) + "/", arenaBytes, shm.bootstrapTimeoutSeconds);
+  } catch (const std::exception& e) {
+    // Peers that got further stop at once instead of at their deadline.
+    if (ControlBlock* control = segments_.empty() ? nullptr : controlOf(segments_[0])) {
+      int expected = 0;
+      if (control->failed.compare_exchange_strong(expected, 1))
+        std::strncpy(control->failure, (context + " failed: " + e.what()).c_str(), sizeof control->failure - 1);
+    }
+    unlinkAllNames();
+    segments_.clear();
+    const std::string what = context + (jobId_.empty() ? "" : " (job " + jobId_ + ")") + " failed: " + e.what();
+    if (const auto* fe = dynamic_cast<const FabricError*>(&e)) throw FabricError(fe->kind(), what);
+    if (const auto* se = dynamic_cast<const std::system_error*>(&e)) throw std::system_error(se->code(), what);
+    throw std::runtime_error(what);
+  }
+  // Every rank has mapped every segment: the names have done their job.
+  unlinkAllNames();
+  endpoint_ = std::make_unique<HostEndpoint>(topo_, rank_, rankMemory(arenaBytes), options);
+}
+
+SharedWorld::~SharedWorld() { endpoint_.reset(); }
+
+void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64_t arenaBytes,
+                            double timeoutSeconds) {
+  // One deadline for the whole bootstrap, however the waits add up.
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeoutSeconds));
+  auto remaining = [&] {
+    return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+  };
+  const int ranks = topo_.ranks();
+
+  if (rank_ == 0) {
+    jobId_ = randomJobId();
+    store.set(keys + "job", jobId_);
+  } else {
+    jobId_ = store.get(keys + "job", remaining());
+  }
+
+  segments_.resize(static_cast<size_t>(ranks));
+  segments_[static_cast<size_t>(rank_)] = createSegment(jobId_, rank_, ranks, arenaBytes);
+  // Published only once initialised: a peer that sees the name may map it.
+  store.set(keys + "segment/" + std::to_string(rank_), shmSegmentName(jobId_, rank_));
+
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank_) continue;
+    const std::string name = store.get(keys + "segment/" + std::to_string(peer), remaining());
+    segments_[static_cast<size_t>(peer)] = ShmSegment::open(name);
+    checkPeerSegment(segments_[static_cast<size_t>(peer)], jobId_, peer, ranks, arenaBytes);
+  }
+  storeBarrier(store, keys + "mapped", ranks, remaining());
+}
+
+void SharedWorld::unlinkAllNames() const noexcept {
+  if (jobId_.empty()) return;  // nothing was created before the job id was known
+  for (int r = 0; r < topo_.ranks(); ++r) ShmSegment::unlink(shmSegmentName(jobId_, r));
+}
+
+RankMemory SharedWorld::rankMemory(int64_t arenaBytes) const {
+  RankMemory mem;
+  mem.arenaBytes = arenaBytes;
+  for (const ShmSegment& seg : segments_) {
+    const SegmentHeader& h = *headerOf(seg);
+    mem.arenas.push_back(seg.data() + h.arenaOffset);
+    mem.counters.push_back(reinterpret_cast<std::atomic<uint64_t>*>(seg.data() + h.countersOffset));
+  }
+  ControlBlock* control = controlOf(segments_[0]);
+  mem.failed = &control->failed;
+  mem.failure = control->failure;
+  return mem;  // no doorbells: ranks in other processes poll
+}
+
+}  // namespace tide::fabric::host

@@ -1,0 +1,76 @@
+// Multi-process mode of the host fabric: one process per rank (as under
+// torchrun). Each rank puts its arena and counters in a POSIX shared-memory
+// segment, rank 0's segment also holds the job-wide failure flag and message,
+// and every rank maps every other rank's segment; the HostEndpoint then works
+// from those mappings exactly as in threads mode, polling its counters
+// (processes share no condition variables).
+//
+// Bootstrap through a KeyValueStore, all waits bounded by
+// bootstrapTimeoutSeconds:
+//   1. rank 0 draws a random job id and publishes it; segment names are
+//      "/tide-<job>-<rank>" (shmSegmentName), so every rank knows every name;
+//   2. each rank creates and initialises its segment, then publishes the name;
+//   3. each rank maps every published segment and checks its header (same
+//      job, same rank count, same arena size);
+//   4. a store barrier: everyone has mapped everything; each rank then unlinks
+//      every name. From here on nothing is left in /dev/shm, whoever crashes.
+// A rank whose bootstrap fails (a peer never came, or died) unlinks every
+// name of the job before it throws, so a segment whose owner died before
+// step 4 does not outlive the job either.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric/host/host_fabric.hpp"
+#include "fabric/host/kv_store.hpp"
+#include "fabric/host/shm_segment.hpp"
+
+namespace tide::fabric::host {
+
+struct SharedWorldOptions {
+  // Namespace of this world's keys. Ranks that share one store but form
+  // different worlds (different process groups) need different prefixes;
+  // worlds built one after another by the same ranks need not, they are
+  // numbered.
+  std::string keyPrefix = "tide/shm/";
+  double bootstrapTimeoutSeconds = 60.0;
+};
+
+// The shared-memory name of `rank`'s segment in job `jobId`.
+std::string shmSegmentName(const std::string& jobId, int rank);
+
+// This process's rank of a multi-process host-fabric job: owns the mappings
+// of every rank's segment and the rank's HostEndpoint. Every rank of the
+// topology must construct one (a collective call); the constructor returns
+// when all have, or throws FabricError naming the rank and what it waited
+// for.
+class SharedWorld {
+ public:
+  SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyValueStore& store,
+              HostOptions options = {}, SharedWorldOptions shm = {});
+  ~SharedWorld();
+  SharedWorld(const SharedWorld&) = delete;
+  SharedWorld& operator=(const SharedWorld&) = delete;
+
+  Endpoint& endpoint() { return *endpoint_; }
+  int rank() const { return rank_; }
+  const std::string& jobId() const { return jobId_; }
+
+ private:
+  void bootstrap(KeyValueStore& store, const std::string& keys, int64_t arenaBytes, double timeoutSeconds);
+  void unlinkAllNames() const noexcept;
+  RankMemory rankMemory(int64_t arenaBytes) const;
+
+  plan::Topology topo_;
+  int rank_;
+  std::string jobId_;
+  std::vector<ShmSegment> segments_;  // indexed by rank
+  // Declared last so it is destroyed first: its queues may still touch the
+  // segments while they drain.
+  std::unique_ptr<HostEndpoint> endpoint_;
+};
+
+}  // namespace tide::fabric::host
