@@ -148,6 +148,8 @@ class Endpoint {
 
   // Fault-injection hook: q idles for `seconds` before its next op.
   virtual void delay(int q, double seconds) = 0;
+  // Protocol-checker hook: arena bytes a landing consumes (the inbox).
+  virtual void annotateInbox(int64_t /*offset*/, int64_t /*bytes*/) {}
 
   virtual Stats stats() const = 0;
   virtual void resetStats() = 0;

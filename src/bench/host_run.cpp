@@ -16,6 +16,7 @@ namespace tide::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kUserQueue = collectives::kQueuesNeeded;  // stands in for the user's compute stream
 
 struct RankData {
   std::vector<uint8_t> shard;                   // packed S bytes
@@ -114,8 +115,9 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   // Inputs outlive the world: its queues may still touch them while it stops.
   std::vector<RankData> data(static_cast<size_t>(n));
   fabric::host::HostOptions hopt;
-  hopt.queues = collectives::kQueuesNeeded;
+  hopt.queues = collectives::kQueuesNeeded + 1;  // + the user's compute queue
   hopt.timeoutSeconds = o.timeoutSeconds;
+  hopt.checkProtocol = o.checkProtocol;
   fabric::host::HostWorld world(g.topo, landingOffset + g.unshardedBytes(), hopt);
   std::vector<std::unique_ptr<collectives::Communicator>> comms;
   for (int r = 0; r < n; ++r) {
@@ -165,9 +167,30 @@ HostRunResult runOnHost(const HostRunOptions& o) {
           for (float& v : d.out) v = o.accumulate ? drawValue(rng, InputKind::kInteger) : std::nanf("");
         }
       }
+      fabric::host::ProtocolChecker* checker = world.checker();
+      using Access = fabric::host::ProtocolChecker::Access;
+      if (checker) {
+        // The host wrote every input (buffers keep their addresses across iterations).
+        for (RankData& d : data) {
+          if (it == 0) {
+            checker->watch(d.shard.data(), static_cast<int64_t>(d.shard.size()), "a shard");
+            for (auto& gp : d.grads) checker->watch(gp.data(), static_cast<int64_t>(gp.size()), "a gradient");
+            checker->watch(d.out.data(), static_cast<int64_t>(d.out.size() * sizeof(float)), "an output");
+          }
+          checker->hostAccess(d.shard.data(), static_cast<int64_t>(d.shard.size()), Access::kWrite, "draws a shard");
+          for (auto& gp : d.grads)
+            checker->hostAccess(gp.data(), static_cast<int64_t>(gp.size()), Access::kWrite, "draws a gradient");
+          checker->hostAccess(d.out.data(), static_cast<int64_t>(d.out.size() * sizeof(float)), Access::kWrite,
+                              "poisons an output");
+        }
+      }
       // Poison every landing so an unwritten byte fails.
-      for (int r = 0; r < n; ++r)
+      for (int r = 0; r < n; ++r) {
         std::memset(world.endpoint(r).arena() + landingOffset, 0xA5, static_cast<size_t>(g.unshardedBytes()));
+        if (checker)
+          checker->hostAccess(world.endpoint(r).arena() + landingOffset, g.unshardedBytes(), Access::kWrite,
+                              "poisons a landing");
+      }
 
       // ---- all-gather on every rank
       auto t0 = Clock::now();
@@ -180,6 +203,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         world.endpoint(r).synchronize(collectives::kCallerQueue);
         if (r + 1 == n) agTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         const uint8_t* land = reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landingOffset);
+        if (checker) checker->hostAccess(land, g.unshardedBytes(), Access::kRead, "consumes a landing");
         for (size_t p = 0; p < g.params.size(); ++p) {
           const plan::ParamLayout& P = g.params[p];
           for (int src = 0; src < n; ++src) {
@@ -198,6 +222,8 @@ HostRunResult runOnHost(const HostRunOptions& o) {
       // ---- reduce-scatter on every rank
       std::vector<std::vector<float>> before(static_cast<size_t>(n));
       for (int r = 0; r < n; ++r) before[static_cast<size_t>(r)] = data[static_cast<size_t>(r)].out;
+      std::vector<std::vector<std::vector<uint8_t>>> gradsRef(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) gradsRef[static_cast<size_t>(r)] = data[static_cast<size_t>(r)].grads;
       std::vector<collectives::ReduceScatterEvents> events(static_cast<size_t>(n));
       t0 = Clock::now();
       for (int r = 0; r < n; ++r) {
@@ -206,12 +232,11 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         for (auto& gp : d.grads) grads.push_back(gp.data());
         events[static_cast<size_t>(r)] =
             comms[static_cast<size_t>(r)]->reduceScatter(pl, grads, d.out.data(), o.alpha, o.accumulate);
-        if (o.fault.kind == collectives::Fault::kReleaseGradsEarly && r == o.fault.rank) {
-          // The caller frees its gradients once readDone fires: model the
-          // reuse of that memory on the caller's stream.
-          for (auto& gp : d.grads)
-            world.endpoint(r).zero(collectives::kCallerQueue, gp.data(), static_cast<int64_t>(gp.size()));
-        }
+        // The user's compute stream frees the gradients once readDone fires
+        // and reuses their memory (here: overwrites it).
+        fabric::Endpoint& ep = world.endpoint(r);
+        ep.waitEvent(kUserQueue, collectives::kCallerQueue, events[static_cast<size_t>(r)].readDone);
+        for (auto& gp : d.grads) ep.zero(kUserQueue, gp.data(), static_cast<int64_t>(gp.size()));
       }
       for (int r = 0; r < n; ++r) world.endpoint(r).synchronize(collectives::kCallerQueue);
       rsTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -219,6 +244,9 @@ HostRunResult runOnHost(const HostRunOptions& o) {
       addStats(res.reduceScatter.stats, world);
       for (int r = 0; r < n; ++r) {
         const std::vector<float>& y = data[static_cast<size_t>(r)].out;
+        if (checker)
+          checker->hostAccess(y.data(), static_cast<int64_t>(y.size() * sizeof(float)), Access::kRead,
+                              "consumes an output");
         std::vector<double> ref(static_cast<size_t>(g.outElems), 0.0);
         double refMax = 0;
         for (size_t p = 0; p < g.params.size(); ++p) {
@@ -227,7 +255,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
             const int64_t flat = int64_t{r} * P.outElems + xi;
             double s = 0;
             if (flat < P.rows * P.rowElems)
-              for (int u = 0; u < n; ++u) s += loadValue(data[static_cast<size_t>(u)].grads[p].data(), flat, g.gradDtype);
+              for (int u = 0; u < n; ++u) s += loadValue(gradsRef[static_cast<size_t>(u)][p].data(), flat, g.gradDtype);
             double v = double{o.alpha} * s;
             if (o.accumulate) v += before[static_cast<size_t>(r)][static_cast<size_t>(P.outOffset + xi)];
             ref[static_cast<size_t>(P.outOffset + xi)] = v;

@@ -29,6 +29,7 @@ struct HostRunOptions {
   double timeoutSeconds = 5.0;
   collectives::FaultConfig fault;
   bool keepOutputs = false;  // return every rank's last outputs (determinism tests)
+  bool checkProtocol = false;  // run the protocol checker (slow; tests)
 };
 
 struct CollectiveReport {

@@ -32,6 +32,8 @@ Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConf
   const plan::Topology& t = ep_.topology();
   if (t.gpusPerNode > ids::kMaxLocal || t.nodes > ids::kMaxNodes)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "topology exceeds the counter table");
+  const int64_t inboxBytes = int64_t{layout_.generations} * layout_.blocksPerGeneration * layout_.blockBytes;
+  if (inboxBytes > 0) ep_.annotateInbox(layout_.inbox, inboxBytes);
 }
 
 void Communicator::checkPlan(const plan::Plan& plan) const {
@@ -399,9 +401,19 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
         ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, c)]);
         ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
         const int sub = plan::subSlice(local, c, m, l);
-        ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub),
-                    ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut))),
-                    rs.blockBytes, ids::kRsInbox + node, seq);
+        const std::byte* block =
+            ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
+        const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, sub).size() * 4;
+        const int64_t pitch = rs.subElems * 4;
+        if (rowBytes == pitch) {
+          ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub), block, rs.blockBytes,
+                      ids::kRsInbox + node, seq);
+        } else {
+          // The output's last sub-slice is short: send only the rows' live part.
+          for (int i = 0; i < l; ++i)
+            ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub) + i * pitch, block + i * pitch,
+                        rowBytes, i + 1 == l ? ids::kRsInbox + node : -1, seq);
+        }
         sent = std::max(sent, k + 1);
       }
       ep_.signal(kNetQueue, me, ids::kRsSent + bank, sent);
@@ -417,7 +429,9 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
       fabric::CopyOp spare;
       spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
       spare.src = ep_.arena() + layout_.spareBlock(bank, wave.pass);
-      spare.width = rs.blockBytes;
+      spare.width = plan::subSliceRange(g, rs, wave.pass, local).size() * 4;
+      spare.rows = l;
+      spare.srcPitch = spare.dstPitch = rs.subElems * 4;
       ep_.copy(kNetQueue, {spare});
     }
     for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);

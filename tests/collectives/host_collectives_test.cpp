@@ -153,6 +153,58 @@ TEST(HostCollectives, DeterministicAcrossKnobs) {
   }
 }
 
+// The protocol checker sees no violation in sound runs, across modes and passes.
+TEST(ProtocolChecker, SoundRunsAreClean) {
+  struct Case { Topo t; int passes; plan::Mode mode; };
+  for (Case c : {Case{{1, 4}, 1, plan::Mode::kInPlace}, Case{{2, 2}, 1, plan::Mode::kInPlace},
+                 Case{{5, 2}, 2, plan::Mode::kSlotReuse}, Case{{9, 4}, 1, plan::Mode::kSlotReuse},
+                 Case{{4, 4}, 3, plan::Mode::kInPlace}}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("M=" + std::to_string(c.t.m) + " L=" + std::to_string(c.t.l) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(c.t.m, c.t.l, seed);
+    o.planOptions.rs.passes = c.passes;
+    o.planOptions.rs.mode = c.mode;
+    o.checkProtocol = true;
+    o.iters = 3;
+    expectOk(bench::runOnHost(o));
+  }
+}
+
+// Faults that break an ordering or a landing rule are reported by the checker
+// itself, naming the region and both operations, whatever the interleaving.
+class CheckedFaults : public ::testing::TestWithParam<std::pair<collectives::Fault, Topo>> {};
+
+TEST_P(CheckedFaults, AreReportedAsViolations) {
+  const auto [fault, topo] = GetParam();
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(std::string(collectives::faultName(fault)) + " seed=" + std::to_string(seed));
+  HostRunOptions o = baseOptions(topo.m, topo.l, seed);
+  o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
+  if (fault == collectives::Fault::kReuseOutboxEarly) {
+    o.planOptions.rs.mode = plan::Mode::kSlotReuse;
+    o.planOptions.rs.roundWidth = 1;
+  }
+  o.checkProtocol = true;
+  o.timeoutSeconds = 2.0;
+  o.fault = {fault, 0};
+  const bench::HostRunResult r = bench::runOnHost(o);
+  EXPECT_NE(r.error.find("protocol violation"), std::string::npos) << r.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, CheckedFaults,
+    ::testing::Values(std::pair{collectives::Fault::kReleaseGradsEarly, Topo{1, 2}},
+                      std::pair{collectives::Fault::kReuseOutboxEarly, Topo{9, 2}},
+                      std::pair{collectives::Fault::kSkipStaleZeroing, Topo{5, 2}},
+                      std::pair{collectives::Fault::kSkipCompletionFence, Topo{1, 2}},
+                      std::pair{collectives::Fault::kWrongLandingOffset, Topo{1, 2}}),
+    [](const auto& param_info) {
+      std::string n = collectives::faultName(param_info.param.first);
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
 // ---------------------------------------------------------------- faults
 
 struct FaultCase {

@@ -7,11 +7,15 @@
 #include "fabric/host/host_kernels.hpp"
 
 namespace tide::fabric::host {
+using Access = ProtocolChecker::Access;
+}
+
+namespace tide::fabric::host {
 
 using Clock = std::chrono::steady_clock;
 
 HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options)
-    : topo_(topo), rank_(rank), mem_(std::move(memory)), options_(options) {
+    : topo_(topo), rank_(rank), mem_(std::move(memory)), options_(options), checker_(options.checker) {
   if (options_.queues < 1) throw FabricError(FabricError::Kind::kUsage, "host fabric needs >= 1 queue");
   for (int q = 0; q < options_.queues; ++q) queues_.push_back(std::make_unique<WorkQueue>());
 }
@@ -71,6 +75,22 @@ void HostEndpoint::fail(FabricError::Kind kind, const std::string& message) {
   throw FabricError(kind, message);
 }
 
+template <typename F>
+void HostEndpoint::failStopOnError(F&& body) {
+  try {
+    body();
+  } catch (const FabricError& e) {
+    // The first failure of the job is what every other rank reports.
+    int expected = 0;
+    if (e.kind() != FabricError::Kind::kPeerFailure && mem_.failed &&
+        mem_.failed->compare_exchange_strong(expected, 1) && mem_.failure) {
+      std::strncpy(mem_.failure, e.what(), RankMemory::kFailureBytes - 1);
+      mem_.failure[RankMemory::kFailureBytes - 1] = '\0';
+    }
+    throw;
+  }
+}
+
 void HostEndpoint::stallOnce() {
   if (faults_.stallSeconds > 0 && !stalled_.exchange(true)) {
     std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
@@ -78,6 +98,38 @@ void HostEndpoint::stallOnce() {
       throw FabricError(FabricError::Kind::kPeerFailure,
                         "rank " + std::to_string(rank_) + ": woke from an injected stall after the job failed");
   }
+}
+
+uint64_t HostEndpoint::submit(int q, const char* op, std::function<void(int)> body) {
+  return submit(q, std::string(op), std::move(body));
+}
+
+uint64_t HostEndpoint::submit(int q, const std::string& op, std::function<void(int)> body) {
+  WorkQueue& wq = queue(q);
+  if (!checker_)
+    return wq.submit([this, body = std::move(body)] {
+      stallOnce();
+      failStopOnError([&] { body(-1); });
+    });
+  std::string label;
+  {
+    std::lock_guard<std::mutex> lock(callMu_);
+    label = op + " (rank " + std::to_string(rank_) + ", queue " + std::to_string(q) + ", " + call_ + ")";
+  }
+  ProtocolChecker::Clock at = checker_->hostClock();
+  const int tid = checker_->tid(rank_, q);
+  return wq.submit([this, body = std::move(body), at = std::move(at), label = std::move(label), tid] {
+    stallOnce();
+    failStopOnError([&] {
+      const int task = checker_->begin(tid, at, label);
+      body(task);
+      checker_->end(task);
+    });
+  });
+}
+
+void HostEndpoint::annotateInbox(int64_t offset, int64_t bytes) {
+  if (checker_) checker_->watchInbox(arena() + offset, bytes);
 }
 
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
@@ -88,8 +140,13 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
     stats_.copyBytes += bytes;
     stats_.copyOps += static_cast<int64_t>(ops.size());
   }
-  queue(q).submit([this, ops] {
-    stallOnce();
+  submit(q, "copy", [this, ops](int task) {
+    for (const CopyOp& op : ops) {
+      if (checker_) {
+        checker_->access2d(task, op.src, op.width, op.rows, op.srcPitch, Access::kRead);
+        checker_->access2d(task, op.dst, op.width, op.rows, op.dstPitch, Access::kWrite);
+      }
+    }
     for (const CopyOp& op : ops)
       for (int64_t r = 0; r < op.rows; ++r)
         std::memmove(static_cast<std::byte*>(op.dst) + r * op.dstPitch,
@@ -99,8 +156,19 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
 }
 
 void HostEndpoint::sum(int q, const SumOp& op) {
-  queue(q).submit([this, op] {
-    stallOnce();
+  submit(q, "sum", [this, op](int task) {
+    if (checker_) {
+      const int64_t b = plan::itemSize(op.srcType);
+      for (const SumPiece& pc : op.pieces) {
+        for (int64_t r = 0; r < pc.rows; ++r) {
+          for (const SumSource& src : pc.sources)
+            checker_->access(task, static_cast<const std::byte*>(src.ptr) + r * src.pitch * b,
+                             std::min(src.valid[static_cast<size_t>(r)], pc.elems) * b, Access::kRead);
+          checker_->access(task, pc.dst + r * pc.dstPitch, pc.elems * 4,
+                           op.accumulate ? Access::kWrite : Access::kWrite);
+        }
+      }
+    }
     const int64_t n = runSum(op);
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.sumElems += n;
@@ -108,8 +176,13 @@ void HostEndpoint::sum(int q, const SumOp& op) {
 }
 
 void HostEndpoint::land(int q, const LandOp& op) {
-  queue(q).submit([this, op] {
-    stallOnce();
+  submit(q, "land", [this, op](int task) {
+    if (checker_) {
+      for (float* src : op.sources) checker_->access(task, src, op.elems * 4, Access::kLandRead);
+      checker_->access(task, op.dst, op.elems * 4, Access::kWrite);
+      if (op.clearSources)
+        for (float* src : op.sources) checker_->access(task, src, op.elems * 4, Access::kZero);
+    }
     const int64_t n = runLand(op);
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.landElems += n;
@@ -117,7 +190,10 @@ void HostEndpoint::land(int q, const LandOp& op) {
 }
 
 void HostEndpoint::zero(int q, void* dst, int64_t bytes) {
-  queue(q).submit([dst, bytes] { std::memset(dst, 0, static_cast<size_t>(bytes)); });
+  submit(q, "zero", [this, dst, bytes](int task) {
+    if (checker_) checker_->access(task, dst, bytes, Access::kZero);
+    std::memset(dst, 0, static_cast<size_t>(bytes));
+  });
 }
 
 void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
@@ -137,8 +213,12 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   const bool duplicate = putsIssued_.fetch_add(1) == faults_.duplicatePutAfter;
   std::byte* dst = peerArena(dstRank) + dstOffset;
   std::atomic<uint64_t>* ctr = signalId >= 0 ? &counter(dstRank, signalId) : nullptr;
-  queue(q).submit([this, dst, src, bytes, ctr, signalValue, duplicate, dstRank] {
-    stallOnce();
+  submit(q, "rail put to rank " + std::to_string(dstRank),
+         [this, dst, src, bytes, ctr, signalValue, duplicate, dstRank, signalId](int task) {
+    if (checker_) {
+      checker_->access(task, src, bytes, Access::kRead);
+      checker_->access(task, dst, bytes, Access::kWrite);
+    }
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     {
       // A retransmitted RDMA write: the old bytes land again after the next
@@ -153,18 +233,20 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
         replayData_.assign(dst, dst + bytes);
       }
     }
-    if (ctr && !(faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter))
+    if (ctr && !(faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)) {
+      if (checker_) checker_->signal(task, dstRank, signalId, signalValue);
       raise(dstRank, *ctr, signalValue);
+    }
   });
 }
 
 void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
   std::atomic<uint64_t>* ctr = &counter(dstRank, id);
-  queue(q).submit([this, ctr, value, dstRank] {
-    stallOnce();
+  submit(q, "signal to rank " + std::to_string(dstRank), [this, ctr, value, dstRank, id](int task) {
     const bool remote = dstRank != rank_;
     if (remote && faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)
       return;  // injected: the signal is lost
+    if (checker_) checker_->signal(task, dstRank, id, value);
     raise(dstRank, *ctr, value);
   });
 }
@@ -177,8 +259,7 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
     call = call_;
   }
   std::string awaited = what;
-  queue(q).submit([this, ctr, value, peer, call, awaited, id] {
-    stallOnce();
+  submit(q, "wait for " + awaited, [this, ctr, value, peer, call, awaited, id](int task) {
     const auto end = deadline();
     int spins = 0;
     while (ctr->load() < value) {
@@ -202,14 +283,23 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
         std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 200));
       }
     }
+    if (checker_) checker_->waited(task, rank_, id, value);
   });
 }
 
 void HostEndpoint::delay(int q, double seconds) {
-  queue(q).submit([seconds] { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); });
+  submit(q, "delay", [seconds](int) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); });
 }
 
-uint64_t HostEndpoint::record(int q) { return queue(q).submitted(); }
+uint64_t HostEndpoint::record(int q) {
+  // A marker task: the event completes with it (and carries its clock).
+  const uint64_t seq = queue(q).submitted() + 1;
+  const uint64_t got = submit(q, "event", [this, seq](int task) {
+    if (checker_) checker_->mark(task, seq);
+  });
+  if (got != seq) throw FabricError(FabricError::Kind::kUsage, "queues are not thread safe: one host thread per rank");
+  return seq;
+}
 
 void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   WorkQueue* src = &queue(srcQueue);
@@ -218,7 +308,7 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
     std::lock_guard<std::mutex> lock(callMu_);
     call = call_;
   }
-  queue(q).submit([this, src, event, call, srcQueue] {
+  submit(q, "wait for queue " + std::to_string(srcQueue), [this, src, event, call, srcQueue](int task) {
     // The source queue's own waits carry deadlines and say what they waited
     // for; give them time to expire first so their message is the one seen.
     const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
@@ -227,6 +317,7 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
       fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call +
                                             ": timed out waiting for queue " + std::to_string(srcQueue));
     if (src->failure()) std::rethrow_exception(src->failure());
+    if (checker_ && event > 0) checker_->joinEvent(task, checker_->tid(rank_, srcQueue), event);
   });
 }
 
@@ -240,6 +331,7 @@ void HostEndpoint::synchronize(int q) {
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": queue " + std::to_string(q) +
                                           " did not drain before its deadline");
   if (wq.failure()) std::rethrow_exception(wq.failure());
+  if (checker_) checker_->hostSynchronized(checker_->tid(rank_, q));
 }
 
 void HostEndpoint::synchronizeAll() {
@@ -287,6 +379,12 @@ HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions option
     for (int i = 0; i < kCountersPerRank; ++i) counters_.back()[i].store(0);
     mem.arenas.push_back(arenas_.back().get());
     mem.counters.push_back(counters_.back().get());
+  }
+  if (options.checkProtocol) {
+    checker_ = std::make_unique<ProtocolChecker>(topo.ranks(), options.queues);
+    for (int r = 0; r < topo.ranks(); ++r)
+      checker_->watch(mem.arenas[static_cast<size_t>(r)], arenaBytes, "rank " + std::to_string(r) + " arena");
+    options.checker = checker_.get();
   }
   for (int r = 0; r < topo.ranks(); ++r)
     endpoints_.push_back(std::make_unique<HostEndpoint>(topo, r, mem, options));

@@ -7,11 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "fabric/host/protocol_checker.hpp"
 #include "fabric/host/work_queue.hpp"
 #include "tide/fabric.hpp"
 
@@ -41,6 +43,8 @@ struct RankMemory {
 struct HostOptions {
   int queues = 4;
   double timeoutSeconds = 5.0;
+  bool checkProtocol = false;            // HostWorld: run the protocol checker
+  ProtocolChecker* checker = nullptr;    // set by the world that owns it
 };
 
 class HostEndpoint final : public Endpoint {
@@ -65,6 +69,7 @@ class HostEndpoint final : public Endpoint {
                uint64_t signalValue) override;
   void signal(int q, int dstRank, int id, uint64_t value) override;
   void delay(int q, double seconds) override;
+  void annotateInbox(int64_t offset, int64_t bytes) override;
   void wait(int q, int id, uint64_t value, int peer, const char* what) override;
   uint64_t record(int q) override;
   void waitEvent(int q, int srcQueue, uint64_t event) override;
@@ -77,17 +82,24 @@ class HostEndpoint final : public Endpoint {
 
  private:
   WorkQueue& queue(int q);
+  // Every op goes through here: stall injection and, when on, the checker
+  // (body gets the checker's task handle, -1 without a checker).
+  uint64_t submit(int q, const char* op, std::function<void(int)> body);
+  uint64_t submit(int q, const std::string& op, std::function<void(int)> body);
   std::atomic<uint64_t>& counter(int rank, int id);
   void raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value);
   void checkCounter(int id) const;
   [[noreturn]] void fail(FabricError::Kind kind, const std::string& message);
   void stallOnce();
+  template <typename F>
+  void failStopOnError(F&& body);
   std::chrono::steady_clock::time_point deadline() const;
 
   plan::Topology topo_;
   int rank_;
   RankMemory mem_;
   HostOptions options_;
+  ProtocolChecker* checker_ = nullptr;
   std::vector<std::unique_ptr<WorkQueue>> queues_;
   std::mutex callMu_;
   std::string call_ = "(no call)";
@@ -109,6 +121,7 @@ class HostWorld {
   HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions options = {});
   ~HostWorld();
   Endpoint& endpoint(int rank) { return *endpoints_.at(static_cast<size_t>(rank)); }
+  ProtocolChecker* checker() { return checker_.get(); }  // null unless checkProtocol
   int ranks() const { return topo_.ranks(); }
   const plan::Topology& topology() const { return topo_; }
 
@@ -117,6 +130,7 @@ class HostWorld {
   std::vector<std::unique_ptr<std::byte[]>> arenas_;
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> counters_;
   std::vector<std::unique_ptr<Doorbell>> doorbells_;
+  std::unique_ptr<ProtocolChecker> checker_;
   std::atomic<int> failed_{0};
   std::vector<char> failure_;
   std::vector<std::unique_ptr<HostEndpoint>> endpoints_;

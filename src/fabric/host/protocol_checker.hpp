@@ -1,0 +1,93 @@
+// Protocol checker of the host fabric (tests; off by default). It follows
+// happens-before through the fabric's own ordering (queue order, events,
+// counter signal -> wait, host submission and synchronisation) with vector
+// clocks, and checks every byte range a copy, put, sum, landing or zero
+// touches against earlier accesses:
+//   I2/I3  two accesses of one byte, at least one a write, with no
+//          happens-before between them: a source released before it was
+//          read, a region reused before its previous consumer completed;
+//   I1     a landing that reads inbox bytes an earlier landing already
+//          consumed (a stale block not zeroed), or a put into inbox bytes
+//          no landing has consumed yet (a contributor landing twice).
+// Races are found from the ordering the protocol establishes, not from the
+// interleaving that happened, so a report is deterministic. I4 (every wait
+// has a producer) is what the deadlines enforce.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tide::fabric::host {
+
+class ProtocolChecker {
+ public:
+  using Clock = std::vector<uint32_t>;
+  enum class Access { kRead, kWrite, kZero, kLandRead };
+
+  ProtocolChecker(int ranks, int queuesPerRank);
+
+  int tid(int rank, int queue) const { return rank * queues_ + queue; }
+  int hostTid() const { return ranks_ * queues_; }
+
+  // Memory the checker watches; accesses elsewhere are ignored.
+  void watch(const void* base, int64_t bytes, const std::string& name);
+  // Bytes a landing consumes (the inbox): the I1 state machine applies.
+  void watchInbox(const void* base, int64_t bytes);
+
+  // ---- host thread (the one that submits work)
+  Clock hostClock();
+  void hostSynchronized(int tid);  // the host waited for queue `tid` to drain
+  void hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what);
+
+  // ---- tasks. begin() returns a task handle used by the calls below.
+  int begin(int tid, const Clock& submittedAt, const std::string& label);
+  void end(int task);
+  void access(int task, const void* p, int64_t bytes, Access kind);
+  void access2d(int task, const void* p, int64_t width, int64_t rows, int64_t pitch, Access kind);
+  void signal(int task, int rank, int id, uint64_t value);
+  void waited(int task, int rank, int id, uint64_t value);
+  void mark(int task, uint64_t event);              // an event completes with this task
+  void joinEvent(int task, int srcTid, uint64_t event);
+
+ private:
+  struct Range {
+    int64_t begin, end;
+    uint32_t tid, clock;
+    bool write;
+    int label;
+  };
+  struct Buffer {
+    std::string name;
+    const std::byte* base;
+    int64_t bytes;
+    std::vector<Range> ranges;
+    std::vector<uint8_t> inbox;  // per 4-byte word: 0 clean, 1 pending, 2 consumed
+  };
+  struct Task {
+    int tid;
+    Clock clock;
+    int label;
+  };
+
+  Buffer* find(const void* p, int64_t bytes);
+  void check(Buffer& b, int64_t begin, int64_t end, const Clock& c, uint32_t tid, bool write, int label);
+  void inboxStep(Buffer& b, int64_t begin, int64_t end, Access kind, int label);
+  [[noreturn]] void violation(const std::string& what);
+  static void join(Clock& a, const Clock& b);
+
+  int ranks_, queues_;
+  std::mutex mu_;
+  std::vector<Clock> queueClock_;
+  Clock host_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::string> labels_;
+  std::map<int, Task> tasks_;
+  int nextTask_ = 0;
+  std::map<std::pair<int, int>, std::vector<std::pair<uint64_t, Clock>>> signals_;
+  std::map<std::pair<int, uint64_t>, Clock> events_;
+};
+
+}  // namespace tide::fabric::host
