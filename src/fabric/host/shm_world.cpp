@@ -143,6 +143,12 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
     : topo_(topo), rank_(rank) {
   topo_.checkRank(rank);
   if (arenaBytes < 0) throw FabricError(FabricError::Kind::kUsage, "negative arena size");
+  // The checker's clocks live in one process's memory and must see every
+  // rank's operations: refuse rather than check one rank and pass silently.
+  if (options.checkProtocol || options.checker)
+    throw FabricError(FabricError::Kind::kUsage,
+                      "the protocol checker needs every rank in one process (HostWorld); "
+                      "multi-process mode runs without it");
   const std::string context = "rank " + std::to_string(rank) + ": multi-process host fabric bootstrap";
   try {
     // Worlds that the same ranks build one after another get their own keys.
@@ -194,7 +200,15 @@ void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64
   for (int peer = 0; peer < ranks; ++peer) {
     if (peer == rank_) continue;
     const std::string name = store.get(keys + "segment/" + std::to_string(peer), remaining());
-    segments_[static_cast<size_t>(peer)] = ShmSegment::open(name);
+    try {
+      segments_[static_cast<size_t>(peer)] = ShmSegment::open(name);
+    } catch (const std::system_error& e) {
+      if (e.code() != std::errc::no_such_file_or_directory) throw;
+      // Published, then removed: only a rank that gave up does that.
+      throw FabricError(FabricError::Kind::kPeerFailure,
+                        "segment " + name + " of rank " + std::to_string(peer) +
+                            " is gone: a rank gave up on the bootstrap and removed the job's segments");
+    }
     checkPeerSegment(segments_[static_cast<size_t>(peer)], jobId_, peer, ranks, arenaBytes);
   }
   storeBarrier(store, keys + "mapped", ranks, remaining());

@@ -46,7 +46,7 @@ std::string shmSegmentName(const std::string& jobId, int rank);
 // of every rank's segment and the rank's HostEndpoint. Every rank of the
 // topology must construct one (a collective call); the constructor returns
 // when all have, or throws FabricError naming the rank and what it waited
-// for.
+// for (std::system_error where the OS refuses shared memory).
 class SharedWorld {
  public:
   SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyValueStore& store,

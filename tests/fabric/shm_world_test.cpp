@@ -1,0 +1,562 @@
+// Multi-process mode of the host fabric: one forked process per rank builds
+// its endpoint through a FileStore, runs TIDE-AG and TIDE-RS and checks its
+// own outputs against references it computes itself (every rank draws every
+// rank's inputs from one seed shared through the store). Also: a peer killed
+// mid-run makes the others fail stop within their deadline, and no segment of
+// the job is left in /dev/shm, whether a peer died or never came.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/communicator.hpp"
+#include "fabric/host/file_store.hpp"
+#include "fabric/host/host_kernels.hpp"
+#include "fabric/host/shm_world.hpp"
+
+namespace tide {
+namespace {
+
+using fabric::FabricError;
+using fabric::host::FileStore;
+using fabric::host::SharedWorld;
+using plan::DType;
+using Clock = std::chrono::steady_clock;
+
+// How a rank's process ends.
+constexpr int kExitOk = 0;
+constexpr int kExitMismatch = 1;     // an output differed from its reference
+constexpr int kExitFabricError = 2;  // a deadline, a failed peer, a refused peer
+constexpr int kExitOtherError = 3;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A fresh store directory per world, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tide-shm-test-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct ChildExit {
+  bool exited = false;  // false: killed by a signal
+  int code = -1;
+  int signal = 0;
+};
+
+// The processes of one world. Children never return into GoogleTest: they
+// leave through _exit with their body's code.
+class Ranks {
+ public:
+  Ranks(int count, const std::function<int(int rank)>& body) {
+    std::fflush(nullptr);  // nothing buffered gets written twice
+    for (int r = 0; r < count; ++r) {
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error("fork failed");
+      if (pid == 0) ::_exit(runChild(r, body));
+      pids_.push_back(pid);
+    }
+  }
+  ~Ranks() {
+    for (const pid_t pid : pids_)
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+  }
+
+  void kill(int rank) { ::kill(pids_.at(static_cast<size_t>(rank)), SIGKILL); }
+
+  // Reaps every child; one still running after `limitSeconds` is a hang: it
+  // is killed and `hung` set.
+  std::vector<ChildExit> wait(double limitSeconds, bool* hung) {
+    *hung = false;
+    std::vector<ChildExit> exits(pids_.size());
+    const auto start = Clock::now();
+    size_t left = pids_.size();
+    while (left > 0) {
+      for (size_t i = 0; i < pids_.size(); ++i) {
+        if (pids_[i] <= 0) continue;
+        int status = 0;
+        if (::waitpid(pids_[i], &status, WNOHANG) != pids_[i]) continue;
+        exits[i] = {WIFEXITED(status), WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                    WIFSIGNALED(status) ? WTERMSIG(status) : 0};
+        pids_[i] = -1;
+        --left;
+      }
+      if (left > 0 && secondsSince(start) > limitSeconds) {
+        *hung = true;
+        for (pid_t& pid : pids_)
+          if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+            pid = -1;
+          }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return exits;
+  }
+
+ private:
+  static int runChild(int rank, const std::function<int(int)>& body) {
+    int code = kExitOtherError;
+    try {
+      code = body(rank);
+    } catch (const FabricError& e) {
+      std::fprintf(stderr, "rank %d: fabric error: %s\n", rank, e.what());
+      code = kExitFabricError;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
+    } catch (...) {
+      std::fprintf(stderr, "rank %d: unknown exception\n", rank);
+    }
+    std::fflush(nullptr);
+    return code;
+  }
+
+  std::vector<pid_t> pids_;
+};
+
+// Names of a job's segments still present in /dev/shm.
+std::vector<std::string> leftoverSegments(const std::string& jobId, int ranks) {
+  std::vector<std::string> left;
+  for (int r = 0; r < ranks; ++r) {
+    const std::string path = "/dev/shm" + fabric::host::shmSegmentName(jobId, r);
+    if (std::filesystem::exists(path)) left.push_back(path);
+  }
+  return left;
+}
+
+// ---------------------------------------------------------------- the work of one rank
+
+constexpr double kStoreWaitSeconds = 10.0;
+
+uint64_t sharedSeed(FileStore& store, int rank) {
+  if (rank == 0) {
+    std::random_device rd;
+    store.set("test/seed", std::to_string((uint64_t{rd()} << 32) | rd()));
+  }
+  return std::stoull(store.get("test/seed", kStoreWaitSeconds));
+}
+
+// Ragged shapes: padded tail rows, 1-D and 3-D, rows < ranks, and one larger.
+std::vector<plan::ParamSpec> raggedShapes(std::mt19937_64& rng, int ranks, DType t) {
+  std::vector<plan::ParamSpec> specs;
+  const int params = 2 + static_cast<int>(rng() % 3);
+  for (int p = 0; p < params; ++p) {
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(3 * ranks + 5));
+    plan::ParamSpec s;
+    s.dtype = t;
+    switch (rng() % 3) {
+      case 0: s.shape = {rows}; break;
+      case 1: s.shape = {rows, 1 + static_cast<int64_t>(rng() % 6)}; break;
+      default: s.shape = {rows, 2, 1 + static_cast<int64_t>(rng() % 3)}; break;
+    }
+    specs.push_back(s);
+  }
+  // One larger parameter, so reduce-scatter runs several chunks and passes.
+  specs.push_back({{200 + static_cast<int64_t>(rng() % 200), 48}, t});
+  return specs;
+}
+
+void storeValue(std::vector<uint8_t>& buf, int64_t byteOffset, int64_t i, DType t, float v) {
+  if (t == DType::kBF16) {
+    const uint16_t b = fabric::host::floatToBf16(v);
+    std::memcpy(buf.data() + byteOffset + i * 2, &b, 2);
+  } else {
+    std::memcpy(buf.data() + byteOffset + i * 4, &v, 4);
+  }
+}
+
+double loadValue(const std::vector<uint8_t>& buf, int64_t i, DType t) {
+  if (t == DType::kBF16) {
+    uint16_t b;
+    std::memcpy(&b, buf.data() + i * 2, 2);
+    return fabric::host::bf16ToFloat(b);
+  }
+  float f;
+  std::memcpy(&f, buf.data() + i * 4, 4);
+  return f;
+}
+
+// Every rank's inputs of one call, identical in every process.
+struct CallInputs {
+  std::vector<std::vector<uint8_t>> shards;              // [rank] packed S bytes
+  std::vector<std::vector<std::vector<uint8_t>>> grads;  // [rank][param] D_p*K_p items
+};
+
+CallInputs drawInputs(const plan::GroupLayout& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int n = g.topo.ranks();
+  CallInputs in;
+  in.shards.resize(static_cast<size_t>(n));
+  in.grads.resize(static_cast<size_t>(n));
+  for (int u = 0; u < n; ++u) {
+    auto& shard = in.shards[static_cast<size_t>(u)];
+    shard.assign(static_cast<size_t>(g.shardBytes), 0);  // padding rows stay zero, as FSDP2 pads
+    for (const plan::ParamLayout& P : g.params)
+      for (int64_t i = 0; i < P.validRows(u) * P.rowElems; ++i)
+        storeValue(shard, P.shardOffset, i, g.agDtype, normal(rng));
+    for (const plan::ParamLayout& P : g.params) {
+      std::vector<uint8_t> grad(static_cast<size_t>(P.rows * P.rowElems * plan::itemSize(g.gradDtype)));
+      for (int64_t i = 0; i < P.rows * P.rowElems; ++i) storeValue(grad, 0, i, g.gradDtype, normal(rng));
+      in.grads[static_cast<size_t>(u)].push_back(std::move(grad));
+    }
+  }
+  return in;
+}
+
+// Bytes of `rank`'s landing that differ from the gather of every shard.
+int64_t gatherMismatches(const plan::GroupLayout& g, const CallInputs& in, const std::byte* landing) {
+  int64_t wrong = 0;
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const plan::ParamLayout& P = g.params[p];
+    for (int src = 0; src < g.topo.ranks(); ++src) {
+      const uint8_t* want = in.shards[static_cast<size_t>(src)].data() + P.shardOffset;
+      const auto* got = reinterpret_cast<const uint8_t*>(landing + g.landing(static_cast<int>(p), src));
+      for (int64_t b = 0; b < P.shardBytes; ++b) wrong += want[b] != got[b];
+    }
+  }
+  return wrong;
+}
+
+// Elements of `rank`'s output off the float64 sum by more than
+// 1e-5 * max(1, |ref|_inf).
+int64_t reduceMismatches(const plan::GroupLayout& g, const CallInputs& in, int rank, const std::vector<float>& out) {
+  std::vector<double> ref(static_cast<size_t>(g.outElems), 0.0);
+  double refMax = 0;
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const plan::ParamLayout& P = g.params[p];
+    for (int64_t x = 0; x < P.outElems; ++x) {
+      const int64_t flat = int64_t{rank} * P.outElems + x;
+      double s = 0;
+      if (flat < P.rows * P.rowElems)
+        for (const auto& grads : in.grads) s += loadValue(grads[p], flat, g.gradDtype);
+      ref[static_cast<size_t>(P.outOffset + x)] = s;
+      refMax = std::max(refMax, std::fabs(s));
+    }
+  }
+  const double tolerance = 1e-5 * std::max(1.0, refMax);
+  int64_t wrong = 0;
+  for (size_t x = 0; x < ref.size(); ++x)
+    wrong += !(std::fabs(double{out[x]} - ref[x]) <= tolerance);  // NaN counts as wrong
+  return wrong;
+}
+
+struct RankJob {
+  plan::Topology topo;
+  DType dtype = DType::kBF16;
+  int calls = 2;
+  double timeoutSeconds = 5.0;
+  std::string storeDir;
+};
+
+// One rank: bootstrap, then `calls` checked AG + RS calls on fresh inputs.
+int runCheckedRank(const RankJob& job, int rank) {
+  FileStore store(job.storeDir);
+  const uint64_t seed = sharedSeed(store, rank);
+  std::mt19937_64 shapeRng(seed);
+  const plan::Plan pl = plan::makePlan(job.topo, raggedShapes(shapeRng, job.topo.ranks(), job.dtype), job.dtype);
+  const plan::GroupLayout& g = pl.group;
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
+  const int64_t landing = layout.bytes;
+
+  fabric::host::HostOptions options;
+  options.queues = collectives::kQueuesNeeded;
+  options.timeoutSeconds = job.timeoutSeconds;
+  fabric::host::SharedWorldOptions shm;
+  shm.bootstrapTimeoutSeconds = kStoreWaitSeconds;
+  SharedWorld world(job.topo, rank, landing + g.unshardedBytes(), store, options, shm);
+  if (rank == 0) store.set("test/job", world.jobId());
+  fabric::Endpoint& ep = world.endpoint();
+  collectives::Communicator comm(ep, layout);
+
+  int64_t agWrong = 0, rsWrong = 0;
+  for (int call = 0; call < job.calls; ++call) {
+    const CallInputs in = drawInputs(g, seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(call + 1));
+    // Poison this rank's landing; peers write into it only after every rank
+    // has poisoned its own.
+    std::memset(ep.arena() + landing, 0xA5, static_cast<size_t>(g.unshardedBytes()));
+    std::vector<float> out(static_cast<size_t>(g.outElems), std::nanf(""));
+    fabric::host::storeBarrier(store, "test/poisoned/" + std::to_string(call), job.topo.ranks(), kStoreWaitSeconds);
+
+    comm.allGather(pl, in.shards[static_cast<size_t>(rank)].data(), landing);
+    ep.synchronize(collectives::kCallerQueue);
+    agWrong += gatherMismatches(g, in, ep.arena() + landing);
+
+    std::vector<const void*> grads;
+    for (const auto& grad : in.grads[static_cast<size_t>(rank)]) grads.push_back(grad.data());
+    comm.reduceScatter(pl, grads, out.data(), 1.0f, false);
+    ep.synchronize(collectives::kCallerQueue);
+    ep.synchronizeAll();
+    rsWrong += reduceMismatches(g, in, rank, out);
+  }
+  if (agWrong + rsWrong == 0) return kExitOk;
+  std::fprintf(stderr, "rank %d (seed %llu): %lld landing bytes and %lld output elements wrong\n", rank,
+               static_cast<unsigned long long>(seed), static_cast<long long>(agWrong),
+               static_cast<long long>(rsWrong));
+  return kExitMismatch;
+}
+
+// One rank that issues unchecked AG + RS calls until the fabric fails (a
+// peer died) or `limitSeconds` pass; announces itself once its first call
+// completed.
+int runUntilFailure(const RankJob& job, int rank, double limitSeconds) {
+  FileStore store(job.storeDir);
+  const plan::Plan pl = plan::makePlan(job.topo, {{{97, 8}, job.dtype}, {{33}, job.dtype}}, job.dtype);
+  const plan::GroupLayout& g = pl.group;
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
+  fabric::host::HostOptions options;
+  options.queues = collectives::kQueuesNeeded;
+  options.timeoutSeconds = job.timeoutSeconds;
+  fabric::host::SharedWorldOptions shm;
+  shm.bootstrapTimeoutSeconds = kStoreWaitSeconds;
+  SharedWorld world(job.topo, rank, layout.bytes + g.unshardedBytes(), store, options, shm);
+  if (rank == 0) store.set("test/job", world.jobId());
+  collectives::Communicator comm(world.endpoint(), layout);
+  const CallInputs in = drawInputs(g, 1);
+  std::vector<const void*> grads;
+  for (const auto& grad : in.grads[static_cast<size_t>(rank)]) grads.push_back(grad.data());
+  std::vector<float> out(static_cast<size_t>(g.outElems));
+  const auto start = Clock::now();
+  for (int call = 0; secondsSince(start) < limitSeconds; ++call) {
+    comm.allGather(pl, in.shards[static_cast<size_t>(rank)].data(), layout.bytes);
+    comm.reduceScatter(pl, grads, out.data(), 1.0f, false);
+    world.endpoint().synchronizeAll();
+    if (call == 0) store.set("test/running/" + std::to_string(rank), "1");
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- collectives across processes
+
+struct Case {
+  int m, l;
+  DType dtype;
+};
+
+class SharedWorldCollectives : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SharedWorldCollectives, MatchReferencesInEveryProcess) {
+  const Case c = GetParam();
+  TempDir dir;
+  RankJob job;
+  job.topo = plan::Topology::make(c.m, c.l);
+  job.dtype = c.dtype;
+  job.calls = 3;
+  job.storeDir = dir.path();
+  Ranks ranks(job.topo.ranks(), [&](int rank) { return runCheckedRank(job, rank); });
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(30.0, &hung);
+  EXPECT_FALSE(hung) << "a rank did not finish within 30 s";
+  for (size_t r = 0; r < exits.size(); ++r)
+    EXPECT_TRUE(exits[r].exited && exits[r].code == kExitOk)
+        << "rank " << r << " exited with " << exits[r].code << " (signal " << exits[r].signal << ")";
+  FileStore store(dir.path());
+  const std::string jobId = store.get("test/job", 0.0);
+  EXPECT_TRUE(leftoverSegments(jobId, job.topo.ranks()).empty()) << "segments of job " << jobId << " left in /dev/shm";
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, SharedWorldCollectives,
+                         ::testing::Values(Case{2, 2, DType::kBF16}, Case{1, 4, DType::kBF16},
+                                           Case{4, 1, DType::kFP32}, Case{2, 2, DType::kFP32},
+                                           Case{3, 2, DType::kBF16}, Case{4, 2, DType::kFP32}),
+                         [](const auto& param_info) {
+                           return "M" + std::to_string(param_info.param.m) + "L" + std::to_string(param_info.param.l) + "_" +
+                                  plan::dtypeName(param_info.param.dtype);
+                         });
+
+// ---------------------------------------------------------------- failures
+
+class KilledPeer : public ::testing::TestWithParam<int> {};
+
+// Rank `victim` is SIGKILLed while all ranks are issuing collectives: it sets
+// no failure flag, so the first survivor to pass its 1 s deadline does, and
+// the rest stop on it. Nobody hangs, nothing stays in /dev/shm.
+TEST_P(KilledPeer, OthersFailStopWithinTheirDeadline) {
+  const int victim = GetParam();
+  TempDir dir;
+  RankJob job;
+  job.topo = plan::Topology::make(2, 2);
+  job.timeoutSeconds = 1.0;
+  job.storeDir = dir.path();
+  Ranks ranks(job.topo.ranks(), [&](int rank) { return runUntilFailure(job, rank, 20.0); });
+  FileStore store(dir.path());
+  for (int r = 0; r < job.topo.ranks(); ++r) store.get("test/running/" + std::to_string(r), kStoreWaitSeconds);
+  ranks.kill(victim);
+  const auto killed = Clock::now();
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(10.0, &hung);
+  const double stopSeconds = secondsSince(killed);
+  EXPECT_FALSE(hung) << "a survivor hung after rank " << victim << " was killed";
+  EXPECT_LT(stopSeconds, 6.0) << "survivors took too long to fail stop";
+  for (int r = 0; r < job.topo.ranks(); ++r) {
+    const ChildExit& e = exits[static_cast<size_t>(r)];
+    if (r == victim) {
+      EXPECT_EQ(e.signal, SIGKILL);
+    } else {
+      EXPECT_TRUE(e.exited && e.code == kExitFabricError)
+          << "survivor rank " << r << " exited with " << e.code << " (signal " << e.signal << ")";
+    }
+  }
+  const std::string jobId = store.get("test/job", 0.0);
+  EXPECT_TRUE(leftoverSegments(jobId, job.topo.ranks()).empty()) << "segments of job " << jobId << " left in /dev/shm";
+}
+
+INSTANTIATE_TEST_SUITE_P(Victims, KilledPeer, ::testing::Values(0, 3),
+                         [](const auto& param_info) { return "Rank" + std::to_string(param_info.param); });
+
+// Rank 3 never comes: the others' bootstrap times out with an error naming
+// what they waited for, and they remove every segment they created.
+TEST(SharedWorldBootstrap, MissingPeerTimesOutAndLeavesNothing) {
+  TempDir dir;
+  const plan::Topology topo = plan::Topology::make(1, 4);
+  Ranks ranks(3, [&](int rank) {
+    FileStore store(dir.path());
+    fabric::host::SharedWorldOptions shm;
+    shm.bootstrapTimeoutSeconds = 1.0;
+    try {
+      SharedWorld world(topo, rank, 1 << 16, store, {}, shm);
+    } catch (const FabricError& e) {
+      store.set("test/error/" + std::to_string(rank), e.what());
+      throw;
+    }
+    return kExitOk;
+  });
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(10.0, &hung);
+  EXPECT_FALSE(hung);
+  FileStore store(dir.path());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(exits[static_cast<size_t>(r)].exited && exits[static_cast<size_t>(r)].code == kExitFabricError)
+        << "rank " << r;
+    const std::string error = store.get("test/error/" + std::to_string(r), 0.0);
+    EXPECT_NE(error.find("rank " + std::to_string(r)), std::string::npos) << error;
+    EXPECT_NE(error.find("timed out"), std::string::npos) << error;
+    EXPECT_NE(error.find("segment/3"), std::string::npos) << error;
+    // The error names the job, which names its segments.
+    const size_t at = error.find("(job ");
+    ASSERT_NE(at, std::string::npos) << error;
+    const std::string jobId = error.substr(at + 5, error.find(')', at) - at - 5);
+    EXPECT_TRUE(leftoverSegments(jobId, topo.ranks()).empty()) << "segments of job " << jobId << " left in /dev/shm";
+  }
+}
+
+// The arena is symmetric: a rank that asks for another size is refused by
+// its peers with a message, not mapped out of bounds.
+TEST(SharedWorldBootstrap, MismatchedArenaSizesAreRefused) {
+  TempDir dir;
+  const plan::Topology topo = plan::Topology::make(1, 2);
+  Ranks ranks(2, [&](int rank) {
+    FileStore store(dir.path());
+    fabric::host::SharedWorldOptions shm;
+    shm.bootstrapTimeoutSeconds = 2.0;
+    SharedWorld world(topo, rank, rank == 0 ? 4096 : 8192, store, {}, shm);
+    return kExitOk;
+  });
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(10.0, &hung);
+  EXPECT_FALSE(hung);
+  for (const ChildExit& e : exits) EXPECT_TRUE(e.exited && e.code == kExitFabricError) << e.code;
+}
+
+// The protocol checker lives in one process; multi-process mode refuses it
+// instead of checking one rank and passing silently.
+TEST(SharedWorldBootstrap, RefusesTheProtocolChecker) {
+  TempDir dir;
+  FileStore store(dir.path());
+  fabric::host::HostOptions options;
+  options.checkProtocol = true;
+  EXPECT_THROW(SharedWorld(plan::Topology::make(1, 1), 0, 4096, store, options), FabricError);
+}
+
+// ---------------------------------------------------------------- the store
+
+TEST(FileStore, GetTimesOutWithAClearError) {
+  TempDir dir;
+  FileStore store(dir.path());
+  const auto start = Clock::now();
+  try {
+    store.get("never/set", 0.2);
+    FAIL() << "get of a missing key returned";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("never/set"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
+  }
+  const double waited = secondsSince(start);
+  EXPECT_GE(waited, 0.2);
+  EXPECT_LT(waited, 2.0);
+}
+
+TEST(FileStore, BarrierTimeoutSaysWhoArrived) {
+  TempDir dir;
+  FileStore store(dir.path());
+  try {
+    fabric::host::storeBarrier(store, "b", 3, 0.1);
+    FAIL() << "a barrier of 3 opened for 1";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("1 of 3 arrived"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FileStore, ValuesAreBytesAndCountersAreDecimal) {
+  TempDir dir;
+  FileStore store(dir.path());
+  const std::string bytes("a\0b/%\xff", 6);
+  store.set("k/with spaces/%", bytes);
+  EXPECT_EQ(store.get("k/with spaces/%", 1.0), bytes);
+  store.set("k/with spaces/%", "second");
+  EXPECT_EQ(store.get("k/with spaces/%", 1.0), "second");
+  EXPECT_EQ(store.add("n", 5), 5);
+  EXPECT_EQ(store.add("n", -2), 3);
+  EXPECT_EQ(store.get("n", 1.0), "3");
+  EXPECT_THROW(store.add("k/with spaces/%", 1), FabricError);
+}
+
+TEST(FileStore, AddIsAtomicAcrossProcesses) {
+  TempDir dir;
+  constexpr int kProcesses = 4, kAdds = 100;
+  Ranks ranks(kProcesses, [&](int) {
+    FileStore store(dir.path());
+    for (int i = 0; i < kAdds; ++i) store.add("counter", 1);
+    return kExitOk;
+  });
+  bool hung = false;
+  for (const ChildExit& e : ranks.wait(20.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk);
+  EXPECT_FALSE(hung);
+  FileStore store(dir.path());
+  EXPECT_EQ(store.add("counter", 0), kProcesses * kAdds);
+}
+
+}  // namespace
+}  // namespace tide
