@@ -32,6 +32,7 @@ class FabricError : public std::runtime_error {
 
 // A 2-D strided copy between addresses the endpoint can reach (its own arena,
 // its own buffers, a node-local peer's arena). rows == 1: a flat copy.
+// The ops of one copy() call may run in any order (one batched submission).
 struct CopyOp {
   void* dst = nullptr;
   const void* src = nullptr;
@@ -68,7 +69,7 @@ struct SumOp {
   std::vector<SumPiece> pieces;
 };
 
-// The Level 2 landing step: dst[x] = (accumulate ? dst[x] : 0) + alpha * s,
+// The Level 2 landing step: dst[x] = accumulate ? dst[x] + alpha * s : alpha * s,
 // s = sum of the fp32 sources in order (one per GPU of the node, the unicast
 // stand-in for multimem.ld_reduce). clearSources zeroes what was read.
 struct LandOp {

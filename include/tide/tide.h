@@ -64,6 +64,52 @@ tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t* plan);
 tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json);
 tideResult_t tidePlanDestroy(tidePlan_t plan);
 
+/* ------------------------------------------------------------ communicators
+ * One communicator per rank. Groups are registered (same order on every rank)
+ * before the first collective, which sizes the shared scratch; user memory
+ * (landings) comes from tideCommAlloc, called identically on every rank.
+ * Collectives are enqueued on `stream` (a cudaStream_t on the CUDA fabric,
+ * ignored on the host fabric) and must be issued in the same order on every
+ * rank. */
+
+typedef struct tideComm* tideComm_t;
+typedef struct tideGroup* tideGroup_t;
+
+#define TIDE_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[TIDE_UNIQUE_ID_BYTES];
+} tideUniqueId_t;
+
+typedef struct {
+  int nodes;              /* M (virtual nodes are fine) */
+  int gpusPerNode;        /* L */
+  int rank;               /* node-major */
+  int64_t arenaBytes;     /* symmetric arena per rank */
+  double timeoutSeconds;  /* deadline of every wait; 0: the fabric's default */
+  int device;             /* CUDA ordinal (CUDA fabric); -1: the current device */
+} tideCommConfig_t;
+
+/* Nonzero when this build has the CUDA fabric. */
+int tideHasCuda(void);
+tideResult_t tideGetUniqueId(tideUniqueId_t* id);
+tideResult_t tideCommInitCuda(const tideCommConfig_t* config, const tideUniqueId_t* id, tideComm_t* comm);
+/* Host fabric, one process per rank over POSIX shared memory, bootstrapped
+ * through files in `storeDir` (shared by all ranks, fresh per job). */
+tideResult_t tideCommInitHost(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
+tideResult_t tideCommDestroy(tideComm_t comm);
+tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
+tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* group);
+tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
+
+tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
+                           void* stream);
+/* grads: one pointer per parameter (its unsharded gradient); out: this rank's
+ * packed fp32 shard. out = (accumulate ? out : 0) + alpha * sum over ranks. */
+tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
+                               float alpha, int accumulate, void* stream);
+/* Host waits until everything this rank enqueued has completed. */
+tideResult_t tideCommSynchronize(tideComm_t comm);
+
 /* ------------------------------------------------------------ host-fabric runs */
 
 typedef struct {

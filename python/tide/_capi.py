@@ -108,6 +108,29 @@ class PlanConfig(ctypes.Structure):
 PlanHandle = ctypes.c_void_p  # tidePlan_t (opaque)
 
 
+class UniqueId(ctypes.Structure):
+    """tideUniqueId_t (an NCCL unique id inside)."""
+
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+class CommConfig(ctypes.Structure):
+    """tideCommConfig_t."""
+
+    _fields_ = [
+        ("nodes", ctypes.c_int),
+        ("gpusPerNode", ctypes.c_int),
+        ("rank", ctypes.c_int),
+        ("arenaBytes", ctypes.c_int64),
+        ("timeoutSeconds", ctypes.c_double),
+        ("device", ctypes.c_int),
+    ]
+
+
+CommHandle = ctypes.c_void_p   # tideComm_t (opaque)
+GroupHandle = ctypes.c_void_p  # tideGroup_t (opaque)
+
+
 class HostRunOptions(ctypes.Structure):
     """tideHostRunOptions_t."""
 
@@ -152,6 +175,25 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideFaultNames.restype = ctypes.c_char_p
     lib.tideFreeString.argtypes = [ctypes.c_void_p]
     lib.tideFreeString.restype = None
+
+    lib.tideHasCuda.argtypes = []
+    lib.tideHasCuda.restype = ctypes.c_int
+    lib.tideGetUniqueId.argtypes = [ctypes.POINTER(UniqueId)]
+    lib.tideCommInitCuda.argtypes = [ctypes.POINTER(CommConfig), ctypes.POINTER(UniqueId), ctypes.POINTER(CommHandle)]
+    lib.tideCommInitHost.argtypes = [ctypes.POINTER(CommConfig), ctypes.c_char_p, ctypes.POINTER(CommHandle)]
+    lib.tideCommDestroy.argtypes = [CommHandle]
+    lib.tideCommAlloc.argtypes = [CommHandle, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                                  ctypes.POINTER(ctypes.c_void_p)]
+    lib.tideGroupRegister.argtypes = [CommHandle, ctypes.POINTER(PlanConfig), ctypes.POINTER(GroupHandle)]
+    lib.tideGroupGetJson.argtypes = [GroupHandle, ctypes.POINTER(ctypes.c_char_p)]
+    lib.tideAllGather.argtypes = [CommHandle, GroupHandle, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    lib.tideReduceScatter.argtypes = [CommHandle, GroupHandle, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                                      ctypes.c_float, ctypes.c_int, ctypes.c_void_p]
+    lib.tideCommSynchronize.argtypes = [CommHandle]
+    for name in ("tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
+                 "tideGroupRegister", "tideGroupGetJson", "tideAllGather", "tideReduceScatter",
+                 "tideCommSynchronize"):
+        getattr(lib, name).restype = _c_enum
 
 
 _lib: ctypes.CDLL | None = None

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <exception>
+#include <stdexcept>
 #include <string>
 
+#include "tide/fabric.hpp"
 #include "tide/plan.hpp"
 #include "tide/tide.h"
 
@@ -31,6 +33,20 @@ tideResult_t guarded(const char* call, F&& body) {
     const tideResult_t r = rejected ? tidePlanRejected : tideInvalidArgument;
     setLastError(r, plan::reasonName(e.reason()), std::string(call) + ": " + e.what());
     return r;
+  } catch (const fabric::FabricError& e) {
+    tideResult_t r = tideInternalError;
+    const char* reason = "fabric";
+    switch (e.kind()) {
+      case fabric::FabricError::Kind::kTimeout: r = tideTimeout; reason = "timeout"; break;
+      case fabric::FabricError::Kind::kPeerFailure: r = tideTimeout; reason = "peer_failure"; break;
+      case fabric::FabricError::Kind::kProtocol: r = tideProtocolError; reason = "protocol_violation"; break;
+      case fabric::FabricError::Kind::kUsage: r = tideInvalidArgument; reason = "bad_argument"; break;
+    }
+    setLastError(r, reason, std::string(call) + ": " + e.what());
+    return r;
+  } catch (const std::invalid_argument& e) {
+    setLastError(tideInvalidArgument, "bad_argument", std::string(call) + ": " + e.what());
+    return tideInvalidArgument;
   } catch (const std::exception& e) {
     setLastError(tideInternalError, "internal", std::string(call) + ": " + e.what());
     return tideInternalError;

@@ -27,7 +27,7 @@ Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConf
     : ep_(ep), layout_(layout), faults_(faults) {
   if (ep_.numQueues() < kQueuesNeeded)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "the collectives need 4 queues");
-  if (ep_.arenaBytes() < layout_.bytes)
+  if (ep_.arenaBytes() < layout_.end())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "arena smaller than the scratch layout");
   const plan::Topology& t = ep_.topology();
   if (t.gpusPerNode > ids::kMaxLocal || t.nodes > ids::kMaxNodes)
@@ -97,7 +97,8 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   const int node = t.nodeOf(me);
   const int local = t.localOf(me);
   const int64_t s = g.shardBytes;
-  if (landingOffset < layout_.bytes || landingOffset + g.unshardedBytes() > ep_.arenaBytes())
+  if (landingOffset < 0 || layout_.overlaps(landingOffset, g.unshardedBytes()) ||
+      landingOffset + g.unshardedBytes() > ep_.arenaBytes())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
   const uint64_t v = ++agCalls_;
   ep_.setCallContext("all_gather#" + std::to_string(v));

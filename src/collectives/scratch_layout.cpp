@@ -8,7 +8,7 @@ constexpr int64_t kAlign = 4096;  // NCCL windows want 4 KiB-aligned offsets
 int64_t alignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
-ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plans) {
+ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plans, int64_t base) {
   ScratchLayout s;
   for (const plan::Plan* p : plans) {
     s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
@@ -24,7 +24,8 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   }
   s.stagingSlotBytes = alignUp(s.stagingSlotBytes);
   s.blockBytes = alignUp(s.blockBytes);
-  int64_t at = 0;
+  s.base = alignUp(base);
+  int64_t at = s.base;
   s.stage = at;
   at += alignUp(s.stageBytes);
   s.staging = at;
@@ -35,7 +36,7 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   at += int64_t{s.generations} * s.blocksPerGeneration * s.blockBytes;
   s.spare = at;
   at += 2 * int64_t{s.sparesPerBank} * s.blockBytes;
-  s.bytes = at;
+  s.bytes = at - s.base;
   return s;
 }
 

@@ -23,9 +23,14 @@ struct ScratchLayout {
   int blocksPerGeneration = 0;
   int64_t spare = 0;          // [bank][pass]
   int sparesPerBank = 0;
-  int64_t bytes = 0;          // total; user regions start here
+  int64_t base = 0;           // arena offset of the scratch (offsets above include it)
+  int64_t bytes = 0;          // scratch size; with base 0, user regions start here
 
-  static ScratchLayout forPlans(const std::vector<const plan::Plan*>& plans);
+  // Scratch for every plan in `plans`, starting at arena offset `base`
+  // (4 KiB aligned).
+  static ScratchLayout forPlans(const std::vector<const plan::Plan*>& plans, int64_t base = 0);
+  int64_t end() const { return base + bytes; }
+  bool overlaps(int64_t offset, int64_t size) const { return offset < end() && offset + size > base; }
   int64_t stagingSlot(int i) const { return staging + i * stagingSlotBytes; }
   int64_t outboxBlock(int bank, int i) const { return outbox + (int64_t{bank} * outboxBlocks + i) * blockBytes; }
   int64_t inboxBlock(int gen, int s) const {

@@ -1,0 +1,621 @@
+#!/usr/bin/env python3
+"""Baselines for issue 4's benchmarks: one torchrun job, one GPU per rank.
+
+    torchrun --nproc_per_node=2 bench/baselines.py --native PATH/libtide_bench_native.so \\
+        --json out.json
+
+Systems (all in the same run, so that their ratios are fair):
+
+  all-gather (bf16, FSDP2's per-parameter outputs)
+    stock_ag         NCCL all_gather_into_tensor + torch.split_with_sizes_copy (FSDP2's copy-out)
+    stock_ag_nccl    the all_gather_into_tensor alone
+    nccl_ce_ag       NCCL's copy-engine all-gather (CTAPolicy = NCCL_CTA_POLICY_ZERO, send and
+                     receive buffers in symmetric windows) + the same copy-out      [native]
+    nccl_ce_ag_nccl  that all-gather alone                                           [native]
+    nccl_sym_ag_nccl the same windows on a default-policy communicator (SM kernels)  [native]
+    ce_peer_write    the ceiling: cudaMemcpyAsync of the shard into every peer's
+                     window through its LSA address                                  [native]
+  reduce-scatter (bf16 gradients -> fp32 shard, FSDP2's packed layout)
+    stock_rs         torch._chunk_cat (bf16 -> fp32 pack) + reduce_scatter_tensor fp32 (AVG)
+    stock_rs_nccl    the reduce_scatter_tensor alone
+    chunk_cat        the pack alone
+  interference: a 256 x 8192 x 8192 bf16 torch.mm alone, and while each system loops on a
+  side stream (median of the GEMMs that overlapped the loop).
+
+Shapes: the Llama-3.1-8B decoder-layer group (ANCHORS.md), and synthetic groups of 32 MiB and
+128 MiB per rank (bf16 shard for AG with P = 30, fp32 output for RS with P = 16).
+
+Rows follow nccl-tests: size is the all-gather output (N*S) or the reduce-scatter input (N*E
+fp32 elements) in bytes, algbw = size / time, busbw = algbw * (N-1)/N, #wrong counts elements
+that differ from the reference after one run into a poisoned output (bitwise for AG, 1e-6
+relative to a float64 sum for RS). Times are the max over ranks of each rank's median.
+
+TIDE's own collectives are not here yet: see tide_systems() below.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+MiB = 1 << 20
+
+# One Llama-3.1-8B decoder layer (hidden 4096, 8 KV heads of 128, MLP 14336).
+LLAMA_31_8B_LAYER = [
+    ("q_proj", (4096, 4096)),
+    ("k_proj", (1024, 4096)),
+    ("v_proj", (1024, 4096)),
+    ("o_proj", (4096, 4096)),
+    ("gate_proj", (14336, 4096)),
+    ("up_proj", (14336, 4096)),
+    ("down_proj", (4096, 14336)),
+    ("input_layernorm", (4096,)),
+    ("post_attention_layernorm", (4096,)),
+]
+
+
+# ---------------------------------------------------------------- group geometry
+
+
+@dataclass
+class Group:
+    """FSDP2's dim-0 sharding of a parameter group over N ranks."""
+
+    name: str
+    shapes: list[tuple[int, ...]]
+    ranks: int
+    rows: list[int] = field(init=False)        # D_p
+    row_elems: list[int] = field(init=False)   # K_p
+    shard_rows: list[int] = field(init=False)  # R_p = ceil(D_p / N)
+
+    def __post_init__(self):
+        self.rows = [s[0] for s in self.shapes]
+        self.row_elems = [math.prod(s[1:]) for s in self.shapes]
+        self.shard_rows = [-(-d // self.ranks) for d in self.rows]
+
+    @property
+    def shard_numels(self) -> list[int]:  # R_p K_p: one rank's shard (and RS output) of p
+        return [r * k for r, k in zip(self.shard_rows, self.row_elems)]
+
+    @property
+    def shard_elems(self) -> int:  # S / 2 for bf16, E for the fp32 RS output
+        return sum(self.shard_numels)
+
+
+def synthetic_group(name: str, elems_per_rank: int, params: int, ranks: int, row_elems: int = 1024) -> Group:
+    """`params` weights of uneven size whose shards add up to about elems_per_rank per rank; some
+    have padded tails (D_p not a multiple of N)."""
+    weights = [1 + (p * 7) % 5 for p in range(params)]
+    total = sum(weights)
+    shapes = []
+    for p, w in enumerate(weights):
+        shard_rows = max(1, round(w / total * elems_per_rank / row_elems))
+        shapes.append((max(1, ranks * shard_rows - (p % ranks)), row_elems))
+    return Group(name, shapes, ranks)
+
+
+# ---------------------------------------------------------------- native helper (ctypes)
+
+
+class _CudaArray:
+    """Lets torch.as_tensor wrap device memory that the native helper owns."""
+
+    def __init__(self, ptr: int, nbytes: int):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None,
+            "stream": None,
+        }
+
+
+def wrap_device_bytes(ptr: int, nbytes: int, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(_CudaArray(ptr, nbytes), device=device)
+
+
+class Native:
+    """bench/native/nccl_baseline.cpp: NCCL communicators with symmetric windows."""
+
+    NCCL_CTA_POLICY_ZERO = 2
+    DEFAULT_POLICY = -1
+
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        lib.tbn_last_error.restype = ctypes.c_char_p
+        lib.tbn_create.restype = ctypes.c_void_p
+        lib.tbn_create.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_size_t, ctypes.c_size_t]
+        for f in ("tbn_send", "tbn_recv"):
+            getattr(lib, f).restype = ctypes.c_void_p
+            getattr(lib, f).argtypes = [ctypes.c_void_p]
+        lib.tbn_peer_recv.restype = ctypes.c_void_p
+        lib.tbn_peer_recv.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.tbn_all_gather.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        lib.tbn_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        lib.tbn_destroy.argtypes = [ctypes.c_void_p]
+        self.lib = lib
+
+    def check(self, rc: int, what: str):
+        if rc != 0:
+            raise RuntimeError(f"{what}: {self.lib.tbn_last_error().decode()}")
+
+    def unique_id(self) -> bytes:
+        buf = ctypes.create_string_buffer(self.lib.tbn_unique_id_bytes())
+        self.check(self.lib.tbn_get_unique_id(buf), "ncclGetUniqueId")
+        return buf.raw
+
+    def version(self) -> int:
+        return self.lib.tbn_nccl_version()
+
+
+class NativeComm:
+    """One NCCL communicator (given CTA policy) with a send and a receive window."""
+
+    def __init__(self, native: Native, policy: int, send_bytes: int, recv_bytes: int):
+        self.native = native
+        uid = [native.unique_id() if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(uid, src=0)
+        dev = torch.cuda.current_device()
+        self.h = native.lib.tbn_create(uid[0], dist.get_world_size(), dist.get_rank(), dev, policy,
+                                       send_bytes, recv_bytes)
+        if not self.h:
+            raise RuntimeError(f"tbn_create: {native.lib.tbn_last_error().decode()}")
+        device = torch.device("cuda", dev)
+        self.send = wrap_device_bytes(native.lib.tbn_send(self.h), send_bytes, device)
+        self.recv = wrap_device_bytes(native.lib.tbn_recv(self.h), recv_bytes, device)
+
+    def all_gather(self, bytes_per_rank: int):
+        stream = torch.cuda.current_stream().cuda_stream
+        if stream == 0:
+            raise RuntimeError("NCCL's copy-engine all-gather needs a created stream, not the legacy default")
+        self.native.check(self.native.lib.tbn_all_gather(self.h, bytes_per_rank, ctypes.c_void_p(stream)),
+                          "ncclAllGather")
+
+    def peer_recv(self, peer: int) -> int:
+        return self.native.lib.tbn_peer_recv(self.h, peer) or 0
+
+    def close(self):
+        if self.h:
+            self.native.lib.tbn_destroy(self.h)
+            self.h = None
+
+
+# ---------------------------------------------------------------- systems
+
+
+class Runner:
+    """A prepared system: run() enqueues one call on the current stream; wrong() runs once into a
+    poisoned output and counts elements that differ from the reference."""
+
+    def run(self):
+        raise NotImplementedError
+
+    def wrong(self) -> int:
+        raise NotImplementedError
+
+
+@dataclass
+class System:
+    name: str
+    op: str                                  # "ag" | "rs"
+    prepare: Callable[[Group], Runner | None]  # None: not available here (reason logged)
+    note: str = ""
+
+
+def ag_shard(group: Group, rank: int, device) -> torch.Tensor:
+    g = torch.Generator(device=device).manual_seed(1000 + rank)
+    return torch.randn(group.shard_elems, generator=g, device=device, dtype=torch.float32).to(torch.bfloat16)
+
+
+def ag_expected(group: Group, device) -> torch.Tensor:
+    """(N, S) bf16: row r is rank r's packed shard."""
+    return torch.stack([ag_shard(group, r, device) for r in range(group.ranks)])
+
+
+class AgCopyOut:
+    """FSDP2's copy-out: split the (N, S) all-gather output into per-parameter (N, R_p K_p) outputs."""
+
+    def __init__(self, group: Group, device):
+        self.sizes = group.shard_numels
+        self.outs = [torch.empty(group.ranks * n, dtype=torch.bfloat16, device=device) for n in self.sizes]
+        self.views = [o.view(group.ranks, -1) for o in self.outs]
+
+    def __call__(self, flat: torch.Tensor, ranks: int):
+        torch.split_with_sizes_copy(flat.view(ranks, -1), self.sizes, dim=1, out=self.views)
+
+    def poison(self):
+        for o in self.outs:
+            o.fill_(float("nan"))
+
+    def wrong(self, expected: torch.Tensor) -> int:
+        bad = 0
+        for want, got in zip(torch.split(expected, self.sizes, dim=1), self.views):
+            bad += int((got.view(torch.int16) != want.contiguous().view(torch.int16)).sum())
+        return bad
+
+
+class StockAg(Runner):
+    def __init__(self, group: Group, copy_out: bool):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.copy_out = group, copy_out
+        self.input = ag_shard(group, dist.get_rank(), dev)
+        self.output = torch.empty(group.ranks * group.shard_elems, dtype=torch.bfloat16, device=dev)
+        self.split = AgCopyOut(group, dev)
+
+    def run(self):
+        dist.all_gather_into_tensor(self.output, self.input)
+        if self.copy_out:
+            self.split(self.output, self.group.ranks)
+
+    def wrong(self) -> int:
+        self.output.fill_(float("nan"))
+        self.split.poison()
+        self.run()
+        expected = ag_expected(self.group, self.input.device)
+        if self.copy_out:
+            return self.split.wrong(expected)
+        return int((self.output.view(self.group.ranks, -1).view(torch.int16) != expected.view(torch.int16)).sum())
+
+
+class NativeAg(Runner):
+    """An all-gather on one of the shared native communicators (windows sized for the largest
+    group; a call uses their first bytes)."""
+
+    def __init__(self, group: Group, comm: NativeComm, copy_out: bool):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.comm, self.copy_out = group, comm, copy_out
+        self.bytes = group.shard_elems * 2
+        comm.send[: self.bytes].view(torch.bfloat16).copy_(ag_shard(group, dist.get_rank(), dev))
+        self.output = comm.recv[: group.ranks * self.bytes].view(torch.bfloat16)
+        self.split = AgCopyOut(group, dev)
+
+    def run(self):
+        self.comm.all_gather(self.bytes)
+        if self.copy_out:
+            self.split(self.output, self.group.ranks)
+
+    def wrong(self) -> int:
+        self.output.fill_(float("nan"))
+        self.split.poison()
+        self.run()
+        expected = ag_expected(self.group, self.output.device)
+        if self.copy_out:
+            return self.split.wrong(expected)
+        return int((self.output.view(self.group.ranks, -1).view(torch.int16) != expected.view(torch.int16)).sum())
+
+
+class CePeerWrite(Runner):
+    """The copy-engine ceiling of an all-gather: each rank writes its shard into its slot of every
+    peer's receive window (N-1 copies of S bytes) with cudaMemcpyAsync."""
+
+    def __init__(self, group: Group, comm: NativeComm):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.comm = group, comm
+        self.bytes = group.shard_elems * 2
+        comm.send[: self.bytes].view(torch.bfloat16).copy_(ag_shard(group, dist.get_rank(), dev))
+        me = dist.get_rank()
+        self.targets = []
+        for peer in range(group.ranks):
+            if peer == me:
+                continue
+            base = comm.peer_recv(peer)
+            if not base:
+                raise RuntimeError(f"rank {peer} is not load/store reachable")
+            self.targets.append(base + me * self.bytes)
+        self.src = comm.send.data_ptr()
+
+    def run(self):
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        lib = self.comm.native.lib
+        for dst in self.targets:
+            self.comm.native.check(lib.tbn_copy(ctypes.c_void_p(dst), ctypes.c_void_p(self.src), self.bytes, stream),
+                                   "peer copy")
+
+    def wrong(self) -> int:
+        me = dist.get_rank()
+        out = self.comm.recv[: self.group.ranks * self.bytes].view(torch.bfloat16).view(self.group.ranks, -1)
+        out.fill_(float("nan"))
+        torch.cuda.synchronize()
+        dist.barrier()
+        self.run()
+        torch.cuda.synchronize()
+        dist.barrier()
+        expected = ag_expected(self.group, out.device)
+        rows = [r for r in range(self.group.ranks) if r != me]
+        return int((out[rows].view(torch.int16) != expected[rows].view(torch.int16)).sum())
+
+
+def rs_grads(group: Group, rank: int, device) -> list[torch.Tensor]:
+    g = torch.Generator(device=device).manual_seed(2000 + rank)
+    return [torch.randn(s, generator=g, device=device, dtype=torch.float32).to(torch.bfloat16) for s in group.shapes]
+
+
+def rs_reference(group: Group, rank: int, device) -> torch.Tensor:
+    """float64 AVG over ranks of rank `rank`'s rows, FSDP2's packed layout (zero past D_p)."""
+    parts = [torch.zeros(n, dtype=torch.float64, device=device) for n in group.shard_numels]
+    for q in range(group.ranks):
+        for p, grad in enumerate(rs_grads(group, q, device)):
+            r0, r1 = rank * group.shard_rows[p], min((rank + 1) * group.shard_rows[p], group.rows[p])
+            if r1 > r0:
+                parts[p][: (r1 - r0) * group.row_elems[p]] += grad.reshape(group.rows[p], -1)[r0:r1].flatten().double()
+    return torch.cat(parts) / group.ranks
+
+
+class StockRs(Runner):
+    def __init__(self, group: Group, pack: bool = True, reduce: bool = True):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.pack, self.reduce = group, pack, reduce
+        self.grads = rs_grads(group, dist.get_rank(), dev)
+        self.input = torch.empty(group.ranks * group.shard_elems, dtype=torch.float32, device=dev)
+        self.output = torch.empty(group.shard_elems, dtype=torch.float32, device=dev)
+        if not pack:  # the reduce-scatter alone reads an already packed buffer
+            self._pack()
+
+    def _pack(self):
+        torch._chunk_cat(self.grads, dim=0, num_chunks=self.group.ranks, out=self.input.view(self.group.ranks, -1))
+
+    def run(self):
+        if self.pack:
+            self._pack()
+        if self.reduce:
+            dist.reduce_scatter_tensor(self.output, self.input, op=dist.ReduceOp.AVG)
+
+    def wrong(self) -> int:
+        if not self.reduce:  # the pack alone: compare with the rank-major chunks
+            self.input.fill_(float("nan"))
+            self.run()
+            want = torch.cat([torch.cat([
+                torch.nn.functional.pad(g.reshape(d, -1).float(), (0, 0, 0, self.group.ranks * r - d))
+                .view(self.group.ranks, -1)[i] for g, d, r in zip(self.grads, self.group.rows, self.group.shard_rows)])
+                for i in range(self.group.ranks)])
+            return int((self.input.view(torch.int32) != want.view(torch.int32)).sum())
+        self.output.fill_(float("nan"))
+        self.run()
+        ref = rs_reference(self.group, dist.get_rank(), self.output.device)
+        got = self.output.double()
+        bad = ~((got - ref).abs() <= 1e-6 * ref.abs() + 1e-12)
+        return int(bad.sum())
+
+
+def baseline_systems(comms: dict[str, NativeComm]) -> list[System]:
+    """`comms`: the native communicators ("ce": CTAPolicy zero, "default"), empty without the helper."""
+    ce, sym = comms.get("ce"), comms.get("default")
+
+    def native(make, comm):
+        return (lambda g: make(g) if comm is not None else None)
+
+    return [
+        System("stock_ag", "ag", lambda g: StockAg(g, copy_out=True)),
+        System("stock_ag_nccl", "ag", lambda g: StockAg(g, copy_out=False)),
+        System("nccl_ce_ag", "ag", native(lambda g: NativeAg(g, ce, True), ce)),
+        System("nccl_ce_ag_nccl", "ag", native(lambda g: NativeAg(g, ce, False), ce)),
+        System("nccl_sym_ag_nccl", "ag", native(lambda g: NativeAg(g, sym, False), sym)),
+        System("ce_peer_write", "ag", native(lambda g: CePeerWrite(g, sym) if g.ranks > 1 else None, sym)),
+        System("stock_rs", "rs", lambda g: StockRs(g)),
+        System("stock_rs_nccl", "rs", lambda g: StockRs(g, pack=False)),
+        System("chunk_cat", "rs", lambda g: StockRs(g, reduce=False)),
+    ]
+
+
+# ---------------------------------------------------------------- TIDE hook
+# TIDE-AG and TIDE-RS are not wired yet. The lead adds them here: return System objects whose
+# prepare(group) gives a Runner (run() = one call on the current stream, wrong() = #wrong after a
+# run into a poisoned output), and they are timed, checked and put under the GEMM beside the
+# baselines above, in the same run. Until then no TIDE row is printed.
+def tide_systems() -> list[System]:
+    return []
+
+
+# ---------------------------------------------------------------- timing
+
+
+def median_ms(fn: Callable[[], None], iters: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def max_over_ranks(x: float) -> float:
+    t = torch.tensor([x], dtype=torch.float64, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def sum_over_ranks(x: int) -> int:
+    t = torch.tensor([x], dtype=torch.int64, device="cuda")
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+GEMM_SHAPE = (256, 8192, 8192)
+
+
+def gemm_interference(runner: Runner | None, coll_ms: float, gemms: int) -> dict:
+    """GEMM times alone (runner None) or while `runner` loops on a side stream."""
+    m, k, n = GEMM_SHAPE
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(m, k, generator=g, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, generator=g, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        torch.mm(a, b)
+    torch.cuda.synchronize()
+    dist.barrier()
+    main = torch.cuda.current_stream()
+    base = torch.cuda.Event(enable_timing=True)
+    c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(gemms)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(gemms)]
+    base.record(main)
+    if runner is not None:
+        # Enough calls to cover every GEMM even at 3x its time alone, plus the launch backlog.
+        loops = min(4000, 4 + math.ceil((gemms * 0.06 * 3 + 2.0) / max(coll_ms, 0.01)))
+        side = torch.cuda.Stream()
+        side.wait_event(base)
+        with torch.cuda.stream(side):
+            c0.record(side)
+            for _ in range(loops):
+                runner.run()
+            c1.record(side)
+    for s, e in zip(starts, ends):
+        s.record(main)
+        torch.mm(a, b)
+        e.record(main)
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    if runner is None:
+        return {"gemm_us": statistics.median(times), "overlapped": len(times)}
+    t0, t1 = base.elapsed_time(c0), base.elapsed_time(c1)
+    inside = [t * 1.0 for t, s, e in zip(times, starts, ends)
+              if base.elapsed_time(s) >= t0 and base.elapsed_time(e) <= t1]
+    return {"gemm_us": statistics.median(inside) if inside else float("nan"), "overlapped": len(inside)}
+
+
+# ---------------------------------------------------------------- driver
+
+
+def groups_for(op: str, ranks: int) -> list[Group]:
+    llama = Group("llama3.1-8b-layer", [s for _, s in LLAMA_31_8B_LAYER], ranks)
+    if op == "ag":  # bf16 shard bytes per rank, P = 30
+        return [llama, synthetic_group("32MiB-P30", 32 * MiB // 2, 30, ranks),
+                synthetic_group("128MiB-P30", 128 * MiB // 2, 30, ranks)]
+    return [llama, synthetic_group("32MiB-P16", 32 * MiB // 4, 16, ranks),  # fp32 output bytes per rank, P = 16
+            synthetic_group("128MiB-P16", 128 * MiB // 4, 16, ranks)]
+
+
+def row_for(system: System, group: Group, ms: float, wrong: int) -> dict:
+    n = group.ranks
+    size = n * group.shard_elems * (2 if system.op == "ag" else 4)
+    algbw = size / (ms * 1e-3) / 1e9
+    return {"system": system.name, "op": system.op, "group": group.name, "params": len(group.shapes),
+            "ranks": n, "size_bytes": size, "dtype": "bf16" if system.op == "ag" else "bf16->fp32",
+            "time_us": ms * 1e3, "algbw_GBps": algbw, "busbw_GBps": algbw * (n - 1) / n, "wrong": wrong}
+
+
+def log(*a):
+    if dist.get_rank() == 0:
+        print(*a, flush=True)
+
+
+def print_table(rows: list[dict]):
+    log(f"#{'op':>3} {'group':>18} {'system':>17} {'size(B)':>11} {'time(us)':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}")
+    for r in rows:
+        log(f" {r['op']:>3} {r['group']:>18} {r['system']:>17} {r['size_bytes']:>11} {r['time_us']:>10.1f} "
+            f"{r['algbw_GBps']:>8.1f} {r['busbw_GBps']:>8.1f} {r['wrong']:>7}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--native", default="build/gpu/bench/native/libtide_bench_native.so")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gemms", type=int, default=40)
+    ap.add_argument("--skip-interference", action="store_true")
+    args = ap.parse_args()
+
+    if os.environ.get("NCCL_NVLS_ENABLE") != "0":
+        sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    ranks = dist.get_world_size()
+    # Everything runs on a created stream: NCCL's copy-engine path (cudaMemcpyBatchAsync)
+    # refuses the legacy default stream, PyTorch's default.
+    torch.cuda.set_stream(torch.cuda.Stream())
+
+    native = Native(args.native) if os.path.exists(args.native) else None
+    comms: dict[str, NativeComm] = {}
+    if native is None:
+        log(f"native helper {args.native} not found: NCCL copy-engine rows and the ceiling are skipped")
+    else:
+        # One communicator per CTA policy, windows registered once for the largest group.
+        shard = max(g.shard_elems * 2 for g in groups_for("ag", ranks))
+        comms = {"ce": NativeComm(native, Native.NCCL_CTA_POLICY_ZERO, shard, ranks * shard),
+                 "default": NativeComm(native, Native.DEFAULT_POLICY, shard, ranks * shard)}
+
+    systems = baseline_systems(comms) + tide_systems()
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(), "ranks": ranks, "torch": torch.__version__,
+        "nccl_torch": ".".join(map(str, torch.cuda.nccl.version())),
+        "nccl_native": native.version() if native else None, "cuda": torch.version.cuda,
+        "iters": args.iters, "warmup": args.warmup, "gemm": list(GEMM_SHAPE),
+        "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+    }
+    log(f"# baselines: {meta}")
+
+    rows, runners, skipped = [], {}, []
+    for op in ("ag", "rs"):
+        for group in groups_for(op, ranks):
+            for system in (s for s in systems if s.op == op):
+                try:
+                    runner = system.prepare(group)
+                except Exception as e:  # a baseline missing here must not stop the others
+                    runner = None
+                    skipped.append(f"{system.name}/{group.name}: {e}")
+                if runner is None:
+                    continue
+                ms = max_over_ranks(median_ms(runner.run, args.iters, args.warmup))
+                wrong = sum_over_ranks(runner.wrong())
+                rows.append(row_for(system, group, ms, wrong))
+                if group.name.startswith("llama") or group.name == "32MiB-P16":
+                    runners[(system.name, group.name)] = (runner, ms)
+                del runner
+                torch.cuda.empty_cache()
+    print_table(rows)
+    for s in skipped:
+        log(f"# skipped {s}")
+
+    interference = []
+    if not args.skip_interference:
+        alone = gemm_interference(None, 0, args.gemms)
+        picks = [("stock_ag", "llama3.1-8b-layer"), ("nccl_ce_ag", "llama3.1-8b-layer"),
+                 ("ce_peer_write", "llama3.1-8b-layer"), ("stock_rs", "llama3.1-8b-layer"),
+                 ("stock_rs_nccl", "32MiB-P16")]
+        picks += [(s.name, "llama3.1-8b-layer") for s in systems if s.name.startswith("tide")]
+        for name, gname in picks:
+            if (name, gname) not in runners:
+                continue
+            runner, ms = runners[(name, gname)]
+            during = gemm_interference(runner, ms, args.gemms)
+            slow = max_over_ranks(during["gemm_us"] / alone["gemm_us"] - 1.0)
+            interference.append({"system": name, "group": gname, "gemm_alone_us": alone["gemm_us"],
+                                 "gemm_during_us": during["gemm_us"], "slowdown_pct": 100 * slow,
+                                 "overlapped": during["overlapped"]})
+        log(f"# GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]}x{GEMM_SHAPE[2]} bf16 alone: {alone['gemm_us']:.1f} us")
+        log(f"#{'system':>17} {'group':>18} {'gemm(us)':>9} {'slowdown':>9} {'overlapped':>10}")
+        for r in interference:
+            few = "  (fewer than 20 GEMMs overlapped: no valid median)" if r["overlapped"] < 20 else ""
+            log(f" {r['system']:>17} {r['group']:>18} {r['gemm_during_us']:>9.1f} {r['slowdown_pct']:>8.1f}% "
+                f"{r['overlapped']:>10}{few}")
+
+    # Written before tear-down, so that a hang there cannot lose the numbers.
+    if args.json and dist.get_rank() == 0:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped}, f, indent=1)
+    runners.clear()
+    for comm in comms.values():
+        comm.close()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Communicators from Python: TIDE-AG and TIDE-RS on raw device or host
+addresses, through the C API. Nothing here imports torch: callers pass
+pointers (`tensor.data_ptr()`) and streams (`torch.cuda.current_stream().cuda_stream`),
+so one build serves every torch version.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tide import _capi
+from tide.plan import build_plan_config
+
+
+def has_cuda() -> bool:
+    """Does this build of libtide carry the CUDA fabric?"""
+    return bool(_capi.library().tideHasCuda())
+
+
+def unique_id() -> bytes:
+    """A fresh NCCL unique id (rank 0 makes it, every rank passes it to Communicator)."""
+    uid = _capi.UniqueId()
+    _capi.check(_capi.library().tideGetUniqueId(ctypes.byref(uid)))
+    return bytes(uid.internal)
+
+
+class Group:
+    """One registered parameter group (its plan)."""
+
+    def __init__(self, comm: Communicator, handle: _capi.GroupHandle, num_params: int):
+        self._comm = comm
+        self.handle = handle
+        self.num_params = num_params
+
+    @property
+    def plan(self) -> dict:
+        text = ctypes.c_char_p()
+        _capi.check(_capi.library().tideGroupGetJson(self.handle, ctypes.byref(text)))
+        return json.loads(text.value.decode())
+
+
+class Communicator:
+    """One rank's TIDE communicator.
+
+    fabric="cuda": NCCL-bootstrapped copy-engine fabric; pass `unique_id`
+        (bytes from unique_id() on rank 0, shared with every rank) and `device`.
+    fabric="host": CPU ranks as processes over POSIX shared memory; pass
+        `store_dir`, a directory all ranks share, fresh per job.
+    """
+
+    def __init__(self, *, nodes: int, gpus_per_node: int, rank: int, arena_bytes: int,
+                 fabric: str = "cuda", unique_id: bytes | None = None, store_dir: str | None = None,
+                 device: int = -1, timeout_s: float = 0.0):
+        self.nodes, self.gpus_per_node, self.rank = nodes, gpus_per_node, rank
+        config = _capi.CommConfig(nodes=nodes, gpusPerNode=gpus_per_node, rank=rank, arenaBytes=arena_bytes,
+                                  timeoutSeconds=timeout_s, device=device)
+        handle = _capi.CommHandle()
+        lib = _capi.library()
+        if fabric == "cuda":
+            if unique_id is None:
+                raise ValueError("fabric='cuda' needs unique_id")
+            uid = _capi.UniqueId()
+            uid.internal = unique_id
+            _capi.check(lib.tideCommInitCuda(ctypes.byref(config), ctypes.byref(uid), ctypes.byref(handle)))
+        elif fabric == "host":
+            if store_dir is None:
+                raise ValueError("fabric='host' needs store_dir")
+            _capi.check(lib.tideCommInitHost(ctypes.byref(config), str(store_dir).encode(), ctypes.byref(handle)))
+        else:
+            raise ValueError(f"unknown fabric {fabric!r} (cuda or host)")
+        self.fabric = fabric
+        self.handle = handle
+        self._groups: list[Group] = []
+
+    def close(self) -> None:
+        if self.handle:
+            _capi.check(_capi.library().tideCommDestroy(self.handle))
+            self.handle = _capi.CommHandle()
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def register_group(self, shapes: Sequence[Sequence[int] | Mapping[str, Any]], **plan_options: Any) -> Group:
+        """Register a parameter group (same order on every rank, before the first collective)."""
+        config, _keepalive = build_plan_config(shapes, nodes=self.nodes, gpus_per_node=self.gpus_per_node,
+                                               **plan_options)
+        handle = _capi.GroupHandle()
+        _capi.check(_capi.library().tideGroupRegister(self.handle, ctypes.byref(config), ctypes.byref(handle)))
+        group = Group(self, handle, config.numParams)
+        self._groups.append(group)
+        return group
+
+    def alloc(self, nbytes: int) -> tuple[int, int]:
+        """Symmetric memory in the arena: (offset, local address); same calls on every rank."""
+        offset, ptr = ctypes.c_int64(), ctypes.c_void_p()
+        _capi.check(_capi.library().tideCommAlloc(self.handle, nbytes, ctypes.byref(offset), ctypes.byref(ptr)))
+        return offset.value, ptr.value
+
+    def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
+        _capi.check(_capi.library().tideAllGather(self.handle, group.handle, shard_ptr, landing_offset, stream))
+
+    def reduce_scatter(self, group: Group, grad_ptrs: Sequence[int], out_ptr: int, *, alpha: float = 1.0,
+                       accumulate: bool = False, stream: int = 0) -> None:
+        if len(grad_ptrs) != group.num_params:
+            raise ValueError(f"expected {group.num_params} gradient pointers, got {len(grad_ptrs)}")
+        arr = (ctypes.c_void_p * len(grad_ptrs))(*grad_ptrs)
+        _capi.check(_capi.library().tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha,
+                                                      1 if accumulate else 0, stream))
+
+    def synchronize(self) -> None:
+        _capi.check(_capi.library().tideCommSynchronize(self.handle))

@@ -1,0 +1,193 @@
+// C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capi/errors.hpp"
+#include "capi/fabric_factory.hpp"
+#include "capi/plan_config.hpp"
+#include "collectives/communicator.hpp"
+#include "collectives/counter_ids.hpp"
+#include "plan/plan_json.hpp"
+
+struct tideGroup {
+  tide::plan::Plan plan;
+  std::string json;
+};
+
+struct tideComm {
+  tide::capi::FabricHandle fabric;
+  std::vector<std::unique_ptr<tideGroup>> groups;
+  int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
+  std::optional<tide::collectives::Communicator> comm;  // created at the first collective
+
+  // Scratch goes at the top of the arena, sized for every group registered so far.
+  tide::collectives::Communicator& communicator() {
+    using tide::collectives::ScratchLayout;
+    if (comm) return *comm;
+    if (groups.empty()) throw std::invalid_argument("register a group before the first collective");
+    std::vector<const tide::plan::Plan*> plans;
+    for (auto& g : groups) plans.push_back(&g->plan);
+    const int64_t arena = fabric.endpoint->arenaBytes();
+    const int64_t need = ScratchLayout::forPlans(plans).bytes;
+    const int64_t base = (arena - need) / 4096 * 4096;
+    if (base < userTop)
+      throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory " +
+                                  std::to_string(userTop) + " + collective scratch " + std::to_string(need));
+    comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base));
+    return *comm;
+  }
+};
+
+namespace {
+
+using tide::capi::guarded;
+using tide::capi::invalid;
+
+constexpr int kQueues = tide::collectives::kQueuesNeeded;
+
+tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle) {
+  auto* c = new tideComm;
+  c->fabric = std::move(handle);
+  *out = c;
+  return tideSuccess;
+}
+
+bool validConfig(const tideCommConfig_t* cfg) {
+  return cfg && cfg->arenaBytes > 0 && cfg->rank >= 0 && cfg->rank < cfg->nodes * cfg->gpusPerNode;
+}
+
+}  // namespace
+
+TIDE_API int tideHasCuda(void) { return tide::capi::cudaFabricBuilt() ? 1 : 0; }
+
+TIDE_API tideResult_t tideGetUniqueId(tideUniqueId_t* id) {
+  return guarded("tideGetUniqueId", [&]() -> tideResult_t {
+    if (!id) return invalid("tideGetUniqueId", "null id");
+    if (!tide::capi::cudaFabricBuilt()) {
+      tide::capi::setLastError(tideUnavailable, "no_cuda", "tideGetUniqueId: this build has no CUDA fabric");
+      return tideUnavailable;
+    }
+    tide::capi::makeCudaUniqueId(id);
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideCommInitCuda(const tideCommConfig_t* cfg, const tideUniqueId_t* id, tideComm_t* out) {
+  return guarded("tideCommInitCuda", [&]() -> tideResult_t {
+    if (!out || !id || !validConfig(cfg)) return invalid("tideCommInitCuda", "null argument or bad rank/arena");
+    *out = nullptr;
+    if (!tide::capi::cudaFabricBuilt()) {
+      tide::capi::setLastError(tideUnavailable, "no_cuda", "tideCommInitCuda: this build has no CUDA fabric");
+      return tideUnavailable;
+    }
+    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
+    return initWith(out, tide::capi::makeCudaFabric(*cfg, *id, kQueues, tide::collectives::ids::kEnd));
+  });
+}
+
+TIDE_API tideResult_t tideCommInitHost(const tideCommConfig_t* cfg, const char* storeDir, tideComm_t* out) {
+  return guarded("tideCommInitHost", [&]() -> tideResult_t {
+    if (!out || !storeDir || !validConfig(cfg)) return invalid("tideCommInitHost", "null argument or bad rank/arena");
+    *out = nullptr;
+    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
+    return initWith(out, tide::capi::makeHostFabric(*cfg, storeDir, kQueues));
+  });
+}
+
+TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
+  return guarded("tideCommDestroy", [&]() -> tideResult_t {
+    if (comm) {
+      try {
+        comm->fabric.endpoint->synchronizeAll();
+      } catch (...) {
+        // Tear down anyway; the failure was (or will be) reported by the call that caused it.
+      }
+      comm->comm.reset();
+    }
+    delete comm;
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr) {
+  return guarded("tideCommAlloc", [&]() -> tideResult_t {
+    if (!comm || !offset || bytes <= 0) return invalid("tideCommAlloc", "null comm/offset or bytes <= 0");
+    const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
+    const int64_t limit = comm->comm ? comm->comm->layout().base : comm->fabric.endpoint->arenaBytes();
+    if (at + bytes > limit)
+      return invalid("tideCommAlloc", std::to_string(bytes) + " bytes do not fit in the arena (" +
+                                          std::to_string(limit - at) + " left)");
+    comm->userTop = at + bytes;
+    *offset = at;
+    if (ptr) *ptr = comm->fabric.endpoint->arena() + at;
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* out) {
+  return guarded("tideGroupRegister", [&]() -> tideResult_t {
+    if (!comm || !config || !out) return invalid("tideGroupRegister", "null argument");
+    *out = nullptr;
+    const tide::plan::Topology& t = comm->fabric.endpoint->topology();
+    if (config->nodes != t.nodes || config->gpusPerNode != t.gpusPerNode)
+      return invalid("tideGroupRegister", "the group's topology differs from the communicator's");
+    tide::capi::PlanInputs in = tide::capi::parsePlanConfig(config);
+    auto g = std::make_unique<tideGroup>();
+    g->plan = tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options);
+    g->json = tide::plan::planToJson(g->plan);
+    if (comm->comm) {
+      // Scratch is sized already: the new group must fit in it.
+      const auto& l = comm->comm->layout();
+      const auto& p = g->plan;
+      if (p.ag.stageBytes > l.stageBytes || p.rs.stagingSlotBytes > l.stagingSlotBytes ||
+          p.rs.blockBytes > l.blockBytes || p.rs.outboxBlocks > l.outboxBlocks ||
+          p.rs.bufferGenerations > l.generations || p.rs.stagingSlots > l.stagingSlots)
+        return invalid("tideGroupRegister", "register every group before the first collective: this one needs "
+                                            "more scratch than was sized");
+    }
+    *out = g.get();
+    comm->groups.push_back(std::move(g));
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
+  if (!group || !json) return invalid("tideGroupGetJson", "null argument");
+  *json = group->json.c_str();
+  return tideSuccess;
+}
+
+TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
+                                    void* stream) {
+  return guarded("tideAllGather", [&]() -> tideResult_t {
+    if (!comm || !group || !shard) return invalid("tideAllGather", "null argument");
+    tide::collectives::Communicator& c = comm->communicator();
+    comm->fabric.bindStream(stream);
+    c.allGather(group->plan, shard, landingOffset);
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
+                                        float alpha, int accumulate, void* stream) {
+  return guarded("tideReduceScatter", [&]() -> tideResult_t {
+    if (!comm || !group || !grads || !out) return invalid("tideReduceScatter", "null argument");
+    tide::collectives::Communicator& c = comm->communicator();
+    std::vector<const void*> g(grads, grads + group->plan.group.params.size());
+    for (const void* p : g)
+      if (!p) return invalid("tideReduceScatter", "null gradient pointer");
+    comm->fabric.bindStream(stream);
+    c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {
+  return guarded("tideCommSynchronize", [&]() -> tideResult_t {
+    if (!comm) return invalid("tideCommSynchronize", "null comm");
+    comm->fabric.endpoint->synchronizeAll();
+    return tideSuccess;
+  });
+}

@@ -1,0 +1,27 @@
+// Builds a rank's fabric endpoint for the C API. The CUDA half lives in
+// fabric_factory_cuda.cpp and is only compiled with the CUDA fabric.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "tide/fabric.hpp"
+#include "tide/tide.h"
+
+namespace tide::capi {
+
+struct FabricHandle {
+  std::shared_ptr<void> owner;                   // whatever keeps the endpoint alive
+  fabric::Endpoint* endpoint = nullptr;
+  std::function<void(void* stream)> bindStream;  // queue 0 := the caller's stream
+  const char* name = "";
+};
+
+bool cudaFabricBuilt();
+// Both throw FabricError / std::invalid_argument on failure.
+FabricHandle makeCudaFabric(const tideCommConfig_t& config, const tideUniqueId_t& id, int queues,
+                            int counters);
+void makeCudaUniqueId(tideUniqueId_t* id);
+FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir, int queues);
+
+}  // namespace tide::capi

@@ -1,0 +1,43 @@
+// The CUDA fabric for the C API: NCCL bootstrap from a unique id.
+#include <cstring>
+#include <memory>
+
+#include "capi/fabric_factory.hpp"
+#include "fabric/cuda/cuda_endpoint.hpp"
+
+namespace tide::capi {
+
+static_assert(sizeof(ncclUniqueId) <= TIDE_UNIQUE_ID_BYTES, "tideUniqueId_t too small for ncclUniqueId");
+
+bool cudaFabricBuilt() { return true; }
+
+void makeCudaUniqueId(tideUniqueId_t* id) {
+  ncclUniqueId nid;
+  if (ncclGetUniqueId(&nid) != ncclSuccess)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "ncclGetUniqueId failed");
+  std::memset(id, 0, sizeof *id);
+  std::memcpy(id->internal, &nid, sizeof nid);
+}
+
+FabricHandle makeCudaFabric(const tideCommConfig_t& config, const tideUniqueId_t& id, int queues, int counters) {
+  fabric::cuda::CudaFabricOptions opt;
+  opt.topology = plan::Topology::make(config.nodes, config.gpusPerNode);
+  opt.rank = config.rank;
+  opt.device = config.device;
+  opt.arenaBytes = config.arenaBytes;
+  opt.numQueues = queues;
+  opt.numCounters = counters;
+  if (config.timeoutSeconds > 0) opt.waitTimeoutSeconds = config.timeoutSeconds;
+  ncclUniqueId nid;
+  std::memcpy(&nid, id.internal, sizeof nid);
+  auto ep = std::make_shared<fabric::cuda::CudaEndpoint>(opt, nid);
+  FabricHandle h;
+  h.endpoint = ep.get();
+  fabric::cuda::CudaEndpoint* raw = ep.get();
+  h.bindStream = [raw](void* stream) { raw->setCallerStream(static_cast<cudaStream_t>(stream)); };
+  h.owner = ep;
+  h.name = "cuda";
+  return h;
+}
+
+}  // namespace tide::capi

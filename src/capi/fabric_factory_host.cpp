@@ -1,0 +1,28 @@
+#include <memory>
+
+#include "capi/fabric_factory.hpp"
+#include "fabric/host/file_store.hpp"
+#include "fabric/host/shm_world.hpp"
+
+namespace tide::capi {
+
+FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir, int queues) {
+  struct Owner {
+    fabric::host::FileStore store;
+    std::unique_ptr<fabric::host::SharedWorld> world;
+  };
+  auto owner = std::make_shared<Owner>(Owner{fabric::host::FileStore(storeDir), nullptr});
+  fabric::host::HostOptions opt;
+  opt.queues = queues;
+  if (config.timeoutSeconds > 0) opt.timeoutSeconds = config.timeoutSeconds;
+  owner->world = std::make_unique<fabric::host::SharedWorld>(
+      plan::Topology::make(config.nodes, config.gpusPerNode), config.rank, config.arenaBytes, owner->store, opt);
+  FabricHandle h;
+  h.endpoint = &owner->world->endpoint();
+  h.owner = owner;
+  h.bindStream = [](void*) {};
+  h.name = "host";
+  return h;
+}
+
+}  // namespace tide::capi

@@ -1,0 +1,414 @@
+#include "fabric/cuda/cuda_endpoint.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "fabric/cuda/copy_engine.hpp"
+#include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/kernels/delay_kernel.hpp"
+#include "fabric/cuda/kernels/reduce_kernels.hpp"
+#include "fabric/cuda/stream_memops.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+
+constexpr size_t kEventRing = 1024;
+
+double envSeconds(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  return (end != v && s > 0) ? s : fallback;
+}
+
+CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
+  const char* v = std::getenv("TIDE_FABRIC_RAILS");
+  if (v == nullptr || *v == '\0') return fallback;
+  if (std::strcmp(v, "copy-engine") == 0) return CudaFabricOptions::Rails::kCopyEngine;
+  if (std::strcmp(v, "send-recv") == 0) return CudaFabricOptions::Rails::kSendRecv;
+  if (std::strcmp(v, "auto") == 0) return CudaFabricOptions::Rails::kAuto;
+  throwUsage(std::string("TIDE_FABRIC_RAILS=") + v + " (want auto, copy-engine or send-recv)");
+}
+
+int currentDevice() {
+  int d = 0;
+  TIDE_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+}  // namespace
+
+CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId& id)
+    : topo_(plan::Topology::make(options.topology.nodes, options.topology.gpusPerNode)),
+      rank_(options.rank),
+      sumCtas_(options.sumCtas),
+      landCtas_(options.landCtas) {
+  topo_.checkRank(rank_);
+  if (options.numQueues < 1) throwUsage("numQueues must be at least 1");
+  const int device = options.device >= 0 ? options.device : currentDevice();
+  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device);
+  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+  arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
+  for (int q = 0; q < options.numQueues; ++q) {
+    cudaStream_t s = nullptr;
+    TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    own_.push_back(s);
+  }
+  streams_ = own_;
+  events_.resize(kEventRing);
+  TIDE_CUDA_CHECK(cudaMallocHost(&hostWord_, sizeof(uint64_t)));
+
+  // Copy-engine rails need every same-rail rank load/store reachable.
+  bool railPeersReachable = true;
+  for (int n = 0; n < topo_.nodes; ++n)
+    railPeersReachable &= arena_->peerBase(topo_.rankOf(n, topo_.localOf(rank_))) != nullptr;
+  const CudaFabricOptions::Rails wanted = railsFromEnv(options.rails);
+  if (wanted == CudaFabricOptions::Rails::kCopyEngine && !railPeersReachable)
+    throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
+  railMode_ = (wanted == CudaFabricOptions::Rails::kSendRecv || !railPeersReachable)
+                  ? RailMode::kSendRecv
+                  : RailMode::kCopyEngine;
+  if (railMode_ == RailMode::kSendRecv) sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail());
+
+  watchdog_ = std::make_unique<WaitWatchdog>(
+      rank_, device, envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds));
+  reportChoiceOnce();
+}
+
+CudaEndpoint::~CudaEndpoint() {
+  try {
+    synchronizeAll();
+    comms_->barrier();  // no peer still writes into an arena about to be unmapped
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: %s\n", rank_, e.what());
+  }
+  watchdog_.reset();
+  for (EventSlot& e : events_)
+    if (e.event != nullptr) cudaEventDestroy(e.event);
+  for (cudaStream_t s : own_) cudaStreamDestroy(s);
+  if (hostWord_ != nullptr) cudaFreeHost(hostWord_);
+  if (replay_.bytes != nullptr) cudaFree(replay_.bytes);
+  if (replay_.ready != nullptr) cudaEventDestroy(replay_.ready);
+  arena_.reset();
+  if (control_ != nullptr) cudaStreamDestroy(control_);
+  comms_.reset();
+}
+
+void CudaEndpoint::reportChoiceOnce() const {
+  static std::once_flag once;
+  if (rank_ != 0) return;
+  std::call_once(once, [this] {
+    const int v = comms_->ncclVersion();
+    std::fprintf(stderr,
+                 "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s, NCCL %d.%d.%d, "
+                 "%d of %d ranks load/store reachable, wait deadline %.1f s\n",
+                 topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), v / 10000, (v / 100) % 100,
+                 v % 100, arena_->reachablePeers(), topo_.ranks(), watchdog_->timeoutSeconds());
+  });
+}
+
+std::string CudaEndpoint::who() const {
+  return "rank " + std::to_string(rank_) + ", call '" + call_ + "'";
+}
+
+cudaStream_t CudaEndpoint::queue(int q) const {
+  if (q < 0 || q >= static_cast<int>(streams_.size()))
+    throwUsage(who() + ": queue " + std::to_string(q) + " out of range");
+  return streams_[static_cast<size_t>(q)];
+}
+
+cudaStream_t CudaEndpoint::stream(int q) const { return queue(q); }
+
+void CudaEndpoint::setCallerStream(cudaStream_t stream) { streams_[0] = stream; }
+
+void CudaEndpoint::clearCallerStream() { streams_[0] = own_[0]; }
+
+void CudaEndpoint::setCtaBudget(int sumCtas, int landCtas) {
+  if (sumCtas < 1 || landCtas < 1) throwUsage("CTA budgets must be at least 1");
+  sumCtas_ = sumCtas;
+  landCtas_ = landCtas;
+}
+
+std::byte* CudaEndpoint::peerArena(int peerRank) {
+  topo_.checkRank(peerRank);
+  return arena_->peerBase(peerRank);
+}
+
+void CudaEndpoint::checkArenaRange(int64_t offset, int64_t bytes, const char* call) const {
+  if (offset < 0 || bytes < 0 || offset + bytes > arena_->userBytes())
+    throwUsage(who() + ": " + call + " range [" + std::to_string(offset) + ", +" +
+               std::to_string(bytes) + ") outside the arena");
+}
+
+void CudaEndpoint::beginOp(bool flushRails) {
+  if (!stalled_) {
+    stalled_ = true;
+    if (faults_.stallSeconds > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
+  }
+  if (flushRails && sendRecv_ != nullptr) sendRecv_->flush();
+}
+
+bool CudaEndpoint::dropThisRemoteSignal() {
+  const int64_t index = remoteSignals_++;
+  return faults_.loseSignalAfter >= 0 && index == faults_.loseSignalAfter;
+}
+
+void CudaEndpoint::writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote) {
+  if (remote && dropThisRemoteSignal()) return;
+  StreamMemOps::get().write(s, counter, value);
+}
+
+void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
+  cudaStream_t s = queue(q);
+  beginOp();
+  stats_.copyBytes += issueCopies(s, ops);
+  stats_.copyOps += static_cast<int64_t>(ops.size());
+}
+
+void CudaEndpoint::sum(int q, const SumOp& op) {
+  cudaStream_t s = queue(q);
+  for (const SumPiece& pc : op.pieces) {
+    if (pc.dst == nullptr || pc.rows < 0 || pc.elems < 0 || pc.elems > INT32_MAX)
+      throwUsage(who() + ": sum piece without a destination or with a bad shape");
+    if (pc.sources.empty() || pc.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
+      throwUsage(who() + ": sum piece takes 1.." + std::to_string(kernels::kMaxSourcesPerPiece) +
+                 " sources, got " + std::to_string(pc.sources.size()));
+    for (const SumSource& src : pc.sources)
+      if (src.ptr == nullptr || static_cast<int64_t>(src.valid.size()) != pc.rows)
+        throwUsage(who() + ": sum source without an address or without one valid count per row");
+  }
+  beginOp();
+  const auto type = op.srcType == plan::DType::kBF16 ? kernels::SourceType::kBF16
+                                                      : kernels::SourceType::kFP32;
+  const int64_t item = plan::itemSize(op.srcType);
+  kernels::SumLaunchBuilder builder(type, op.alpha, op.accumulate);
+  auto flush = [&] {
+    if (!builder.empty()) kernels::launchSum(builder.launch(), type, sumCtas_, s);
+    builder.clear();
+  };
+  // A piece taller than one launch holds is split by rows (rows are independent).
+  const int64_t maxRows = kernels::kMaxValidPerLaunch / kernels::kMaxSourcesPerPiece;
+  for (const SumPiece& pc : op.pieces) {
+    const int n = static_cast<int>(pc.sources.size());
+    for (int64_t r0 = 0; r0 < pc.rows; r0 += maxRows) {
+      const int64_t rows = std::min(maxRows, pc.rows - r0);
+      const void* ptrs[kernels::kMaxSourcesPerPiece];
+      int64_t pitches[kernels::kMaxSourcesPerPiece];
+      const int64_t* valid[kernels::kMaxSourcesPerPiece];
+      for (int k = 0; k < n; ++k) {
+        const SumSource& src = pc.sources[static_cast<size_t>(k)];
+        ptrs[k] = static_cast<const std::byte*>(src.ptr) + r0 * src.pitch * item;
+        pitches[k] = src.pitch;
+        valid[k] = src.valid.data() + r0;
+      }
+      float* dst = pc.dst + r0 * pc.dstPitch;
+      if (!builder.add(dst, pc.dstPitch, rows, pc.elems, n, ptrs, pitches, valid)) {
+        flush();
+        builder.add(dst, pc.dstPitch, rows, pc.elems, n, ptrs, pitches, valid);
+      }
+    }
+    stats_.sumElems += pc.rows * pc.elems;
+  }
+  flush();
+}
+
+void CudaEndpoint::land(int q, const LandOp& op) {
+  cudaStream_t s = queue(q);
+  if (op.dst == nullptr || op.elems < 0) throwUsage(who() + ": land without a destination");
+  if (op.sources.empty() || op.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
+    throwUsage(who() + ": land takes 1.." + std::to_string(kernels::kMaxSourcesPerPiece) + " sources");
+  beginOp();
+  kernels::LandLaunch p;
+  p.dst = op.dst;
+  p.elems = op.elems;
+  p.numSources = static_cast<int>(op.sources.size());
+  p.alpha = op.alpha;
+  p.accumulate = op.accumulate ? 1 : 0;
+  p.clearSources = op.clearSources ? 1 : 0;
+  for (int k = 0; k < p.numSources; ++k) {
+    if (op.sources[static_cast<size_t>(k)] == nullptr) throwUsage(who() + ": land source is null");
+    p.src[k] = op.sources[static_cast<size_t>(k)];
+  }
+  kernels::launchLand(p, landCtas_, s);
+  stats_.landElems += op.elems;
+}
+
+void CudaEndpoint::zero(int q, void* dst, int64_t bytes) {
+  cudaStream_t s = queue(q);
+  if (bytes < 0 || (bytes > 0 && dst == nullptr)) throwUsage(who() + ": zero of a bad range");
+  beginOp();
+  if (bytes > 0) TIDE_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), s));
+}
+
+void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
+                           int signalId, uint64_t signalValue) {
+  cudaStream_t s = queue(q);
+  topo_.checkRank(dstRank);
+  if (topo_.localOf(dstRank) != topo_.localOf(rank_))
+    throwUsage(who() + ": rail put to rank " + std::to_string(dstRank) + " on another rail");
+  checkArenaRange(dstOffset, bytes, "rail put");
+  beginOp(/*flushRails=*/false);  // puts and receives of a round go out in one group
+  const bool duplicate = railPuts_++ == faults_.duplicatePutAfter;
+  stats_.railBytes += bytes;
+  stats_.railPuts += 1;
+  if (railMode_ == RailMode::kSendRecv) {
+    // The receiver's railRecv lands the bytes and sets its own counter.
+    if (bytes > 0) sendRecv_->deferSend(s, topo_.nodeOf(dstRank), src, bytes);
+    return;
+  }
+  std::byte* dst = arena_->peerBase(dstRank) + dstOffset;
+  issueCopies(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
+  replayAfterPut(s, dst, src, bytes, duplicate);
+  // Rail signals count as remote for loseSignalAfter, like the host fabric's.
+  if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);
+}
+
+void CudaEndpoint::replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes,
+                                  bool duplicate) {
+  // A retransmitted RDMA write: the n-th put's bytes land again after the
+  // next put to the same place (before that put's signal).
+  if (replay_.dst == dst && !duplicate) {
+    TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, replay_.ready, 0));
+    issueCopies(s, {CopyOp{dst, replay_.bytes, replay_.size, 1, 0, 0}});
+    replay_.dst = nullptr;
+  }
+  if (duplicate) {
+    if (replay_.capacity < bytes) {
+      if (replay_.bytes != nullptr) TIDE_CUDA_CHECK(cudaFree(replay_.bytes));
+      TIDE_CUDA_CHECK(cudaMalloc(&replay_.bytes, static_cast<size_t>(bytes)));
+      replay_.capacity = bytes;
+    }
+    if (replay_.ready == nullptr) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&replay_.ready, cudaEventDisableTiming));
+    issueCopies(s, {CopyOp{replay_.bytes, src, bytes, 1, 0, 0}});
+    TIDE_CUDA_CHECK(cudaEventRecord(replay_.ready, s));
+    replay_.dst = dst;
+    replay_.size = bytes;
+  }
+}
+
+void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId,
+                            uint64_t signalValue) {
+  cudaStream_t s = queue(q);
+  topo_.checkRank(srcRank);
+  checkArenaRange(dstOffset, bytes, "rail receive");
+  if (railMode_ != RailMode::kSendRecv) return;
+  beginOp(/*flushRails=*/false);
+  uint64_t* counter = signalId >= 0 ? arena_->counter(signalId) : nullptr;
+  if (bytes > 0) {
+    sendRecv_->deferRecv(s, topo_.nodeOf(srcRank), arena_->base() + dstOffset, bytes, counter, signalValue);
+  } else if (counter != nullptr) {
+    StreamMemOps::get().write(s, counter, signalValue);
+  }
+}
+
+void CudaEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
+  cudaStream_t s = queue(q);
+  topo_.checkRank(dstRank);
+  uint64_t* counter = arena_->peerCounter(dstRank, id);
+  if (counter == nullptr)
+    throwUsage(who() + ": signal to rank " + std::to_string(dstRank) +
+               ", which is not load/store reachable (send/recv rails carry signals with their data)");
+  beginOp();
+  writeCounter(s, counter, value, dstRank != rank_);
+}
+
+void CudaEndpoint::wait(int q, int id, uint64_t value, int peer, const char* what) {
+  cudaStream_t s = queue(q);
+  uint64_t* counter = arena_->counter(id);
+  beginOp();
+  WaitRecord record;
+  record.call = call_;
+  record.queue = q;
+  record.counterId = id;
+  record.value = value;
+  record.peer = peer;
+  record.what = what != nullptr ? what : "";
+  record.counter = counter;
+  watchdog_->before(s);
+  StreamMemOps::get().waitGeq(s, counter, value);
+  watchdog_->after(s, std::move(record));
+}
+
+void CudaEndpoint::delay(int q, double seconds) {
+  cudaStream_t s = queue(q);
+  beginOp();
+  kernels::launchDelay(seconds, s);
+}
+
+uint64_t CudaEndpoint::record(int q) {
+  cudaStream_t s = queue(q);
+  beginOp();
+  const uint64_t id = nextEvent_++;
+  EventSlot& slot = events_[id % kEventRing];
+  if (slot.event == nullptr) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming));
+  TIDE_CUDA_CHECK(cudaEventRecord(slot.event, s));
+  slot.id = id;
+  slot.queue = q;
+  return id;
+}
+
+void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
+  cudaStream_t s = queue(q);
+  const EventSlot& slot = events_[event % kEventRing];
+  if (slot.id != event || slot.queue != srcQueue)
+    throwUsage(who() + ": event " + std::to_string(event) + " of queue " + std::to_string(srcQueue) +
+               " is unknown or was recycled (more than " + std::to_string(kEventRing) +
+               " events in flight)");
+  beginOp();
+  TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, slot.event, 0));
+}
+
+void CudaEndpoint::synchronize(int q) {
+  cudaStream_t s = queue(q);
+  if (sendRecv_ != nullptr) sendRecv_->flush();
+  // Waits inside the stream have their own watchdog; this deadline covers the
+  // rest (a copy or kernel that never ends).
+  const double limit = 2 * watchdog_->timeoutSeconds() + 10;
+  const auto start = std::chrono::steady_clock::now();
+  int spins = 0;
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) TIDE_CUDA_CHECK(e);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit)
+      throw FabricError(FabricError::Kind::kTimeout,
+                        "cuda fabric: " + who() + ": queue " + std::to_string(q) +
+                            " did not drain within " + std::to_string(limit) + " s");
+    if (++spins < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+void CudaEndpoint::synchronizeAll() {
+  for (int q = 0; q < numQueues(); ++q) synchronize(q);
+}
+
+uint64_t CudaEndpoint::counterValue(int id) {
+  const uint64_t* counter = arena_->counter(id);
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(hostWord_, counter, sizeof(uint64_t), cudaMemcpyDeviceToHost, control_));
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(control_));
+  return *hostWord_;
+}
+
+void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
+  faults_ = f;
+  remoteSignals_ = 0;
+  railPuts_ = 0;
+  stalled_ = false;
+}
+
+void CudaEndpoint::barrier() { comms_->barrier(); }
+
+}  // namespace tide::fabric::cuda

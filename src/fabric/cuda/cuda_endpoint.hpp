@@ -1,0 +1,159 @@
+// CUDA implementation of tide::fabric::Endpoint for one process per GPU (as
+// under torchrun). DESIGN.md §3.2.
+//
+//   communicators  world from an NCCL unique id, rail = split(color = local
+//                  rank, key = node); the topology (M x L) may be virtual
+//   arena          ncclMemAlloc + symmetric window; peers by LSA address
+//   queues         a small pool of CUDA streams (queue 0 may be the caller's)
+//   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync (copy engines)
+//   signal / wait  cuStreamWriteValue64 / cuStreamWaitValue64 (GEQ) on uint64
+//                  counters in the arena, every wait under a watchdog deadline
+//   sum / land     short-lived fp32 kernels under a CTA budget
+//   rails          copy engine where every rail peer is reachable, else NCCL
+//                  send/recv (two-sided: the receiver posts railRecv)
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric/cuda/nccl_bootstrap.hpp"
+#include "fabric/cuda/rail_transport.hpp"
+#include "fabric/cuda/symmetric_arena.hpp"
+#include "fabric/cuda/wait_watchdog.hpp"
+#include "tide/fabric.hpp"
+
+namespace tide::fabric::cuda {
+
+struct CudaFabricOptions {
+  enum class Rails { kAuto, kCopyEngine, kSendRecv };
+
+  plan::Topology topology;
+  int rank = 0;
+  int device = -1;                 // CUDA ordinal; -1: the current device
+  int64_t arenaBytes = 0;
+  int numCounters = 1024;
+  int numQueues = 4;
+  double waitTimeoutSeconds = 60;  // env TIDE_FABRIC_WAIT_TIMEOUT_S overrides
+  int sumCtas = 16;                // CTA budgets of the two kernels
+  int landCtas = 16;
+  Rails rails = Rails::kAuto;      // env TIDE_FABRIC_RAILS=auto|copy-engine|send-recv overrides
+};
+
+class CudaEndpoint final : public Endpoint {
+ public:
+  // Collective over all ranks of options.topology.
+  CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId& id);
+  ~CudaEndpoint() override;
+  CudaEndpoint(const CudaEndpoint&) = delete;
+  CudaEndpoint& operator=(const CudaEndpoint&) = delete;
+
+  // ---- Endpoint
+  int rank() const override { return rank_; }
+  const plan::Topology& topology() const override { return topo_; }
+  std::byte* arena() override { return arena_->base(); }
+  int64_t arenaBytes() const override { return arena_->userBytes(); }
+  std::byte* peerArena(int peerRank) override;
+  bool railsByCopy() const override { return railMode_ == RailMode::kCopyEngine; }
+  int numQueues() const override { return static_cast<int>(streams_.size()); }
+  void setCallContext(const std::string& call) override { call_ = call; }
+
+  void copy(int q, const std::vector<CopyOp>& ops) override;
+  void sum(int q, const SumOp& op) override;
+  void land(int q, const LandOp& op) override;
+  void zero(int q, void* dst, int64_t bytes) override;
+  void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes, int signalId,
+               uint64_t signalValue) override;
+  void signal(int q, int dstRank, int id, uint64_t value) override;
+  void wait(int q, int id, uint64_t value, int peer, const char* what) override;
+
+  uint64_t record(int q) override;
+  void waitEvent(int q, int srcQueue, uint64_t event) override;
+
+  void synchronize(int q) override;
+  void synchronizeAll() override;
+  uint64_t counterValue(int id) override;
+  void delay(int q, double seconds) override;
+
+  Stats stats() const override { return stats_; }
+  void resetStats() override { stats_ = Stats{}; }
+  void setFabricFaults(const FabricFaults& f) override;
+
+  // ---- CUDA-specific
+  // Queue 0 runs on `stream`, the caller's (e.g. PyTorch's current stream;
+  // nullptr is the legacy default stream, PyTorch's default).
+  void setCallerStream(cudaStream_t stream);
+  // Queue 0 runs on its own stream again.
+  void clearCallerStream();
+  cudaStream_t stream(int q) const;
+  // Receiver's half of a rail put on send/recv rails (a no-op on copy-engine
+  // rails, where the sender writes and signals by itself); signalId < 0: no
+  // counter. Puts and receives enqueued back to back go out as one NCCL group.
+  void railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId,
+                uint64_t signalValue);
+  RailMode railMode() const { return railMode_; }
+  void setCtaBudget(int sumCtas, int landCtas);
+  int device() const { return comms_->device(); }
+  int ncclVersion() const { return comms_->ncclVersion(); }
+  double waitTimeoutSeconds() const { return watchdog_->timeoutSeconds(); }
+  // Host barrier over all ranks (bootstrap and tests).
+  void barrier();
+
+ private:
+  struct EventSlot {
+    cudaEvent_t event = nullptr;
+    uint64_t id = 0;
+    int queue = -1;
+  };
+  // The duplicatePutAfter fault: a snapshot of the n-th put's bytes, replayed
+  // after the next put to the same place.
+  struct Replay {
+    std::byte* dst = nullptr;
+    void* bytes = nullptr;
+    int64_t size = 0;
+    int64_t capacity = 0;
+    cudaEvent_t ready = nullptr;
+  };
+
+  cudaStream_t queue(int q) const;  // validates q
+  // Faults, late duplicates, and (unless a rail op) the deferred send/recv rails.
+  void beginOp(bool flushRails = true);
+  bool dropThisRemoteSignal();
+  void replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes, bool duplicate);
+  void writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote);
+  std::string who() const;
+  void reportChoiceOnce() const;
+  void checkArenaRange(int64_t offset, int64_t bytes, const char* call) const;
+
+  plan::Topology topo_;
+  int rank_ = 0;
+  std::string call_ = "(no call)";
+  int sumCtas_ = 16;
+  int landCtas_ = 16;
+  RailMode railMode_ = RailMode::kCopyEngine;
+
+  std::unique_ptr<NcclComms> comms_;
+  cudaStream_t control_ = nullptr;  // bootstrap and counter reads
+  std::unique_ptr<SymmetricArena> arena_;
+  std::vector<cudaStream_t> own_;
+  std::vector<cudaStream_t> streams_;
+  std::unique_ptr<SendRecvRails> sendRecv_;
+  std::unique_ptr<WaitWatchdog> watchdog_;
+  std::vector<EventSlot> events_;
+  uint64_t nextEvent_ = 1;
+  uint64_t* hostWord_ = nullptr;  // pinned, for counterValue
+
+  Stats stats_;
+  FabricFaults faults_;
+  int64_t remoteSignals_ = 0;
+  int64_t railPuts_ = 0;
+  bool stalled_ = false;
+  Replay replay_;
+};
+
+}  // namespace tide::fabric::cuda

@@ -1,0 +1,122 @@
+// Device helpers shared by the sum and landing kernels: source loads (16-byte
+// vectors where aligned, scalars at the edges) and the round-to-nearest fp32
+// steps that keep every fabric's arithmetic identical.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "fabric/cuda/kernels/reduce_kernels.hpp"
+
+namespace tide::fabric::cuda::kernels {
+
+// bf16 -> fp32 is exact: the bf16 bits are the high half of the fp32 bits.
+__device__ __forceinline__ float bf16BitsToFloat(uint32_t bits) { return __uint_as_float(bits << 16); }
+
+template <SourceType S>
+struct Source;
+
+template <>
+struct Source<SourceType::kBF16> {
+  using Raw = uint16_t;
+  static constexpr int kVec = 8;  // 16 bytes
+  __device__ __forceinline__ static float scalar(const Raw* p) { return bf16BitsToFloat(*p); }
+  __device__ __forceinline__ static void vector(const Raw* p, float (&out)[kVec]) {
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(w[i] << 16);
+      out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
+
+template <>
+struct Source<SourceType::kFP32> {
+  using Raw = float;
+  static constexpr int kVec = 4;
+  __device__ __forceinline__ static float scalar(const Raw* p) { return *p; }
+  __device__ __forceinline__ static void vector(const Raw* p, float (&out)[kVec]) {
+    const float4 v = __ldcs(reinterpret_cast<const float4*>(p));
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+  }
+};
+
+// Loads elements [x0, x0 + V) of one source row; elements at or past `valid`
+// (or past the row's end, `width` < V) read as 0.
+template <SourceType S, int V, bool kVecLoad>
+__device__ __forceinline__ void loadChunk(const typename Source<S>::Raw* row, int64_t x0, int width,
+                                          int64_t valid, float (&out)[V]) {
+  const int64_t avail = valid - x0;
+  const int n = avail <= 0 ? 0 : (avail < width ? static_cast<int>(avail) : width);
+  if constexpr (kVecLoad) {
+    if (n == V) {
+      Source<S>::vector(row + x0, out);
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = i < n ? Source<S>::scalar(row + x0 + i) : 0.0f;
+}
+
+// dst = accumulate ? dst + alpha*s : alpha*s   (SumOp and LandOp alike)
+__device__ __forceinline__ float scaleInto(float dst, float s, float alpha, bool accumulate) {
+  const float scaled = __fmul_rn(alpha, s);
+  return accumulate ? __fadd_rn(dst, scaled) : scaled;
+}
+
+template <int V>
+__device__ __forceinline__ void loadDst(const float* p, bool vec, int width, float (&out)[V]) {
+  if constexpr (V % 4 == 0) {
+    if (vec && width == V) {
+#pragma unroll
+      for (int i = 0; i < V; i += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(p + i);
+        out[i] = v.x;
+        out[i + 1] = v.y;
+        out[i + 2] = v.z;
+        out[i + 3] = v.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = i < width ? p[i] : 0.0f;
+}
+
+template <int V>
+__device__ __forceinline__ void storeDst(float* p, bool vec, int width, const float (&v)[V]) {
+  if constexpr (V % 4 == 0) {
+    if (vec && width == V) {
+#pragma unroll
+      for (int i = 0; i < V; i += 4)
+        *reinterpret_cast<float4*>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    if (i < width) p[i] = v[i];
+}
+
+inline unsigned gridFor(int64_t work, int ctas) {
+  const int64_t needed = (work + kThreadsPerCta - 1) / kThreadsPerCta;
+  const int64_t cap = ctas > 0 ? ctas : 1;
+  const int64_t grid = needed < cap ? needed : cap;
+  return static_cast<unsigned>(grid > 0 ? grid : 1);
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <int V>
+__device__ __forceinline__ void zeroInit(float (&s)[V]) {
+#pragma unroll
+  for (int i = 0; i < V; ++i) s[i] = 0.0f;
+}
+
+}  // namespace tide::fabric::cuda::kernels

@@ -1,0 +1,167 @@
+// Level 1 fp32 sum (SumOp): see reduce_kernels.hpp for the arithmetic.
+#include <algorithm>
+
+#include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/kernels/fp32_steps.cuh"
+
+namespace tide::fabric::cuda::kernels {
+
+namespace {
+
+// One chunk (V elements of one row) of one piece. K > 0: K sources, all loads
+// issued before the adds; K == 0: the piece's count, one source at a time.
+template <SourceType S, int K, bool kVec>
+__device__ __forceinline__ void sumChunk(const SumLaunch& p, const SumPieceDesc& pc, int64_t c) {
+  using Raw = typename Source<S>::Raw;
+  constexpr int V = kVec ? Source<S>::kVec : 1;
+  const int r = pc.rows == 1 ? 0 : static_cast<int>(c / pc.chunksPerRow);
+  const int64_t x0 = (c - r * pc.chunksPerRow) * V;
+  const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
+  const SumSourceDesc* src = p.sources + pc.firstSource;
+  const int32_t* valid = p.valid + pc.firstValid + r;
+
+  // Elements past `valid` load as 0 and add +0, which changes no bit: s starts
+  // at +0 and a round-to-nearest sum is never -0 unless both terms are.
+  float s[V];
+  zeroInit(s);
+  if constexpr (K > 0) {
+    float v[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      loadChunk<S, V, kVec>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
+                            valid[k * pc.rows], v[k]);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[k][i]);
+  } else {
+    for (int k = 0; k < pc.numSources; ++k) {
+      float v[V];
+      loadChunk<S, V, kVec>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
+                            valid[k * pc.rows], v);
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
+    }
+  }
+
+  const bool accumulate = p.accumulate != 0;
+  float* out = pc.dst + r * pc.dstPitch + x0;
+  float d[V];
+  if (accumulate) loadDst<V>(out, kVec, width, d);
+#pragma unroll
+  for (int i = 0; i < V; ++i) d[i] = scaleInto(accumulate ? d[i] : 0.0f, s[i], p.alpha, accumulate);
+  storeDst<V>(out, kVec, width, d);
+}
+
+// The pieces' chunks form one index space; thread g takes every chunk
+// congruent to g modulo the grid, so the grid-stride balance spans pieces.
+template <SourceType S, int K>
+__global__ void __launch_bounds__(kThreadsPerCta) sumKernel(const __grid_constant__ SumLaunch p) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int i = 0; i < p.numPieces; ++i) {
+    const SumPieceDesc& pc = p.pieces[i];
+    const int64_t work = pc.rows * pc.chunksPerRow;
+    int64_t c = g - pc.workBegin % stride;
+    if (c < 0) c += stride;
+    if (pc.vectorized) {
+      for (; c < work; c += stride) sumChunk<S, K, true>(p, pc, c);
+    } else {
+      for (; c < work; c += stride) sumChunk<S, K, false>(p, pc, c);
+    }
+  }
+}
+
+template <SourceType S>
+void launchTyped(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
+  switch (p.sourcesPerPiece) {
+#define TIDE_SUM_CASE(K) \
+  case K:                \
+    sumKernel<S, K><<<grid, kThreadsPerCta, 0, stream>>>(p); break;
+    TIDE_SUM_CASE(1)
+    TIDE_SUM_CASE(2)
+    TIDE_SUM_CASE(3)
+    TIDE_SUM_CASE(4)
+    TIDE_SUM_CASE(5)
+    TIDE_SUM_CASE(6)
+    TIDE_SUM_CASE(7)
+    TIDE_SUM_CASE(8)
+#undef TIDE_SUM_CASE
+    default:
+      sumKernel<S, 0><<<grid, kThreadsPerCta, 0, stream>>>(p);
+  }
+}
+
+}  // namespace
+
+bool sumPieceVectorizable(const float* dst, int64_t dstPitch, int64_t rows, int numSources,
+                          const void* const* srcPtrs, const int64_t* srcPitches, SourceType type) {
+  const int64_t itemBytes = type == SourceType::kBF16 ? 2 : 4;
+  if (!aligned16(dst) || (rows > 1 && (dstPitch * 4) % 16 != 0)) return false;
+  for (int k = 0; k < numSources; ++k) {
+    if (!aligned16(srcPtrs[k])) return false;
+    if (rows > 1 && (srcPitches[k] * itemBytes) % 16 != 0) return false;
+  }
+  return true;
+}
+
+SumLaunchBuilder::SumLaunchBuilder(SourceType type, float alpha, bool accumulate) : type_(type) {
+  launch_.alpha = alpha;
+  launch_.accumulate = accumulate ? 1 : 0;
+}
+
+void SumLaunchBuilder::clear() {
+  const float alpha = launch_.alpha;
+  const int32_t accumulate = launch_.accumulate;
+  launch_ = SumLaunch{};
+  launch_.alpha = alpha;
+  launch_.accumulate = accumulate;
+  sources_ = 0;
+  valid_ = 0;
+}
+
+bool SumLaunchBuilder::add(float* dst, int64_t dstPitch, int64_t rows, int64_t elems, int numSources,
+                           const void* const* srcPtrs, const int64_t* srcPitches,
+                           const int64_t* const* valid) {
+  const int64_t validCount = rows * numSources;
+  if (launch_.numPieces == kMaxPiecesPerLaunch || sources_ + numSources > kMaxSourcesPerLaunch ||
+      valid_ + validCount > kMaxValidPerLaunch)
+    return false;
+  SumPieceDesc& pc = launch_.pieces[launch_.numPieces];
+  pc.dst = dst;
+  pc.dstPitch = dstPitch;
+  pc.elems = elems;
+  pc.rows = static_cast<int32_t>(rows);
+  pc.firstSource = sources_;
+  pc.numSources = numSources;
+  pc.firstValid = valid_;
+  pc.vectorized = sumPieceVectorizable(dst, dstPitch, rows, numSources, srcPtrs, srcPitches, type_) ? 1 : 0;
+  const int v = !pc.vectorized ? 1 : (type_ == SourceType::kBF16 ? 8 : 4);
+  pc.chunksPerRow = (elems + v - 1) / v;
+  pc.workBegin = launch_.totalWork;
+  launch_.totalWork += pc.chunksPerRow * rows;
+  for (int k = 0; k < numSources; ++k) {
+    launch_.sources[sources_ + k] = SumSourceDesc{srcPtrs[k], srcPitches[k]};
+    for (int64_t r = 0; r < rows; ++r)
+      launch_.valid[valid_ + k * rows + r] = static_cast<int32_t>(std::clamp<int64_t>(valid[k][r], 0, elems));
+  }
+  sources_ += numSources;
+  valid_ += static_cast<int>(validCount);
+  launch_.sourcesPerPiece =
+      launch_.numPieces == 0 || launch_.sourcesPerPiece == numSources ? numSources : 0;
+  ++launch_.numPieces;
+  return true;
+}
+
+void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
+  if (p.numPieces == 0 || p.totalWork == 0) return;
+  const unsigned grid = gridFor(p.totalWork, ctas);
+  if (type == SourceType::kBF16) {
+    launchTyped<SourceType::kBF16>(p, grid, stream);
+  } else {
+    launchTyped<SourceType::kFP32>(p, grid, stream);
+  }
+  TIDE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tide::fabric::cuda::kernels

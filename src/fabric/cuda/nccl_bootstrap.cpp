@@ -1,0 +1,124 @@
+#include "fabric/cuda/nccl_bootstrap.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fabric/cuda/cuda_check.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+void keepMulticastOff() {
+  const char* enable = std::getenv("TIDE_ENABLE_MULTICAST");
+  if (enable != nullptr && std::strcmp(enable, "1") == 0) return;
+  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  if (nvls != nullptr && std::strcmp(nvls, "0") == 0) return;
+  if (nvls != nullptr)
+    std::fprintf(stderr, "[tide] NCCL_NVLS_ENABLE=%s overridden to 0 (multicast needs TIDE_ENABLE_MULTICAST=1)\n",
+                 nvls);
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
+uint64_t hostIdentity() {
+  if (const char* id = std::getenv("NCCL_HOSTID")) return fnv1a(id);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return fnv1a(std::string(host) + "|" + boot);
+}
+
+NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device)
+    : rank_(rank), ranks_(topo.ranks()), device_(device) {
+  topo.checkRank(rank);
+  keepMulticastOff();
+  try {
+    TIDE_CUDA_CHECK(cudaSetDevice(device_));
+    TIDE_NCCL_CHECK(ncclGetVersion(&ncclVersion_));
+    TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TIDE_CUDA_CHECK(cudaMalloc(&scratch_, 64 * sizeof(uint64_t)));
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    TIDE_NCCL_CHECK(ncclCommInitRankConfig(&world_, ranks_, id, rank_, &config));
+    // Rail l joins local rank l of every node, ordered by node.
+    ncclConfig_t railConfig = NCCL_CONFIG_INITIALIZER;
+    railConfig.blocking = 1;
+    TIDE_NCCL_CHECK(ncclCommSplit(world_, topo.localOf(rank_), topo.nodeOf(rank_), &rail_, &railConfig));
+    lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+NcclComms::~NcclComms() { release(); }
+
+void NcclComms::release() noexcept {
+  cudaSetDevice(device_);
+  for (ncclComm_t* c : {&rail_, &world_}) {
+    if (*c == nullptr) continue;
+    ncclCommFinalize(*c);
+    ncclCommDestroy(*c);
+    *c = nullptr;
+  }
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  scratch_ = nullptr;
+  stream_ = nullptr;
+}
+
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream) {
+  // NCCL 2.28 maps a window across this team, and across none when the
+  // host's ranks are not contiguous.
+  const uint64_t mine = hostIdentity();
+  std::vector<uint64_t> all(static_cast<size_t>(ranks));
+  uint64_t* dev = nullptr;
+  TIDE_CUDA_CHECK(cudaMalloc(&dev, (all.size() + 1) * sizeof(uint64_t)));
+  cudaError_t err = cudaMemcpyAsync(dev, &mine, sizeof(mine), cudaMemcpyHostToDevice, stream);
+  const ncclResult_t nerr = err == cudaSuccess ? ncclAllGather(dev, dev + 1, 1, ncclUint64, comm, stream)
+                                               : ncclSuccess;
+  if (err == cudaSuccess && nerr == ncclSuccess)
+    err = cudaMemcpyAsync(all.data(), dev + 1, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
+  if (err == cudaSuccess && nerr == ncclSuccess) err = cudaStreamSynchronize(stream);
+  cudaFree(dev);
+  TIDE_NCCL_CHECK(nerr);
+  TIDE_CUDA_CHECK(err);
+
+  int count = 0;
+  int first = -1;
+  int last = -1;
+  for (int r = 0; r < ranks; ++r) {
+    if (all[static_cast<size_t>(r)] != mine) continue;
+    ++count;
+    if (first < 0) first = r;
+    last = r;
+  }
+  return last - first + 1 == count ? LsaTeam{first, count} : LsaTeam{rank, 1};
+}
+
+void NcclComms::barrier() {
+  TIDE_CUDA_CHECK(cudaSetDevice(device_));
+  TIDE_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, world_, stream_));
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace tide::fabric::cuda

@@ -1,0 +1,68 @@
+// Communicators of one rank of the CUDA fabric: the world communicator from an
+// NCCL unique id, the rail communicator (color = local rank, key = node), and
+// the load/store-accessible (LSA) team NCCL builds windows over.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "tide/plan.hpp"
+
+namespace tide::fabric::cuda {
+
+// Contiguous world ranks on this rank's host; NCCL 2.28 maps a window across
+// exactly this team (and across none when the host's ranks are not contiguous).
+struct LsaTeam {
+  int first = 0;
+  int size = 1;
+  bool contains(int worldRank) const { return worldRank >= first && worldRank < first + size; }
+  int lsaRank(int worldRank) const { return worldRank - first; }
+};
+
+class NcclComms {
+ public:
+  NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device);
+  ~NcclComms();
+  NcclComms(const NcclComms&) = delete;
+  NcclComms& operator=(const NcclComms&) = delete;
+
+  ncclComm_t world() const { return world_; }
+  ncclComm_t rail() const { return rail_; }
+  int rank() const { return rank_; }
+  int ranks() const { return ranks_; }
+  int device() const { return device_; }
+  const LsaTeam& lsaTeam() const { return lsa_; }
+  int ncclVersion() const { return ncclVersion_; }
+
+  // Host-side barrier over the world communicator (a one-int all-reduce).
+  void barrier();
+
+ private:
+  void release() noexcept;
+
+  int rank_ = 0;
+  int ranks_ = 1;
+  int device_ = 0;
+  int ncclVersion_ = 0;
+  ncclComm_t world_ = nullptr;
+  ncclComm_t rail_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* scratch_ = nullptr;  // device scratch for bootstrap collectives
+  LsaTeam lsa_;
+};
+
+// Multicast is off unless TIDE_ENABLE_MULTICAST=1 (DESIGN §2): forces
+// NCCL_NVLS_ENABLE=0 before the first communicator is created.
+void keepMulticastOff();
+
+// The LSA team of `rank` in `comm`: the contiguous run of ranks on this host
+// (collective: an all-gather of host identities).
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream);
+
+// 64-bit identity of this host: NCCL_HOSTID if set, else hostname + boot id
+// (what NCCL uses to group ranks by host).
+uint64_t hostIdentity();
+
+}  // namespace tide::fabric::cuda

@@ -1,0 +1,53 @@
+#include "fabric/cuda/rail_transport.hpp"
+
+#include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/stream_memops.hpp"
+
+namespace tide::fabric::cuda {
+
+const char* railModeName(RailMode mode) {
+  return mode == RailMode::kCopyEngine ? "copy-engine" : "nccl-send-recv";
+}
+
+void SendRecvRails::deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes) {
+  Op op;
+  op.send = true;
+  op.stream = stream;
+  op.peer = railPeer;
+  op.src = src;
+  op.bytes = bytes;
+  ops_.push_back(op);
+}
+
+void SendRecvRails::deferRecv(cudaStream_t stream, int railPeer, void* dst, int64_t bytes,
+                              uint64_t* counter, uint64_t value) {
+  Op op;
+  op.stream = stream;
+  op.peer = railPeer;
+  op.dst = dst;
+  op.bytes = bytes;
+  op.counter = counter;
+  op.value = value;
+  ops_.push_back(op);
+}
+
+void SendRecvRails::flush() {
+  if (ops_.empty()) return;
+  std::vector<Op> ops;
+  ops.swap(ops_);
+  TIDE_NCCL_CHECK(ncclGroupStart());
+  ncclResult_t issued = ncclSuccess;
+  for (const Op& op : ops) {
+    if (issued != ncclSuccess) break;
+    issued = op.send ? ncclSend(op.src, static_cast<size_t>(op.bytes), ncclUint8, op.peer, rail_, op.stream)
+                     : ncclRecv(op.dst, static_cast<size_t>(op.bytes), ncclUint8, op.peer, rail_, op.stream);
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  TIDE_NCCL_CHECK(issued);
+  TIDE_NCCL_CHECK(ended);
+  const StreamMemOps& memops = StreamMemOps::get();
+  for (const Op& op : ops)
+    if (!op.send && op.counter != nullptr) memops.write(op.stream, op.counter, op.value);
+}
+
+}  // namespace tide::fabric::cuda

@@ -1,0 +1,52 @@
+// Rail transfers between same-local-rank GPUs of different nodes.
+//
+// Copy engine (railsByCopy): every rail peer is load/store reachable (virtual
+// nodes on one host), so a put is a copy into the peer's arena followed by a
+// stream write of the peer's counter, like any node-local copy.
+//
+// Send/recv (fallback across real nodes): NCCL point-to-point on the rail
+// communicator. Two-sided, so the receiver posts the matching railRecv; puts
+// and receives are deferred and issued together in one NCCL group at the next
+// flush (any other fabric call flushes), so that opposite transfers of one
+// round cannot deadlock. The receiver sets its own counter after its receive.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace tide::fabric::cuda {
+
+enum class RailMode : int { kCopyEngine = 0, kSendRecv = 1 };
+const char* railModeName(RailMode mode);
+
+class SendRecvRails {
+ public:
+  explicit SendRecvRails(ncclComm_t rail) : rail_(rail) {}
+
+  void deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes);
+  // After the receive lands: *counter := value on `stream`.
+  void deferRecv(cudaStream_t stream, int railPeer, void* dst, int64_t bytes, uint64_t* counter,
+                 uint64_t value);
+  bool pending() const { return !ops_.empty(); }
+  // Issues every deferred transfer in one NCCL group, then the counter writes.
+  void flush();
+
+ private:
+  struct Op {
+    bool send = false;
+    cudaStream_t stream = nullptr;
+    int peer = 0;
+    const void* src = nullptr;
+    void* dst = nullptr;
+    int64_t bytes = 0;
+    uint64_t* counter = nullptr;
+    uint64_t value = 0;
+  };
+  ncclComm_t rail_;
+  std::vector<Op> ops_;
+};
+
+}  // namespace tide::fabric::cuda

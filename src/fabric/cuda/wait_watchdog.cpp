@@ -1,0 +1,137 @@
+#include "fabric/cuda/wait_watchdog.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+#include "fabric/cuda/cuda_check.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+constexpr auto kPollInterval = std::chrono::milliseconds(2);
+}
+
+WaitWatchdog::WaitWatchdog(int rank, int device, double timeoutSeconds)
+    : rank_(rank), device_(device), timeout_(timeoutSeconds), thread_([this] { run(); }) {}
+
+WaitWatchdog::~WaitWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  cudaSetDevice(device_);
+  for (Pending& p : pending_) {
+    cudaEventDestroy(p.started);
+    cudaEventDestroy(p.passed);
+  }
+  for (cudaEvent_t e : freeEvents_) cudaEventDestroy(e);
+  if (nextStarted_ != nullptr) cudaEventDestroy(nextStarted_);
+}
+
+cudaEvent_t WaitWatchdog::takeEvent() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!freeEvents_.empty()) {
+      cudaEvent_t e = freeEvents_.back();
+      freeEvents_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void WaitWatchdog::before(cudaStream_t stream) {
+  cudaEvent_t e = takeEvent();
+  TIDE_CUDA_CHECK(cudaEventRecord(e, stream));
+  nextStarted_ = e;
+}
+
+void WaitWatchdog::after(cudaStream_t stream, WaitRecord record) {
+  Pending p;
+  p.record = std::move(record);
+  p.started = nextStarted_;
+  nextStarted_ = nullptr;
+  p.passed = takeEvent();
+  TIDE_CUDA_CHECK(cudaEventRecord(p.passed, stream));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(p));
+  }
+  cv_.notify_all();
+}
+
+size_t WaitWatchdog::pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+void WaitWatchdog::run() {
+  cudaSetDevice(device_);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (pending_.empty()) {
+      cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (poll(*it, now)) {
+        freeEvents_.push_back(it->started);
+        freeEvents_.push_back(it->passed);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    cv_.wait_for(lock, kPollInterval);
+  }
+}
+
+bool WaitWatchdog::poll(Pending& p, std::chrono::steady_clock::time_point now) {
+  if (cudaEventQuery(p.passed) == cudaSuccess) return true;
+  if (!p.running) {
+    if (cudaEventQuery(p.started) != cudaSuccess) return false;  // earlier work still running
+    p.running = true;
+    p.since = now;
+    return false;
+  }
+  const double waited = std::chrono::duration<double>(now - p.since).count();
+  if (waited > timeout_) failStop(p, waited);
+  return false;
+}
+
+std::string WaitWatchdog::readCounter(const uint64_t* addr) {
+  // The waiting stream is blocked, so read on a private stream, with a bound.
+  cudaStream_t s = nullptr;
+  uint64_t* host = nullptr;
+  std::string out = "unreadable";
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return out;
+  if (cudaMallocHost(&host, sizeof(uint64_t)) == cudaSuccess &&
+      cudaMemcpyAsync(host, addr, sizeof(uint64_t), cudaMemcpyDeviceToHost, s) == cudaSuccess) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (cudaStreamQuery(s) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (cudaStreamQuery(s) == cudaSuccess) out = std::to_string(*host);
+  }
+  return out;  // the stream and pinned word are left alone: the process is about to abort
+}
+
+void WaitWatchdog::failStop(const Pending& p, double waited) {
+  const WaitRecord& r = p.record;
+  const std::string now = readCounter(r.counter);
+  std::fprintf(stderr,
+               "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: wait for counter %d "
+               ">= %" PRIu64 " (peer %d, %s) not satisfied after %.1f s (deadline %.1f s); counter is %s. "
+               "A blocked GPU stream cannot be released: aborting the process (fail stop).\n",
+               rank_, device_, r.call.c_str(), r.queue, r.counterId, r.value, r.peer, r.what.c_str(),
+               waited, timeout_, now.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace tide::fabric::cuda

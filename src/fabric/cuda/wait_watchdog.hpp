@@ -1,0 +1,74 @@
+// Deadlines for stream waits. A cuStreamWaitValue64 that never sees its value
+// blocks its stream forever and nothing on the host can unblock it, so a host
+// thread watches every pending wait: once the work before a wait has finished,
+// the wait has `timeout` seconds to pass; past that the watchdog prints who
+// waited for what and aborts the process (fail stop, never a hang).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tide::fabric::cuda {
+
+struct WaitRecord {
+  std::string call;  // call context at enqueue time
+  int queue = 0;
+  int counterId = 0;
+  uint64_t value = 0;
+  int peer = -1;
+  std::string what;
+  const uint64_t* counter = nullptr;  // device address, read for the message
+};
+
+class WaitWatchdog {
+ public:
+  WaitWatchdog(int rank, int device, double timeoutSeconds);
+  ~WaitWatchdog();
+  WaitWatchdog(const WaitWatchdog&) = delete;
+  WaitWatchdog& operator=(const WaitWatchdog&) = delete;
+
+  // Brackets a wait enqueued on `stream`: call before() just before the wait
+  // is enqueued and after() just after it.
+  void before(cudaStream_t stream);
+  void after(cudaStream_t stream, WaitRecord record);
+
+  double timeoutSeconds() const { return timeout_; }
+  size_t pending();
+
+ private:
+  struct Pending {
+    WaitRecord record;
+    cudaEvent_t started = nullptr;  // work before the wait finished
+    cudaEvent_t passed = nullptr;   // the wait itself passed
+    bool running = false;
+    std::chrono::steady_clock::time_point since;
+  };
+
+  cudaEvent_t takeEvent();
+  void run();
+  bool poll(Pending& p, std::chrono::steady_clock::time_point now);  // true when retired
+  [[noreturn]] void failStop(const Pending& p, double waited);
+  std::string readCounter(const uint64_t* addr);
+
+  int rank_;
+  int device_;
+  double timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  std::vector<cudaEvent_t> freeEvents_;
+  cudaEvent_t nextStarted_ = nullptr;  // recorded by before(), owned by after()
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tide::fabric::cuda

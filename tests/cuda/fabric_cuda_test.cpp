@@ -1,0 +1,811 @@
+// GPU tests of the CUDA fabric's primitives against CPU references.
+//
+//   tide_cuda_fabric_test --ranks N --nodes M [--rails auto|send-recv] [--timeout-case] [--perf]
+//
+// Forks N ranks (rank r on GPU r) over a virtual topology of M nodes x N/M
+// GPUs and checks, on every rank: copies and 2-D copies into every peer's
+// arena, signal/wait ordering across GPUs (ring ping-pong with a log of what
+// each signal made visible), rail puts, events between queues, the caller's
+// stream as queue 0, SumOp and LandOp bit for bit against reference_arith.hpp
+// on fresh random bf16/fp32 data with NaN/Inf and poisoned outputs (also with
+// peer arena sources), determinism across CTA budgets, zero(), stats and a
+// lost-signal fault. --timeout-case also checks that a wait nobody signals
+// fails stop, with a message, within its deadline. --perf prints the
+// bandwidth of a copy into a peer and of the sum and landing kernels.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "fabric/cuda/cuda_endpoint.hpp"
+#include "fabric/cuda/kernels/reduce_kernels.hpp"
+#include "rank_launcher.hpp"
+#include "reference_arith.hpp"
+#include "test_data.hpp"
+
+namespace tide::test {
+namespace {
+
+using fabric::CopyOp;
+using fabric::LandOp;
+using fabric::SumOp;
+using fabric::SumSource;
+using fabric::cuda::CudaEndpoint;
+using fabric::cuda::CudaFabricOptions;
+
+// ---- arena map of the tests (bytes)
+constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kArenaBytes = 64 * kMiB;
+constexpr int64_t kCopyRegion = 0;          // 2 MiB per writer
+constexpr int64_t kCopySlot = 2 * kMiB;
+constexpr int64_t kRailRegion = 16 * kMiB;  // 2 MiB per source node
+constexpr int64_t kRingRegion = 32 * kMiB;  // ring payload, then the log
+constexpr int64_t kRingPayload = 1 * kMiB;
+constexpr int64_t kRingLog = 33 * kMiB;     // 256 B per round
+constexpr int64_t kPullRegion = 48 * kMiB;  // fp32 data peers read in land()
+constexpr int64_t kPullElems = 1 << 20;
+
+// ---- counters
+constexpr int kCopyDone = 0;  // + writer rank
+constexpr int kRailDone = 8;  // + source node
+constexpr int kRingSignal = 16;
+constexpr int kFaultBase = 20;
+
+constexpr uint8_t kPoisonByte = 0xEE;
+constexpr uint32_t kPoisonFloat = 0x7fbadbadu;
+
+struct Args {
+  int ranks = 1;
+  int nodes = 1;
+  std::string rails = "auto";
+  bool timeoutCase = false;
+  bool perf = false;
+};
+
+struct Ctx {
+  CudaEndpoint& ep;
+  int rank;
+  int ranks;
+};
+
+std::vector<uint8_t> download(const void* dev, int64_t bytes) {
+  std::vector<uint8_t> h(static_cast<size_t>(bytes));
+  TCUDA(cudaMemcpy(h.data(), dev, static_cast<size_t>(bytes), cudaMemcpyDefault));
+  return h;
+}
+
+// cudaMemcpy from pageable memory and cudaMemset may return before the device
+// is done, and the fabric's queues do not wait for the legacy stream: sync.
+void upload(void* dev, const void* host, int64_t bytes) {
+  TCUDA(cudaMemcpy(dev, host, static_cast<size_t>(bytes), cudaMemcpyDefault));
+  TCUDA(cudaDeviceSynchronize());
+}
+
+void fill(void* dev, int byte, int64_t bytes) {
+  TCUDA(cudaMemset(dev, byte, static_cast<size_t>(bytes)));
+  TCUDA(cudaDeviceSynchronize());
+}
+
+template <typename T>
+T* deviceAlloc(int64_t count) {
+  void* p = nullptr;
+  TCUDA(cudaMalloc(&p, static_cast<size_t>(count) * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+// ------------------------------------------------------------------ copies
+
+// What `writer` copies into its slot of every rank's copy region: three flat
+// pieces and one 2-D piece, laid out the same for every destination.
+struct CopyPlan {
+  struct Piece {
+    int64_t srcOffset, dstOffset, width, rows, srcPitch, dstPitch;
+  };
+  std::vector<Piece> pieces = {
+      {0, 0, 1 * kMiB / 2, 1, 0, 0},
+      {600000, 600000, 17, 1, 0, 0},
+      {700001, 700032, 4099, 1, 0, 0},
+      {800000, 900000, 1000, 64, 1024, 1536},  // strided
+  };
+  int64_t srcBytes = 1 * kMiB;
+};
+
+std::vector<uint8_t> expectedSlot(int writer, const CopyPlan& plan) {
+  std::vector<uint8_t> slot(static_cast<size_t>(kCopySlot), kPoisonByte);
+  const std::vector<uint8_t> src = pattern(writer, 1, plan.srcBytes);
+  for (const auto& p : plan.pieces)
+    for (int64_t r = 0; r < p.rows; ++r)
+      std::memcpy(&slot[static_cast<size_t>(p.dstOffset + r * p.dstPitch)],
+                  &src[static_cast<size_t>(p.srcOffset + r * p.srcPitch)], static_cast<size_t>(p.width));
+  return slot;
+}
+
+void testPeerCopies(Ctx& c) {
+  const CopyPlan plan;
+  const std::vector<uint8_t> srcHost = pattern(c.rank, 1, plan.srcBytes);
+  auto* src = deviceAlloc<uint8_t>(plan.srcBytes);
+  upload(src, srcHost.data(), plan.srcBytes);
+  fill(c.ep.arena() + kCopyRegion, kPoisonByte, 8 * kCopySlot);
+  c.ep.barrier();
+
+  c.ep.setCallContext("peer_copies#0");
+  for (int d = 0; d < c.ranks; ++d) {
+    std::byte* dst = c.ep.peerArena(d);
+    TCHECK(dst != nullptr, "rank " + std::to_string(d) + " not reachable");
+    if (dst == nullptr) continue;
+    std::vector<CopyOp> ops;
+    for (const auto& p : plan.pieces) {
+      CopyOp op;
+      op.dst = dst + kCopyRegion + c.rank * kCopySlot + p.dstOffset;
+      op.src = src + p.srcOffset;
+      op.width = p.width;
+      op.rows = p.rows;
+      op.srcPitch = p.srcPitch;
+      op.dstPitch = p.dstPitch;
+      ops.push_back(op);
+    }
+    c.ep.copy(1, ops);
+    c.ep.signal(1, d, kCopyDone + c.rank, 1);
+  }
+  for (int s = 0; s < c.ranks; ++s) c.ep.wait(2, kCopyDone + s, 1, s, "peer copies");
+  c.ep.synchronizeAll();
+  for (int s = 0; s < c.ranks; ++s) {
+    const auto got = download(c.ep.arena() + kCopyRegion + s * kCopySlot, kCopySlot);
+    const auto want = expectedSlot(s, plan);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+    TCHECK(wrong == 0, std::to_string(wrong) + " wrong bytes in the slot written by rank " + std::to_string(s));
+  }
+  const auto st = c.ep.stats();
+  TCHECK(st.copyOps == 4 * c.ranks, "copyOps " + std::to_string(st.copyOps));
+  TCHECK(st.copyBytes == c.ranks * (kMiB / 2 + 17 + 4099 + 64000), "copyBytes " + std::to_string(st.copyBytes));
+  TCUDA(cudaFree(src));
+  c.ep.barrier();
+}
+
+// ------------------------------------------------------------------ ring ping-pong
+
+// Round i: rank r overwrites its payload with byte i, copies it into rank
+// r+1's ring region and signals; rank r+1 waits for that signal and copies the
+// first 256 bytes it sees into its log. A signal that overtook its data would
+// leave an older byte in the log.
+void testRingOrdering(Ctx& c) {
+  if (c.ranks < 2) return;
+  const int next = (c.rank + 1) % c.ranks;
+  const int prev = (c.rank + c.ranks - 1) % c.ranks;
+  constexpr int kRounds = 64;
+  auto* payload = deviceAlloc<uint8_t>(kRingPayload);
+  fill(c.ep.arena() + kRingRegion, 0, 2 * kMiB);
+  c.ep.barrier();
+  c.ep.setCallContext("ring#0");
+  for (int i = 1; i <= kRounds; ++i) {
+    TCUDA(cudaMemsetAsync(payload, i, static_cast<size_t>(kRingPayload), c.ep.stream(1)));
+    CopyOp op;
+    op.dst = c.ep.peerArena(next) + kRingRegion;
+    op.src = payload;
+    op.width = kRingPayload;
+    c.ep.copy(1, {op});
+    c.ep.signal(1, next, kRingSignal, static_cast<uint64_t>(i));
+
+    c.ep.wait(2, kRingSignal, static_cast<uint64_t>(i), prev, "ring payload");
+    CopyOp log;
+    log.dst = c.ep.arena() + kRingLog + (i - 1) * 256;
+    log.src = c.ep.arena() + kRingRegion + kRingPayload - 256;  // the tail: written last
+    log.width = 256;
+    c.ep.copy(2, {log});
+    // The sender may overwrite our region only after we logged this round.
+    const uint64_t logged = c.ep.record(2);
+    c.ep.waitEvent(1, 2, logged);
+    c.ep.signal(2, prev, kRingSignal + 1, static_cast<uint64_t>(i));
+    c.ep.wait(1, kRingSignal + 1, static_cast<uint64_t>(i), next, "ring log done");
+  }
+  c.ep.synchronizeAll();
+  const auto logHost = download(c.ep.arena() + kRingLog, kRounds * 256);
+  int64_t wrong = 0;
+  for (int i = 1; i <= kRounds; ++i)
+    for (int b = 0; b < 256; ++b) wrong += logHost[static_cast<size_t>((i - 1) * 256 + b)] != static_cast<uint8_t>(i);
+  TCHECK(wrong == 0, std::to_string(wrong) + " log bytes show data older than their signal");
+  TCHECK(c.ep.counterValue(kRingSignal) == kRounds, "ring counter " + std::to_string(c.ep.counterValue(kRingSignal)));
+  TCUDA(cudaFree(payload));
+  c.ep.barrier();
+}
+
+// ------------------------------------------------------------------ rails
+
+// duplicatePutAfter = 0: the first put's bytes land again after the second
+// put to the same place, before the second put's signal.
+void testDuplicatePut(Ctx& c) {
+  const auto& topo = c.ep.topology();
+  const int64_t bytes = 64 * 1024;
+  const int64_t offset = kRailRegion + 8 * kMiB;
+  const auto first = pattern(c.rank, 4, bytes);
+  const auto second = pattern(c.rank, 5, bytes);
+  auto* a = deviceAlloc<uint8_t>(bytes);
+  auto* b = deviceAlloc<uint8_t>(bytes);
+  upload(a, first.data(), bytes);
+  upload(b, second.data(), bytes);
+  fabric::FabricFaults f;
+  f.duplicatePutAfter = 0;
+  c.ep.setFabricFaults(f);
+  c.ep.setCallContext("duplicate_put#0");
+  const int to = topo.railPeer(c.rank, 1);
+  const int from = topo.railPeer(c.rank, -1);
+  c.ep.railPut(1, to, offset, a, bytes, -1, 0);
+  c.ep.railPut(1, to, offset, b, bytes, kFaultBase + 5, 1);
+  c.ep.wait(2, kFaultBase + 5, 1, from, "second put");
+  c.ep.synchronizeAll();
+  c.ep.setFabricFaults(fabric::FabricFaults{});
+  const auto got = download(c.ep.arena() + offset, bytes);
+  TCHECK(got == pattern(from, 4, bytes), "the first put's bytes were not replayed over the second's");
+  TCUDA(cudaFree(a));
+  TCUDA(cudaFree(b));
+  c.ep.barrier();
+}
+
+void testRailPuts(Ctx& c) {
+  const auto& topo = c.ep.topology();
+  if (topo.nodes < 2) return;
+  const int64_t bytes = kMiB + 5;
+  const std::vector<uint8_t> mine = pattern(c.rank, 2, bytes);
+  auto* src = deviceAlloc<uint8_t>(bytes);
+  upload(src, mine.data(), bytes);
+  fill(c.ep.arena() + kRailRegion, kPoisonByte, 16 * kMiB);
+  c.ep.barrier();
+  c.ep.setCallContext("rail_puts#0");
+  const int node = topo.nodeOf(c.rank);
+  for (int d = 1; d < topo.nodes; ++d) {
+    const int peer = topo.railPeer(c.rank, d);
+    c.ep.railPut(3, peer, kRailRegion + node * 2 * kMiB, src, bytes, kRailDone + node, 7);
+  }
+  for (int d = 1; d < topo.nodes; ++d) {
+    const int peer = topo.railPeer(c.rank, -d);
+    const int peerNode = topo.nodeOf(peer);
+    c.ep.railRecv(3, peer, kRailRegion + peerNode * 2 * kMiB, bytes, kRailDone + peerNode, 7);
+  }
+  for (int d = 1; d < topo.nodes; ++d) {
+    const int peer = topo.railPeer(c.rank, -d);
+    c.ep.wait(2, kRailDone + topo.nodeOf(peer), 7, peer, "rail put");
+  }
+  c.ep.synchronizeAll();
+  for (int d = 1; d < topo.nodes; ++d) {
+    const int peer = topo.railPeer(c.rank, -d);
+    const int peerNode = topo.nodeOf(peer);
+    const auto got = download(c.ep.arena() + kRailRegion + peerNode * 2 * kMiB, 2 * kMiB);
+    const auto want = pattern(peer, 2, bytes);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < bytes; ++i) wrong += got[static_cast<size_t>(i)] != want[static_cast<size_t>(i)];
+    for (int64_t i = bytes; i < 2 * kMiB; ++i) wrong += got[static_cast<size_t>(i)] != kPoisonByte;
+    TCHECK(wrong == 0, std::to_string(wrong) + " wrong bytes from the rail put of rank " + std::to_string(peer));
+  }
+  TCHECK(c.ep.stats().railPuts == topo.nodes - 1, "railPuts " + std::to_string(c.ep.stats().railPuts));
+  TCUDA(cudaFree(src));
+  c.ep.barrier();
+  if (c.ep.railsByCopy()) testDuplicatePut(c);
+}
+
+// ------------------------------------------------------------------ events, caller stream, zero
+
+void testEventsCallerStreamZero(Ctx& c) {
+  const int64_t bytes = 32 * kMiB;
+  auto* a = deviceAlloc<uint8_t>(bytes);
+  auto* b = deviceAlloc<uint8_t>(bytes);
+  auto* d = deviceAlloc<uint8_t>(bytes);
+  const auto pat = pattern(c.rank, 3, bytes);
+  upload(a, pat.data(), bytes);
+  fill(b, 0, bytes);
+  // q1: a -> b (long); q2 must see b complete after waiting on the event.
+  c.ep.setCallContext("events#0");
+  c.ep.copy(1, {CopyOp{b, a, bytes, 1, 0, 0}});
+  const uint64_t ev = c.ep.record(1);
+  c.ep.waitEvent(2, 1, ev);
+  c.ep.copy(2, {CopyOp{d, b, bytes, 1, 0, 0}});
+  c.ep.synchronize(2);
+  const auto got = download(d, bytes);
+  TCHECK(got == pat, "copy after waitEvent saw an unfinished copy");
+
+  // Queue 0 on the caller's stream.
+  cudaStream_t mine = nullptr;
+  TCUDA(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking));
+  c.ep.setCallerStream(mine);
+  TCHECK(c.ep.stream(0) == mine, "queue 0 is not the caller's stream");
+  TCUDA(cudaMemsetAsync(d, 0, static_cast<size_t>(bytes), mine));
+  c.ep.copy(0, {CopyOp{d, a, 4096, 1, 0, 0}});
+  TCUDA(cudaStreamSynchronize(mine));
+  const auto head = download(d, 8192);
+  TCHECK(std::equal(head.begin(), head.begin() + 4096, pat.begin()), "copy on the caller stream");
+  TCHECK(std::all_of(head.begin() + 4096, head.end(), [](uint8_t x) { return x == 0; }), "caller stream order");
+  // The legacy default stream (PyTorch's default) works as queue 0 too, with
+  // batched copies falling back to single ones.
+  c.ep.setCallerStream(nullptr);
+  fill(d, 0, 8192);
+  c.ep.copy(0, {CopyOp{d, a, 1000, 1, 0, 0}, CopyOp{d + 2000, a + 2000, 1000, 1, 0, 0}});
+  TCUDA(cudaStreamSynchronize(nullptr));
+  const auto legacy = download(d, 3000);
+  TCHECK(std::equal(legacy.begin(), legacy.begin() + 1000, pat.begin()) &&
+             std::equal(legacy.begin() + 2000, legacy.end(), pat.begin() + 2000),
+         "batched copy on the legacy default stream");
+  c.ep.clearCallerStream();
+  TCHECK(c.ep.stream(0) != mine && c.ep.stream(0) != nullptr, "queue 0 did not get its own stream back");
+  TCUDA(cudaStreamDestroy(mine));
+
+  // delay(): the queue idles before its next op.
+  const auto t0 = std::chrono::steady_clock::now();
+  c.ep.delay(3, 0.2);
+  c.ep.zero(3, d, 16);
+  c.ep.synchronize(3);
+  const double idled = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TCHECK(idled >= 0.19, "delay(0.2) idled only " + std::to_string(idled) + " s");
+
+  // zero(): exactly the range.
+  fill(d, kPoisonByte, 1 << 16);
+  c.ep.zero(2, d + 100, 5000);
+  c.ep.synchronize(2);
+  const auto z = download(d, 1 << 16);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < (1 << 16); ++i)
+    wrong += z[static_cast<size_t>(i)] != ((i >= 100 && i < 5100) ? 0 : kPoisonByte);
+  TCHECK(wrong == 0, "zero(): " + std::to_string(wrong) + " wrong bytes");
+  TCUDA(cudaFree(a));
+  TCUDA(cudaFree(b));
+  TCUDA(cudaFree(d));
+}
+
+// ------------------------------------------------------------------ sum
+
+struct SumCase {
+  bool bf16;
+  int sources;
+  int pieces;
+  int64_t rows;
+  int64_t elems;
+  bool misaligned;
+  bool accumulate;
+  float alpha;
+};
+
+// One piece of a sum case: host data, device buffers, reference output.
+struct PieceData {
+  std::vector<RefSource> ref;
+  std::vector<std::vector<uint16_t>> hb;
+  std::vector<std::vector<float>> hf;
+  std::vector<void*> devs;
+  std::vector<float> dst0, want;
+  float* dstDev = nullptr;
+  int64_t shift = 0;
+};
+
+// One SumOp of several pieces on fresh data, at three CTA budgets: every
+// result equals the reference and the others bit for bit.
+void runSumCase(Ctx& c, const SumCase& sc, uint64_t seed) {
+  ValueGen gen(seed);
+  const int64_t item = sc.bf16 ? 2 : 4;
+  SumOp op;
+  op.srcType = sc.bf16 ? plan::DType::kBF16 : plan::DType::kFP32;
+  op.alpha = sc.alpha;
+  op.accumulate = sc.accumulate;
+  std::vector<PieceData> data(static_cast<size_t>(sc.pieces));
+  for (int pi = 0; pi < sc.pieces; ++pi) {
+    PieceData& pd = data[static_cast<size_t>(pi)];
+    fabric::SumPiece piece;
+    piece.rows = sc.rows;
+    piece.elems = pi == 0 ? sc.elems : 1 + static_cast<int64_t>(gen.next() % static_cast<uint64_t>(sc.elems + 64));
+    pd.shift = (sc.misaligned && pi % 2 == 0) ? 1 : 0;  // one element off 16-byte alignment
+    pd.ref.resize(static_cast<size_t>(sc.sources));
+    pd.hb.resize(static_cast<size_t>(sc.sources));
+    pd.hf.resize(static_cast<size_t>(sc.sources));
+    for (int k = 0; k < sc.sources; ++k) {
+      RefSource& rs = pd.ref[static_cast<size_t>(k)];
+      rs.bf16 = sc.bf16;
+      rs.pitch = piece.elems + static_cast<int64_t>(gen.next() % 3) * 8;
+      const int64_t n = rs.pitch * piece.rows;
+      if (sc.bf16) {
+        pd.hb[static_cast<size_t>(k)] = gen.bf16s(static_cast<size_t>(n));
+        rs.data = pd.hb[static_cast<size_t>(k)].data();
+      } else {
+        pd.hf[static_cast<size_t>(k)] = gen.fp32s(static_cast<size_t>(n));
+        rs.data = pd.hf[static_cast<size_t>(k)].data();
+      }
+      for (int64_t r = 0; r < piece.rows; ++r) {
+        const uint64_t pick = gen.next() % 4;
+        rs.valid.push_back(pick == 0 ? static_cast<int64_t>(gen.next() % static_cast<uint64_t>(piece.elems + 1))
+                                     : (pick == 1 ? 0 : piece.elems));
+      }
+      auto* dev = deviceAlloc<uint8_t>((n + pd.shift) * item);
+      upload(dev + pd.shift * item, rs.data, n * item);
+      pd.devs.push_back(dev);
+      piece.sources.push_back(SumSource{dev + pd.shift * item, rs.pitch, rs.valid});
+    }
+    piece.dstPitch = piece.elems + 4;
+    const int64_t dstN = piece.dstPitch * piece.rows;
+    pd.dst0.assign(static_cast<size_t>(dstN), bitsToFloat(kPoisonFloat));
+    if (sc.accumulate)
+      for (int64_t r = 0; r < piece.rows; ++r)
+        for (int64_t x = 0; x < piece.elems; ++x) pd.dst0[static_cast<size_t>(r * piece.dstPitch + x)] = gen.fp32();
+    pd.want = pd.dst0;
+    referenceSum(pd.want, piece.dstPitch, piece.rows, piece.elems, pd.ref, sc.alpha, sc.accumulate);
+    pd.dstDev = deviceAlloc<float>(dstN + pd.shift);
+    piece.dst = pd.dstDev + pd.shift;
+    op.pieces.push_back(piece);
+  }
+
+  const std::string name = std::string(sc.bf16 ? "bf16" : "fp32") + " K=" + std::to_string(sc.sources) +
+                           " pieces=" + std::to_string(sc.pieces) + " rows=" + std::to_string(sc.rows) +
+                           " elems=" + std::to_string(sc.elems) + (sc.misaligned ? " misaligned" : "") +
+                           (sc.accumulate ? " acc" : "") + " alpha=" + std::to_string(sc.alpha);
+  std::vector<std::vector<std::vector<float>>> got;  // [budget][piece]
+  for (int ctas : {1, 7, 132}) {
+    for (PieceData& pd : data) upload(pd.dstDev + pd.shift, pd.dst0.data(), static_cast<int64_t>(pd.dst0.size()) * 4);
+    c.ep.setCtaBudget(ctas, 16);
+    c.ep.sum(1, op);
+    c.ep.synchronize(1);
+    got.emplace_back();
+    for (PieceData& pd : data) {
+      got.back().emplace_back(pd.dst0.size());
+      TCUDA(cudaMemcpy(got.back().back().data(), pd.dstDev + pd.shift, pd.dst0.size() * 4, cudaMemcpyDeviceToHost));
+    }
+  }
+  c.ep.setCtaBudget(16, 16);
+  // Inside the rows x elems block: the reference's value (any NaN for a NaN),
+  // never the poison; in the pitch gaps: the poison, untouched.
+  int64_t wrong = 0, knobDiffs = 0;
+  for (int pi = 0; pi < sc.pieces; ++pi) {
+    const PieceData& pd = data[static_cast<size_t>(pi)];
+    const auto& piece = op.pieces[static_cast<size_t>(pi)];
+    for (size_t i = 0; i < pd.want.size(); ++i) {
+      const float g = got[0][static_cast<size_t>(pi)][i];
+      const float w = pd.want[i];
+      const bool inBlock = static_cast<int64_t>(i) % piece.dstPitch < piece.elems;
+      wrong += inBlock ? (!sameFloat(g, w) || floatBits(g) == kPoisonFloat) : floatBits(g) != floatBits(w);
+      for (size_t v = 1; v < got.size(); ++v) knobDiffs += floatBits(got[v][static_cast<size_t>(pi)][i]) != floatBits(g);
+    }
+  }
+  TCHECK(wrong == 0, name + ": " + std::to_string(wrong) + " elements differ from the reference");
+  TCHECK(knobDiffs == 0, name + ": results differ across CTA budgets");
+  for (PieceData& pd : data) {
+    for (void* p : pd.devs) TCUDA(cudaFree(p));
+    TCUDA(cudaFree(pd.dstDev));
+  }
+}
+
+void testSum(Ctx& c) {
+  c.ep.setCallContext("sum#0");
+  int cases = 0;
+  const std::vector<int64_t> elemsList = {1, 7, 8, 1000, 4099, 65536 + 3};
+  uint64_t seed = 1000 + static_cast<uint64_t>(c.rank);
+  ValueGen pick(77 + static_cast<uint64_t>(c.rank), 0);
+  for (bool bf16 : {true, false})
+    for (int k : {1, 2, 3, 4, 7, 8, 9, 16})
+      for (int variant = 0; variant < 4; ++variant) {
+        SumCase sc;
+        sc.bf16 = bf16;
+        sc.sources = k;
+        sc.pieces = 1 + variant;
+        sc.rows = std::vector<int64_t>{1, 2, 5, 17}[static_cast<size_t>(variant)];
+        sc.elems = elemsList[pick.next() % elemsList.size()];
+        if (sc.rows > 2 && sc.elems > 5000) sc.elems = 4099;
+        sc.misaligned = variant == 1 || variant == 3;
+        sc.accumulate = variant >= 2;
+        sc.alpha = std::vector<float>{1.0f, 0.5f, -0.25f, 0.37f}[static_cast<size_t>(variant)];
+        runSumCase(c, sc, seed++);
+        ++cases;
+      }
+  // Many pieces in one op: more than one launch holds.
+  SumCase many{true, 8, 130, 1, 300, false, false, 1.0f};
+  runSumCase(c, many, seed++);
+  ++cases;
+  // The vector path is taken where it should be.
+  namespace k = fabric::cuda::kernels;
+  const void* aligned[1] = {reinterpret_cast<const void*>(uintptr_t{512})};
+  const void* odd[1] = {reinterpret_cast<const void*>(uintptr_t{514})};
+  const int64_t pitch[1] = {64};
+  auto* dst = reinterpret_cast<const float*>(uintptr_t{256});
+  TCHECK(k::sumPieceVectorizable(dst, 64, 2, 1, aligned, pitch, k::SourceType::kBF16), "aligned piece not vectorized");
+  TCHECK(!k::sumPieceVectorizable(dst, 64, 2, 1, odd, pitch, k::SourceType::kBF16), "misaligned piece vectorized");
+  std::printf("[rank %d] sum: %d cases x 3 CTA budgets\n", c.rank, cases);
+}
+
+// ------------------------------------------------------------------ land
+
+std::vector<float> pullData(int owner) {
+  ValueGen gen(5000 + static_cast<uint64_t>(owner));
+  return gen.fp32s(static_cast<size_t>(kPullElems));
+}
+
+void testLand(Ctx& c) {
+  // Every rank publishes fp32 data in its pull region; landings read peers' copies.
+  const auto own = pullData(c.rank);
+  upload(c.ep.arena() + kPullRegion, own.data(), kPullElems * 4);
+  c.ep.barrier();
+  c.ep.setCallContext("land#0");
+  int cases = 0;
+  ValueGen gen(9000 + static_cast<uint64_t>(c.rank));
+  for (int k : {1, 2, 3, 5, 8, 9})
+    for (int variant = 0; variant < 4; ++variant) {
+      const int64_t elems = std::vector<int64_t>{1, 1001, 4096, 300001}[static_cast<size_t>(variant)];
+      const bool misaligned = variant == 1;
+      const bool accumulate = variant >= 2;
+      const bool clear = variant == 3;
+      const float alpha = variant == 2 ? -0.5f : 0.25f;
+      const int64_t shift = misaligned ? 1 : 0;
+      // Sources: local buffers, plus (when peers exist and nothing is cleared) peer pull regions.
+      std::vector<std::vector<float>> host;
+      std::vector<float*> devs;
+      LandOp op;
+      for (int s = 0; s < k; ++s) {
+        const int peer = (c.rank + s) % c.ranks;
+        if (!clear && s % 2 == 1 && c.ranks > 1 && c.ep.peerArena(peer) != nullptr) {
+          const auto data = pullData(peer);
+          const int64_t off = (s * 4099 + shift) % (kPullElems - elems);
+          host.emplace_back(data.begin() + off, data.begin() + off + elems);
+          op.sources.push_back(reinterpret_cast<float*>(c.ep.peerArena(peer) + kPullRegion) + off);
+          continue;
+        }
+        host.push_back(gen.fp32s(static_cast<size_t>(elems)));
+        auto* d = deviceAlloc<float>(elems + shift);
+        upload(d + shift, host.back().data(), elems * 4);
+        devs.push_back(d);
+        op.sources.push_back(d + shift);
+      }
+      std::vector<float> dst0(static_cast<size_t>(elems));
+      for (auto& v : dst0) v = accumulate ? gen.fp32() : bitsToFloat(kPoisonFloat);
+      std::vector<const float*> refSrc;
+      for (auto& h : host) refSrc.push_back(h.data());
+      std::vector<float> want = dst0;
+      referenceLand(want, refSrc, elems, alpha, accumulate);
+
+      auto* dstDev = deviceAlloc<float>(elems + shift);
+      upload(dstDev + shift, dst0.data(), elems * 4);
+      op.dst = dstDev + shift;
+      op.elems = elems;
+      op.alpha = alpha;
+      op.accumulate = accumulate;
+      op.clearSources = clear;
+      c.ep.land(2, op);
+      c.ep.synchronize(2);
+      std::vector<float> got(static_cast<size_t>(elems));
+      TCUDA(cudaMemcpy(got.data(), dstDev + shift, static_cast<size_t>(elems) * 4, cudaMemcpyDeviceToHost));
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < elems; ++i)
+        wrong += !sameFloat(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) ||
+                 floatBits(got[static_cast<size_t>(i)]) == kPoisonFloat;
+      TCHECK(wrong == 0, "land K=" + std::to_string(k) + " elems=" + std::to_string(elems) + ": " +
+                             std::to_string(wrong) + " elements differ");
+      if (clear) {
+        int64_t notCleared = 0;
+        for (float* s : op.sources) {
+          std::vector<float> back(static_cast<size_t>(elems));
+          TCUDA(cudaMemcpy(back.data(), s, static_cast<size_t>(elems) * 4, cudaMemcpyDeviceToHost));
+          for (float v : back) notCleared += floatBits(v) != 0;
+        }
+        TCHECK(notCleared == 0, "clearSources left " + std::to_string(notCleared) + " values");
+      }
+      for (float* d : devs) TCUDA(cudaFree(d));
+      TCUDA(cudaFree(dstDev));
+      ++cases;
+    }
+  std::printf("[rank %d] land: %d cases\n", c.rank, cases);
+  c.ep.barrier();
+}
+
+// ------------------------------------------------------------------ faults
+
+void testLostSignal(Ctx& c) {
+  if (c.ranks < 2) return;
+  const int next = (c.rank + 1) % c.ranks;
+  const int prev = (c.rank + c.ranks - 1) % c.ranks;
+  fabric::FabricFaults f;
+  f.loseSignalAfter = 1;  // the second remote signal is dropped
+  c.ep.setFabricFaults(f);
+  c.ep.setCallContext("lost_signal#0");
+  for (int i = 0; i < 3; ++i) c.ep.signal(1, next, kFaultBase + i, 1);
+  c.ep.synchronizeAll();
+  c.ep.setFabricFaults(fabric::FabricFaults{});
+  c.ep.barrier();
+  TCHECK(c.ep.counterValue(kFaultBase) == 1, "first signal from rank " + std::to_string(prev));
+  TCHECK(c.ep.counterValue(kFaultBase + 1) == 0, "dropped signal arrived");
+  TCHECK(c.ep.counterValue(kFaultBase + 2) == 1, "third signal from rank " + std::to_string(prev));
+  c.ep.barrier();
+}
+
+// ------------------------------------------------------------------ perf (--perf)
+
+// Median time of `body` enqueued on queue q, in ms (events around each call).
+template <typename F>
+double medianMs(CudaEndpoint& ep, int q, int iters, F&& body) {
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(2 * iters));
+  for (auto& e : ev) TCUDA(cudaEventCreate(&e));
+  body();  // warm-up
+  for (int i = 0; i < iters; ++i) {
+    TCUDA(cudaEventRecord(ev[static_cast<size_t>(2 * i)], ep.stream(q)));
+    body();
+    TCUDA(cudaEventRecord(ev[static_cast<size_t>(2 * i + 1)], ep.stream(q)));
+  }
+  ep.synchronize(q);
+  std::vector<float> ms(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i)
+    TCUDA(cudaEventElapsedTime(&ms[static_cast<size_t>(i)], ev[static_cast<size_t>(2 * i)], ev[static_cast<size_t>(2 * i + 1)]));
+  for (auto& e : ev) TCUDA(cudaEventDestroy(e));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Bandwidths of the fabric's own primitives on this rank (printed, not checked):
+// a copy-engine write into the next rank's arena, and the sum / landing
+// kernels at several CTA budgets (bytes read + written per second).
+void perf(Ctx& c) {
+  c.ep.setCallContext("perf#0");
+  const int peer = (c.rank + 1) % c.ranks;
+  const int64_t copyBytes = 16 * kMiB;
+  auto* src = deviceAlloc<uint8_t>(copyBytes);
+  fill(src, 1, copyBytes);
+  const double copyMs = medianMs(c.ep, 1, 20, [&] {
+    c.ep.copy(1, {CopyOp{c.ep.peerArena(peer) + kCopyRegion, src, copyBytes, 1, 0, 0}});
+  });
+  std::printf("[rank %d] perf copy 16 MiB -> rank %d: %.1f us, %.1f GB/s\n", c.rank, peer, copyMs * 1e3,
+              copyBytes / (copyMs * 1e-3) / 1e9);
+  TCUDA(cudaFree(src));
+  c.ep.barrier();
+
+  // Level 1 shaped sum: L bf16 sources of E elements -> fp32 (E = 64 Mi).
+  const int64_t elems = 64 * kMiB;
+  const int k = std::max(2, c.ranks);
+  std::vector<uint16_t*> srcs;
+  SumOp op;
+  op.srcType = plan::DType::kBF16;
+  fabric::SumPiece piece;
+  piece.elems = elems;
+  piece.dstPitch = elems;
+  auto* dst = deviceAlloc<float>(elems);
+  piece.dst = dst;
+  for (int i = 0; i < k; ++i) {
+    srcs.push_back(deviceAlloc<uint16_t>(elems));
+    fill(srcs.back(), 0x3c, elems * 2);
+    piece.sources.push_back(SumSource{srcs.back(), elems, {elems}});
+  }
+  op.pieces.push_back(piece);
+  for (int ctas : {2, 4, 8, 16, 32, 132}) {
+    c.ep.setCtaBudget(ctas, ctas);
+    const double ms = medianMs(c.ep, 1, 10, [&] { c.ep.sum(1, op); });
+    const double bytes = static_cast<double>(elems) * (2.0 * k + 4.0);
+    std::printf("[rank %d] perf sum bf16 K=%d E=64Mi ctas=%3d: %8.1f us, %7.1f GB/s (%.1f GB/s per CTA)\n", c.rank,
+                k, ctas, ms * 1e3, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / ctas);
+  }
+  // Landing: fp32 sources, one per rank, pulled through LSA addresses (E = 16 Mi).
+  const int64_t landElems = 16 * kMiB;
+  auto* landSrc = deviceAlloc<float>(landElems);
+  fill(landSrc, 0, landElems * 4);
+  LandOp land;
+  land.dst = dst;
+  land.elems = landElems;
+  land.sources.push_back(landSrc);
+  for (int r = 1; r < c.ranks; ++r)
+    land.sources.push_back(reinterpret_cast<float*>(c.ep.peerArena((c.rank + r) % c.ranks) + kCopyRegion));
+  for (int ctas : {2, 4, 8, 16, 32, 132}) {
+    c.ep.setCtaBudget(16, ctas);
+    const double ms = medianMs(c.ep, 1, 10, [&] { c.ep.land(1, land); });
+    const double bytes = static_cast<double>(landElems) * 4.0 * (static_cast<double>(land.sources.size()) + 1.0);
+    std::printf("[rank %d] perf land fp32 K=%zu (%d remote) E=16Mi ctas=%3d: %8.1f us, %7.1f GB/s\n", c.rank,
+                land.sources.size(), c.ranks - 1, ctas, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+  }
+  c.ep.setCtaBudget(16, 16);
+  for (auto* p : srcs) TCUDA(cudaFree(p));
+  TCUDA(cudaFree(landSrc));
+  TCUDA(cudaFree(dst));
+  c.ep.barrier();
+}
+
+// ------------------------------------------------------------------ drivers
+
+int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
+  rankForLog() = rank;
+  try {
+    CudaFabricOptions o;
+    o.topology = plan::Topology::make(a.nodes, a.ranks / a.nodes);
+    o.rank = rank;
+    o.device = rank;
+    o.arenaBytes = kArenaBytes;
+    o.numCounters = 256;
+    o.numQueues = 4;
+    o.waitTimeoutSeconds = 30;
+    o.rails = a.rails == "send-recv" ? CudaFabricOptions::Rails::kSendRecv : CudaFabricOptions::Rails::kAuto;
+    CudaEndpoint ep(o, id);
+    Ctx c{ep, rank, a.ranks};
+    TCHECK(ep.arenaBytes() == kArenaBytes, "arena size");
+    TCHECK(ep.railsByCopy() == (a.rails != "send-recv"), "rail mode");
+    testPeerCopies(c);
+    ep.resetStats();
+    testRingOrdering(c);
+    testRailPuts(c);
+    testEventsCallerStreamZero(c);
+    testSum(c);
+    testLand(c);
+    testLostSignal(c);
+    if (a.perf) perf(c);
+    ep.synchronizeAll();
+  } catch (const std::exception& e) {
+    fail(__FILE__, __LINE__, std::string("exception: ") + e.what());
+  }
+  std::printf("[rank %d] %s (%d failures)\n", rank, failures() == 0 ? "PASS" : "FAIL", failures());
+  return failures() == 0 ? 0 : 1;
+}
+
+// A wait nobody signals: the watchdog must abort the process with a message
+// naming rank, call, counter, value, peer and what, within the deadline.
+int timeoutCase() {
+  constexpr double kDeadline = 2.0;
+  const ChildOutcome out = runCapturingStderr(kDeadline + 60, [] {
+    ncclUniqueId id{};
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 3;
+    CudaFabricOptions o;
+    o.topology = plan::Topology::make(1, 1);
+    o.device = 0;
+    o.arenaBytes = kMiB;
+    o.waitTimeoutSeconds = kDeadline;
+    CudaEndpoint ep(o, id);
+    ep.setCallContext("timeout_probe#0");
+    ep.wait(1, 5, 1, 0, "a signal nobody sends");
+    ep.synchronize(1);  // never returns: the watchdog aborts first
+    return 0;
+  });
+  std::printf("timeout case: %.1f s, %s, stderr:\n%s", out.seconds,
+              out.timedOut ? "TIMED OUT" : (out.exited ? "exited" : "signalled"), out.stderrText.c_str());
+  TCHECK(!out.timedOut, "the wait hung instead of failing stop");
+  TCHECK(!out.exited && out.signal == SIGABRT, "expected SIGABRT, got exit " + std::to_string(out.exitCode) +
+                                                    " / signal " + std::to_string(out.signal));
+  TCHECK(out.seconds < kDeadline + 20, "fail stop took " + std::to_string(out.seconds) + " s");
+  for (const char* needle : {"rank 0", "timeout_probe#0", "counter 5 >= 1", "peer 0", "a signal nobody sends"})
+    TCHECK(out.stderrText.find(needle) != std::string::npos, std::string("message lacks '") + needle + "'");
+  return failures() == 0 ? 0 : 1;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--ranks") a.ranks = std::stoi(next());
+    else if (k == "--nodes") a.nodes = std::stoi(next());
+    else if (k == "--rails") a.rails = next();
+    else if (k == "--timeout-case") a.timeoutCase = true;
+    else if (k == "--perf") a.perf = true;
+    else {
+      std::fprintf(stderr, "usage: %s --ranks N --nodes M [--rails auto|send-recv] [--timeout-case] [--perf]\n", argv[0]);
+      std::exit(2);
+    }
+  }
+  if (a.ranks < 1 || a.nodes < 1 || a.ranks % a.nodes != 0) {
+    std::fprintf(stderr, "--ranks must be a positive multiple of --nodes\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+}  // namespace
+}  // namespace tide::test
+
+int main(int argc, char** argv) {
+  using namespace tide::test;
+  const Args a = parse(argc, argv);
+  std::printf("tide_cuda_fabric_test: %d rank(s), %d node(s) x %d, rails %s\n", a.ranks, a.nodes,
+              a.ranks / a.nodes, a.rails.c_str());
+  std::fflush(stdout);
+  const int failedRanks =
+      launchRanks(a.ranks, 70, [&](int rank, const ncclUniqueId& id) { return rankMain(a, rank, id); });
+  int rc = failedRanks == 0 ? 0 : 1;
+  if (a.timeoutCase && timeoutCase() != 0) rc = 1;
+  std::printf("tide_cuda_fabric_test: %s\n", rc == 0 ? "PASS" : "FAIL");
+  return rc;
+}

@@ -1,0 +1,158 @@
+#include "rank_launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace tide::test {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool writeAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool readAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+int launchRanks(int ranks, double timeoutSeconds,
+                const std::function<int(int, const ncclUniqueId&)>& body) {
+  std::vector<int> readEnd(static_cast<size_t>(ranks), -1), writeEnd(static_cast<size_t>(ranks), -1);
+  for (int r = 1; r < ranks; ++r) {
+    int fds[2];
+    if (pipe(fds) != 0) return ranks;
+    readEnd[static_cast<size_t>(r)] = fds[0];
+    writeEnd[static_cast<size_t>(r)] = fds[1];
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) return ranks;
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+      ncclUniqueId id{};
+      if (r == 0) {
+        if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
+        for (int peer = 1; peer < ranks; ++peer)
+          if (!writeAll(writeEnd[static_cast<size_t>(peer)], &id, sizeof(id))) _exit(3);
+      } else if (!readAll(readEnd[static_cast<size_t>(r)], &id, sizeof(id))) {
+        _exit(3);
+      }
+      std::fflush(stdout);
+      const int rc = body(r, id);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  for (int r = 1; r < ranks; ++r) {
+    close(readEnd[static_cast<size_t>(r)]);
+    close(writeEnd[static_cast<size_t>(r)]);
+  }
+
+  int failed = 0;
+  const auto t0 = Clock::now();
+  std::vector<bool> done(pids.size(), false);
+  size_t remaining = pids.size();
+  while (remaining > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int status = 0;
+      if (waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
+      done[i] = true;
+      --remaining;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        ++failed;
+        std::fprintf(stderr, "rank %zu: %s %d\n", i, WIFEXITED(status) ? "exit code" : "killed by signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      }
+    }
+    if (remaining > 0 && since(t0) > timeoutSeconds) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (!done[i]) {
+          std::fprintf(stderr, "rank %zu: still running after %.0f s, killed\n", i, timeoutSeconds);
+          kill(pids[i], SIGKILL);
+          waitpid(pids[i], nullptr, 0);
+          ++failed;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return failed;
+}
+
+ChildOutcome runCapturingStderr(double timeoutSeconds, const std::function<int()>& body) {
+  ChildOutcome out;
+  int fds[2];
+  if (pipe(fds) != 0) return out;
+  const auto t0 = Clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    const int rc = body();
+    std::fflush(stderr);
+    _exit(rc);
+  }
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  int status = 0;
+  bool reaped = false;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    poll(&p, 1, 20);
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.stderrText.append(buf, static_cast<size_t>(n));
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) reaped = true;
+    if (reaped && n <= 0) break;
+    if (!reaped && since(t0) > timeoutSeconds) {
+      out.timedOut = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      reaped = true;
+    }
+  }
+  close(fds[0]);
+  out.seconds = since(t0);
+  out.exited = !out.timedOut && WIFEXITED(status);
+  out.exitCode = out.exited ? WEXITSTATUS(status) : 0;
+  out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return out;
+}
+
+}  // namespace tide::test

@@ -1,0 +1,101 @@
+"""The communicator API from Python on the multi-process host fabric: one
+process per rank, inputs in numpy arrays, outputs checked against numpy
+references (byte-exact gather, float64 sums)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+
+import numpy as np
+import pytest
+
+SHAPES = [[37, 5], [3], [64, 2, 3], [1, 7]]
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits (round to nearest even), as uint16."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _bf16_to_f64(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _inputs(rank: int, seed: int, n: int):
+    rng = np.random.default_rng([seed, rank])
+    grads = [_bf16(rng.standard_normal(int(np.prod(s)))) for s in SHAPES]
+    return grads
+
+
+def _rank_main(rank, nodes, gpus, store, seed, errors):
+    try:
+        from tide.comm import Communicator
+
+        n = nodes * gpus
+        with Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=1 << 22, fabric="host",
+                          store_dir=store, timeout_s=20) as comm:
+            group = comm.register_group(SHAPES)
+            plan = group.plan
+            shard_bytes = plan["group"]["shard_bytes"]
+            landing_off, landing_ptr = comm.alloc(plan["group"]["unsharded_bytes"])
+            landing = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * plan["group"]["unsharded_bytes"])
+                                            .from_address(landing_ptr))
+            shards = [np.random.default_rng([seed, 1000 + r]).integers(0, 256, shard_bytes, dtype=np.uint8)
+                      for r in range(n)]
+            for call in range(2):
+                landing[:] = 0xA5
+                comm.all_gather(group, shards[rank].ctypes.data, landing_off)
+                grads = _inputs(rank, seed + call, n)
+                out = np.full(plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+                comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data, alpha=0.5)
+                comm.synchronize()
+                # All-gather: rank r's shard of parameter p sits at o_p*N + r*s_p.
+                for p in plan["group"]["param_layout"]:
+                    for r in range(n):
+                        at = p["shard_offset"] * n + r * p["shard_bytes"]
+                        want = shards[r][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]]
+                        assert np.array_equal(landing[at:at + p["shard_bytes"]], want), f"AG param {p}, rank {r}"
+                # Reduce-scatter against a float64 sum over every rank's gradients.
+                all_grads = [_inputs(r, seed + call, n) for r in range(n)]
+                for i, p in enumerate(plan["group"]["param_layout"]):
+                    k = p["shard_rows"] * p["row_elems"]
+                    total = p["rows"] * p["row_elems"]
+                    ref = np.zeros(k)
+                    lo, hi = rank * k, min((rank + 1) * k, total)
+                    if hi > lo:
+                        ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
+                    got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
+                    err = np.max(np.abs(got - 0.5 * ref)) / max(1.0, np.max(np.abs(0.5 * ref)))
+                    assert err <= 1e-5, f"RS param {i}: max rel err {err}"
+    except Exception:  # reported to the parent, which fails the test
+        errors.put(f"rank {rank}: {traceback.format_exc()}")
+
+
+@pytest.mark.parametrize("nodes,gpus", [(2, 2), (1, 4), (4, 1)])
+def test_collectives_across_processes(nodes, gpus, tmp_path, rng):
+    ctx = mp.get_context("spawn")
+    errors = ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, nodes, gpus, str(tmp_path), rng.seed_value, errors))
+             for r in range(nodes * gpus)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    messages = []
+    while not errors.empty():
+        messages.append(errors.get())
+    assert not messages, "\n".join(messages)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+
+
+def test_cuda_fabric_reports_unavailable_without_cuda():
+    from tide import _capi
+    from tide.comm import has_cuda, unique_id
+
+    if has_cuda():
+        pytest.skip("this build has the CUDA fabric; the GPU script tests it")
+    with pytest.raises(_capi.TideError) as info:
+        unique_id()
+    assert info.value.result == _capi.Result.UNAVAILABLE

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The one command for a 1- or 2-GPU H200 machine: builds TIDE with its CUDA
+# fabric (cmake + ninja), runs every GPU test and the baseline benchmarks,
+# writes logs under $OUT (default build/gpu-logs) and prints a summary table
+# last. NVLink multicast stays off: NCCL_NVLS_ENABLE=0.
+#
+#   tools/gpu_run.sh [--skip-bench] [--bench-args "..."]
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset TIDE_ENABLE_MULTICAST
+export PYTHONUNBUFFERED=1
+
+OUT="${OUT:-$PWD/build/gpu-logs}"
+BUILD="${BUILD:-build/gpu}"
+PYTHON="${PYTHON:-python3}"
+SKIP_BENCH=0
+BENCH_ARGS=""
+while (($#)); do
+  case "$1" in
+    --skip-bench) SKIP_BENCH=1 ;;
+    --bench-args) BENCH_ARGS="$2"; shift ;;
+    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"]" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUT"
+
+declare -a SUMMARY=()
+FAILED=0
+# run NAME TIMEOUT_S CMD...: logs to $OUT/NAME.log, records PASS/FAIL and seconds.
+run() {
+  local name="$1" limit="$2"
+  shift 2
+  local t0=$SECONDS rc
+  printf '\n==> %s: %s\n' "$name" "$*"
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  tail -n 25 "$OUT/$name.log"
+  local verdict=PASS
+  if ((rc == 124 || rc == 137)); then verdict="TIMEOUT(${limit}s)"; elif ((rc != 0)); then verdict="FAIL(rc=$rc)"; fi
+  [[ $verdict == PASS ]] || FAILED=1
+  SUMMARY+=("$(printf '%-34s %-14s %5ss' "$name" "$verdict" $((SECONDS - t0)))")
+  return $rc
+}
+skip() { SUMMARY+=("$(printf '%-34s %-14s %5s' "$1" "SKIP" "-")  $2"); }
+
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvidia-smi topo -m 2>&1 | head -8
+  nvcc --version 2>&1 | tail -2
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' 2>&1
+  env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
+} | tee "$OUT/environment.txt"
+
+# ---- build: the CUDA fabric, its GPU test and the benchmark helper (sm_90a only here)
+build() {
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DPython3_EXECUTABLE="$(command -v "$PYTHON")" &&
+    cmake --build "$BUILD" --target tide_cuda_fabric_test tide_bench_native -j "$(nproc)"
+}
+export -f build
+export BUILD PYTHON
+run build 240 bash -c build
+TEST="$BUILD/tests/cuda/tide_cuda_fabric_test"
+NATIVE="$BUILD/bench/native/libtide_bench_native.so"
+
+# ---- GPU tests of the fabric primitives
+if [[ -x $TEST ]]; then
+  run fabric_1gpu 90 "$TEST" --ranks 1 --nodes 1 --timeout-case --perf
+  if ((NGPU >= 2)); then
+    run fabric_2gpu_M1xL2 90 "$TEST" --ranks 2 --nodes 1 --perf
+    run fabric_2gpu_M2xL1 90 "$TEST" --ranks 2 --nodes 2
+    run fabric_2gpu_M2xL1_sendrecv 90 "$TEST" --ranks 2 --nodes 2 --rails send-recv
+  else
+    skip fabric_2gpu "one GPU"
+  fi
+else
+  skip fabric_tests "no test binary (build failed or CUDA fabric skipped)"
+fi
+
+# ---- baselines (torchrun, one process per GPU)
+if ((SKIP_BENCH)); then
+  skip baselines "--skip-bench"
+elif ((NGPU >= 1)); then
+  # shellcheck disable=SC2086
+  run baselines 200 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
+    bench/baselines.py --native "$NATIVE" --json "$OUT/baselines.json" $BENCH_ARGS
+  grep -E '^ *(#|ag|rs|stock|nccl|ce_|chunk)' "$OUT/baselines.log" >"$BUILD/baselines_table.txt" || true
+fi
+
+printf '\n==================== summary (%d GPU(s), logs in %s)\n' "$NGPU" "$OUT"
+[[ -s $BUILD/baselines_table.txt ]] && cat "$BUILD/baselines_table.txt"
+printf '%-34s %-14s %6s\n' step result time
+printf '%s\n' "${SUMMARY[@]}"
+exit $FAILED
