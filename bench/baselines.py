@@ -30,7 +30,12 @@ fp32 elements) in bytes, algbw = size / time, busbw = algbw * (N-1)/N, #wrong co
 that differ from the reference after one run into a poisoned output (bitwise for AG, 1e-6
 relative to a float64 sum for RS). Times are the max over ranks of each rank's median.
 
-TIDE's own collectives are not here yet: see tide_systems() below.
+  TIDE (through the C API, tide.comm, on the CUDA fabric)
+    tide_ag          TIDE-AG on one node (M=1, L=N): shards written by copy engines into every
+                     rank's parameter-major landing; no copy-out exists
+    tide_rs          TIDE-RS: bf16 gradients where they are -> fp32 shard (AVG)
+    tide_*_M{N}L1    the same on N virtual nodes of one GPU (Bruck rounds / Latin-square waves,
+                     copy-engine rails)
 """
 from __future__ import annotations
 
@@ -405,13 +410,120 @@ def baseline_systems(comms: dict[str, NativeComm]) -> list[System]:
     ]
 
 
-# ---------------------------------------------------------------- TIDE hook
-# TIDE-AG and TIDE-RS are not wired yet. The lead adds them here: return System objects whose
-# prepare(group) gives a Runner (run() = one call on the current stream, wrong() = #wrong after a
-# run into a poisoned output), and they are timed, checked and put under the GEMM beside the
-# baselines above, in the same run. Until then no TIDE row is printed.
-def tide_systems() -> list[System]:
-    return []
+# ---------------------------------------------------------------- TIDE
+
+
+class TideContext:
+    """TIDE communicators for this run through the C API (tide.comm): one per topology, every
+    benchmark group registered up front, one landing sized for the largest all-gather."""
+
+    def __init__(self, ranks: int):
+        from tide import make_plan
+        from tide.comm import Communicator, has_cuda, unique_id
+
+        if not has_cuda():
+            raise RuntimeError("libtide was built without the CUDA fabric")
+        self.groups = {g.name: g for op in ("ag", "rs") for g in groups_for(op, ranks)}
+        self.topologies = [(1, ranks)] + ([(ranks, 1)] if ranks > 1 else [])
+        self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
+        landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
+        for topo in self.topologies:
+            m, l = topo
+            plans = {name: make_plan([list(s) for s in g.shapes], nodes=m, gpus_per_node=l)
+                     for name, g in self.groups.items()}
+            scratch = sum(p["all_gather"]["stage_bytes"] + p["reduce_scatter"]["staging_bytes"] for p in plans.values())
+            uid = [unique_id() if dist.get_rank() == 0 else None]
+            dist.broadcast_object_list(uid, src=0)
+            comm = Communicator(nodes=m, gpus_per_node=l, rank=dist.get_rank(), fabric="cuda", unique_id=uid[0],
+                                device=torch.cuda.current_device(),
+                                arena_bytes=landing_bytes + scratch + 64 * MiB)
+            self.comms[topo] = comm
+            self.landing[topo] = comm.alloc(landing_bytes)
+            self.handles[topo] = {name: comm.register_group([list(s) for s in g.shapes])
+                                  for name, g in self.groups.items()}
+            self.plans[topo] = plans
+
+    def close(self):
+        for comm in self.comms.values():
+            comm.close()
+
+
+def tide_stream() -> int:
+    return torch.cuda.current_stream().cuda_stream
+
+
+class TideAg(Runner):
+    """TIDE-AG: every rank's shard written by copy engines straight into each rank's
+    parameter-major landing (FSDP2's per-parameter outputs, contiguous)."""
+
+    def __init__(self, group: Group, ctx: TideContext, topo):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.comm, self.handle = group, ctx.comms[topo], ctx.handles[topo][group.name]
+        self.offset, ptr = ctx.landing[topo]
+        self.shard = ag_shard(group, dist.get_rank(), dev)
+        self.landing = wrap_device_bytes(ptr, group.ranks * group.shard_elems * 2, dev)
+
+    def run(self):
+        self.comm.all_gather(self.handle, self.shard.data_ptr(), self.offset, stream=tide_stream())
+
+    def wrong(self) -> int:
+        self.landing.fill_(0xA5)
+        self.run()
+        torch.cuda.synchronize()
+        expected = ag_expected(self.group, self.shard.device)  # (N, S) rank-major
+        # Parameter-major: parameter p's N shards back to back, as FSDP2's copy-out leaves them.
+        want = torch.cat([part.reshape(-1) for part in torch.split(expected, self.group.shard_numels, dim=1)])
+        return int((self.landing.view(torch.int16) != want.view(torch.int16)).sum())
+
+
+class TideRs(Runner):
+    """TIDE-RS: per-parameter bf16 gradients read where they are, reduced into the fp32 shard
+    (AVG: alpha = 1/N)."""
+
+    def __init__(self, group: Group, ctx: TideContext, topo):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.comm, self.handle = group, ctx.comms[topo], ctx.handles[topo][group.name]
+        self.grads = rs_grads(group, dist.get_rank(), dev)
+        self.ptrs = [g.data_ptr() for g in self.grads]
+        self.output = torch.empty(group.shard_elems, dtype=torch.float32, device=dev)
+
+    def run(self):
+        self.comm.reduce_scatter(self.handle, self.ptrs, self.output.data_ptr(), alpha=1.0 / self.group.ranks,
+                                 stream=tide_stream())
+
+    def wrong(self) -> int:
+        self.output.fill_(float("nan"))
+        self.run()
+        torch.cuda.synchronize()
+        ref = rs_reference(self.group, dist.get_rank(), self.output.device)
+        got = self.output.double()
+        return int((~((got - ref).abs() <= 1e-6 * ref.abs() + 1e-12)).sum())
+
+
+def tide_systems(ctx: TideContext | None) -> list[System]:
+    if ctx is None:
+        return []
+    systems = []
+    for topo in ctx.topologies:
+        tag = "" if topo[0] == 1 else f"_M{topo[0]}L{topo[1]}"
+        systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t)))
+        systems.append(System(f"tide_rs{tag}", "rs", lambda g, t=topo: TideRs(g, ctx, t)))
+    return systems
+
+
+def kernel_footprint(runner: Runner) -> dict:
+    """Kernels one call launches and their summed device time (copies and memsets excluded)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    runner.run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        runner.run()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset", "memcpy", "memset"))]
+    names = sorted({e.name[:60] for e in kernels})
+    return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels), "names": names[:6]}
 
 
 # ---------------------------------------------------------------- timing
@@ -550,7 +662,12 @@ def main():
         comms = {"ce": NativeComm(native, Native.NCCL_CTA_POLICY_ZERO, shard, ranks * shard),
                  "default": NativeComm(native, Native.DEFAULT_POLICY, shard, ranks * shard)}
 
-    systems = baseline_systems(comms) + tide_systems()
+    tide_ctx = None
+    try:
+        tide_ctx = TideContext(ranks)
+    except Exception as e:  # no TIDE rows then, and the reason is printed
+        log(f"# TIDE not available: {e}")
+    systems = baseline_systems(comms) + tide_systems(tide_ctx)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(), "ranks": ranks, "torch": torch.__version__,
@@ -575,13 +692,32 @@ def main():
                 ms = max_over_ranks(median_ms(runner.run, args.iters, args.warmup))
                 wrong = sum_over_ranks(runner.wrong())
                 rows.append(row_for(system, group, ms, wrong))
-                if group.name.startswith("llama") or group.name == "32MiB-P16":
+                if group.name.startswith("llama") or group.name == "32MiB-P16":  # interference, footprint
                     runners[(system.name, group.name)] = (runner, ms)
                 del runner
                 torch.cuda.empty_cache()
     print_table(rows)
     for s in skipped:
         log(f"# skipped {s}")
+
+    # SM footprint of one call per system on the Llama group, and RS staging memory.
+    footprint = []
+    for (name, gname), (runner, _ms) in runners.items():
+        if gname.startswith("llama"):
+            fp = kernel_footprint(runner)
+            footprint.append({"system": name, **fp})
+            log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels {fp['names']}")
+    staging = []
+    if tide_ctx is not None:
+        for topo, plans in tide_ctx.plans.items():
+            for gname, p in plans.items():
+                rs = p["reduce_scatter"]
+                staging.append({"topology": list(topo), "group": gname, "tide_staging_bytes": rs["staging_bytes"],
+                                "stock_pack_bytes": rs["fsdp2_pack_bytes"],
+                                "ratio_to_NS": rs["staging_bytes"] / p["group"]["unsharded_bytes"]})
+                log(f"# RS staging M{topo[0]}L{topo[1]} {gname:>18}: TIDE {rs['staging_bytes'] / MiB:8.1f} MiB, "
+                    f"stock pack {rs['fsdp2_pack_bytes'] / MiB:8.1f} MiB, TIDE/NS = "
+                    f"{rs['staging_bytes'] / p['group']['unsharded_bytes']:.3f}")
 
     interference = []
     if not args.skip_interference:
@@ -609,10 +745,14 @@ def main():
     # Written before tear-down, so that a hang there cannot lose the numbers.
     if args.json and dist.get_rank() == 0:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped}, f, indent=1)
+            json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped,
+                       "footprint": footprint, "staging": staging}, f, indent=1)
     runners.clear()
     for comm in comms.values():
         comm.close()
+    if tide_ctx is not None:
+        torch.cuda.synchronize()
+        tide_ctx.close()
     dist.barrier()
     dist.destroy_process_group()
 

@@ -60,7 +60,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DPython3_EXECUTABLE="$(command -v "$PYTHON")" &&
-    cmake --build "$BUILD" --target tide_cuda_fabric_test tide_bench_native -j "$(nproc)"
+    cmake --build "$BUILD" --target tide tide_cuda_fabric_test tide_bench_native -j "$(nproc)"
 }
 export -f build
 export BUILD PYTHON
@@ -82,14 +82,29 @@ else
   skip fabric_tests "no test binary (build failed or CUDA fabric skipped)"
 fi
 
-# ---- baselines (torchrun, one process per GPU)
+# The Python package from the tree, over the libtide just built (CUDA fabric included).
+export TIDE_LIBRARY="$PWD/$BUILD/libtide.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+
+# ---- TIDE-AG / TIDE-RS correctness on the CUDA fabric (bitwise against the host fabric)
+if [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
+  run collectives_1gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=1 \
+    tests/gpu/check_collectives.py
+  if ((NGPU >= 2)); then
+    run collectives_2gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+      tests/gpu/check_collectives.py
+  fi
+else
+  skip collectives "no libtide.so or no GPU"
+fi
+
+# ---- baselines and TIDE (torchrun, one process per GPU)
 if ((SKIP_BENCH)); then
   skip baselines "--skip-bench"
 elif ((NGPU >= 1)); then
   # shellcheck disable=SC2086
-  run baselines 200 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
+  run baselines 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
     bench/baselines.py --native "$NATIVE" --json "$OUT/baselines.json" $BENCH_ARGS
-  grep -E '^ *(#|ag|rs|stock|nccl|ce_|chunk)' "$OUT/baselines.log" >"$BUILD/baselines_table.txt" || true
+  grep -E '^ *(#|ag |rs )' "$OUT/baselines.log" >"$BUILD/baselines_table.txt" || true
 fi
 
 printf '\n==================== summary (%d GPU(s), logs in %s)\n' "$NGPU" "$OUT"

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""GPU correctness of TIDE-AG and TIDE-RS on the CUDA fabric (torchrun, one GPU per rank).
+
+For every topology the GPUs allow (M=1 x L=N, and N virtual nodes of one GPU):
+  - all-gather: every landing byte equals the owner's shard (landing poisoned first);
+  - reduce-scatter: within 1e-5 * max(1, |ref|_inf) of a float64 sum; integer-valued inputs
+    exactly; NaN/Inf inputs give the expected classes; alpha and accumulate;
+  - the GPU's bits equal the host fabric's for the same inputs and plan;
+  - repeated calls give identical bits.
+Exits non-zero on any failure.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(__file__))
+from host_reference import host_run  # noqa: E402
+
+SHAPES = [[256, 256], [128, 256], [688, 256], [256, 688], [256], [37, 5], [3], [64, 2, 3], [1, 7]]
+
+
+class _DeviceBytes:
+    """Lets torch wrap arena memory that libtide owns (no copy)."""
+
+    def __init__(self, ptr: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
+                                         "version": 3, "strides": None, "stream": None}
+
+
+def wrap_device_bytes(ptr: int, nbytes: int, device) -> torch.Tensor:
+    return torch.as_tensor(_DeviceBytes(ptr, nbytes), device=device)
+
+
+def bf16_bits(t: torch.Tensor) -> np.ndarray:
+    return t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+
+
+def make_grads(kind: str, rank: int, seed: int, device) -> list[torch.Tensor]:
+    g = torch.Generator(device=device).manual_seed(seed * 100 + rank)
+    out = []
+    for s in SHAPES:
+        n = int(np.prod(s))
+        if kind == "integer":
+            x = torch.randint(-8, 9, (n,), generator=g, device=device).float()
+        else:
+            x = torch.randn(n, generator=g, device=device)
+            if kind == "nonfinite":
+                m = torch.rand(n, generator=g, device=device)
+                x[m < 0.02] = float("nan")
+                x[(m >= 0.02) & (m < 0.04)] = float("inf")
+                x[(m >= 0.04) & (m < 0.06)] = -float("inf")
+        out.append(x.to(torch.bfloat16))
+    return out
+
+
+def gather_np(arr: np.ndarray) -> list[np.ndarray]:
+    objs = [None] * dist.get_world_size()
+    dist.all_gather_object(objs, arr)
+    return objs
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equal, every NaN equal to every NaN (payloads differ between CPU and GPU)."""
+    nan = np.isnan(a) & np.isnan(b)
+    return bool(np.all(nan | (a.view(np.uint32) == b.view(np.uint32))))
+
+
+def main() -> int:
+    from tide.comm import Communicator, unique_id
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", local)
+    torch.cuda.set_stream(torch.cuda.Stream())
+    stream = torch.cuda.current_stream().cuda_stream
+    failures = []
+    topologies = [(1, n)] + ([(n, 1)] if n > 1 else [])
+    for nodes, gpus in topologies:
+        tag = f"M{nodes}L{gpus}"
+        uid = [unique_id() if rank == 0 else None]
+        dist.broadcast_object_list(uid)
+        comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20, fabric="cuda",
+                            unique_id=uid[0], device=local, timeout_s=30)
+        group = comm.register_group(SHAPES)
+        plan = group.plan["group"]
+        off, ptr = comm.alloc(plan["unsharded_bytes"])
+        landing = wrap_device_bytes(ptr, plan["unsharded_bytes"], dev)
+        for case, (kind, alpha, accumulate) in enumerate([("normal", 1.0 / n, False), ("integer", 1.0, False),
+                                                          ("nonfinite", 0.5, False), ("normal", 0.25, True)]):
+            name = f"{tag}/{kind}/alpha={alpha}/acc={accumulate}"
+            g = torch.Generator(device=dev).manual_seed(7000 + 31 * case + rank)
+            shard = torch.randint(0, 256, (plan["shard_bytes"],), generator=g, device=dev, dtype=torch.uint8)
+            grads = make_grads(kind, rank, case, dev)
+            out0 = torch.randn(plan["out_bytes"] // 4, generator=g, device=dev) if accumulate else \
+                torch.full((plan["out_bytes"] // 4,), float("nan"), device=dev)
+            results = []
+            for _repeat in range(3):
+                landing.fill_(0xA5)
+                out = out0.clone()
+                comm.all_gather(group, shard.data_ptr(), off, stream=stream)
+                comm.reduce_scatter(group, [x.data_ptr() for x in grads], out.data_ptr(), alpha=alpha,
+                                    accumulate=accumulate, stream=stream)
+                torch.cuda.synchronize()
+                results.append((landing.cpu().numpy().copy(), out.cpu().numpy().copy()))
+            if not all(np.array_equal(results[0][0], r[0]) and same_bits(results[0][1], r[1]) for r in results[1:]):
+                failures.append(f"{name}: repeated calls differ")
+            land, y = results[0]
+            # All-gather: byte-exact against every rank's shard.
+            shards = gather_np(shard.cpu().numpy())
+            for p in group.plan["group"]["param_layout"]:
+                for r in range(n):
+                    at = p["shard_offset"] * n + r * p["shard_bytes"]
+                    want = shards[r][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]]
+                    if not np.array_equal(land[at:at + p["shard_bytes"]], want):
+                        failures.append(f"{name}: AG param at {p['shard_offset']} from rank {r} wrong")
+            # Reduce-scatter: float64 reference.
+            all_grads = gather_np(np.concatenate([bf16_bits(x) for x in grads]))
+            init = out0.cpu().numpy()
+            ref = np.zeros_like(init, dtype=np.float64)
+            at = 0
+            for p, s in zip(group.plan["group"]["param_layout"], SHAPES):
+                numel = int(np.prod(s))
+                k = p["shard_rows"] * p["row_elems"]
+                lo, hi = rank * k, min((rank + 1) * k, numel)
+                if hi > lo:
+                    tot = sum((all_grads[u][at + lo:at + hi].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+                              for u in range(n))
+                    ref[p["out_offset"]:p["out_offset"] + hi - lo] = tot
+                at += numel
+            ref = alpha * ref + (init.astype(np.float64) if accumulate else 0.0)
+            finite = np.isfinite(ref)
+            scale = max(1.0, float(np.max(np.abs(ref[finite]))) if finite.any() else 1.0)
+            yd = y.astype(np.float64)
+            if kind == "integer":
+                ok = np.array_equal(yd, ref)
+            else:
+                ok = bool(np.all(np.abs(yd[finite] - ref[finite]) <= 1e-5 * scale))
+                ok &= bool(np.all(np.isnan(yd[np.isnan(ref)])))
+                inf = np.isinf(ref)
+                ok &= bool(np.all(yd[inf] == ref[inf]))
+            if not ok:
+                failures.append(f"{name}: RS differs from the float64 reference")
+            # Bit for bit against the host fabric on the same inputs (rank 0 runs it).
+            grads_np = [np.split(all_grads[u], np.cumsum([int(np.prod(s)) for s in SHAPES])[:-1]) for u in range(n)]
+            outs = gather_np(y)
+            lands = gather_np(land)
+            inits = gather_np(init)
+            if rank == 0:
+                h_land, h_out = host_run(nodes, gpus, SHAPES, shards, grads_np, alpha, inits, accumulate)
+                for r in range(n):
+                    if not np.array_equal(h_land[r], lands[r]):
+                        failures.append(f"{name}: rank {r} landing differs from the host fabric")
+                    if not same_bits(h_out[r], outs[r]):
+                        bad = int(np.sum(~(np.isnan(h_out[r]) & np.isnan(outs[r])) &
+                                         (h_out[r].view(np.uint32) != outs[r].view(np.uint32))))
+                        failures.append(f"{name}: rank {r} RS output differs from the host fabric in {bad} elements")
+            print(f"[rank {rank}] {name}: checked", flush=True)
+        comm.close()
+    all_failures = [None] * n
+    dist.all_gather_object(all_failures, failures)
+    dist.destroy_process_group()
+    if rank == 0:
+        flat = [f for fs in all_failures for f in fs]
+        for f in flat:
+            print("FAIL", f)
+        print(f"check_collectives: {'FAILED' if flat else 'all checks passed'} ({n} GPU(s))")
+        return 1 if flat else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
