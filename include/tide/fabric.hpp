@@ -22,7 +22,7 @@ namespace tide::fabric {
 // message names the rank, the call, the peer and what was awaited.
 class FabricError : public std::runtime_error {
  public:
-  enum class Kind { kTimeout, kProtocol, kPeerFailure, kUsage };
+  enum class Kind { kTimeout, kProtocol, kPeerFailure, kUsage, kDevice };  // kDevice: a CUDA/NCCL call failed
   FabricError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
 

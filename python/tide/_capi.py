@@ -111,7 +111,8 @@ PlanHandle = ctypes.c_void_p  # tidePlan_t (opaque)
 class UniqueId(ctypes.Structure):
     """tideUniqueId_t (an NCCL unique id inside)."""
 
-    _fields_ = [("internal", ctypes.c_char * 128)]
+    # Bytes, not a C string: an NCCL id holds zeros, which c_char would cut at.
+    _fields_ = [("internal", ctypes.c_ubyte * 128)]
 
 
 class CommConfig(ctypes.Structure):

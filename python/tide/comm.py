@@ -24,7 +24,7 @@ def unique_id() -> bytes:
     """A fresh NCCL unique id (rank 0 makes it, every rank passes it to Communicator)."""
     uid = _capi.UniqueId()
     _capi.check(_capi.library().tideGetUniqueId(ctypes.byref(uid)))
-    return bytes(uid.internal)
+    return ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid))
 
 
 class Group:
@@ -62,8 +62,9 @@ class Communicator:
         if fabric == "cuda":
             if unique_id is None:
                 raise ValueError("fabric='cuda' needs unique_id")
-            uid = _capi.UniqueId()
-            uid.internal = unique_id
+            if len(unique_id) != ctypes.sizeof(_capi.UniqueId):
+                raise ValueError(f"unique_id must be {ctypes.sizeof(_capi.UniqueId)} bytes, got {len(unique_id)}")
+            uid = _capi.UniqueId.from_buffer_copy(unique_id)
             _capi.check(lib.tideCommInitCuda(ctypes.byref(config), ctypes.byref(uid), ctypes.byref(handle)))
         elif fabric == "host":
             if store_dir is None:

@@ -41,6 +41,7 @@ tideResult_t guarded(const char* call, F&& body) {
       case fabric::FabricError::Kind::kPeerFailure: r = tideTimeout; reason = "peer_failure"; break;
       case fabric::FabricError::Kind::kProtocol: r = tideProtocolError; reason = "protocol_violation"; break;
       case fabric::FabricError::Kind::kUsage: r = tideInvalidArgument; reason = "bad_argument"; break;
+      case fabric::FabricError::Kind::kDevice: r = tideInternalError; reason = "device_error"; break;
     }
     setLastError(r, reason, std::string(call) + ": " + e.what());
     return r;

@@ -10,9 +10,8 @@
 
 namespace tide::fabric::cuda {
 
-// fabric.hpp has no device-error kind yet; device and NCCL failures are
-// reported as protocol errors until it has one.
-inline constexpr FabricError::Kind kDeviceErrorKind = FabricError::Kind::kProtocol;
+// Device and NCCL failures.
+inline constexpr FabricError::Kind kDeviceErrorKind = FabricError::Kind::kDevice;
 
 [[noreturn]] void throwCudaError(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void throwDriverError(CUresult err, const char* expr, const char* file, int line);
