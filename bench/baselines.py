@@ -413,6 +413,17 @@ def baseline_systems(comms: dict[str, NativeComm]) -> list[System]:
 # ---------------------------------------------------------------- TIDE
 
 
+# Plan options for this machine. Calibration of the two-H200 host (measured by the fabric test's
+# --perf and ANCHORS.md): copy-engine rails and pushes ~390 GB/s, the sum kernel ~30 GB/s per CTA,
+# the landing ~20 GB/s per CTA. More passes give Level 1 more chunks to pipeline; they never
+# change the bits.
+TIDE_PLAN = {
+    "calibration": {"nic_gbps": 390, "fabric_gbps": 390, "sum_gbps_per_cta": 30, "land_gbps_per_cta": 20,
+                    "land_cap_gbps": 900, "round_wait_ms": 0.02},
+    "passes": 4,
+}
+
+
 class TideContext:
     """TIDE communicators for this run through the C API (tide.comm): one per topology, every
     benchmark group registered up front, one landing sized for the largest all-gather."""
@@ -429,7 +440,7 @@ class TideContext:
         landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
         for topo in self.topologies:
             m, l = topo
-            plans = {name: make_plan([list(s) for s in g.shapes], nodes=m, gpus_per_node=l)
+            plans = {name: make_plan([list(s) for s in g.shapes], nodes=m, gpus_per_node=l, **TIDE_PLAN)
                      for name, g in self.groups.items()}
             scratch = sum(p["all_gather"]["stage_bytes"] + p["reduce_scatter"]["staging_bytes"] for p in plans.values())
             uid = [unique_id() if dist.get_rank() == 0 else None]
@@ -439,8 +450,10 @@ class TideContext:
                                 arena_bytes=landing_bytes + scratch + 64 * MiB)
             self.comms[topo] = comm
             self.landing[topo] = comm.alloc(landing_bytes)
-            self.handles[topo] = {name: comm.register_group([list(s) for s in g.shapes])
+            self.handles[topo] = {name: comm.register_group([list(s) for s in g.shapes], **TIDE_PLAN)
                                   for name, g in self.groups.items()}
+            p = plans["llama3.1-8b-layer"]["reduce_scatter"]
+            log(f"# TIDE M{m}L{l}: sum CTAs {p['sum_ctas']}, landing CTAs {p['landing_ctas']}, passes {p['passes']}")
             self.plans[topo] = plans
 
     def close(self):

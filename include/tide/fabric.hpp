@@ -64,6 +64,7 @@ struct SumPiece {
 };
 struct SumOp {
   plan::DType srcType = plan::DType::kBF16;
+  int ctas = 0;  // CTA budget (0: the fabric's default); never changes the bits
   float alpha = 1.0f;
   bool accumulate = false;
   std::vector<SumPiece> pieces;
@@ -73,6 +74,7 @@ struct SumOp {
 // s = sum of the fp32 sources in order (one per GPU of the node, the unicast
 // stand-in for multimem.ld_reduce). clearSources zeroes what was read.
 struct LandOp {
+  int ctas = 0;  // CTA budget (0: the fabric's default); never changes the bits
   float* dst = nullptr;
   int64_t elems = 0;
   std::vector<float*> sources;

@@ -211,6 +211,7 @@ Mode parseMode(const std::string& s);  // "in-place" | "slot-reuse"
 // Calibrated rates for the sizing solver (App. G). Bandwidths in bytes/s.
 struct Calibration {
   double nicBw = 47.5e9;       // BW_NIC, sustained per rail
+  double fabricBw = 390e9;     // node-local copy-engine rate (one node: Level 1 keeps pace with it)
   double sumBwPerCta = 99e9;   // BW_sum, logical read+write per CTA
   double landBwPerCta = 21e9;  // BW_land
   double landCap = 90e9;       // BW_cap, landing fabric ceiling

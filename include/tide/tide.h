@@ -38,6 +38,7 @@ const char* tideGetErrorString(tideResult_t result);
 
 typedef struct {
   double nicBw, sumBwPerCta, landBwPerCta, landCap, roundWait; /* bytes/s, seconds */
+  double fabricBw; /* node-local copy-engine bytes/s (0: default) */
 } tideCalibration_t;
 
 typedef struct {

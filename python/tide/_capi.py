@@ -77,6 +77,7 @@ class Calibration(ctypes.Structure):
         ("landBwPerCta", ctypes.c_double),
         ("landCap", ctypes.c_double),
         ("roundWait", ctypes.c_double),
+        ("fabricBw", ctypes.c_double),
     ]
 
 

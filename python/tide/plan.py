@@ -27,6 +27,8 @@ CALIBRATION_KEYS = {
     "land_cap_gbps": ("landCap", 1e9),
     "round_wait_ms": ("roundWait", 1e-3),
 }
+# Optional: node-local copy-engine rate, which single-node Level 1 must keep pace with.
+OPTIONAL_CALIBRATION_KEYS = {"fabric_gbps": ("fabricBw", 1e9)}
 
 PARAM_KEYS = ("name", "shape", "dtype")
 
@@ -169,7 +171,7 @@ def to_c_calibration(calibration: Mapping[str, float]) -> _capi.Calibration:
     """tideCalibration_t (bytes/s, seconds) from the user-unit dict."""
     if not isinstance(calibration, Mapping):
         raise PlanInputError("calibration must be a mapping")
-    unknown = sorted(set(calibration) - set(CALIBRATION_KEYS))
+    unknown = sorted(set(calibration) - set(CALIBRATION_KEYS) - set(OPTIONAL_CALIBRATION_KEYS))
     missing = sorted(set(CALIBRATION_KEYS) - set(calibration))
     if unknown or missing:
         parts = []
@@ -179,7 +181,9 @@ def to_c_calibration(calibration: Mapping[str, float]) -> _capi.Calibration:
             parts.append(f"missing keys {missing}")
         raise PlanInputError(f"calibration: {', '.join(parts)} (expected: {sorted(CALIBRATION_KEYS)})")
     fields = {}
-    for key, (field, scale) in CALIBRATION_KEYS.items():
+    for key, (field, scale) in {**CALIBRATION_KEYS, **OPTIONAL_CALIBRATION_KEYS}.items():
+        if key not in calibration:
+            continue
         value = calibration[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise PlanInputError(f"calibration: {key} must be a number, got {value!r}")

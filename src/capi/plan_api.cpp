@@ -54,6 +54,7 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
     in.options.rs.calibration.landBwPerCta = c->landBwPerCta;
     in.options.rs.calibration.landCap = c->landCap;
     in.options.rs.calibration.roundWait = c->roundWait;
+    if (c->fabricBw > 0) in.options.rs.calibration.fabricBw = c->fabricBw;
   }
   in.gradDtype = toDtype(config->gradDtype);
   return in;

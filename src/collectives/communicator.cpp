@@ -26,7 +26,7 @@ int64_t clampValid(int64_t total, int64_t start, int64_t len) {
 Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults)
     : ep_(ep), layout_(layout), faults_(faults) {
   if (ep_.numQueues() < kQueuesNeeded)
-    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "the collectives need 4 queues");
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "the collectives need " + std::to_string(kQueuesNeeded) + " queues");
   if (ep_.arenaBytes() < layout_.end())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "arena smaller than the scratch layout");
   const plan::Topology& t = ep_.topology();
@@ -160,7 +160,14 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
     ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
   std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me);
   if (injected(Fault::kWrongLandingOffset)) localDescs.front().dst.offset += 1;
-  ep_.copy(kCopyQueue, toCopyOps(localDescs, shard, landingOffset, nullptr, 0));
+  // The own landing is filled on its own queue (another copy engine) while
+  // this one writes the peers'; the done signals wait for both.
+  std::vector<CopyDesc> ownDescs, peerDescs;
+  for (const CopyDesc& d : localDescs) (d.dst.rank == me ? ownDescs : peerDescs).push_back(d);
+  ep_.waitEvent(kOwnCopyQueue, kCallerQueue, entry);
+  ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));
+  const uint64_t ownDone = ep_.record(kOwnCopyQueue);
+  if (!peerDescs.empty()) ep_.copy(kCopyQueue, toCopyOps(peerDescs, shard, landingOffset, nullptr, 0));
   for (size_t gi = 0; gi < plan.ag.scatterGroups.size(); ++gi) {
     ep_.waitEvent(kCopyQueue, kNetQueue, arrived[gi]);
     ep_.copy(kCopyQueue, toCopyOps(plan::agScatterDescriptors(g, plan.ag, me, plan.ag.scatterGroups[gi]),
@@ -168,6 +175,7 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   }
   // Condition 2 (parameters ready) is the peers' done signals; condition 3
   // (stage reusable) is the credit to each round's sender.
+  ep_.waitEvent(kCopyQueue, kOwnCopyQueue, ownDone);
   for (int i = 0; i < t.gpusPerNode; ++i) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
   if (!injected(Fault::kDropCredit))
     for (const plan::AgRound& r : plan.ag.rounds)
@@ -294,6 +302,7 @@ void Communicator::rsSingleNode(const plan::Plan& plan, const std::vector<const 
       if (range.size() > 0) {
         fabric::SumOp op = level1Sum(g, rs, me, me, 1, range, ep_.arena() + layout_.stagingSlot(slot), grads,
                                      out + range.begin, 0);
+        op.ctas = rs.sumCtas;
         op.alpha = alpha;
         op.accumulate = accumulate;
         ep_.sum(kSumQueue, op);
@@ -367,10 +376,12 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
     }
     const int sub = plan::subSlice(local, plan::contributorIndex(blk.dest, node, m), m, l);
     const plan::ElemRange range = plan::subSliceRange(g, rs, blk.pass, sub);
-    if (range.size() > 0)
-      ep_.sum(kSumQueue, level1Sum(g, rs, me, t.rankOf(blk.dest, 0), l, range,
-                                   ep_.arena() + layout_.stagingSlot(slot), grads,
-                                   reinterpret_cast<float*>(dst), rs.subElems));
+    if (range.size() > 0) {
+      fabric::SumOp op = level1Sum(g, rs, me, t.rankOf(blk.dest, 0), l, range, ep_.arena() + layout_.stagingSlot(slot),
+                                   grads, reinterpret_cast<float*>(dst), rs.subElems);
+      op.ctas = rs.sumCtas;
+      ep_.sum(kSumQueue, op);
+    }
     for (int u = 0; u < l; ++u)
       if (u != local) ep_.signal(kSumQueue, t.rankOf(node, u), ids::kRsFree + local, seq + 1);
     summed[j] = ep_.record(kSumQueue);
@@ -444,6 +455,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
       const plan::ElemRange range = plan::subSliceRange(g, rs, wave.pass, s);
       if (range.size() == 0) continue;
       fabric::LandOp op;
+      op.ctas = rs.landingCtas;
       op.dst = out + range.begin;
       op.elems = range.size();
       op.alpha = alpha;

@@ -21,7 +21,8 @@ inline constexpr int kCallerQueue = 0;
 inline constexpr int kCopyQueue = 1;
 inline constexpr int kSumQueue = 2;
 inline constexpr int kNetQueue = 3;
-inline constexpr int kQueuesNeeded = 4;
+inline constexpr int kOwnCopyQueue = 4;  // AG: the own landing, beside the peers' copies
+inline constexpr int kQueuesNeeded = 5;
 
 struct ReduceScatterEvents {
   uint64_t readDone = 0;  // on kCallerQueue: gradients may be released

@@ -8,7 +8,7 @@
 namespace tide::plan {
 
 void Calibration::validate() const {
-  if (!(nicBw > 0) || !(sumBwPerCta > 0) || !(landBwPerCta > 0) || !(landCap > 0) ||
+  if (!(nicBw > 0) || !(fabricBw > 0) || !(sumBwPerCta > 0) || !(landBwPerCta > 0) || !(landCap > 0) ||
       !(roundWait >= 0) || !(skew > 0) || !(tail > 0) || maxRoundWidth < 1)
     throw PlanError(Reason::kBadCalibration,
                     "calibration rates must be positive (nic, sum, landing, ceiling), round wait >= 0");
@@ -31,8 +31,10 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   const int m = topo.nodes;
   const int l = topo.gpusPerNode;
   SolverResult r;
-  // Eq. 13: enough local-sum throughput to feed the rail.
-  const double sumRatio = (l * gradItemSize / 4.0 + 1.0) * cal.nicBw / cal.sumBwPerCta;
+  // Eq. 13: enough local-sum throughput to feed the rail. One node has no
+  // rail: there the sum keeps pace with the copy engines' pushes instead.
+  const double feed = m == 1 ? cal.fabricBw : cal.nicBw;
+  const double sumRatio = (l * gradItemSize / 4.0 + 1.0) * feed / cal.sumBwPerCta;
   r.sumCtas = std::max(1, static_cast<int>(std::ceil(cal.skew * sumRatio - 1e-9)));
   if (m == 1) {
     r.landingCtas = 0;

@@ -179,6 +179,7 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
       end += (p.group.unshardedBytes() + 4095) / 4096 * 4096;
     }
     fabric::host::HostOptions hopt;
+    hopt.queues = collectives::kQueuesNeeded;
     hopt.timeoutSeconds = 20;
     hopt.checkProtocol = true;
     fabric::host::HostWorld world(topo, end, hopt);
@@ -345,6 +346,7 @@ TEST(Faults, CallOrderDiffersBetweenRanks) {
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&a, &b});
   const int64_t landA = layout.bytes, landB = landA + a.group.unshardedBytes();
   fabric::host::HostOptions hopt;
+  hopt.queues = collectives::kQueuesNeeded;
   hopt.timeoutSeconds = 1.0;
   fabric::host::HostWorld world(topo, landB + b.group.unshardedBytes(), hopt);
   std::vector<std::unique_ptr<collectives::Communicator>> comms;

@@ -191,7 +191,7 @@ void CudaEndpoint::sum(int q, const SumOp& op) {
   const int64_t item = plan::itemSize(op.srcType);
   kernels::SumLaunchBuilder builder(type, op.alpha, op.accumulate);
   auto flush = [&] {
-    if (!builder.empty()) kernels::launchSum(builder.launch(), type, sumCtas_, s);
+    if (!builder.empty()) kernels::launchSum(builder.launch(), type, op.ctas > 0 ? op.ctas : sumCtas_, s);
     builder.clear();
   };
   // A piece taller than one launch holds is split by rows (rows are independent).
@@ -237,7 +237,7 @@ void CudaEndpoint::land(int q, const LandOp& op) {
     if (op.sources[static_cast<size_t>(k)] == nullptr) throwUsage(who() + ": land source is null");
     p.src[k] = op.sources[static_cast<size_t>(k)];
   }
-  kernels::launchLand(p, landCtas_, s);
+  kernels::launchLand(p, op.ctas > 0 ? op.ctas : landCtas_, s);
   stats_.landElems += op.elems;
 }
 
