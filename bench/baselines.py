@@ -702,9 +702,11 @@ def main():
                     skipped.append(f"{system.name}/{group.name}: {e}")
                 if runner is None:
                     continue
+                log(f"# measuring {system.name} on {group.name}")  # progress: a hang names its system
                 ms = max_over_ranks(median_ms(runner.run, args.iters, args.warmup))
                 wrong = sum_over_ranks(runner.wrong())
                 rows.append(row_for(system, group, ms, wrong))
+                log(f"#   {rows[-1]['time_us']:.1f} us, #wrong {wrong}")
                 if group.name.startswith("llama") or group.name == "32MiB-P16":  # interference, footprint
                     runners[(system.name, group.name)] = (runner, ms)
                 del runner
@@ -743,6 +745,7 @@ def main():
             if (name, gname) not in runners:
                 continue
             runner, ms = runners[(name, gname)]
+            log(f"# interference under {name} on {gname}")
             during = gemm_interference(runner, ms, args.gemms)
             slow = max_over_ranks(during["gemm_us"] / alone["gemm_us"] - 1.0)
             interference.append({"system": name, "group": gname, "gemm_alone_us": alone["gemm_us"],

@@ -9,6 +9,10 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# TIDE blocks streams on stream memory waits; with CUDA's default 8 hardware
+# queues, unrelated streams alias onto one FIFO and a wait can hold up its own
+# producer (the paper's App. E raises this to 32 for the same reason).
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 unset TIDE_ENABLE_MULTICAST
 export PYTHONUNBUFFERED=1
 
