@@ -53,19 +53,78 @@ __device__ __forceinline__ void sumChunk(const SumLaunch& p, const SumPieceDesc&
   storeDst<V>(out, kVec, width, d);
 }
 
+// How many chunks a thread keeps in flight: one 16-byte load per source per
+// chunk is too little to cover memory latency (about 30 GB/s per CTA), so a
+// thread issues the loads of U chunks before it adds and stores any of them.
+// Fewer for many sources, to stay in registers.
+template <int K>
+inline constexpr int kChunksInFlight = K == 0 ? 1 : (K <= 2 ? 4 : (K <= 4 ? 2 : 1));
+
+// U chunks c, c + stride, ..., all vectorizable; the arithmetic per element
+// is sumChunk's, so the bits do not depend on U.
+template <SourceType S, int K, int U>
+__device__ __forceinline__ void sumChunksInFlight(const SumLaunch& p, const SumPieceDesc& pc, int64_t c,
+                                                  int64_t stride, int64_t work) {
+  using Raw = typename Source<S>::Raw;
+  constexpr int V = Source<S>::kVec;
+  const SumSourceDesc* src = p.sources + pc.firstSource;
+  float v[U][K][V];
+  int rowOf[U];
+  int64_t x0Of[U];
+  int widthOf[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t cu = c + u * stride;
+    if (cu >= work) break;
+    const int r = pc.rows == 1 ? 0 : static_cast<int>(cu / pc.chunksPerRow);
+    const int64_t x0 = (cu - r * pc.chunksPerRow) * V;
+    const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
+    rowOf[u] = r;
+    x0Of[u] = x0;
+    widthOf[u] = width;
+    const int32_t* valid = p.valid + pc.firstValid + r;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      loadChunk<S, V, true>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
+                            valid[k * pc.rows], v[u][k]);
+  }
+  const bool accumulate = p.accumulate != 0;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (c + u * stride >= work) break;
+    float s[V];
+    zeroInit(s);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[u][k][i]);
+    float* out = pc.dst + rowOf[u] * pc.dstPitch + x0Of[u];
+    float d[V];
+    if (accumulate) loadDst<V>(out, true, widthOf[u], d);
+#pragma unroll
+    for (int i = 0; i < V; ++i) d[i] = scaleInto(accumulate ? d[i] : 0.0f, s[i], p.alpha, accumulate);
+    storeDst<V>(out, true, widthOf[u], d);
+  }
+}
+
 // The pieces' chunks form one index space; thread g takes every chunk
 // congruent to g modulo the grid, so the grid-stride balance spans pieces.
 template <SourceType S, int K>
 __global__ void __launch_bounds__(kThreadsPerCta) sumKernel(const __grid_constant__ SumLaunch p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  constexpr int U = kChunksInFlight<K>;
   for (int i = 0; i < p.numPieces; ++i) {
     const SumPieceDesc& pc = p.pieces[i];
     const int64_t work = pc.rows * pc.chunksPerRow;
     int64_t c = g - pc.workBegin % stride;
     if (c < 0) c += stride;
     if (pc.vectorized) {
-      for (; c < work; c += stride) sumChunk<S, K, true>(p, pc, c);
+      if constexpr (U > 1) {
+        for (; c < work; c += U * stride) sumChunksInFlight<S, K, U>(p, pc, c, stride, work);
+      } else {
+        for (; c < work; c += stride) sumChunk<S, K, true>(p, pc, c);
+      }
     } else {
       for (; c < work; c += stride) sumChunk<S, K, false>(p, pc, c);
     }
