@@ -28,8 +28,8 @@ if ((${#missing[@]})); then
 fi
 
 # ---- Python packages and the package itself
-step "pip install torch==2.13.0 pytest numpy"
-"$PYTHON" -m pip install -q torch==2.13.0 pytest numpy
+step "pip install torch==2.13.0 pytest numpy matplotlib"
+"$PYTHON" -m pip install -q torch==2.13.0 pytest numpy matplotlib
 step "pip install ."
 "$PYTHON" -m pip install .
 

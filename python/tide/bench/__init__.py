@@ -1,0 +1,1 @@
+"""Benchmark tooling: plots of the collective benchmark's JSON (`plot`)."""

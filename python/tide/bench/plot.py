@@ -1,0 +1,90 @@
+"""Plots of a collective benchmark run (the JSON `bench/baselines.py --json` writes):
+latency against size per system for each collective, and the GEMM slowdown per system.
+
+    python -m tide.bench.plot RUN.json --out DIR
+
+matplotlib is needed only here (`pip install matplotlib`); nothing else in tide imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_latency(run: dict, op: str, path: Path) -> None:
+    """Median latency (us) against message size, one line per system."""
+    plt = _pyplot()
+    series = defaultdict(list)
+    for row in run["rows"]:
+        if row["op"] == op:
+            series[row["system"]].append((row["size_bytes"], row["time_us"], row["group"]))
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for system, points in sorted(series.items()):
+        points.sort()
+        style = "-o" if system.startswith("tide") else "--s"
+        ax.plot([p[0] / 2**20 for p in points], [p[1] for p in points], style, label=system,
+                linewidth=2.2 if system.startswith("tide") else 1.2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("size (MiB): all-gather output N*S / reduce-scatter fp32 input N*E*4")
+    ax.set_ylabel("median time per call (us)")
+    meta = run.get("meta", {})
+    ax.set_title(f"{'all-gather' if op == 'ag' else 'reduce-scatter'}: {meta.get('ranks', '?')} x "
+                 f"{meta.get('device', 'GPU')}, {meta.get('date', '')}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_interference(run: dict, path: Path) -> None:
+    """GEMM slowdown (%) while each system loops on a side stream."""
+    plt = _pyplot()
+    rows = [r for r in run.get("interference", []) if r.get("overlapped", 0) >= 20]
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    labels = [f"{r['system']}\n{r['group']}" for r in rows]
+    values = [r["slowdown_pct"] for r in rows]
+    colors = ["tab:blue" if r["system"].startswith("tide") else "tab:gray" for r in rows]
+    ax.bar(range(len(rows)), values, color=colors)
+    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("GEMM slowdown (%)")
+    alone = rows[0]["gemm_alone_us"]
+    ax.set_title(f"256x8192x8192 bf16 GEMM ({alone:.1f} us alone) while each collective loops")
+    for i, v in enumerate(values):
+        ax.text(i, v, f"{v:.0f}%", ha="center", va="bottom", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", type=Path, help="JSON written by bench/baselines.py --json")
+    ap.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
+    args = ap.parse_args(argv)
+    run = json.loads(args.run.read_text())
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot_latency(run, "ag", args.out / "all_gather_latency.png")
+    plot_latency(run, "rs", args.out / "reduce_scatter_latency.png")
+    plot_interference(run, args.out / "gemm_slowdown.png")
+    print(f"plots in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
