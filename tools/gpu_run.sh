@@ -107,7 +107,7 @@ if ((SKIP_BENCH)); then
 elif ((NGPU >= 1)); then
   # shellcheck disable=SC2086
   run baselines 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-    bench/baselines.py --native "$NATIVE" --json "$OUT/baselines.json" $BENCH_ARGS
+    -m tide.bench.collectives --native "$NATIVE" --json "$OUT/baselines.json" $BENCH_ARGS
   grep -E '^ *(#|ag |rs )' "$OUT/baselines.log" >"$BUILD/baselines_table.txt" || true
 fi
 

@@ -144,8 +144,12 @@ def _add_bench_command(subparsers) -> None:
             "or an injected fault is detected (with its message)."
         ),
     )
-    cmd.add_argument("--fabric", choices=["host"], default="host",
-                     help="host: CPU ranks as threads (the only fabric built into this command)")
+    cmd.add_argument("--fabric", choices=["host", "cuda"], default="host",
+                     help="host: CPU ranks as threads, every output checked (default); cuda: TIDE against "
+                          "stock FSDP2 and NCCL on this machine's GPUs (torchrun, one process per GPU)")
+    cmd.add_argument("--gpus", type=int, metavar="N", help="cuda: GPUs to use (default: all)")
+    cmd.add_argument("--native", metavar="PATH", help="cuda: libtide_bench_native.so for the NCCL "
+                                                      "copy-engine rows (built by tools/gpu_run.sh)")
     cmd.add_argument("--list-faults", action="store_true", help="print the injectable faults and exit")
     source = cmd.add_mutually_exclusive_group()
     source.add_argument("--preset", choices=presets.names(), help="one layer of a known model")
@@ -168,7 +172,32 @@ def _add_bench_command(subparsers) -> None:
     cmd.set_defaults(run=_run_bench)
 
 
+def _run_cuda_bench(args) -> int:
+    """torchrun the GPU driver (tide.bench.collectives) on this machine's GPUs."""
+    import os
+    import subprocess
+
+    try:
+        import torch
+    except ImportError:
+        raise InputError("--fabric cuda needs PyTorch") from None
+    if not torch.cuda.is_available():
+        raise InputError("--fabric cuda: no CUDA device here (use --fabric host)")
+    gpus = args.gpus or torch.cuda.device_count()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
+           "-m", "tide.bench.collectives"]
+    if args.native:
+        cmd += ["--native", args.native]
+    if args.json:
+        cmd += ["--json", "tide_bench_cuda.json"]
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", CUDA_DEVICE_MAX_CONNECTIONS="32")
+    env.pop("TIDE_ENABLE_MULTICAST", None)  # never multicast on shared machines
+    return subprocess.call(cmd, env=env)
+
+
 def _run_bench(args) -> int:
+    if args.fabric == "cuda":
+        return _run_cuda_bench(args)
     if args.list_faults:
         print("\n".join(host_bench.fault_names()))
         return 0

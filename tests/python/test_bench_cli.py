@@ -74,3 +74,13 @@ def test_bench_bad_input():
     assert run_tide("bench", "-M", "2", "--preset", "llama-tiny").returncode == 2
     assert run_tide("bench", "-M", "2", "-L", "9", "--preset", "llama-tiny").returncode == 2
     assert run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "nope").returncode == 2
+
+
+def test_cuda_fabric_without_gpu_says_so():
+    import torch
+
+    if torch.cuda.is_available():
+        return  # the GPU script runs the real thing there
+    r = run_tide("bench", "--fabric", "cuda")
+    assert r.returncode == 2
+    assert "no CUDA device" in r.stderr

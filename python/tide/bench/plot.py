@@ -1,4 +1,4 @@
-"""Plots of a collective benchmark run (the JSON `bench/baselines.py --json` writes):
+"""Plots of a collective benchmark run (the JSON `tide bench --fabric cuda --json` writes):
 latency against size per system for each collective, and the GEMM slowdown per system.
 
     python -m tide.bench.plot RUN.json --out DIR
@@ -74,7 +74,7 @@ def plot_interference(run: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run", type=Path, help="JSON written by bench/baselines.py --json")
+    ap.add_argument("run", type=Path, help="JSON written by tide bench --fabric cuda --json")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
     args = ap.parse_args(argv)
     run = json.loads(args.run.read_text())

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Baselines for issue 4's benchmarks: one torchrun job, one GPU per rank.
+"""TIDE's collectives against stock FSDP2 and NCCL on GPUs: one torchrun job, one GPU per rank.
 
-    torchrun --nproc_per_node=2 bench/baselines.py --native PATH/libtide_bench_native.so \\
+    tide bench --fabric cuda [--gpus N] [--json out.json]
+    # or directly:
+    torchrun --nproc_per_node=2 -m tide.bench.collectives [--native PATH/libtide_bench_native.so] \\
         --json out.json
 
 Systems (all in the same run, so that their ratios are fair):
