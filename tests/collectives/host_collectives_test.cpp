@@ -89,13 +89,18 @@ INSTANTIATE_TEST_SUITE_P(Topologies, Sweep, ::testing::ValuesIn(everyTopology())
                          });
 
 TEST(HostCollectives, LargeNodeCountTinyTensors) {
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
-  HostRunOptions o = baseOptions(64, 8, seed);
-  o.specs = {{{1000}, DType::kBF16}, {{513, 3}, DType::kBF16}};
-  o.iters = 1;
-  o.timeoutSeconds = 120;  // 512 ranks x 4 queues on 2 cores
-  expectOk(bench::runOnHost(o));
+  struct Case { Topo t; plan::Mode mode; int passes; };
+  for (Case c : {Case{{64, 8}, plan::Mode::kInPlace, 1}, Case{{64, 4}, plan::Mode::kSlotReuse, 2}}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("M=" + std::to_string(c.t.m) + " L=" + std::to_string(c.t.l) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(c.t.m, c.t.l, seed);
+    o.specs = {{{1000}, DType::kBF16}, {{513, 3}, DType::kBF16}};
+    o.planOptions.rs.mode = c.mode;
+    o.planOptions.rs.passes = c.passes;
+    o.iters = 1;
+    o.timeoutSeconds = 120;  // hundreds of ranks x 5 queues on 2 cores
+    expectOk(bench::runOnHost(o));
+  }
 }
 
 TEST(HostCollectives, IntegerInputsAreExact) {
@@ -139,13 +144,14 @@ TEST(HostCollectives, DeterministicAcrossKnobs) {
     o.iters = 1;
     const bench::HostRunResult ref = bench::runOnHost(o);
     expectOk(ref);
-    struct Knob { int passes, slots; plan::Mode mode; };
-    for (Knob k : {Knob{1, 2, plan::Mode::kInPlace}, Knob{2, 1, plan::Mode::kSlotReuse},
-                   Knob{3, 3, plan::Mode::kInPlace}, Knob{4, 2, plan::Mode::kSlotReuse}}) {
+    struct Knob { int passes, slots; plan::Mode mode; int sumCtas; };
+    for (Knob k : {Knob{1, 2, plan::Mode::kInPlace, 1}, Knob{2, 1, plan::Mode::kSlotReuse, 7},
+                   Knob{3, 3, plan::Mode::kInPlace, 16}, Knob{4, 2, plan::Mode::kSlotReuse, 132}}) {
       HostRunOptions v = o;
       v.planOptions.rs.passes = k.passes;
       v.planOptions.rs.stagingSlots = k.slots;
       v.planOptions.rs.mode = k.mode;
+      v.planOptions.rs.sumCtas = k.sumCtas;  // the sum-worker budget
       const bench::HostRunResult r = bench::runOnHost(v);
       expectOk(r);
       ASSERT_EQ(r.outputs.size(), ref.outputs.size());
