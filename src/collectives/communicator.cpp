@@ -165,6 +165,7 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   std::vector<CopyDesc> ownDescs, peerDescs;
   for (const CopyDesc& d : localDescs) (d.dst.rank == me ? ownDescs : peerDescs).push_back(d);
   ep_.waitEvent(kOwnCopyQueue, kCallerQueue, entry);
+  if (injected(Fault::kSkipCompletionFence)) ep_.delay(kOwnCopyQueue, kFaultRaceSeconds);
   ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));
   const uint64_t ownDone = ep_.record(kOwnCopyQueue);
   if (!peerDescs.empty()) ep_.copy(kCopyQueue, toCopyOps(peerDescs, shard, landingOffset, nullptr, 0));

@@ -20,7 +20,13 @@ HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, Hos
   for (int q = 0; q < options_.queues; ++q) queues_.push_back(std::make_unique<WorkQueue>());
 }
 
-HostEndpoint::~HostEndpoint() = default;
+HostEndpoint::~HostEndpoint() {
+  // Stop every queue before joining any: a running task may wait on another
+  // queue of this rank, which must still exist while it does.
+  stopping_ = true;
+  for (auto& q : queues_) q->requestStop();
+  for (auto& q : queues_) q.reset();
+}
 
 std::byte* HostEndpoint::peerArena(int peerRank) {
   topo_.checkRank(peerRank);
@@ -263,6 +269,9 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
     const auto end = deadline();
     int spins = 0;
     while (ctr->load() < value) {
+      if (stopping_)
+        throw FabricError(FabricError::Kind::kPeerFailure,
+                          "rank " + std::to_string(rank_) + " in " + call + ": the endpoint is shutting down");
       if (mem_.failed && mem_.failed->load())
         throw FabricError(FabricError::Kind::kPeerFailure,
                           "rank " + std::to_string(rank_) + " in " + call + ": stopped, a peer failed: " +
@@ -313,7 +322,10 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
     // for; give them time to expire first so their message is the one seen.
     const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
-    if (!src->waitCompleted(event, end))
+    if (!src->waitCompleted(event, end) && (stopping_ || src->stopping()))
+      throw FabricError(FabricError::Kind::kPeerFailure,
+                        "rank " + std::to_string(rank_) + " in " + call + ": the endpoint is shutting down");
+    if (src->completed() < event)
       fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call +
                                             ": timed out waiting for queue " + std::to_string(srcQueue));
     if (src->failure()) std::rethrow_exception(src->failure());

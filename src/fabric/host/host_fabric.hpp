@@ -109,6 +109,7 @@ class HostEndpoint final : public Endpoint {
   std::atomic<int> signalsSent_{0};
   std::atomic<int> putsIssued_{0};
   std::atomic<bool> stalled_{false};
+  std::atomic<bool> stopping_{false};  // destructor running: waits give up
   // Injected duplicate put: the old bytes, replayed after the next put there.
   std::mutex replayMu_;
   std::byte* replayDst_ = nullptr;

@@ -7,12 +7,21 @@ namespace tide::fabric::host {
 WorkQueue::WorkQueue() : worker_([this] { run(); }) {}
 
 WorkQueue::~WorkQueue() {
+  requestStop();
+  worker_.join();
+}
+
+void WorkQueue::requestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+}
+
+bool WorkQueue::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
 }
 
 uint64_t WorkQueue::submit(Task task) {
@@ -43,7 +52,8 @@ std::exception_ptr WorkQueue::failure() const {
 
 bool WorkQueue::waitCompleted(uint64_t seq, std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, deadline, [&] { return completed_ >= seq; });
+  cv_.wait_until(lock, deadline, [&] { return completed_ >= seq || stop_; });
+  return completed_ >= seq;
 }
 
 void WorkQueue::run() {

@@ -30,7 +30,13 @@ class WorkQueue {
   // First failure of a task on this queue (null if none); later tasks are skipped.
   std::exception_ptr failure() const;
 
-  // Blocks until completed() >= seq or `deadline` passes; false on timeout.
+  // Tear-down, step 1 of 2: the worker drops what has not started, and
+  // waitCompleted() stops blocking. The destructor then joins.
+  void requestStop();
+  bool stopping() const;
+
+  // Blocks until completed() >= seq, `deadline` passes or a stop is
+  // requested; false unless completed.
   bool waitCompleted(uint64_t seq, std::chrono::steady_clock::time_point deadline) const;
 
  private:
