@@ -266,6 +266,35 @@ fabric::SumOp level1Sum(const plan::GroupLayout& g, const plan::RsPlan& rs, int 
 
 }  // namespace
 
+// Level 1 staging of one destination block (sequence number `seq`, counted
+// over all calls): wait until every owner has consumed what last used the
+// staging slot, push my slices into the owners' slot, tell them; then the sum
+// queue waits until every sender's slices are in my slot.
+void Communicator::stageChunk(const plan::Plan& plan, const std::vector<const void*>& grads, uint64_t seq,
+                              int pass, int block) {
+  const plan::Topology& t = plan.group.topo;
+  const int me = ep_.rank();
+  const int node = t.nodeOf(me);
+  const int local = t.localOf(me);
+  const int l = t.gpusPerNode;
+  if (l == 1) return;
+  const uint64_t slots = static_cast<uint64_t>(plan.rs.stagingSlots);
+  const int slot = static_cast<int>(seq % slots);
+  for (int i = 0; i < l; ++i)
+    if (i != local && seq >= slots)
+      ep_.wait(kCopyQueue, ids::kRsFree + i, seq - slots + 1, t.rankOf(node, i), "staging slot free");
+  std::vector<CopyDesc> pushes = plan::level1Pushes(plan.group, plan.rs, me, pass, block);
+  ep_.copy(kCopyQueue, toCopyOps(pushes, nullptr, 0, &grads, slot));
+  if (injected(Fault::kCorruptStagedChunk) && !pushes.empty()) {
+    const CopyDesc& d = pushes.front();
+    ep_.zero(kCopyQueue, addressOf(d.dst, nullptr, 0, &grads, slot), d.width);
+  }
+  for (int i = 0; i < l; ++i)
+    if (i != local) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kRsArrive + local, seq + 1);
+  for (int u = 0; u < l; ++u)
+    if (u != local) ep_.wait(kSumQueue, ids::kRsArrive + u, seq + 1, t.rankOf(node, u), "staged chunk");
+}
+
 void Communicator::rsSingleNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
                                 float alpha, bool accumulate, uint64_t entry) {
   const plan::GroupLayout& g = plan.group;
@@ -282,23 +311,9 @@ void Communicator::rsSingleNode(const plan::Plan& plan, const std::vector<const 
     for (int s = 0; s < l; ++s, ++chunk) {
       const uint64_t seq = rsChunks_ + static_cast<uint64_t>(chunk);  // 0-based
       const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
-      // Push my slices of every other rank's rows into its staging slot.
-      if (l > 1) {
-        for (int i = 0; i < l; ++i)
-          if (i != local && seq >= static_cast<uint64_t>(slots))
-            ep_.wait(kCopyQueue, ids::kRsFree + i, seq - slots + 1, t.rankOf(0, i), "staging slot free");
-        std::vector<CopyDesc> pushes = plan::level1Pushes(g, rs, me, q, s);
-        ep_.copy(kCopyQueue, toCopyOps(pushes, nullptr, 0, &grads, slot));
-        if (injected(Fault::kCorruptStagedChunk) && !pushes.empty()) {
-          const CopyDesc& d = pushes.front();
-          ep_.zero(kCopyQueue, addressOf(d.dst, nullptr, 0, &grads, slot), d.width);
-        }
-        for (int i = 0; i < l; ++i)
-          if (i != local) ep_.signal(kCopyQueue, t.rankOf(0, i), ids::kRsArrive + local, seq + 1);
-      }
-      // Sum my own rows of this chunk straight into the output.
-      for (int u = 0; u < l; ++u)
-        if (u != local) ep_.wait(kSumQueue, ids::kRsArrive + u, seq + 1, t.rankOf(0, u), "staged chunk");
+      // Push my slices of every other rank's rows into its staging slot; then
+      // sum my own rows of this chunk straight into the output.
+      stageChunk(plan, grads, seq, q, s);
       const plan::ElemRange range = plan::subSliceRange(g, rs, q, s);
       if (range.size() > 0) {
         fabric::SumOp op = level1Sum(g, rs, me, me, 1, range, ep_.arena() + layout_.stagingSlot(slot), grads,
@@ -350,21 +365,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
     const Block& blk = blocks[j];
     const uint64_t seq = rsChunks_ + j;
     const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
-    if (l > 1) {
-      for (int i = 0; i < l; ++i)
-        if (i != local && seq >= static_cast<uint64_t>(slots))
-          ep_.wait(kCopyQueue, ids::kRsFree + i, seq - slots + 1, t.rankOf(node, i), "staging slot free");
-      std::vector<CopyDesc> pushes = plan::level1Pushes(g, rs, me, blk.pass, blk.dest);
-      ep_.copy(kCopyQueue, toCopyOps(pushes, nullptr, 0, &grads, slot));
-      if (injected(Fault::kCorruptStagedChunk) && !pushes.empty()) {
-        const CopyDesc& d = pushes.front();
-        ep_.zero(kCopyQueue, addressOf(d.dst, nullptr, 0, &grads, slot), d.width);
-      }
-      for (int i = 0; i < l; ++i)
-        if (i != local) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kRsArrive + local, seq + 1);
-      for (int u = 0; u < l; ++u)
-        if (u != local) ep_.wait(kSumQueue, ids::kRsArrive + u, seq + 1, t.rankOf(node, u), "staged chunk");
-    }
+    stageChunk(plan, grads, seq, blk.pass, blk.dest);
     std::byte* dst;
     if (blk.remote >= 0) {
       const uint64_t k = sendBase + static_cast<uint64_t>(blk.remote);

@@ -56,6 +56,8 @@ class Communicator {
                                         int stagingSlot);
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
   void checkPlan(const plan::Plan& plan) const;
+  void stageChunk(const plan::Plan& plan, const std::vector<const void*>& grads, uint64_t seq, int pass,
+                  int block);
   void rsSingleNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
                     float alpha, bool accumulate, uint64_t entry);
   void rsMultiNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
