@@ -101,6 +101,14 @@ else
   skip collectives "no libtide.so or no GPU"
 fi
 
+# ---- the FSDP2 adapter on GPUs: TIDE beside stock FSDP2 in the same processes
+if [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
+  run fsdp_2gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    tests/python/fsdp_cuda_smoke.py
+else
+  skip fsdp_2gpu "needs 2 GPUs and libtide.so"
+fi
+
 # ---- baselines and TIDE (torchrun, one process per GPU)
 if ((SKIP_BENCH)); then
   skip baselines "--skip-bench"

@@ -15,3 +15,12 @@ except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "unknown"
 
 __all__ = ["TideError", "PlanInputError", "make_plan", "__version__"]
+
+
+def __getattr__(name: str):
+    # `tide.fsdp` imports torch; load it only when asked for.
+    if name == "fsdp":
+        import importlib
+
+        return importlib.import_module("tide.fsdp")
+    raise AttributeError(f"module 'tide' has no attribute {name!r}")

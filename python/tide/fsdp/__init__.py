@@ -1,0 +1,21 @@
+"""TIDE inside PyTorch FSDP2.
+
+    for block in model.layers:
+        fully_shard(block, mp_policy=...)
+    fully_shard(model, mp_policy=...)
+    tide.fsdp.install(model, mode="in-place")   # or "slot-reuse"
+    ...                                          # training loop unchanged
+    tide.fsdp.report(model)                      # per group: TIDE or why not
+    tide.fsdp.uninstall(model)                   # stock FSDP2 again
+
+Parameter groups that meet the contract (Shard(0), one bf16/fp32 dtype, at
+most 256 parameters, a shard group of more than one rank, FSDP2 internals as
+expected) all-gather with TIDE-AG straight into arena-backed unsharded
+parameters and reduce-scatter with TIDE-RS from the gradients where autograd
+left them; the others stay stock, each with one logged line naming the reason
+(logger "tide.fsdp").
+"""
+
+from tide.fsdp.install import MODES, install, report, uninstall
+
+__all__ = ["MODES", "install", "report", "uninstall"]

@@ -1,0 +1,136 @@
+"""TIDE-AG in place of FSDP2's all-gather, copy-in and copy-out.
+
+FSDP2 stock: cast/copy every shard into a flat rank-major buffer, all-gather
+it, then copy each rank's piece of each parameter out into the parameter's
+unsharded storage. Here the unsharded storages are the arena (each FSDPParam's
+`all_gather_outputs[0]` is a view of its group's region, made once at
+install), and TIDE-AG writes every rank's shard straight into them, so the
+copy-out is only a wait. The shard is read where it lives (adopted, resident
+in the arena) or from a per-region buffer that the cast writes into.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from tide.fsdp import guards
+
+log = logging.getLogger("tide.fsdp")
+
+
+class RegionConflict(RuntimeError):
+    """A group needs a ring slot that another unsharded group still uses."""
+
+
+def claim_region(tg) -> None:
+    """Make tg's region free for its all-gather: every other group in it must
+    be sharded. A group whose backward already ran (POST_BACKWARD; e.g. with
+    reshard_after_backward=False) is resharded here, as FSDP2 would do at
+    the end of its post-backward; anything else is a conflict (the execution
+    order differs from the module order the ring was laid out in)."""
+    it = guards.internals()
+    for other in tg.region.members:
+        if other is tg:
+            continue
+        group = other.info.group
+        if group._all_gather_result is not None:
+            raise RegionConflict(_conflict(tg, other, "has an all-gather pending"))
+        if group.is_sharded:
+            continue
+        if group._training_state == it.TrainingState.POST_BACKWARD:
+            group._to_sharded()
+            continue
+        raise RegionConflict(_conflict(tg, other, f"is unsharded ({group._training_state.name})"))
+
+
+def _conflict(tg, other, what: str) -> str:
+    return (f"tide.fsdp: ring {tg.region.name}: group '{tg.info.fqn}' needs it while '{other.info.fqn}' {what}; "
+            "the groups do not run in module order with prefetch depth 1. "
+            "Install with ring=False (one region per group) for this model.")
+
+
+def adopt(tg, index: int) -> None:
+    """Move parameter `index`'s sharded data into the group's resident region
+    and point FSDP2's padded shard and the DTensor's local tensor at it (same
+    tensor objects: `.data` is swapped, so the optimizer and the sharded
+    Parameter keep their identity)."""
+    fp, res = tg.params[index], tg.resident[index]
+    res.copy_(fp._sharded_param_data)
+    fp._sharded_param_data.data = res
+    fp._sharded_local_tensor.data = res.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
+
+
+def shard_pointer(tg, copy_in_stream) -> int:
+    """Address of this rank's packed shard for the group: the resident
+    (adopted) shards, or the region's shard buffer after a cast/copy."""
+    fsdp_params = tg.info.group.fsdp_params
+    if tg.adopt:
+        for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
+            if fp._sharded_param_data.data_ptr() != ptr:
+                # Rebound behind the adapter (load_state_dict(assign=True), module.to(), ...): adopt again.
+                adopt(tg, i)
+                tg.stats["readopted"] += 1
+        tg.stats["ag_resident"] += 1
+        return tg.resident_base
+    # The all-gather casts (or adoption is off): write the packed shard (FSDP2's foreach copy).
+    region = tg.region
+    tg.backend.before_copy_in(region, copy_in_stream)
+    views = tg.shard_views()
+    with _stream(tg, copy_in_stream):
+        torch._foreach_copy_(views, [fp._sharded_param_data for fp in fsdp_params])
+    tg.stats["ag_copied"] += 1
+    return region.shard_buffer.data_ptr()
+
+
+class _stream:
+    def __init__(self, tg, stream):
+        self.ctx = torch.cuda.stream(stream) if tg.backend.fabric == "cuda" else None
+
+    def __enter__(self):
+        if self.ctx is not None:
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc):
+        if self.ctx is not None:
+            self.ctx.__exit__(*exc)
+
+
+@torch.no_grad()
+def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
+    """foreach_all_gather for a TIDE group: returns an AllGatherResult whose
+    output is a placeholder (the data is already in the parameters)."""
+    it = guards.internals()
+    group = tg.info.group
+    for fp in group.fsdp_params:
+        if fp.sharded_state != it.ShardedState.SHARDED:
+            raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
+    tg.check_dtypes()
+    claim_region(tg)
+    shard_ptr = shard_pointer(tg, copy_in_stream)
+    event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.region, copy_in_stream, all_gather_stream)
+    tg.stats["all_gathers"] += 1
+    numels = [[fp.padded_sharded_param_size.numel()] for fp in group.fsdp_params]
+    return it.AllGatherResult(
+        all_gather_output=tg.marker,
+        all_gather_event=event,
+        all_gather_work=None,
+        param_all_gather_input_dtypes=[[tg.info.ag_dtype] for _ in group.fsdp_params],
+        param_all_gather_input_numels=numels,
+        all_gather_input_split_sizes=[n[0] for n in numels],
+    )
+
+
+@torch.no_grad()
+def copy_out(tg, all_gather_result) -> None:
+    """foreach_all_gather_copy_out for a TIDE group: wait; nothing to copy."""
+    if all_gather_result.all_gather_output is not tg.marker:
+        raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': copy-out of an all-gather TIDE did not issue")
+    event = all_gather_result.all_gather_event
+    if event is not None:
+        torch.cuda.current_stream(tg.backend.device).wait_event(event)
+    for fp, out in zip(tg.info.group.fsdp_params, tg.ag_outputs):
+        if len(fp.all_gather_outputs) != 1 or fp.all_gather_outputs[0] is not out:
+            raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': the unsharded storage of "
+                               f"'{getattr(fp, '_param_fqn', fp)}' was replaced behind the adapter's back")

@@ -1,0 +1,152 @@
+"""The symmetric arena of one shard group: where unsharded parameters live.
+
+Layout (every rank makes the same `alloc` calls in the same order):
+
+  ring slot 0, ring slot 1   groups that reshard after forward, in execution
+                             order (module order), group g in slot g mod 2;
+                             each slot sized for the largest group it holds.
+                             The last block, when it keeps its parameters
+                             after forward (reshard_after_forward=False), is
+                             folded into the ring (App. F): it is live only
+                             across the forward/backward turn-around.
+  pinned regions             the root group and any other group that stays
+                             unsharded between its forward and backward
+                             (reshard_after_forward=False), one each.
+  resident shards            groups that all-gather without a cast keep their
+                             sharded data here (adopted in place), so the
+                             all-gather reads it without a copy.
+  scratch                    the collectives' own staging, at the arena's top
+                             (sized by the library at the first collective).
+
+Shards that need a cast (fp32 master weights, bf16 mp_policy) are cast into
+a per-region shard buffer (torch memory, outside the arena).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+from tide.fsdp.backend import Region
+
+ALIGN = 4096
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+def scratch_bytes(plans: list[dict]) -> int:
+    """The collectives' scratch for these plans, computed the way the library
+    sizes it at the first collective (ScratchLayout::forPlans), plus the base
+    alignment. The C API does not report it (yet)."""
+    stage = slot_bytes = slots = block = outbox = gens = per_gen = spares = 0
+    for p in plans:
+        m, l = p["topology"]["nodes"], p["topology"]["gpus_per_node"]
+        rs = p["reduce_scatter"]
+        grad_bytes = 2 if p["group"]["grad_dtype"] == "bf16" else 4
+        rows_per_sender = l if m > 1 else 1
+        stage = max(stage, p["all_gather"]["stage_bytes"])
+        slot_bytes = max(slot_bytes, (l - 1) * rows_per_sender * rs["sub_elems"] * grad_bytes)
+        slots = max(slots, rs["staging_slots"])
+        block = max(block, rs["block_bytes"])
+        outbox = max(outbox, rs["outbox_blocks"])
+        gens = max(gens, rs["buffer_generations"])
+        if m > 1:
+            per_gen = max(per_gen, l)
+            spares = max(spares, rs["passes"])
+    slot_bytes, block = align(slot_bytes), align(block)
+    return (ALIGN + align(stage) + slots * slot_bytes + 2 * outbox * block + gens * per_gen * block
+            + 2 * spares * block)
+
+
+class ArenaOwner:
+    """Lives exactly as long as some tensor views the arena (every arena
+    tensor keeps it alive).
+
+    Host fabric: closing a communicator is local, so the communicator closes
+    when the last view goes (or at interpreter exit). CUDA fabric: closing
+    deregisters the NCCL window, a collective, so it must not happen at
+    whatever moment each rank's garbage collector picks; uninstall closes it
+    on every rank together once no rank has views left (release_collectively).
+    """
+
+    def __init__(self, comm: Any, *, close_on_release: bool):
+        self._finalizer = weakref.finalize(self, comm.close) if close_on_release else None
+
+
+_kept: list = []  # CUDA communicators whose arenas are still viewed somewhere: kept to exit
+
+
+def release_collectively(ctx: Any) -> bool:
+    """CUDA: close ctx's communicator on every rank of its group if no rank
+    has a tensor left that views the arena; else keep it to the process's
+    exit. Call with every adapter reference to arena tensors dropped."""
+    import gc
+
+    import torch
+    import torch.distributed as dist
+
+    sentinel = weakref.ref(ctx.owner)
+    ctx.owner = None
+    gc.collect()
+    free = torch.tensor([0 if sentinel() is not None else 1], device=ctx.backend.device)
+    dist.all_reduce(free, op=dist.ReduceOp.MIN, group=ctx.pg)
+    if int(free.item()):
+        ctx.comm.close()
+        return True
+    _kept.append(ctx.comm)
+    return False
+
+
+def assign_regions(groups: list, *, ring: bool) -> list[Region]:
+    """Regions for TideGroups given in execution order; sets `tg.region`.
+
+    groups: objects with `.info` (GroupInfo) and `.unsharded_bytes`.
+    """
+    pinned, ring_members = [], []
+    non_root = [g for g in groups if not g.info.is_root]
+    last = non_root[-1] if non_root else None
+    for g in groups:
+        keeps_params = not g.info.group._reshard_after_forward
+        if not ring or g.info.is_root or (keeps_params and g is not last):
+            pinned.append(g)
+        else:
+            ring_members.append(g)
+    regions: list[Region] = []
+    if ring_members:
+        slots = [Region(f"slot{i}", 0) for i in range(min(2, len(ring_members)))]
+        for i, g in enumerate(ring_members):
+            slot = slots[i % 2]
+            slot.members.append(g)
+            slot.nbytes = max(slot.nbytes, g.unsharded_bytes)
+            g.region = slot
+            g.folded = not g.info.group._reshard_after_forward
+        regions += slots
+    for g in pinned:
+        region = Region(f"pinned:{g.info.fqn}", g.unsharded_bytes)
+        region.members.append(g)
+        g.region = region
+        regions.append(region)
+    return regions
+
+
+def shard_buffer_bytes(region: Region) -> int:
+    return max((g.shard_bytes for g in region.members if not g.adopt), default=0)
+
+
+def total_user_bytes(regions: list[Region], residents: list[int]) -> int:
+    return sum(align(r.nbytes) for r in regions) + sum(align(n) for n in residents)
+
+
+def arena_bytes(user_bytes: int, plans: list[dict], fabric: str) -> tuple[int, int]:
+    """(arena bytes, scratch estimate), with a margin over the estimate
+    (1/8 of the user memory, at least 64 KiB), rounded to 2 MiB on CUDA."""
+    scratch = scratch_bytes(plans)
+    total = user_bytes + scratch + max(64 << 10, user_bytes // 8)
+    return (align(total, 2 << 20) if fabric == "cuda" else align(total)), scratch
+
+
+def numel_of(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

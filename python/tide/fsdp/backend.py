@@ -1,0 +1,191 @@
+"""The two fabrics as the adapter sees them. They differ only in the fabric,
+the device and the stream:
+
+- HostBackend (CPU, gloo): one process per rank over POSIX shared memory,
+  bootstrapped through a directory that the shard group's rank 0 creates and
+  broadcasts. TIDE calls run on the fabric's worker threads; the adapter waits
+  for each collective before returning (no overlap on CPU).
+- CudaBackend (CUDA, NCCL): the NCCL-bootstrapped copy-engine fabric; the
+  unique id is broadcast over the shard group; collectives are enqueued on
+  FSDP2's streams and ordered with events. (Written to the same shape as the
+  host path; it is not exercised by the CPU tests.)
+
+Arena memory is wrapped as torch tensors that each own a fresh storage with
+storage_offset 0 (what FSDP2's as_strided and copy.deepcopy of a state dict
+need). Every wrapper keeps `keepalive` (the arena's owner) alive, so the arena
+outlives any tensor that views it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from tide.comm import Communicator
+
+
+def _group_src(pg: Any) -> int:
+    return dist.get_global_rank(pg, 0)
+
+
+class Region:
+    """A span of the arena that unsharded groups take turns in (a ring slot)
+    or own alone (pinned). Also carries the ordering state of the region."""
+
+    def __init__(self, name: str, nbytes: int):
+        self.name = name
+        self.nbytes = nbytes
+        self.offset = -1
+        self.addr = 0
+        self.members: list = []        # TideGroups assigned here
+        self.free_events: list = []    # CUDA: events after which the region may be overwritten
+        self.shard_read_event = None   # CUDA: the last all-gather that read this region's shard buffer
+        self.shard_buffer: torch.Tensor | None = None  # staging for cast/copied shards
+
+
+class HostBackend:
+    fabric = "host"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def create_comm(self, pg: Any, nodes: int, gpus_per_node: int, arena_bytes: int, timeout_s: float) -> Communicator:
+        rank = pg.rank()
+        box = [tempfile.mkdtemp(prefix="tide-fsdp-") if rank == 0 else None]
+        dist.broadcast_object_list(box, src=_group_src(pg), group=pg)
+        try:
+            comm = Communicator(nodes=nodes, gpus_per_node=gpus_per_node, rank=rank, arena_bytes=arena_bytes,
+                                fabric="host", store_dir=box[0], timeout_s=timeout_s)
+        finally:
+            # Every rank has mapped every segment once all returned; the files did their job.
+            dist.barrier(group=pg)
+            if rank == 0:
+                shutil.rmtree(box[0], ignore_errors=True)
+        return comm
+
+    def wrap(self, addr: int, nbytes: int, dtype: torch.dtype, keepalive: Any) -> torch.Tensor:
+        buf = (ctypes.c_uint8 * nbytes).from_address(addr)
+        buf._tide_keepalive = keepalive  # the storage holds buf, buf holds the arena
+        return torch.frombuffer(buf, dtype=dtype)
+
+    def stream_handle(self, stream: Any) -> int:
+        return 0
+
+    # ---- all-gather
+    def before_copy_in(self, region: Region, copy_in_stream: Any) -> None:
+        pass
+
+    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, region: Region, copy_in_stream: Any,
+                   all_gather_stream: Any) -> Any:
+        comm.all_gather(handle, shard_ptr, region.offset, 0)
+        comm.synchronize()
+        return None
+
+    # ---- reduce-scatter
+    def before_region_write(self, region: Region) -> None:
+        pass
+
+    def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
+                       keep: list, region: Region | None) -> None:
+        comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=0)
+        comm.synchronize()
+
+    def on_reshard(self, region: Region) -> None:
+        pass
+
+
+class _CudaArray:
+    """Device memory behind __cuda_array_interface__; torch keeps this object
+    (and so the arena) alive as long as the tensor's storage."""
+
+    def __init__(self, addr: int, nbytes: int, keepalive: Any):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (addr, False),
+                                         "strides": None, "version": 2}
+        self._keepalive = keepalive
+
+
+class CudaBackend:
+    fabric = "cuda"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def create_comm(self, pg: Any, nodes: int, gpus_per_node: int, arena_bytes: int, timeout_s: float) -> Communicator:
+        from tide.comm import unique_id
+
+        rank = pg.rank()
+        box = [unique_id() if rank == 0 else None]
+        dist.broadcast_object_list(box, src=_group_src(pg), group=pg)
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        return Communicator(nodes=nodes, gpus_per_node=gpus_per_node, rank=rank, arena_bytes=arena_bytes,
+                            fabric="cuda", unique_id=box[0], device=index, timeout_s=timeout_s)
+
+    def wrap(self, addr: int, nbytes: int, dtype: torch.dtype, keepalive: Any) -> torch.Tensor:
+        return torch.as_tensor(_CudaArray(addr, nbytes, keepalive), device=self.device).view(dtype)
+
+    def stream_handle(self, stream: Any) -> int:
+        return stream.cuda_stream
+
+    # ---- all-gather
+    def before_copy_in(self, region: Region, copy_in_stream: Any) -> None:
+        # The shard buffer is reused: the previous all-gather must have read it.
+        if region.shard_read_event is not None:
+            copy_in_stream.wait_event(region.shard_read_event)
+
+    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, region: Region, copy_in_stream: Any,
+                   all_gather_stream: Any) -> Any:
+        all_gather_stream.wait_stream(copy_in_stream)
+        for event in region.free_events:  # last readers of the previous occupant
+            all_gather_stream.wait_event(event)
+        region.free_events.clear()
+        comm.all_gather(handle, shard_ptr, region.offset, all_gather_stream.cuda_stream)
+        event = all_gather_stream.record_event()
+        region.shard_read_event = event
+        return event
+
+    # ---- reduce-scatter
+    def before_region_write(self, region: Region) -> None:
+        stream = torch.cuda.current_stream(self.device)
+        for event in region.free_events:
+            stream.wait_event(event)
+
+    def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
+                       keep: list, region: Region | None) -> None:
+        stream = torch.cuda.current_stream(self.device)  # FSDP2's reduce-scatter stream
+        comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=stream.cuda_stream)
+        # The caching allocator must not hand the gradients out again before
+        # the reduce-scatter has read them (the C API has no read-done event yet).
+        for t in keep:
+            t.record_stream(stream)
+        if region is not None:
+            region.free_events.append(stream.record_event())
+
+    def on_reshard(self, region: Region) -> None:
+        region.free_events.append(torch.cuda.current_stream(self.device).record_event())
+
+
+def make_backend(fabric: str, device: torch.device) -> HostBackend | CudaBackend:
+    if fabric == "host":
+        return HostBackend(device)
+    if fabric == "cuda":
+        return CudaBackend(device)
+    raise ValueError(f"unknown fabric {fabric!r} (host or cuda)")
+
+
+def default_topology(world_size: int, fabric: str) -> tuple[int, int]:
+    """(nodes, gpus_per_node): one node of up to 8 on the host fabric; on CUDA
+    the local world size (LOCAL_WORLD_SIZE, else the visible GPUs)."""
+    if fabric == "cuda":
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or torch.cuda.device_count() or 1
+    else:
+        local = 8
+    local = max(1, min(local, 8, world_size))
+    while world_size % local:
+        local -= 1
+    return world_size // local, local

@@ -1,0 +1,125 @@
+"""Rebinding FSDP2's collective functions, and routing each call.
+
+`_fsdp_param_group` imports foreach_all_gather, foreach_all_gather_copy_out
+and foreach_reduce by name, so the replacements are bound there; foreach_reduce
+looks foreach_reduce_scatter_copy_in up as a global of `_fsdp_collectives`, so
+that one is bound there. Each replacement routes calls for TIDE groups to the
+adapter and everything else (other models, fallback groups) to the original,
+unchanged. The rebinding is process-wide and stays while any model has TIDE
+groups installed; the originals come back with the last uninstall.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tide.fsdp import all_gather as _ag
+from tide.fsdp import guards
+from tide.fsdp import reduce_scatter as _rs
+
+log = logging.getLogger("tide.fsdp")
+
+_by_param: dict[int, object] = {}   # id(FSDPParam) -> TideGroup (which holds the FSDPParam)
+_originals: dict[str, object] = {}
+
+
+def lookup(fsdp_params):
+    if not fsdp_params:
+        return None
+    first = fsdp_params[0]
+    tg = _by_param.get(id(first))
+    if tg is None or tg.params[tg.index[id(first)]] is not first:
+        return None
+    return tg
+
+
+def register(tg) -> None:
+    for fp in tg.params:
+        _by_param[id(fp)] = tg
+
+
+def unregister(tg) -> None:
+    for fp in tg.params:
+        if _by_param.get(id(fp)) is tg:
+            del _by_param[id(fp)]
+
+
+# ------------------------------------------------------------------ replacements
+# Same parameter names as FSDP2's (checked by guards), so positional and
+# keyword calls both work.
+
+def foreach_all_gather(fsdp_params, group, async_op, all_gather_copy_in_stream, all_gather_stream, device,
+                       all_gather_comm):
+    tg = lookup(fsdp_params)
+    if tg is None:
+        return _originals["foreach_all_gather"](fsdp_params, group, async_op, all_gather_copy_in_stream,
+                                                all_gather_stream, device, all_gather_comm)
+    return _ag.all_gather(tg, async_op, all_gather_copy_in_stream, all_gather_stream)
+
+
+def foreach_all_gather_copy_out(all_gather_result, fsdp_params, group):
+    tg = lookup(fsdp_params)
+    if tg is None:
+        return _originals["foreach_all_gather_copy_out"](all_gather_result, fsdp_params, group)
+    return _ag.copy_out(tg, all_gather_result)
+
+
+def foreach_reduce(fsdp_params, unsharded_grads, reduce_scatter_group, reduce_scatter_stream, reduce_scatter_comm,
+                   orig_dtype, reduce_dtype, device, gradient_divide_factor, all_reduce_group, all_reduce_stream,
+                   all_reduce_grads, partial_reduce_output, all_reduce_hook, force_sum_reduction_for_comms=False):
+    tg = lookup(fsdp_params)
+    call = None
+    if tg is not None:
+        call = _rs.prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype, device,
+                           gradient_divide_factor, all_reduce_group, force_sum_reduction_for_comms)
+    with _rs.activate(call):
+        return _originals["foreach_reduce"](
+            fsdp_params, unsharded_grads, reduce_scatter_group, reduce_scatter_stream,
+            call if call is not None else reduce_scatter_comm, orig_dtype, reduce_dtype, device,
+            gradient_divide_factor, all_reduce_group, all_reduce_stream, all_reduce_grads, partial_reduce_output,
+            all_reduce_hook, force_sum_reduction_for_comms)
+
+
+def foreach_reduce_scatter_copy_in(unsharded_grads, reduce_scatter_input, world_size):
+    call = _rs.active_call()
+    if call is not None and reduce_scatter_input is call.marker:
+        return call.take_grads(unsharded_grads)
+    return _originals["foreach_reduce_scatter_copy_in"](unsharded_grads, reduce_scatter_input, world_size)
+
+
+for _fn in (foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce, foreach_reduce_scatter_copy_in):
+    _fn._tide_dispatch = True
+
+# (module attribute holder, name, replacement)
+def _bindings():
+    it = guards.internals()
+    return [
+        (it.param_group, "foreach_all_gather", foreach_all_gather),
+        (it.param_group, "foreach_all_gather_copy_out", foreach_all_gather_copy_out),
+        (it.param_group, "foreach_reduce", foreach_reduce),
+        (it.collectives, "foreach_reduce_scatter_copy_in", foreach_reduce_scatter_copy_in),
+    ]
+
+
+def active() -> bool:
+    return bool(_originals)
+
+
+def activate() -> None:
+    if _originals:
+        return
+    it = guards.internals()
+    for module, name, replacement in _bindings():
+        _originals[name] = getattr(it.collectives, name)  # the originals live in _fsdp_collectives
+        setattr(module, name, replacement)
+
+
+def deactivate_if_unused() -> None:
+    if _by_param or not _originals:
+        return
+    for module, name, replacement in _bindings():
+        if getattr(module, name) is replacement:
+            setattr(module, name, _originals[name])
+        else:
+            log.warning("tide.fsdp: %s.%s was rebound by someone else; leaving it", module.__name__, name)
+    _originals.clear()

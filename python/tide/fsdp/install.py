@@ -1,0 +1,360 @@
+"""install / uninstall / report."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from tide import comm as tide_comm
+from tide._capi import TideError
+from tide.fsdp import all_gather as _ag
+from tide.fsdp import arena as _arena
+from tide.fsdp import backend as _backend
+from tide.fsdp import dispatch, groups, guards
+from tide.fsdp.state import CommContext, TideGroup
+from tide.plan import make_plan
+
+log = logging.getLogger("tide.fsdp")
+
+MODES = ("in-place", "slot-reuse")
+
+_installed: weakref.WeakKeyDictionary[torch.nn.Module, Installation] = weakref.WeakKeyDictionary()
+_refused: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
+
+
+class Installation:
+    def __init__(self, mode: str, ring: bool):
+        self.mode = mode
+        self.ring = ring
+        self.infos: list[groups.GroupInfo] = []
+        self.contexts: list[CommContext] = []
+        self.tide_groups: list[TideGroup] = []
+
+
+# ------------------------------------------------------------------ install
+
+def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None = None, *,
+            topology: tuple[int, int] | None = None, ring: bool = True, adopt: bool = True,
+            timeout_s: float = 120.0) -> dict:
+    """Run FSDP2's all-gather and reduce-scatter on TIDE for every parameter
+    group of `model` (the root module, after fully_shard) that meets the
+    contract; the others stay stock, one logged line each naming the reason.
+
+    mode: "in-place" (reduce-scatter reads gradients where autograd left them)
+        or "slot-reuse" (gradients move into the group's vacated all-gather
+        region and are freed at once).
+    fabric: "host" (CPU, gloo) or "cuda"; default: from the groups' device.
+    topology: (nodes, gpus_per_node) of each shard group; default: one node
+        on the host fabric, the local world size on CUDA.
+    ring: lay groups out in two ring slots (App. F); False gives every group
+        its own region.
+    adopt: keep sharded parameters that need no cast in the arena (zero-copy
+        all-gather input); False copies them into a buffer each all-gather.
+    timeout_s: deadline of every TIDE wait (fail stop).
+
+    Returns report(model, echo=False). Unsupported torch internals leave
+    everything stock with one logged message; nothing raises for them.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if fabric not in (None, "host", "cuda"):
+        raise ValueError(f"fabric must be 'host', 'cuda' or None, got {fabric!r}")
+    if model in _installed:
+        log.info("tide.fsdp: already installed on this model; uninstall() first to change options")
+        return report(model, echo=False)
+    problem = guards.check_torch()
+    if problem is not None:
+        return _refuse(model, *problem)
+    it = guards.internals()
+    state = it.get_module_fsdp_state(model)
+    if state is None:
+        return _refuse(model, "not_fsdp", "the model is not an FSDP2 module: call fully_shard(model) first")
+    if getattr(state, "_is_root", None) is False:
+        return _refuse(model, "not_root", "install on the root FSDP2 module (the one whose forward runs first)")
+
+    inst = Installation(mode, ring)
+    names = {id(m): n for n, m in model.named_modules()}
+    seen: set[int] = set()
+    for module in model.modules():
+        st = it.get_module_fsdp_state(module)
+        if st is None or id(st) in seen:
+            continue
+        seen.add(id(st))
+        for group in guards.param_groups(st):
+            try:
+                # The group-level lazy init (what FSDPModule.unshard runs): dtypes from the
+                # mixed-precision policy, re-padded shards. The root's own lazy init waits
+                # for its first forward, as FSDP2 wants.
+                group.lazy_init()
+            except Exception as e:  # FSDP2 refuses: stay stock
+                return _refuse(model, "lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
+            fqn = group._module_fqn or ", ".join(names.get(id(m), "?") for m in group.modules) or "<root>"
+            inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn))
+    for info in inst.infos:
+        if info.reason is None:
+            group = info.group
+            if group._all_gather_result is not None or group._training_state != it.TrainingState.IDLE:
+                return _refuse(model, "not_idle", f"group '{info.fqn}' is mid-iteration; install between steps")
+
+    # Per shard process group: plans, arena, communicator.
+    buckets: OrderedDict[int, list[groups.GroupInfo]] = OrderedDict()
+    for info in inst.infos:
+        if info.reason is None:
+            fab = fabric or ("cuda" if info.device.type == "cuda" else "host")
+            if (fab == "cuda") != (info.device.type == "cuda"):
+                info.reason, info.detail = "fabric_mismatch", f"fabric '{fab}' for parameters on {info.device}"
+            elif fab == "cuda" and not tide_comm.has_cuda():
+                info.reason, info.detail = "fabric_unavailable", "this libtide has no CUDA fabric"
+            else:
+                buckets.setdefault(id(info.pg), []).append(info)
+    for infos in buckets.values():
+        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s)
+        if ctx is not None:
+            inst.contexts.append(ctx)
+            inst.tide_groups.extend(ctx.groups)
+
+    for tg in inst.tide_groups:
+        _apply(tg)
+        dispatch.register(tg)
+    if inst.tide_groups:
+        dispatch.activate()
+    _installed[model] = inst
+    _refused.pop(model, None)
+    for info in inst.infos:
+        if info.reason is not None:
+            log.warning("tide.fsdp: group '%s' stays on stock FSDP2: %s (%s)", info.fqn, info.reason, info.detail)
+    log.info("tide.fsdp: TIDE runs %d of %d parameter groups (%s; arena %s bytes per rank)",
+             len(inst.tide_groups), len(inst.infos), mode,
+             "+".join(str(c.arena_bytes) for c in inst.contexts) or "0")
+    return report(model, echo=False)
+
+
+def _refuse(model, reason: str, message: str) -> dict:
+    log.warning("tide.fsdp: FSDP2 stays stock: %s (%s)", reason, message)
+    _refused[model] = {"reason": reason, "message": message}
+    return report(model, echo=False)
+
+
+def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> CommContext | None:
+    first = infos[0]
+    fab = fabric or ("cuda" if first.device.type == "cuda" else "host")
+    world = first.world_size
+    nodes, gpus = topology if topology is not None else _backend.default_topology(world, fab)
+    tide_groups = []
+    for info in infos:
+        if nodes * gpus != world:
+            info.reason, info.detail = "bad_topology", f"{nodes}x{gpus} for a shard group of {world} ranks"
+            continue
+        try:
+            plan = make_plan(_shapes(info), nodes=nodes, gpus_per_node=gpus, dtype=info.dtype_name,
+                             grad_dtype=info.dtype_name, mode=mode)
+        except TideError as e:
+            info.reason, info.detail = e.reason, e.message
+            continue
+        groups.check_layout(info, plan)
+        if info.reason is None:
+            tide_groups.append(TideGroup(info, mode, plan, adopt))
+    if not tide_groups:
+        return None
+
+    backend = _backend.make_backend(fab, first.device)
+    ctx = CommContext(first.pg, fab, backend, (nodes, gpus))
+    ctx.groups = tide_groups
+    ctx.regions = _arena.assign_regions(tide_groups, ring=ring)
+    residents = [tg.shard_bytes for tg in tide_groups if tg.adopt]
+    ctx.user_bytes = _arena.total_user_bytes(ctx.regions, residents)
+    for tg in tide_groups:  # gradients in another dtype get their own plan
+        for dtype in tg.grad_dtypes[1:]:
+            tg.extra_plans.append(make_plan(_shapes(tg.info), nodes=nodes, gpus_per_node=gpus,
+                                            dtype=tg.info.dtype_name, grad_dtype=groups.name_of(dtype), mode=mode))
+    plans = [p for tg in tide_groups for p in [tg.plan, *tg.extra_plans]]
+    ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plans, fab)
+
+    comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
+    ctx.comm = comm
+    ctx.owner = owner = _arena.ArenaOwner(comm, close_on_release=fab == "host")
+    for tg in tide_groups:
+        tg.ctx = ctx
+        for dtype in tg.grad_dtypes:
+            tg.handles[dtype] = comm.register_group(_shapes(tg.info), dtype=tg.info.dtype_name,
+                                                    grad_dtype=groups.name_of(dtype), mode=mode)
+        tg.handle = tg.handles[tg.grad_dtype]
+    n = world
+    for region in ctx.regions:
+        region.offset, region.addr = comm.alloc(_arena.align(region.nbytes))
+        nbytes = _arena.shard_buffer_bytes(region)
+        if nbytes:
+            region.shard_buffer = torch.empty(nbytes, dtype=torch.uint8, device=first.device)
+    for tg in tide_groups:
+        dtype = tg.info.ag_dtype
+        tg.ag_outputs = [backend.wrap(tg.region.addr + p["shard_offset"] * n, p["shard_bytes"] * n, dtype, owner)
+                         for p in tg.layout]
+        tg.marker = torch.empty(0, dtype=dtype, device=first.device)
+        if tg.adopt:
+            tg.resident_offset, tg.resident_base = comm.alloc(tg.shard_bytes)
+            tg.resident = [backend.wrap(tg.resident_base + p["shard_offset"], p["shard_bytes"], dtype, owner)
+                           for p in tg.layout]
+            tg.resident_ptrs = [t.data_ptr() for t in tg.resident]
+    return ctx
+
+
+def _shapes(info: groups.GroupInfo) -> list[dict]:
+    return [{"name": n, "shape": list(s), "dtype": info.dtype_name} for n, s in zip(info.names, info.shapes)]
+
+
+def _apply(tg: TideGroup) -> None:
+    """Point the group's unsharded storage at the arena (and adopt its shards).
+    The unsharded Parameter objects are kept (autograd accumulates into them):
+    when they exist their data is swapped, else FSDP2 makes them later from
+    all_gather_outputs as usual."""
+    group = tg.info.group
+    if not group.is_sharded:
+        group._to_sharded()  # idle (checked at install): FSDP2 reshards freely here
+    first = tg.params[0]
+    backend, region = tg.backend, tg.region
+
+    def free_unsharded_param(fp):
+        # The region is reused by the next group; nothing to free. Record
+        # where its last readers are (CUDA) before the next write.
+        if fp is first:
+            backend.on_reshard(region)
+
+    with torch.no_grad():
+        for fp, out, idx in zip(tg.params, tg.ag_outputs, range(len(tg.params))):
+            if hasattr(fp, "_unsharded_param"):
+                fp._unsharded_param.data = torch.as_strided(out, fp._orig_size, fp._contiguous_orig_stride, 0)
+            fp.all_gather_outputs = [out]
+            fp.free_unsharded_param = types.MethodType(free_unsharded_param, fp)
+            if tg.adopt:
+                _ag.adopt(tg, idx)
+    if tg.folded:
+        it = guards.internals()
+        stock_post_forward = group.post_forward
+
+        def post_forward(module, input, output):
+            result = stock_post_forward(module, input, output)
+            # App. F: the folded last block reshards after a no-grad forward
+            # (validation), since no backward will free its ring slot.
+            if (not torch.is_grad_enabled() and not group.is_sharded and group._all_gather_result is None
+                    and group._training_state == it.TrainingState.IDLE):
+                group._to_sharded()
+            return result
+
+        group.post_forward = post_forward
+
+
+def _restore(tg: TideGroup) -> None:
+    group = tg.info.group
+    unsharded = not group.is_sharded
+    with torch.no_grad():
+        for idx, (fp, out) in enumerate(zip(tg.params, tg.ag_outputs)):
+            fp.__dict__.pop("free_unsharded_param", None)
+            if hasattr(fp, "_unsharded_param"):
+                fresh = torch.empty_like(out)
+                if unsharded:
+                    fresh.copy_(out)
+                fp._unsharded_param.data = torch.as_strided(fresh, fp._orig_size, fp._contiguous_orig_stride, 0)
+                fp.all_gather_outputs = [fresh]
+                if not unsharded:
+                    fresh.untyped_storage().resize_(0)  # FSDP2's freed state
+            else:
+                fp.all_gather_outputs = []
+            if tg.adopt and fp._sharded_param_data.data_ptr() == tg.resident_ptrs[idx]:
+                fresh = tg.resident[idx].clone()
+                fp._sharded_param_data.data = fresh
+                fp._sharded_local_tensor.data = fresh.view(fp.padded_sharded_param_size).narrow(
+                    0, 0, fp.sharded_size[0])
+    group.__dict__.pop("post_forward", None)
+
+
+# ------------------------------------------------------------------ uninstall
+
+def uninstall(model: torch.nn.Module) -> bool:
+    """Restore stock FSDP2 for `model` (between steps). The arena is released
+    once nothing views it any more. Returns False if TIDE was not installed."""
+    inst = _installed.get(model)
+    if inst is None:
+        return False
+    it = guards.internals()
+    for tg in inst.tide_groups:
+        group = tg.info.group
+        if group._all_gather_result is not None or group._training_state != it.TrainingState.IDLE:
+            raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}' is mid-iteration; uninstall between steps")
+    for ctx in inst.contexts:
+        if ctx.fabric == "cuda":  # the last reduce-scatters may still read the arena
+            torch.cuda.synchronize(ctx.backend.device)
+    for tg in inst.tide_groups:
+        _restore(tg)
+        dispatch.unregister(tg)
+        tg.ag_outputs, tg.resident, tg._shard_views, tg.marker = [], [], None, None
+    dispatch.deactivate_if_unused()
+    del _installed[model]
+    for ctx in inst.contexts:
+        for region in ctx.regions:
+            region.shard_buffer = None
+        if ctx.fabric == "cuda" and not _arena.release_collectively(ctx):
+            log.warning("tide.fsdp: tensors still view the CUDA arena of %s ranks (e.g. a state dict taken while "
+                        "installed); it stays allocated until the process exits", ctx.topology)
+    log.info("tide.fsdp: uninstalled; %d parameter groups back on stock FSDP2", len(inst.tide_groups))
+    return True
+
+
+# ------------------------------------------------------------------ report
+
+def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
+    """Per parameter group: TIDE or the fallback reason, region (ring slot or
+    pinned) and its size, staging bytes, the plan summary and call counts;
+    per shard group: the arena. Printed as a table when echo is True."""
+    inst = _installed.get(model)
+    out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__}
+    if inst is None:
+        refused = _refused.get(model, {"reason": "not_installed", "message": "tide.fsdp.install was not called"})
+        out.update(reason=refused["reason"], message=refused["message"], mode=None, groups=[], arenas=[])
+    else:
+        by_group = {id(tg.info.group): tg for tg in inst.tide_groups}
+        rows = []
+        for info in inst.infos:
+            tg = by_group.get(id(info.group))
+            if tg is not None:
+                rows.append(tg.summary())
+            else:
+                rows.append({"fqn": info.fqn, "status": "stock", "reason": info.reason, "detail": info.detail,
+                             "params": len(info.group.fsdp_params)})
+        out.update(reason=None, message="", mode=inst.mode, ring=inst.ring, groups=rows,
+                   arenas=[c.summary() for c in inst.contexts])
+    if echo:
+        _print(out, file or sys.stdout)
+    return out
+
+
+def _print(rep: dict, file) -> None:
+    w = file.write
+    if not rep["groups"]:
+        w(f"tide.fsdp: not installed: {rep.get('reason')} ({rep.get('message')})\n")
+        return
+    w(f"tide.fsdp: {rep['mode']}, torch {rep['torch']}\n")
+    for a in rep["arenas"]:
+        regions = ", ".join(f"{r['name']} {r['bytes']} B" for r in a["regions"])
+        w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}): {a['arena_bytes']} B per rank "
+          f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
+          f"scratch ~{a['scratch_bytes_estimate']} B; shard buffers {a['shard_buffer_bytes']} B)\n")
+    w(f"  {'group':<28} {'status':<8} {'region':<16} {'unsharded B':>12} {'staging B':>10}  plan / reason\n")
+    for g in rep["groups"]:
+        if g["status"] == "tide":
+            p = g["plan"]
+            st = g["stats"]
+            note = (f"{g['params']} params {g['dtype']}, shard {g['shard_source']}, AG rounds {p['ag_rounds']} "
+                    f"desc {p['ag_descriptors']}, RS waves {p['rs_waves']}, live {p['tide_live_ns']} NS "
+                    f"(FSDP2 {p['fsdp2_live_ns']})" + (", folded" if g["folded"] else "")
+                    + f"; calls: AG {st.get('all_gathers', 0)}, RS {st.get('reduce_scatters', 0)}"
+                    + (f" (+{st['rs_stock']} stock)" if st.get("rs_stock") else ""))
+            w(f"  {g['fqn'][:28]:<28} {'tide':<8} {g['region'][:16]:<16} {g['unsharded_bytes']:>12} "
+              f"{g['staging_bytes']:>10}  {note}\n")
+        else:
+            w(f"  {g['fqn'][:28]:<28} {'stock':<8} {'-':<16} {'-':>12} {'-':>10}  {g['reason']}: {g['detail']}\n")

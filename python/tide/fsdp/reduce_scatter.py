@@ -1,0 +1,221 @@
+"""TIDE-RS inside FSDP2's own foreach_reduce.
+
+FSDP2's foreach_reduce keeps the semantics (divide factors, HSDP partial
+accumulation and replica all-reduce, the all-reduce hook, post-divide, the
+cast back to the parameter dtype, accumulation into existing sharded
+gradients, post-accumulate-grad hooks). Only its copy-in and its collective
+change: for a TIDE group the adapter calls the stock foreach_reduce with a
+per-call `ReduceScatterCall` as its reduce-scatter comm, which
+
+  - hands out a zero-size placeholder for the full-group reduce-scatter input
+    (no `_chunk_cat`, no full-group fp32 buffer);
+  - receives the per-parameter gradients in foreach_reduce_scatter_copy_in
+    (rebound in _fsdp_collectives) and keeps pointers to them where autograd
+    left them (In-Place), or copies them into the group's vacated region and
+    lets FSDP2 free them at once (Slot-Reuse);
+  - runs TIDE-RS into FSDP2's packed fp32 per-rank output with the divide
+    factor folded into alpha.
+
+Divide factors (FSDP2's _get_gradient_divide_factors decides, as stock):
+  AVG                 alpha = 1 / shard world size (exact for powers of two)
+  SUM                 alpha = 1 (the post-divide, if any, runs in foreach_reduce)
+  PREMUL_SUM(1/f)     alpha = 1/f when that is a power of two (exact); else
+                      fp32 gradients are pre-multiplied in place, as NCCL
+                      would, and bf16 gradients fold 1/f into alpha (the sum
+                      is fp32 either way; the last bit may differ from NCCL's)
+Gradients in fp32 for a bf16 group (FSDP2 accumulates them in the fp32
+reduce dtype when gradient sync is off) use a second plan registered for
+fp32 gradients (in place: they do not fit the bf16 landing). A predivide
+(only for fp16 reductions, outside the contract) or any other gradient dtype
+makes that one call run stock, logged once per group.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+
+import torch
+import torch.distributed as dist
+
+from tide.fsdp import guards
+
+log = logging.getLogger("tide.fsdp")
+
+_active = threading.local()
+
+
+def _power_of_two(x: float) -> bool:
+    if x <= 0 or not math.isfinite(x):
+        return False
+    mantissa, _ = math.frexp(x)
+    return mantissa == 0.5
+
+
+def active_call():
+    return getattr(_active, "call", None)
+
+
+class _Active:
+    def __init__(self, call):
+        self.call = call
+
+    def __enter__(self):
+        self.prev = getattr(_active, "call", None)
+        _active.call = self.call
+
+    def __exit__(self, *exc):
+        _active.call = self.prev
+
+
+try:  # FSDP2's comm interface, when importable (guards refuse to install otherwise)
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _ReduceScatterBase
+except Exception:  # pragma: no cover
+    _ReduceScatterBase = object
+
+
+class ReduceScatterCall(_ReduceScatterBase):
+    """FSDP2 reduce-scatter comm for one foreach_reduce call of a TIDE group."""
+
+    def __init__(self, tg, fsdp_params: list, alpha: float, premul: float | None, grad_dtype: torch.dtype):
+        self.tg = tg
+        self.grad_dtype = grad_dtype
+        self.handle = tg.handles[grad_dtype]
+        self.fsdp_params = fsdp_params
+        self.alpha = alpha
+        self.premul = premul
+        self.marker: torch.Tensor | None = None
+        self.ptrs: list[int] | None = None
+        self.keep: list[torch.Tensor] = []
+        self.region = None
+
+    # -- Comm
+    def allocate(self, size, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        if self.marker is None:  # the full-group input: never materialized
+            self.marker = torch.empty(0, dtype=dtype, device=device)
+            return self.marker
+        return torch.empty(*size, dtype=dtype, device=device)
+
+    # -- foreach_reduce_scatter_copy_in
+    @torch.no_grad()
+    def take_grads(self, unsharded_grads: list[torch.Tensor]) -> None:
+        tg = self.tg
+        index = [tg.index[id(fp)] for fp in self.fsdp_params]
+        if len(index) != len(unsharded_grads):
+            raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': {len(unsharded_grads)} gradients for "
+                               f"{len(index)} parameters")
+        grads = []
+        for p, g in zip(index, unsharded_grads):
+            if g.numel() != tg.numels[p]:
+                raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': gradient of '{tg.info.names[p]}' has "
+                                   f"{g.numel()} elements, the parameter {tg.numels[p]}")
+            if not g.is_contiguous():
+                g = g.contiguous()
+            if self.premul is not None:
+                g.mul_(self.premul)
+            grads.append(g)
+        ptrs: list[int | None] = [None] * len(tg.numels)
+        present = set(index)
+        missing = [p for p in range(len(tg.numels)) if p not in present]
+        if missing:  # parameters without a gradient this step contribute zeros
+            zeros = torch.zeros(max(tg.numels[p] for p in missing), dtype=self.grad_dtype, device=grads[0].device
+                                if grads else tg.backend.device)
+            self.keep.append(zeros)
+            tg.stats["rs_partial"] += 1
+            for p in missing:
+                ptrs[p] = zeros.data_ptr()
+        region = tg.region
+        # (Gradients wider than the parameters do not fit their landing: in place.)
+        if tg.mode == "slot-reuse" and self.grad_dtype == tg.info.ag_dtype and tg.region_vacated():
+            # Park the gradients in the vacated region; FSDP2 drops its references
+            # right after this returns, which frees them at once.
+            tg.backend.before_region_write(region)
+            for p, g in zip(index, grads):
+                out = tg.ag_outputs[p]
+                view = out[: g.numel()]
+                # The region backs the unsharded Parameter: like FSDP2's copy-out, keep
+                # its version counter so saved references to it stay valid.
+                with torch.autograd._unsafe_preserve_version_counter(out):
+                    view.copy_(g.view(-1))
+                ptrs[p] = view.data_ptr()
+            self.region = region
+            tg.stats["rs_slot_reuse"] += 1
+        else:
+            for p, g in zip(index, grads):
+                ptrs[p] = g.data_ptr()
+            self.keep.extend(grads)
+            tg.stats["rs_in_place"] += 1
+        self.ptrs = ptrs  # type: ignore[assignment]
+
+    # -- ReduceScatter
+    @torch.no_grad()
+    def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group, op, async_op: bool = False):
+        tg = self.tg
+        if input_tensor is not self.marker or self.ptrs is None:
+            raise RuntimeError("tide.fsdp: foreach_reduce called the reduce-scatter without handing the "
+                               "gradients to foreach_reduce_scatter_copy_in (torch internals changed?)")
+        full = len(self.fsdp_params) == len(tg.numels)
+        direct = (full and output_tensor.dtype == torch.float32 and output_tensor.is_contiguous()
+                  and output_tensor.numel() == tg.out_elems)
+        out = output_tensor if direct else torch.empty(tg.out_elems, dtype=torch.float32,
+                                                       device=output_tensor.device)
+        tg.backend.reduce_scatter(tg.comm, self.handle, self.ptrs, out, self.alpha, self.keep, self.region)
+        if not direct:
+            if full:
+                output_tensor.view(-1).copy_(out)  # the cast to a bf16 reduce dtype
+            else:  # pack the parameters that had gradients, as FSDP2 lays them out
+                at = 0
+                for fp in self.fsdp_params:
+                    p = tg.index[id(fp)]
+                    n = tg.shard_elems[p]
+                    output_tensor.view(-1)[at:at + n].copy_(out[tg.out_offsets[p]:tg.out_offsets[p] + n])
+                    at += n
+        self.ptrs, self.keep = None, []
+        tg.stats["reduce_scatters"] += 1
+
+
+def prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype, device, gradient_divide_factor,
+            all_reduce_group, force_sum_reduction_for_comms) -> ReduceScatterCall | None:
+    """A ReduceScatterCall for this foreach_reduce, or None (with the reason
+    logged once per group) when this call must run stock."""
+    it = guards.internals()
+    if not all(id(fp) in tg.index for fp in fsdp_params):
+        return _stock(tg, "parameters from another group")
+    if reduce_scatter_group is None or reduce_scatter_group.size() != tg.info.world_size:
+        return _stock(tg, "the reduce-scatter group differs from the all-gather group")
+    dtypes = {g.dtype for g in unsharded_grads}
+    grad_dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
+    if grad_dtype not in tg.handles:
+        return _stock(tg, f"gradient dtype {sorted(map(str, dtypes))}: no plan registered for it "
+                          f"(registered: {[str(d) for d in tg.handles]})")
+    pre, _post, rs_op, _ar_op = it.get_gradient_divide_factors(
+        reduce_scatter_group, all_reduce_group, reduce_dtype or grad_dtype, device.type,
+        gradient_divide_factor, force_sum_reduction_for_comms)
+    if pre is not None and pre != 1:
+        return _stock(tg, f"predivide by {pre}")
+    premul = None
+    if rs_op == dist.ReduceOp.AVG:
+        alpha = 1.0 / tg.info.world_size
+    elif rs_op == dist.ReduceOp.SUM:
+        alpha = 1.0
+    elif gradient_divide_factor:
+        scale = 1.0 / gradient_divide_factor
+        if _power_of_two(scale) or grad_dtype != torch.float32:
+            alpha = scale
+        else:
+            alpha, premul = 1.0, scale
+    else:
+        return _stock(tg, f"reduce op {rs_op}")
+    return ReduceScatterCall(tg, fsdp_params, alpha, premul, grad_dtype)
+
+
+def _stock(tg, why: str) -> None:
+    if why not in tg.stock_calls_logged:
+        tg.stock_calls_logged.add(why)
+        log.info("tide.fsdp: group '%s': this reduce-scatter runs stock: %s", tg.info.fqn, why)
+    tg.stats["rs_stock"] += 1
+
+
+def activate(call: ReduceScatterCall | None) -> _Active:
+    return _Active(call)

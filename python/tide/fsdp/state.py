@@ -1,0 +1,162 @@
+"""Per-group and per-shard-group state of an installation."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import torch
+
+from tide.fsdp.groups import GroupInfo
+
+
+class TideGroup:
+    """One FSDPParamGroup that runs on TIDE."""
+
+    def __init__(self, info: GroupInfo, mode: str, plan: dict, adopt: bool):
+        self.info = info
+        self.mode = mode
+        self.plan = plan
+        self.adopt = adopt and info.adoptable
+        self.params = list(info.group.fsdp_params)
+        self.index = {id(fp): i for i, fp in enumerate(self.params)}
+        self.numels = [math.prod(s) for s in info.shapes]
+        self.grad_dtype = info.ag_dtype
+        layout = plan["group"]["param_layout"]
+        self.layout = layout
+        self.out_offsets = [p["out_offset"] for p in layout]
+        self.shard_elems = [p["shard_rows"] * p["row_elems"] for p in layout]
+        self.out_elems = plan["group"]["out_bytes"] // 4
+        self.unsharded_bytes = plan["group"]["unsharded_bytes"]
+        self.shard_bytes = plan["group"]["shard_bytes"]
+        self.world_size = info.world_size
+        # Set when the arena is built.
+        self.ctx: CommContext | None = None
+        self.handle: Any = None      # gradients in the all-gather dtype
+        self.handles: dict = {}      # gradient dtype -> registered group
+        self.extra_plans: list[dict] = []
+        self.region: Any = None
+        self.folded = False          # last block kept after forward, folded into the ring
+        self.ag_outputs: list[torch.Tensor] = []
+        self.resident: list[torch.Tensor] = []
+        self.resident_ptrs: list[int] = []
+        self.resident_base = 0
+        self.resident_offset = -1
+        self.marker: torch.Tensor | None = None
+        self._shard_views: list[torch.Tensor] | None = None
+        self._dtypes_checked = False
+        self.stats: Counter = Counter()
+        self.stock_calls_logged: set[str] = set()
+
+    @property
+    def comm(self):
+        return self.ctx.comm
+
+    @property
+    def backend(self):
+        return self.ctx.backend
+
+    @property
+    def shard_source(self) -> str:
+        if self.adopt:
+            return "resident"
+        return "cast" if any(getattr(fp, "param_dtype", None) is not None for fp in self.params) else "copy"
+
+    def shard_views(self) -> list[torch.Tensor]:
+        """Per-parameter views of the region's shard buffer, in the all-gather dtype."""
+        if self._shard_views is None:
+            buf = self.region.shard_buffer
+            self._shard_views = [buf[p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]].view(self.info.ag_dtype)
+                                 for p in self.layout]
+        return self._shard_views
+
+    def region_vacated(self) -> bool:
+        """Is no group unsharded (or being gathered) in this group's region?"""
+        return all(m.info.group.is_sharded and m.info.group._all_gather_result is None for m in self.region.members)
+
+    def check_dtypes(self) -> None:
+        if self._dtypes_checked:
+            return
+        from tide.fsdp.groups import ag_dtype_of
+
+        for fp, name in zip(self.params, self.info.names):
+            if ag_dtype_of(fp) != self.info.ag_dtype:
+                raise RuntimeError(f"tide.fsdp: '{name}' now all-gathers in {ag_dtype_of(fp)}, the arena was laid "
+                                   f"out for {self.info.ag_dtype}: reinstall after changing dtypes")
+        self._dtypes_checked = True
+
+    @property
+    def grad_dtypes(self) -> list:
+        """Gradient dtypes registered: the all-gather dtype, plus fp32 for a
+        bf16 group with an fp32 reduce dtype (FSDP2 accumulates unsharded
+        gradients in fp32 when gradient sync is off)."""
+        want = [self.grad_dtype]
+        if self.grad_dtype == torch.bfloat16 and getattr(self.info.group, "_reduce_dtype", None) == torch.float32:
+            want.append(torch.float32)
+        return want
+
+    def summary(self) -> dict:
+        plan = self.plan
+        ag, rs, mem = plan["all_gather"], plan["reduce_scatter"], plan["memory"]
+        rs_staging = max(p["reduce_scatter"]["staging_bytes"] for p in [plan, *self.extra_plans])
+        staging = rs_staging + ag["stage_bytes"] + (0 if self.adopt else self.shard_bytes)
+        return {
+            "fqn": self.info.fqn,
+            "status": "tide",
+            "reason": None,
+            "detail": "",
+            "params": len(self.params),
+            "dtype": self.info.dtype_name,
+            "region": self.region.name,
+            "region_bytes": self.region.nbytes,
+            "folded": self.folded,
+            "unsharded_bytes": self.unsharded_bytes,
+            "shard_bytes": self.shard_bytes,
+            "shard_source": self.shard_source,
+            "staging_bytes": staging,
+            "plan": {
+                "topology": [plan["topology"]["nodes"], plan["topology"]["gpus_per_node"]],
+                "mode": rs["mode"],
+                "ag_rounds": ag["rounds"],
+                "ag_descriptors": ag["descriptors"],
+                "rs_waves": rs["waves"],
+                "rs_staging_bytes": rs["staging_bytes"],
+                "ag_stage_bytes": ag["stage_bytes"],
+                "tide_live_ns": mem["tide_live_ns"],
+                "fsdp2_live_ns": mem["fsdp2_live_ns"],
+            },
+            "grad_dtypes": [str(d).replace("torch.", "") for d in self.grad_dtypes],
+            "stats": dict(self.stats),
+        }
+
+
+class CommContext:
+    """One TIDE communicator: the shard process group's ranks, its arena."""
+
+    def __init__(self, pg: Any, fabric: str, backend: Any, topology: tuple[int, int]):
+        self.pg = pg
+        self.fabric = fabric
+        self.backend = backend
+        self.topology = topology
+        self.comm: Any = None
+        self.owner: Any = None
+        self.groups: list[TideGroup] = []
+        self.regions: list = []
+        self.arena_bytes = 0
+        self.scratch_bytes = 0
+        self.user_bytes = 0
+
+    def summary(self) -> dict:
+        return {
+            "ranks": self.topology[0] * self.topology[1],
+            "topology": list(self.topology),
+            "fabric": self.fabric,
+            "arena_bytes": self.arena_bytes,
+            "scratch_bytes_estimate": self.scratch_bytes,
+            "user_bytes": self.user_bytes,
+            "regions": [{"name": r.name, "bytes": r.nbytes, "groups": [g.info.fqn for g in r.members]}
+                        for r in self.regions],
+            "resident_bytes": sum(g.shard_bytes for g in self.groups if g.adopt),
+            "shard_buffer_bytes": sum(r.shard_buffer.numel() for r in self.regions if r.shard_buffer is not None),
+        }

@@ -1,0 +1,103 @@
+"""tide.fsdp on GPUs (not collected by pytest): FSDP2 with TIDE on the CUDA
+fabric beside stock FSDP2 in the same processes, a few steps per
+configuration, losses / gradients / parameters compared.
+
+    torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py
+
+Needs libtide built with the CUDA fabric (TIDE_LIBRARY or the installed
+package). Prints one line per configuration and exits 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fsdp_scenarios as S  # noqa: E402
+
+import tide.fsdp  # noqa: E402
+
+FP32 = {"rtol": 1e-4, "atol": 1e-5}
+BF16 = {"rtol": 3e-2, "atol": 3e-2}
+
+
+class Ctx:
+    def __init__(self, rank, world):
+        self.rank, self.world = rank, world
+
+
+def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None, steps=4, micro=1, raf=None,
+        build=S.transformer, loss_fn=None, configure=None, opt="adam"):
+    mesh = init_device_mesh("cuda", (ctx.world,))
+    kw = {} if mp_policy is None else {"mp_policy": mp_policy}
+    if raf is not None:
+        kw["raf"] = raf
+    torch.set_default_device(device)
+    try:
+        ms, mt = S.make_pair(build, ctx, mesh, integer=integer, **kw)
+    finally:
+        torch.set_default_device(None)
+    if configure:
+        configure(ms)
+        configure(mt)
+    rep = tide.fsdp.install(mt, mode=mode, topology=topology, timeout_s=60)
+    n_tide = len(S.tide_groups(rep))
+    assert rep["installed"] and n_tide == len(rep["groups"]), rep
+    opts = S.optimizers(ms, mt, opt, 1e-2)
+    d_in = ms.inp.in_features
+    for s in range(steps):
+        xs = [x.to(device) for x in S.batches(ctx, micro, d_in=d_in, integer=integer, seed=s)]
+        S.step_both(ms, mt, opts, xs, tol=tol, micro=micro, what=f"step {s}", loss_fn=loss_fn)
+    torch.cuda.synchronize()
+    st = S.stats(mt)
+    if ctx.rank == 0:
+        tide.fsdp.report(mt)
+    tide.fsdp.uninstall(mt)
+    return st
+
+
+def main() -> int:
+    for var in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        os.environ.setdefault(var, "0" if var == "NCCL_NVLS_ENABLE" else "1")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", device_id=device)
+    ctx = Ctx(rank, world)
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    configs = {
+        "fp32 in-place": dict(mode="in-place", tol=FP32),
+        "fp32 slot-reuse": dict(mode="slot-reuse", tol=FP32),
+        "bf16 mp in-place, grad accumulation": dict(mode="in-place", mp_policy=bf16, tol=BF16, micro=2),
+        "bf16 mp slot-reuse": dict(mode="slot-reuse", mp_policy=bf16, tol=BF16),
+        "fp32 reshard_after_forward=False": dict(mode="in-place", tol=FP32, raf=False),
+        "integer exact, SUM": dict(mode="in-place", tol=None, integer=True, build=S.LinearModel,
+                                   loss_fn=S.int_loss, configure=S.sum_reduction, opt="sign"),
+    }
+    if world > 1:
+        configs["fp32 in-place, virtual 2 nodes"] = dict(mode="in-place", tol=FP32, topology=(world, 1))
+    failed = 0
+    for name, kw in configs.items():
+        start = time.perf_counter()
+        try:
+            st = run(ctx, device, **kw)
+            verdict = f"PASS {st}"
+        except Exception:
+            failed += 1
+            verdict = "FAIL\n" + traceback.format_exc()
+        dist.barrier()
+        print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
+    dist.destroy_process_group()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""A small launcher for FSDP2 tests on CPU: N spawned processes with gloo run
+named scenarios one after another and report each one's outcome (ok or the
+traceback, and its time) to the parent. One job per world size keeps the
+cost of starting processes and importing torch to once per job."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import multiprocessing as mp
+import os
+import queue
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    message: str
+    seconds: float
+
+
+@dataclass
+class JobResult:
+    world: int
+    outcomes: dict[str, dict[int, Outcome]] = field(default_factory=dict)
+    crashed: str = ""
+    seconds: float = 0.0
+
+    def check(self, name: str) -> None:
+        per_rank = self.outcomes.get(name, {})
+        failures = [f"rank {r}: {o.message}" for r, o in sorted(per_rank.items()) if not o.ok]
+        if failures:
+            raise AssertionError(f"scenario {name} failed:\n" + "\n".join(failures))
+        if len(per_rank) != self.world:
+            raise AssertionError(f"scenario {name}: {len(per_rank)} of {self.world} ranks reported "
+                                 f"(job: {self.crashed or 'no crash message'})")
+
+
+class LogCapture(logging.Handler):
+    """Records of logger 'tide.fsdp' (level INFO and up)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def messages(self, level: int = logging.INFO) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno >= level]
+
+    def clear(self):
+        self.records.clear()
+
+
+@dataclass
+class Context:
+    rank: int
+    world: int
+    tmp: str
+    logs: LogCapture
+
+
+def _worker(rank: int, world: int, tmp: str, names: list[str], results) -> None:
+    status = 0
+    try:
+        import fsdp_scenarios
+        import torch.distributed as dist
+
+        logs = LogCapture()
+        logger = logging.getLogger("tide.fsdp")
+        logger.addHandler(logs)
+        logger.setLevel(logging.INFO)
+        dist.init_process_group("gloo", init_method=f"file://{tmp}/pg-init", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=180))
+        ctx = Context(rank, world, tmp, logs)
+        for name in names:
+            logs.clear()
+            start = time.perf_counter()
+            try:
+                getattr(fsdp_scenarios, name)(ctx)
+                results.put((name, rank, True, "", time.perf_counter() - start))
+            except Exception:
+                results.put((name, rank, False, traceback.format_exc(), time.perf_counter() - start))
+            _cleanup()
+            dist.barrier()
+    except Exception:
+        results.put(("<job>", rank, False, traceback.format_exc(), 0.0))
+        status = 1
+    results.close()
+    results.join_thread()  # the queue's feeder thread must deliver before os._exit
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: gloo's threads sometimes abort it (stock FSDP2 too).
+    os._exit(status)
+
+
+def _cleanup() -> None:
+    """Leave no model with TIDE installed (a failed scenario may have)."""
+    import gc
+    import importlib
+
+    from tide.fsdp import dispatch
+
+    install = importlib.import_module("tide.fsdp.install")  # the module (tide.fsdp.install is the function)
+    for model in list(install._installed.keys()):
+        try:
+            install.uninstall(model)
+        except Exception:
+            inst = install._installed.pop(model, None)
+            for tg in inst.tide_groups if inst else []:
+                dispatch.unregister(tg)
+    dispatch.deactivate_if_unused()
+    gc.collect()  # FSDP2 modules hold reference cycles: free the arenas (shared memory) now
+
+
+def run_job(world: int, names: list[str], tmp: str, timeout: float = 600.0) -> JobResult:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(r, world, str(tmp), names, results)) for r in range(world)]
+    start = time.perf_counter()
+    for p in procs:
+        p.start()
+    job = JobResult(world)
+    expected = world * len(names)
+    got = 0
+    deadline = start + timeout
+    while got < expected:
+        try:
+            name, rank, ok, message, seconds = results.get(timeout=1.0)
+        except queue.Empty:
+            if time.perf_counter() > deadline:
+                job.crashed += f"timed out after {timeout:.0f} s"
+                break
+            if all(not p.is_alive() for p in procs) and results.empty():
+                job.crashed += f"workers exited early: {[p.exitcode for p in procs]}"
+                break
+            continue
+        if name == "<job>":
+            job.crashed += f"rank {rank}: {message}\n"
+            continue
+        job.outcomes.setdefault(name, {})[rank] = Outcome(ok, message, seconds)
+        got += 1
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    job.seconds = time.perf_counter() - start
+    return job

@@ -1,0 +1,771 @@
+"""Scenarios run inside every rank of a gloo job (see fsdp_harness): each
+trains a stock FSDP2 model and a TIDE one built identically, on the same
+per-rank data, and compares losses, gradients and parameters."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import importlib
+import logging
+import os
+import weakref
+
+import tide.fsdp
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from tide.fsdp import dispatch
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import Shard
+
+TIMEOUT_S = 60.0
+FP32 = {"rtol": 1e-5, "atol": 1e-6}
+BF16 = {"rtol": 2e-2, "atol": 2e-2}
+FP32_LOOSE = {"rtol": 1e-5, "atol": 1e-6}  # float tolerance even on two ranks
+
+
+def tight(ctx, tol):
+    """On two ranks a sum has one order, so TIDE and gloo agree bit for bit
+    (AVG halves exactly); on more ranks the summation order differs."""
+    return None if ctx.world == 2 else tol
+
+
+# ------------------------------------------------------------------ models
+
+class Block(nn.Module):
+    """Pre-norm MLP block with a residual; odd sizes so shards get padded."""
+
+    def __init__(self, d: int = 24, h: int = 37):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
+
+
+class Shard1Block(nn.Module):
+    """Matrices sharded on dim 1 (shard_placement_fn); dims divisible by 4."""
+
+    def __init__(self, d: int = 24, h: int = 32):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class MixedBlock(Block):
+    """An fp32 block with a frozen bf16 parameter: one group, two dtypes."""
+
+    def __init__(self, d: int = 24):
+        super().__init__(d)
+        self.frozen = nn.Parameter(torch.randn(d, dtype=torch.bfloat16) * 0.1, requires_grad=False)
+
+    def forward(self, x):
+        return super().forward(x) + self.frozen.float()
+
+
+class ManyBlock(nn.Module):
+    """257 parameters in one group."""
+
+    def __init__(self, d: int = 24, n: int = 257):
+        super().__init__()
+        self.ps = nn.ParameterList([nn.Parameter(torch.randn(d) * 0.01) for _ in range(n)])
+
+    def forward(self, x):
+        return x + torch.stack(list(self.ps)).sum(0)
+
+
+class Model(nn.Module):
+    def __init__(self, blocks: list[nn.Module], d: int = 24, d_in: int = 7, d_out: int = 5):
+        super().__init__()
+        self.inp = nn.Linear(d_in, d)
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, d_out)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(self.norm(x))
+
+
+class LinearModel(nn.Module):
+    """Linear layers only, for integer-exact gradients. Small enough that
+    every activation and gradient stays an integer below 2**24 for weights
+    within +-4 and inputs within +-1."""
+
+    def __init__(self, d: int = 4, n: int = 2):
+        super().__init__()
+        self.inp = nn.Linear(5, d)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(d, 2 * d + 1), nn.ReLU(), nn.Linear(2 * d + 1, d))
+                                     for _ in range(n)])
+        self.out = nn.Linear(d, 3)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = x + b(x)
+        return self.out(x)
+
+
+def transformer(n_blocks: int = 3) -> Model:
+    return Model([Block() for _ in range(n_blocks)])
+
+
+# ------------------------------------------------------------------ helpers
+
+def mesh_1d(ctx):
+    return init_device_mesh("cpu", (ctx.world,))
+
+
+def mesh_hsdp(ctx):
+    return init_device_mesh("cpu", (2, ctx.world // 2), mesh_dim_names=("replicate", "shard"))
+
+
+def shard(model: nn.Module, mesh, *, mp_policy=None, raf=None, placement=None, last_raf=None):
+    """fully_shard every block, then the root. raf: reshard_after_forward for
+    the blocks (None: FSDP2's default); last_raf: for the last block only."""
+    kw = {"mesh": mesh}
+    if mp_policy is not None:
+        kw["mp_policy"] = mp_policy
+    blocks = list(model.blocks)
+    for i, b in enumerate(blocks):
+        bkw = dict(kw)
+        if raf is not None:
+            bkw["reshard_after_forward"] = raf
+        if last_raf is not None and i == len(blocks) - 1:
+            bkw["reshard_after_forward"] = last_raf
+        if placement is not None and placement(b) is not None:
+            bkw["shard_placement_fn"] = placement(b)
+        fully_shard(b, **bkw)
+    fully_shard(model, **kw)
+    return model
+
+
+def make_pair(build, ctx, mesh, *, dtype=None, integer=False, **shard_kw):
+    out = []
+    for _ in range(2):
+        torch.manual_seed(1234)
+        m = build()
+        if integer:
+            with torch.no_grad():
+                for p in m.parameters():
+                    p.copy_(torch.randint(-1, 2, p.shape, dtype=p.dtype))
+        if dtype is not None:
+            m = m.to(dtype)
+        out.append(shard(m, mesh, **shard_kw))
+    return out
+
+
+def batches(ctx, n: int, *, d_in: int = 7, rows: int = 6, integer=False, dtype=torch.float32, seed: int = 0):
+    g = torch.Generator().manual_seed(1000 * seed + ctx.rank)
+    if integer:
+        return [torch.randint(-1, 2, (rows, d_in), generator=g).to(dtype) for _ in range(n)]
+    return [torch.randn(rows, d_in, generator=g).to(dtype) for _ in range(n)]
+
+
+def local(t):
+    return t._local_tensor if hasattr(t, "_local_tensor") else t
+
+
+def compare(a, b, what: str, tol: dict | None) -> None:
+    a, b = local(a).detach(), local(b).detach()
+    if tol is None:
+        if not torch.equal(a, b):
+            diff = (a.float() - b.float()).abs().max().item() if a.numel() else 0.0
+            raise AssertionError(f"{what}: not bit-identical (max |diff| {diff})")
+    else:
+        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{what}: {m}")
+
+
+def compare_models(ms, mt, what: str, tol: dict | None, grads: bool = False) -> None:
+    for (name, ps), pt in zip(ms.named_parameters(), mt.parameters()):
+        if grads:
+            if (ps.grad is None) != (pt.grad is None):
+                raise AssertionError(f"{what} {name}: grad presence differs")
+            if ps.grad is not None:
+                compare(ps.grad, pt.grad, f"{what} grad {name}", tol)
+        else:
+            compare(ps, pt, f"{what} param {name}", tol)
+
+
+def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=False, what="step", hsdp_ar_last=False,
+              keep_unsharded_first=False):
+    """One optimizer step of both models over `micro` micro-batches; compares
+    losses, accumulated gradients, and parameters after the step."""
+    loss_fn = loss_fn or (lambda y: y.float().pow(2).mean())
+    losses = []
+    for model in (ms, mt):
+        total = []
+        for i, x in enumerate(xs[:micro]):
+            last = i == micro - 1
+            if no_sync_first:
+                model.set_requires_gradient_sync(last)
+            if hsdp_ar_last:
+                model.set_requires_all_reduce(last)
+            if keep_unsharded_first:
+                model.set_reshard_after_backward(last)
+            loss = loss_fn(model(x))
+            loss.backward()
+            total.append(loss.detach())
+        losses.append(torch.stack(total))
+    compare(losses[0], losses[1], f"{what} losses", tol)
+    compare_models(ms, mt, what, tol, grads=True)
+    for o in opts:
+        o.step()
+        o.zero_grad()
+    compare_models(ms, mt, what, tol)
+
+
+class SignSGD(torch.optim.Optimizer):
+    """p -= sign(grad): integer weights stay integers."""
+
+    def __init__(self, params):
+        super().__init__(params, {})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(torch.sign(p.grad))
+
+
+def optimizers(ms, mt, opt: str, lr: float):
+    if opt == "adam":
+        return [torch.optim.Adam(ms.parameters(), lr=lr), torch.optim.Adam(mt.parameters(), lr=lr)]
+    if opt == "sign":
+        return [SignSGD(ms.parameters()), SignSGD(mt.parameters())]
+    return [torch.optim.SGD(ms.parameters(), lr=lr), torch.optim.SGD(mt.parameters(), lr=lr)]
+
+
+def install(model, ctx, **kw):
+    kw.setdefault("timeout_s", TIMEOUT_S)
+    rep = tide.fsdp.install(model, **kw)
+    return rep
+
+
+def tide_groups(rep):
+    return [g for g in rep["groups"] if g["status"] == "tide"]
+
+
+def assert_all_tide(rep, n: int):
+    got = tide_groups(rep)
+    assert rep["installed"] and len(got) == n, \
+        f"expected {n} TIDE groups: {[(g['fqn'], g['status'], g['reason']) for g in rep['groups']]}"
+
+
+def stats(model) -> dict:
+    total: dict[str, int] = {}
+    for g in tide.fsdp.report(model, echo=False)["groups"]:
+        for k, v in g.get("stats", {}).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=None, mp_policy=None, integer=False,
+          micro=1, no_sync_first=False, opt="adam", lr=1e-2, topology=None, expect_groups=None, loss_fn=None,
+          configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, **shard_kw):
+    mesh = mesh if mesh is not None else mesh_1d(ctx)
+    tol = tight(ctx, tol) if tol is not FP32_LOOSE else FP32
+    if mp_policy is not None:
+        shard_kw["mp_policy"] = mp_policy
+    ms, mt = make_pair(build, ctx, mesh, dtype=dtype, integer=integer, **shard_kw)
+    if configure is not None:
+        configure(ms)
+        configure(mt)
+    rep = install(mt, ctx, mode=mode, topology=topology, ring=ring, adopt=adopt)
+    if expect_groups is not None:
+        assert_all_tide(rep, expect_groups)
+    opts = optimizers(ms, mt, opt, lr)
+    d_in = ms.inp.in_features
+    in_dtype = dtype or torch.float32
+    for s in range(steps):
+        xs = batches(ctx, micro, d_in=d_in, integer=integer, dtype=in_dtype, seed=s)
+        step_both(ms, mt, opts, xs, tol=tol, micro=micro, no_sync_first=no_sync_first, what=f"step {s}",
+                  loss_fn=loss_fn, hsdp_ar_last=hsdp_ar_last, keep_unsharded_first=keep_unsharded_first)
+    st = stats(mt)
+    assert st.get("all_gathers", 0) > 0 and st.get("reduce_scatters", 0) > 0, f"TIDE did not run: {st}"
+    tide.fsdp.uninstall(mt)
+    return ms, mt, rep, st
+
+
+def int_loss(y):
+    return y.sum()  # SUM: integer gradients
+
+
+def sum_reduction(model):
+    model.set_gradient_divide_factor(1.0)
+    model.set_force_sum_reduction_for_comms(True)
+
+
+# ------------------------------------------------------------------ scenarios (any world size)
+
+def transformer_fp32_in_place(ctx):
+    """All groups on TIDE, ring slots + pinned root, no copy-out, no chunk_cat."""
+    calls = {"copy_out": 0, "copy_in": 0}
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    rep = install(mt, ctx, mode="in-place")
+    assert_all_tide(rep, 4)
+    regions = {g["fqn"]: g["region"] for g in rep["groups"]}
+    assert regions == {"<root>": "pinned:<root>", "blocks.0": "slot0", "blocks.1": "slot1", "blocks.2": "slot0"}, \
+        regions
+    orig_copy_out = dispatch._originals["foreach_all_gather_copy_out"]
+    orig_copy_in = dispatch._originals["foreach_reduce_scatter_copy_in"]
+
+    def count(key, fn):
+        def wrapped(*a, **k):
+            calls[key] += 1
+            return fn(*a, **k)
+        return wrapped
+
+    dispatch._originals["foreach_all_gather_copy_out"] = count("copy_out", orig_copy_out)
+    dispatch._originals["foreach_reduce_scatter_copy_in"] = count("copy_in", orig_copy_in)
+    try:
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(3):
+            x = batches(ctx, 1, seed=s)[0]
+            before = dict(calls)
+            ls = ms(x).pow(2).mean()
+            ls.backward()
+            assert calls["copy_in"] > before["copy_in"], "the stock model did not go through stock copy-in"
+            before = dict(calls)
+            lt = mt(x).pow(2).mean()
+            lt.backward()
+            assert calls == before, f"stock copy-out / chunk_cat ran for TIDE groups: {calls}"
+            compare(ls, lt, f"step {s} loss", tight(ctx, FP32))
+            compare_models(ms, mt, f"step {s}", tight(ctx, FP32), grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad()
+            compare_models(ms, mt, f"step {s}", tight(ctx, FP32))
+    finally:
+        dispatch._originals["foreach_all_gather_copy_out"] = orig_copy_out
+        dispatch._originals["foreach_reduce_scatter_copy_in"] = orig_copy_in
+    for fp in _fsdp_params(mt):
+        assert fp._unsharded_param.storage_offset() == 0
+    st = stats(mt)
+    assert st["rs_in_place"] > 0 and st["ag_resident"] > 0 and "rs_stock" not in st, st
+    owner = weakref.ref(importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].owner)
+    tide.fsdp.uninstall(mt)
+    assert not dispatch.active(), "the last uninstall must restore FSDP2's functions"
+    # Back on stock: one more step, then the arena (communicator) goes once nothing views it.
+    step_both(ms, mt, opts, batches(ctx, 1, seed=9), tol=tight(ctx, FP32), what="stock step")
+    del ms, mt, opts, ls, lt
+    gc.collect()
+    assert owner() is None, "the arena outlived its model"
+
+
+def transformer_fp32_slot_reuse(ctx):
+    _, _, _, st = train(ctx, transformer, mode="slot-reuse", expect_groups=4)
+    assert st.get("rs_slot_reuse", 0) > 0 and not st.get("rs_in_place"), st
+
+
+def transformer_bf16_mixed_precision(ctx):
+    """fp32 master weights, bf16 compute, fp32 reduction: the cast stays."""
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    _, _, rep, st = train(ctx, transformer, mp_policy=mp_policy, tol=BF16, expect_groups=4)
+    assert {g["shard_source"] for g in tide_groups(rep)} == {"cast"}, rep
+    assert all(g["dtype"] == "bf16" for g in tide_groups(rep))
+    assert st.get("ag_copied", 0) > 0, st
+
+
+def bf16_params_slot_reuse(ctx):
+    """bf16 parameters without a policy: shards adopted in place, bf16
+    reduce dtype (TIDE sums in fp32 and casts back)."""
+    _, _, rep, st = train(ctx, transformer, dtype=torch.bfloat16, mode="slot-reuse", tol=BF16, expect_groups=4,
+                          opt="sgd", lr=0.05)
+    assert {g["shard_source"] for g in tide_groups(rep)} == {"resident"}, rep
+    assert st.get("ag_resident", 0) > 0, st
+
+
+def integer_exact(ctx):
+    """Integer data and weights, SUM reduction: gradients bit for bit."""
+    train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+          configure=sum_reduction, steps=3, expect_groups=3)
+
+
+def integer_exact_slot_reuse_two_nodes(ctx):
+    """Same, on a virtual 2-node topology (Level 2 waves) in Slot-Reuse."""
+    train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+          configure=sum_reduction, steps=3, mode="slot-reuse", topology=(2, ctx.world // 2), expect_groups=3)
+
+
+def integer_exact_bf16(ctx):
+    """bf16 parameters, integer values: exact in bf16 too (AVG by 2 or 4)."""
+    train(ctx, LinearModel, integer=True, dtype=torch.bfloat16, tol=None, opt="sign",
+          loss_fn=int_loss, steps=2, expect_groups=3)
+
+
+def gradient_accumulation(ctx):
+    """Three micro-batches per step: reduce every micro-batch (accumulating
+    into the sharded gradients), then with sync only on the last one."""
+    train(ctx, transformer, micro=3, expect_groups=4)
+    train(ctx, transformer, micro=3, no_sync_first=True, mode="slot-reuse", expect_groups=4)
+
+
+def gradient_accumulation_bf16_no_sync(ctx):
+    """bf16 compute, fp32 reduce dtype, no sync on the first micro-batches:
+    FSDP2 accumulates fp32 unsharded gradients, which TIDE reduce-scatters
+    with the group's second (fp32-gradient) plan, in place even in
+    Slot-Reuse (they do not fit the bf16 landing)."""
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    _, _, rep, st = train(ctx, transformer, micro=2, no_sync_first=True, mp_policy=mp_policy, tol=BF16,
+                          expect_groups=4, mode="slot-reuse")
+    assert all(g["grad_dtypes"] == ["bfloat16", "float32"] for g in tide_groups(rep)), rep
+    assert st.get("rs_in_place", 0) > 0 and not st.get("rs_stock"), st
+
+
+def frozen_parameters(ctx):
+    """A frozen parameter in a TIDE group: FSDP2 reduce-scatters only the
+    others; TIDE feeds zeros for it and packs the rest as FSDP2 does."""
+    def build():
+        m = transformer()
+        m.blocks[1].norm.weight.requires_grad_(False)
+        m.blocks[1].fc1.bias.requires_grad_(False)
+        return m
+    for mode in ("in-place", "slot-reuse"):
+        _, mt, _, st = train(ctx, build, expect_groups=4, mode=mode)
+        assert st.get("rs_partial", 0) > 0, st
+        assert mt.blocks[1].norm.weight.grad is None
+
+
+def reshard_after_forward_false(ctx):
+    """Blocks keep their parameters after forward: one pinned region each,
+    except the last block, folded into the ring."""
+    _, _, rep, _ = train(ctx, transformer, raf=False, expect_groups=4)
+    regions = {g["fqn"]: (g["region"], g["folded"]) for g in rep["groups"]}
+    assert regions == {"<root>": ("pinned:<root>", False), "blocks.0": ("pinned:blocks.0", False),
+                       "blocks.1": ("pinned:blocks.1", False), "blocks.2": ("slot0", True)}, regions
+
+
+def last_block_folded_with_eval(ctx):
+    """reshard_after_forward=False on the last block only: it is folded into
+    the ring (App. F), and resharded after a no-grad forward (validation)."""
+    ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx), last_raf=False)
+    rep = install(mt, ctx)
+    assert_all_tide(rep, 5)
+    regions = {g["fqn"]: (g["region"], g["folded"]) for g in rep["groups"] if g["fqn"] != "<root>"}
+    assert regions == {"blocks.0": ("slot0", False), "blocks.1": ("slot1", False), "blocks.2": ("slot0", False),
+                       "blocks.3": ("slot1", True)}, regions
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    for s in range(3):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
+        with torch.no_grad():
+            x = batches(ctx, 1, seed=100 + s)[0]
+            compare(ms(x), mt(x), f"eval {s}", tight(ctx, FP32))
+        assert mt.blocks[3]._get_fsdp_state()._fsdp_param_groups[0].is_sharded, "folded block not resharded"
+    tide.fsdp.uninstall(mt)
+
+
+def reshard_after_backward_false(ctx):
+    """Gradient accumulation without sync and without resharding after
+    backward on the first micro-batches: groups left unsharded in a ring slot
+    after their backward are resharded when the slot is needed."""
+    train(ctx, transformer, micro=3, no_sync_first=True, keep_unsharded_first=True, expect_groups=4)
+    train(ctx, transformer, micro=2, no_sync_first=True, keep_unsharded_first=True, mode="slot-reuse",
+          expect_groups=4)
+
+
+def fallbacks(ctx):
+    """A Shard(1) group, a mixed-dtype group and a 257-parameter group stay
+    stock, each with one logged line naming its reason; training matches."""
+    def build():
+        return Model([Block(), Shard1Block(), MixedBlock(), ManyBlock(), Block()])
+
+    def placement(block):
+        if isinstance(block, Shard1Block):
+            return lambda p: Shard(1) if p.ndim == 2 else None
+        return None
+
+    ms, mt = make_pair(build, ctx, mesh_1d(ctx), placement=placement)
+    rep = install(mt, ctx)
+    status = {g["fqn"]: (g["status"], g["reason"]) for g in rep["groups"]}
+    assert status == {"<root>": ("tide", None), "blocks.0": ("tide", None), "blocks.1": ("stock", "shard_dim_1"),
+                      "blocks.2": ("stock", "mixed_dtypes"), "blocks.3": ("stock", "too_many_params"),
+                      "blocks.4": ("tide", None)}, status
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+    for fqn, reason in (("blocks.1", "shard_dim_1"), ("blocks.2", "mixed_dtypes"), ("blocks.3", "too_many_params")):
+        mine = [m for m in lines if f"'{fqn}'" in m]
+        assert len(mine) == 1 and reason in mine[0], (fqn, lines)
+    assert len(lines) == 3, lines
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    for s in range(3):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
+    assert stats(mt)["reduce_scatters"] > 0
+    tide.fsdp.uninstall(mt)
+
+
+def state_dict_and_checkpoint(ctx):
+    """get_model_state_dict, its deepcopy, a DCP save/load round trip, and
+    install/uninstall/install, with training matching stock throughout."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    install(mt, ctx)
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="step 0")
+    unsharded_ids = [id(fp._unsharded_param) for fp in _fsdp_params(mt)]
+
+    sd = get_model_state_dict(mt)
+    sd_copy = copy.deepcopy(sd)
+    for k in sd:
+        compare(sd[k], sd_copy[k], f"deepcopy {k}", None)
+        assert local(sd_copy[k]).data_ptr() != local(sd[k]).data_ptr()
+    path = os.path.join(ctx.tmp, "ckpt")
+    dcp.save(sd, checkpoint_id=path)
+    with torch.no_grad():
+        for p in mt.parameters():
+            p.zero_()
+    loaded = get_model_state_dict(mt)
+    dcp.load(loaded, checkpoint_id=path)
+    set_model_state_dict(mt, loaded)
+    compare_models(ms, mt, "after DCP load", None)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tight(ctx, FP32), what="step 1")
+
+    # load_state_dict(assign=True) swaps in new sharded Parameters: TIDE adopts their data again.
+    for m in (ms, mt):
+        m.load_state_dict(copy.deepcopy(get_model_state_dict(m)), assign=True)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    before = stats(mt).get("readopted", 0)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=5), tol=tight(ctx, FP32), what="step after assign")
+    assert stats(mt).get("readopted", 0) > before, stats(mt)
+    unsharded_ids = [id(fp._unsharded_param) for fp in _fsdp_params(mt)]
+
+    # install / uninstall / install
+    rep = install(mt, ctx)  # already installed: no-op
+    assert_all_tide(rep, 4)
+    assert tide.fsdp.uninstall(mt)
+    assert not tide.fsdp.report(mt, echo=False)["installed"]
+    step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="step 2 (stock)")
+    assert_all_tide(install(mt, ctx, mode="slot-reuse"), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="step 3 (reinstalled)")
+    assert [id(fp._unsharded_param) for fp in _fsdp_params(mt)] == unsharded_ids, "unsharded Parameters re-created"
+    copy.deepcopy(get_model_state_dict(mt))
+    tide.fsdp.uninstall(mt)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=4), tol=tight(ctx, FP32), what="step 4 (stock again)")
+
+
+def divide_factors(ctx):
+    """Custom divide factors (PREMUL_SUM in FSDP2; gloo cannot run it, so the
+    reference is stock with sum reduction and a post-divide), and sum
+    reduction itself, against stock."""
+    for factor, tol in ((4.0, tight(ctx, FP32)), (3.0, FP32)):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        ms.set_gradient_divide_factor(factor)
+        ms.set_force_sum_reduction_for_comms(True)
+        mt.set_gradient_divide_factor(factor)
+        install(mt, ctx)
+        opts = [torch.optim.SGD(ms.parameters(), lr=0.05), torch.optim.SGD(mt.parameters(), lr=0.05)]
+        for s in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tol, what=f"factor {factor} step {s}")
+        tide.fsdp.uninstall(mt)
+    train(ctx, transformer, configure=lambda m: (m.set_gradient_divide_factor(2.0 * ctx.world),
+                                                 m.set_force_sum_reduction_for_comms(True)), steps=2)
+
+
+def hooks(ctx):
+    """The all-reduce hook (1-D FSDP: runs on the reduce-scatter output) and
+    post-accumulate-grad hooks on sharded parameters behave as stock."""
+    counts = [0, 0]
+
+    def make_hook(i):
+        def hook(output):
+            counts[i] += 1
+            output.mul_(0.5)
+        return hook
+
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    for i, m in enumerate((ms, mt)):
+        for module in m.modules():
+            if hasattr(module, "set_all_reduce_hook"):
+                module.set_all_reduce_hook(make_hook(i))
+    seen = [[], []]
+    for i, m in enumerate((ms, mt)):
+        m.blocks[1].fc1.weight.register_post_accumulate_grad_hook(lambda p, i=i: seen[i].append(local(p.grad).sum()))
+    install(mt, ctx)
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
+    assert counts[0] == counts[1] > 0, counts
+    assert len(seen[0]) == len(seen[1]) == 2, seen
+    for a, b in zip(*seen):
+        compare(a, b, "post-accumulate hook", tight(ctx, FP32))
+    tide.fsdp.uninstall(mt)
+
+
+def guard_mismatch(ctx):
+    """A torch whose internals differ (here: foreach_reduce_scatter_copy_in
+    with another signature) leaves FSDP2 stock with one message, no crash."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives
+
+    orig = _fsdp_collectives.foreach_reduce_scatter_copy_in
+
+    def other(unsharded_grads, reduce_scatter_input, world_size, extra=None):
+        return orig(unsharded_grads, reduce_scatter_input, world_size)
+
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    _fsdp_collectives.foreach_reduce_scatter_copy_in = other
+    try:
+        rep = install(mt, ctx)
+        opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=None, what="stock step")
+    finally:
+        _fsdp_collectives.foreach_reduce_scatter_copy_in = orig
+    assert not rep["installed"] and rep["reason"] == "torch_internals", rep
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays stock" in m]
+    assert len(lines) == 1 and "foreach_reduce_scatter_copy_in" in lines[0], lines
+    assert not dispatch.active()
+    assert not tide.fsdp.uninstall(mt)
+
+
+def no_ring_no_adopt_explicit_prefetch(ctx):
+    """Explicit backward prefetch of two blocks keeps three blocks unsharded
+    at once: the two-slot ring refuses with a clear error (before writing
+    anything), and ring=False (one region per group) trains like stock.
+    adopt=False copies the shards into a buffer each all-gather."""
+    from tide.fsdp.all_gather import RegionConflict
+
+    def prefetch_two(m):
+        m.blocks[2].set_modules_to_backward_prefetch([m.blocks[1], m.blocks[0]])
+
+    _, m1 = make_pair(transformer, ctx, mesh_1d(ctx))
+    prefetch_two(m1)
+    assert_all_tide(install(m1, ctx), 4)
+    try:
+        m1(batches(ctx, 1)[0]).pow(2).mean().backward()
+        raise AssertionError("expected a ring slot conflict")
+    except RegionConflict as e:
+        assert "'blocks.0' needs it while 'blocks.2'" in str(e) and "ring=False" in str(e), e
+    m1.reset_iter_state()
+    assert tide.fsdp.uninstall(m1)
+
+    _, _, rep, st = train(ctx, transformer, configure=prefetch_two, expect_groups=4, ring=False, adopt=False,
+                          micro=2)
+    assert all(g["region"].startswith("pinned:") and g["shard_source"] == "copy" for g in rep["groups"]), rep
+    assert st.get("ag_copied", 0) > 0 and not st.get("ag_resident"), st
+
+
+def shard_group_of_one(ctx):
+    """HSDP with shard groups of one rank: nothing to gather or scatter, every
+    group stays stock (world_size_1), training as stock."""
+    mesh = init_device_mesh("cpu", (ctx.world, 1), mesh_dim_names=("replicate", "shard"))
+    ms, mt = make_pair(transformer, ctx, mesh)
+    rep = install(mt, ctx)
+    assert not rep["installed"] and {g["reason"] for g in rep["groups"]} == {"world_size_1"}, rep
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "world_size_1" in m]
+    assert len(lines) == 4, lines
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1), tol=None, what="stock step")
+    assert tide.fsdp.uninstall(mt) and not dispatch.active()
+
+
+def refusals(ctx):
+    """install on a non-root module or a plain module changes nothing, says
+    why, and does not raise."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1), tol=None, what="stock step")  # FSDP2 picks its root
+    rep = tide.fsdp.install(mt.blocks[0], timeout_s=TIMEOUT_S)
+    assert not rep["installed"] and rep["reason"] == "not_root", rep
+    rep = tide.fsdp.install(nn.Linear(2, 2), timeout_s=TIMEOUT_S)
+    assert not rep["installed"] and rep["reason"] == "not_fsdp", rep
+    assert len([m for m in ctx.logs.messages(logging.WARNING) if "stays stock" in m]) == 2
+    step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=None, what="stock step 2")
+    assert_all_tide(install(mt, ctx), 4)  # on the root, after training started: fine
+    step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="tide step")
+
+
+# ------------------------------------------------------------------ four ranks
+
+def fsdp4_two_by_two_in_place(ctx):
+    train(ctx, transformer, topology=(2, 2), expect_groups=4, micro=2)
+
+
+def fsdp4_slot_reuse_bf16(ctx):
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    train(ctx, transformer, mode="slot-reuse", mp_policy=mp_policy, tol=BF16, expect_groups=4)
+
+
+def fsdp4_integer_exact(ctx):
+    train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+          configure=sum_reduction, topology=(2, 2), expect_groups=3)
+
+
+def hsdp_in_place(ctx):
+    """2x2 mesh: TIDE reduce-scatters in each shard group, FSDP2 all-reduces
+    across replicas (gloo)."""
+    _, _, rep, _ = train(ctx, transformer, mesh=mesh_hsdp(ctx), expect_groups=4, micro=2)
+    assert rep["arenas"][0]["ranks"] == 2, rep["arenas"]
+
+
+def hsdp_slot_reuse_partial_all_reduce(ctx):
+    """HSDP, Slot-Reuse, accumulation that reduce-scatters every micro-batch
+    but all-reduces only on the last (partial reduce output)."""
+    train(ctx, transformer, mesh=mesh_hsdp(ctx), mode="slot-reuse", expect_groups=4, micro=3, hsdp_ar_last=True)
+
+
+def hsdp_integer_exact(ctx):
+    train(ctx, LinearModel, mesh=mesh_hsdp(ctx), integer=True, tol=None, opt="sign",
+          loss_fn=int_loss, configure=sum_reduction, expect_groups=3)
+
+
+def scratch_estimate_is_enough(ctx):
+    """The arena leaves room for the collectives' scratch, which the adapter
+    estimates in Python (the C API does not report it); the library refuses
+    the first collective if the estimate is short. Arenas of exactly user
+    memory + estimate, on several topologies and both modes."""
+    from tide.fsdp.arena import align, scratch_bytes
+    from tide.fsdp.backend import HostBackend
+    from tide.plan import make_plan
+
+    shapes = [[37, 5], [3], [64, 2, 3], [9, 7]]
+    for (m, l), mode in (((2, 2), "in-place"), ((2, 2), "slot-reuse"), ((4, 1), "slot-reuse"), ((1, 4), "in-place")):
+        sets = [shapes[:2], shapes]
+        plans = [make_plan(s, nodes=m, gpus_per_node=l, dtype="bf16", mode=mode) for s in sets]
+        user = sum(align(p["group"]["unsharded_bytes"]) for p in plans)
+        comm = HostBackend(torch.device("cpu")).create_comm(dist.group.WORLD, m, l, user + scratch_bytes(plans),
+                                                             TIMEOUT_S)
+        try:
+            groups = [comm.register_group(s, dtype="bf16", mode=mode) for s in sets]
+            offsets = [comm.alloc(p["group"]["unsharded_bytes"])[0] for p in plans]
+            for s, g, p, off in zip(sets, groups, plans, offsets):
+                shard = torch.zeros(p["group"]["shard_bytes"], dtype=torch.uint8)
+                comm.all_gather(g, shard.data_ptr(), off)
+                grads = [torch.ones(list(shape), dtype=torch.bfloat16) for shape in s]
+                out = torch.zeros(p["group"]["out_bytes"] // 4)
+                comm.reduce_scatter(g, [t.data_ptr() for t in grads], out.data_ptr())
+                comm.synchronize()
+        finally:
+            comm.close()
+
+
+def _fsdp_params(model):
+    out = []
+    for module in model.modules():
+        state = module._get_fsdp_state() if hasattr(module, "_get_fsdp_state") else None
+        if state is not None:
+            for g in state._fsdp_param_groups:
+                out.extend(g.fsdp_params)
+    return out
+
+
+TWO_RANKS = [
+    "transformer_fp32_in_place", "transformer_fp32_slot_reuse", "transformer_bf16_mixed_precision",
+    "bf16_params_slot_reuse", "integer_exact", "integer_exact_slot_reuse_two_nodes", "integer_exact_bf16",
+    "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
+    "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
+    "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
+    "frozen_parameters", "shard_group_of_one",
+]
+FOUR_RANKS = [
+    "fsdp4_two_by_two_in_place", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
+    "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
+]

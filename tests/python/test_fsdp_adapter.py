@@ -1,0 +1,60 @@
+"""tide.fsdp on CPU: FSDP2 (gloo) with TIDE on the host fabric against stock
+FSDP2 in the same processes. Two jobs (2 and 4 ranks) each run their
+scenarios (fsdp_scenarios.py) once; every scenario is reported as its own
+test. torch is required: these tests fail, not skip, without it."""
+
+from __future__ import annotations
+
+import io
+
+import fsdp_scenarios
+import pytest
+import torch
+from fsdp_harness import run_job
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    job = run_job(2, fsdp_scenarios.TWO_RANKS, tmp_path_factory.mktemp("fsdp-w2"))
+    _print_times(job)
+    return job
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory):
+    job = run_job(4, fsdp_scenarios.FOUR_RANKS, tmp_path_factory.mktemp("fsdp-w4"))
+    _print_times(job)
+    return job
+
+
+def _print_times(job) -> None:
+    print(f"\n{job.world}-rank job: {job.seconds:.1f} s")
+    for name, per_rank in job.outcomes.items():
+        print(f"  {name}: {max(o.seconds for o in per_rank.values()):.2f} s")
+
+
+@pytest.mark.parametrize("name", fsdp_scenarios.TWO_RANKS)
+def test_two_ranks(two_ranks, name):
+    two_ranks.check(name)
+
+
+@pytest.mark.parametrize("name", fsdp_scenarios.FOUR_RANKS)
+def test_four_ranks(four_ranks, name):
+    four_ranks.check(name)
+
+
+def test_guards_accept_this_torch():
+    from tide.fsdp import guards
+
+    assert guards.check_torch() is None
+
+
+def test_report_of_a_model_without_tide():
+    import tide.fsdp
+
+    model = torch.nn.Linear(2, 2)
+    rep = tide.fsdp.report(model, echo=False)
+    assert not rep["installed"] and rep["reason"] == "not_installed"
+    out = io.StringIO()
+    tide.fsdp.report(model, file=out)
+    assert "not installed" in out.getvalue()
