@@ -104,6 +104,18 @@ __device__ __forceinline__ void storeDst(float* p, bool vec, int width, const fl
     if (i < width) p[i] = v[i];
 }
 
+// out[i] = accumulate ? out[i] + alpha*s[i] : alpha*s[i] for the chunk's
+// `width` elements: the epilogue of both SM steps.
+template <int V>
+__device__ __forceinline__ void writeScaled(float* out, bool vec, int width, const float (&s)[V], float alpha,
+                                            bool accumulate) {
+  float d[V];
+  if (accumulate) loadDst<V>(out, vec, width, d);
+#pragma unroll
+  for (int i = 0; i < V; ++i) d[i] = scaleInto(accumulate ? d[i] : 0.0f, s[i], alpha, accumulate);
+  storeDst<V>(out, vec, width, d);
+}
+
 inline unsigned gridFor(int64_t work, int ctas) {
   const int64_t needed = (work + kThreadsPerCta - 1) / kThreadsPerCta;
   const int64_t cap = ctas > 0 ? ctas : 1;

@@ -46,12 +46,7 @@ __global__ void __launch_bounds__(kThreadsPerCta) landKernel(const __grid_consta
     if (p.clearSources)
       for (int k = 0; k < n; ++k) clearChunk<V>(p.src[k] + x0, kVec, width);
 
-    float* out = p.dst + x0;
-    float d[V];
-    if (accumulate) loadDst<V>(out, kVec, width, d);
-#pragma unroll
-    for (int i = 0; i < V; ++i) d[i] = scaleInto(accumulate ? d[i] : 0.0f, s[i], p.alpha, accumulate);
-    storeDst<V>(out, kVec, width, d);
+    writeScaled<V>(p.dst + x0, kVec, width, s, p.alpha, accumulate);
   }
 }
 

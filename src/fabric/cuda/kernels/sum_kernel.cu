@@ -44,13 +44,7 @@ __device__ __forceinline__ void sumChunk(const SumLaunch& p, const SumPieceDesc&
     }
   }
 
-  const bool accumulate = p.accumulate != 0;
-  float* out = pc.dst + r * pc.dstPitch + x0;
-  float d[V];
-  if (accumulate) loadDst<V>(out, kVec, width, d);
-#pragma unroll
-  for (int i = 0; i < V; ++i) d[i] = scaleInto(accumulate ? d[i] : 0.0f, s[i], p.alpha, accumulate);
-  storeDst<V>(out, kVec, width, d);
+  writeScaled<V>(pc.dst + r * pc.dstPitch + x0, kVec, width, s, p.alpha, p.accumulate != 0);
 }
 
 // How many chunks a thread keeps in flight: one 16-byte load per source per
@@ -88,7 +82,6 @@ __device__ __forceinline__ void sumChunksInFlight(const SumLaunch& p, const SumP
       loadChunk<S, V, true>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
                             valid[k * pc.rows], v[u][k]);
   }
-  const bool accumulate = p.accumulate != 0;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     if (c + u * stride >= work) break;
@@ -98,12 +91,7 @@ __device__ __forceinline__ void sumChunksInFlight(const SumLaunch& p, const SumP
     for (int k = 0; k < K; ++k)
 #pragma unroll
       for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[u][k][i]);
-    float* out = pc.dst + rowOf[u] * pc.dstPitch + x0Of[u];
-    float d[V];
-    if (accumulate) loadDst<V>(out, true, widthOf[u], d);
-#pragma unroll
-    for (int i = 0; i < V; ++i) d[i] = scaleInto(accumulate ? d[i] : 0.0f, s[i], p.alpha, accumulate);
-    storeDst<V>(out, true, widthOf[u], d);
+    writeScaled<V>(pc.dst + rowOf[u] * pc.dstPitch + x0Of[u], true, widthOf[u], s, p.alpha, p.accumulate != 0);
   }
 }
 
