@@ -99,6 +99,10 @@ tideResult_t tideCommInitCuda(const tideCommConfig_t* config, const tideUniqueId
 tideResult_t tideCommInitHost(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
 tideResult_t tideCommDestroy(tideComm_t comm);
 tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
+/* Arena bytes the collectives' scratch takes for these groups (what the first
+ * collective reserves at the arena's top, alignment included): size an arena
+ * as user memory + this. */
+tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_t* bytes);
 tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* group);
 tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
 

@@ -192,7 +192,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideReduceScatter.argtypes = [CommHandle, GroupHandle, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
                                       ctypes.c_float, ctypes.c_int, ctypes.c_void_p]
     lib.tideCommSynchronize.argtypes = [CommHandle]
-    for name in ("tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
+    lib.tideScratchBytes.argtypes = [ctypes.POINTER(PlanConfig), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    for name in ("tideScratchBytes", "tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
                  "tideGroupRegister", "tideGroupGetJson", "tideAllGather", "tideReduceScatter",
                  "tideCommSynchronize"):
         getattr(lib, name).restype = _c_enum

@@ -82,6 +82,20 @@ def make_plan(
 
 
 
+def scratch_bytes(groups: Sequence[Mapping[str, Any]]) -> int:
+    """Arena bytes the collectives' scratch takes for these groups, as the library
+    reserves it; each item holds build_plan_config's arguments (shapes=..., nodes=..., ...)."""
+    configs, keep = [], []
+    for g in groups:
+        config, alive = build_plan_config(**g)
+        configs.append(config)
+        keep.append(alive)
+    arr = (_capi.PlanConfig * len(configs))(*configs)
+    out = ctypes.c_int64()
+    _capi.check(_capi.library().tideScratchBytes(arr, len(configs), ctypes.byref(out)))
+    return out.value
+
+
 def build_plan_config(
     shapes: Sequence[Sequence[int] | Mapping[str, Any]],
     *,

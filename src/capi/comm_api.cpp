@@ -126,6 +126,22 @@ TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* off
   });
 }
 
+TIDE_API tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_t* bytes) {
+  return guarded("tideScratchBytes", [&]() -> tideResult_t {
+    if (!configs || count < 1 || !bytes) return invalid("tideScratchBytes", "null configs/bytes or count < 1");
+    std::vector<tide::plan::Plan> plans;
+    for (int i = 0; i < count; ++i) {
+      tide::capi::PlanInputs in = tide::capi::parsePlanConfig(&configs[i]);
+      plans.push_back(tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options));
+    }
+    std::vector<const tide::plan::Plan*> ptrs;
+    for (const auto& p : plans) ptrs.push_back(&p);
+    // The communicator aligns the scratch base down to 4 KiB below the arena's top.
+    *bytes = tide::collectives::ScratchLayout::forPlans(ptrs).bytes + 4096;
+    return tideSuccess;
+  });
+}
+
 TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* out) {
   return guarded("tideGroupRegister", [&]() -> tideResult_t {
     if (!comm || !config || !out) return invalid("tideGroupRegister", "null argument");

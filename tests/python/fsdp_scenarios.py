@@ -718,20 +718,20 @@ def hsdp_integer_exact(ctx):
 
 
 def scratch_estimate_is_enough(ctx):
-    """The arena leaves room for the collectives' scratch, which the adapter
-    estimates in Python (the C API does not report it); the library refuses
-    the first collective if the estimate is short. Arenas of exactly user
-    memory + estimate, on several topologies and both modes."""
-    from tide.fsdp.arena import align, scratch_bytes
+    """An arena of exactly user memory + tide.plan.scratch_bytes (what the
+    adapter sizes with) is enough: the library refuses the first collective
+    when the scratch does not fit. Several topologies and both modes."""
+    from tide.fsdp.arena import align
     from tide.fsdp.backend import HostBackend
-    from tide.plan import make_plan
+    from tide.plan import make_plan, scratch_bytes
 
     shapes = [[37, 5], [3], [64, 2, 3], [9, 7]]
     for (m, l), mode in (((2, 2), "in-place"), ((2, 2), "slot-reuse"), ((4, 1), "slot-reuse"), ((1, 4), "in-place")):
         sets = [shapes[:2], shapes]
         plans = [make_plan(s, nodes=m, gpus_per_node=l, dtype="bf16", mode=mode) for s in sets]
         user = sum(align(p["group"]["unsharded_bytes"]) for p in plans)
-        comm = HostBackend(torch.device("cpu")).create_comm(dist.group.WORLD, m, l, user + scratch_bytes(plans),
+        args = [dict(shapes=s, nodes=m, gpus_per_node=l, dtype="bf16", mode=mode) for s in sets]
+        comm = HostBackend(torch.device("cpu")).create_comm(dist.group.WORLD, m, l, user + scratch_bytes(args),
                                                              TIMEOUT_S)
         try:
             groups = [comm.register_group(s, dtype="bf16", mode=mode) for s in sets]

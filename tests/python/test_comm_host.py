@@ -99,3 +99,4 @@ def test_cuda_fabric_reports_unavailable_without_cuda():
     with pytest.raises(_capi.TideError) as info:
         unique_id()
     assert info.value.result == _capi.Result.UNAVAILABLE
+

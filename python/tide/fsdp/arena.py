@@ -29,36 +29,13 @@ import weakref
 from typing import Any
 
 from tide.fsdp.backend import Region
+from tide.plan import scratch_bytes
 
 ALIGN = 4096
 
 
 def align(n: int, a: int = ALIGN) -> int:
     return (n + a - 1) // a * a
-
-
-def scratch_bytes(plans: list[dict]) -> int:
-    """The collectives' scratch for these plans, computed the way the library
-    sizes it at the first collective (ScratchLayout::forPlans), plus the base
-    alignment. The C API does not report it (yet)."""
-    stage = slot_bytes = slots = block = outbox = gens = per_gen = spares = 0
-    for p in plans:
-        m, l = p["topology"]["nodes"], p["topology"]["gpus_per_node"]
-        rs = p["reduce_scatter"]
-        grad_bytes = 2 if p["group"]["grad_dtype"] == "bf16" else 4
-        rows_per_sender = l if m > 1 else 1
-        stage = max(stage, p["all_gather"]["stage_bytes"])
-        slot_bytes = max(slot_bytes, (l - 1) * rows_per_sender * rs["sub_elems"] * grad_bytes)
-        slots = max(slots, rs["staging_slots"])
-        block = max(block, rs["block_bytes"])
-        outbox = max(outbox, rs["outbox_blocks"])
-        gens = max(gens, rs["buffer_generations"])
-        if m > 1:
-            per_gen = max(per_gen, l)
-            spares = max(spares, rs["passes"])
-    slot_bytes, block = align(slot_bytes), align(block)
-    return (ALIGN + align(stage) + slots * slot_bytes + 2 * outbox * block + gens * per_gen * block
-            + 2 * spares * block)
 
 
 class ArenaOwner:
@@ -140,10 +117,12 @@ def total_user_bytes(regions: list[Region], residents: list[int]) -> int:
     return sum(align(r.nbytes) for r in regions) + sum(align(n) for n in residents)
 
 
-def arena_bytes(user_bytes: int, plans: list[dict], fabric: str) -> tuple[int, int]:
-    """(arena bytes, scratch estimate), with a margin over the estimate
-    (1/8 of the user memory, at least 64 KiB), rounded to 2 MiB on CUDA."""
-    scratch = scratch_bytes(plans)
+def arena_bytes(user_bytes: int, plan_args: list[dict], fabric: str) -> tuple[int, int]:
+    """(arena bytes, scratch bytes): user memory plus the collectives' scratch for
+    these groups as the library reserves it (plan_args: make_plan's arguments per
+    registered plan), plus a margin (1/8 of the user memory, at least 64 KiB, for
+    the alignment of user regions), rounded to 2 MiB on CUDA."""
+    scratch = scratch_bytes(plan_args)
     total = user_bytes + scratch + max(64 << 10, user_bytes // 8)
     return (align(total, 2 << 20) if fabric == "cuda" else align(total)), scratch
 

@@ -173,8 +173,10 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> Com
         for dtype in tg.grad_dtypes[1:]:
             tg.extra_plans.append(make_plan(_shapes(tg.info), nodes=nodes, gpus_per_node=gpus,
                                             dtype=tg.info.dtype_name, grad_dtype=groups.name_of(dtype), mode=mode))
-    plans = [p for tg in tide_groups for p in [tg.plan, *tg.extra_plans]]
-    ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plans, fab)
+    plan_args = [dict(shapes=_shapes(tg.info), nodes=nodes, gpus_per_node=gpus, dtype=tg.info.dtype_name,
+                      grad_dtype=groups.name_of(dtype), mode=mode)
+                 for tg in tide_groups for dtype in tg.grad_dtypes]
+    ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, fab)
 
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm
