@@ -153,14 +153,9 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
     auto g = std::make_unique<tideGroup>();
     g->plan = tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options);
     g->json = tide::plan::planToJson(g->plan);
-    if (comm->comm) {
+    if (comm->comm && !comm->comm->layout().fits(g->plan)) {
       // Scratch is sized already: the new group must fit in it.
-      const auto& l = comm->comm->layout();
-      const auto& p = g->plan;
-      if (p.ag.stageBytes > l.stageBytes || p.rs.stagingSlotBytes > l.stagingSlotBytes ||
-          p.rs.blockBytes > l.blockBytes || p.rs.outboxBlocks > l.outboxBlocks ||
-          p.rs.bufferGenerations > l.generations || p.rs.stagingSlots > l.stagingSlots)
-        return invalid("tideGroupRegister", "register every group before the first collective: this one needs "
+      return invalid("tideGroupRegister", "register every group before the first collective: this one needs "
                                             "more scratch than was sized");
     }
     *out = g.get();

@@ -40,10 +40,7 @@ void Communicator::checkPlan(const plan::Plan& plan) const {
   const plan::Topology& t = ep_.topology();
   if (plan.group.topo.nodes != t.nodes || plan.group.topo.gpusPerNode != t.gpusPerNode)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan made for another topology");
-  if (plan.ag.stageBytes > layout_.stageBytes || plan.rs.stagingSlotBytes > layout_.stagingSlotBytes ||
-      plan.rs.stagingSlots > layout_.stagingSlots || plan.rs.blockBytes > layout_.blockBytes ||
-      plan.rs.outboxBlocks > layout_.outboxBlocks || plan.rs.bufferGenerations > layout_.generations ||
-      (t.nodes > 1 && plan.rs.passes > layout_.sparesPerBank))
+  if (!layout_.fits(plan))
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan larger than the communicator's scratch");
   if (plan.ag.scatterGroups.size() > static_cast<size_t>(ids::kMaxScatterGroups) ||
       plan.ag.rounds.size() > static_cast<size_t>(ids::kMaxRounds))

@@ -40,4 +40,16 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   return s;
 }
 
+bool ScratchLayout::fits(const plan::Plan& p) const {
+  const bool peers = p.group.topo.gpusPerNode > 1;
+  const bool nodes = p.group.topo.nodes > 1;
+  if (p.ag.stageBytes > stageBytes) return false;
+  if (peers && (p.rs.stagingSlotBytes > stagingSlotBytes || p.rs.stagingSlots > stagingSlots)) return false;
+  if (nodes && (p.rs.blockBytes > blockBytes || p.rs.outboxBlocks > outboxBlocks ||
+                p.rs.bufferGenerations > generations || p.rs.passes > sparesPerBank ||
+                p.group.topo.gpusPerNode > blocksPerGeneration))
+    return false;
+  return true;
+}
+
 }  // namespace tide::collectives

@@ -30,6 +30,9 @@ struct ScratchLayout {
   // (4 KiB aligned).
   static ScratchLayout forPlans(const std::vector<const plan::Plan*>& plans, int64_t base = 0);
   int64_t end() const { return base + bytes; }
+  // Whether this scratch holds everything `plan` uses (blocks only exist on
+  // several nodes, staging only with local peers).
+  bool fits(const plan::Plan& plan) const;
   bool overlaps(int64_t offset, int64_t size) const { return offset < end() && offset + size > base; }
   int64_t stagingSlot(int i) const { return staging + i * stagingSlotBytes; }
   int64_t outboxBlock(int bank, int i) const { return outbox + (int64_t{bank} * outboxBlocks + i) * blockBytes; }

@@ -1,0 +1,75 @@
+"""The communicator API refuses bad input with a clear error, never a crash
+(one CPU rank on the host fabric)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tide import _capi
+from tide.comm import Communicator
+
+
+def _comm(tmp_path, arena=1 << 20, nodes=1, gpus=1, rank=0):
+    return Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=arena, fabric="host",
+                        store_dir=str(tmp_path / "store"), timeout_s=5)
+
+
+def test_bad_config_is_refused(tmp_path):
+    for kwargs in ({"arena": 0}, {"rank": 1}, {"gpus": 9}):
+        with pytest.raises(_capi.TideError) as info:
+            _comm(tmp_path, **kwargs)
+        assert info.value.result in (_capi.Result.INVALID_ARGUMENT,)
+    with pytest.raises(ValueError):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="nvlink")
+    with pytest.raises(ValueError):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host")  # no store
+
+
+def test_alloc_past_the_arena_is_refused(tmp_path):
+    with _comm(tmp_path, arena=1 << 16) as comm:
+        off, ptr = comm.alloc(4096)
+        assert off == 0 and ptr
+        with pytest.raises(_capi.TideError, match="do not fit"):
+            comm.alloc(1 << 20)
+        with pytest.raises(_capi.TideError):
+            comm.alloc(0)
+
+
+def test_group_for_another_topology_is_refused(tmp_path):
+    """Through the raw C API: the Python wrapper always plans for the communicator's topology."""
+    import ctypes
+
+    from tide.plan import build_plan_config
+
+    with _comm(tmp_path) as comm:
+        config, _alive = build_plan_config([[4, 4]], nodes=2, gpus_per_node=1)
+        handle = _capi.GroupHandle()
+        with pytest.raises(_capi.TideError, match="topology"):
+            _capi.check(_capi.library().tideGroupRegister(comm.handle, ctypes.byref(config), ctypes.byref(handle)))
+
+
+def test_wrong_gradient_count_and_null_pointers(tmp_path):
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4], [3]])
+        off, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        with pytest.raises(ValueError, match="gradient pointers"):
+            comm.reduce_scatter(group, [1], 1)
+        with pytest.raises(_capi.TideError):
+            comm.all_gather(group, 0, off)  # null shard
+        shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)
+        with pytest.raises(_capi.TideError, match="landing"):
+            comm.all_gather(group, shard.ctypes.data, 1 << 30)  # outside the arena
+        comm.synchronize()
+
+
+def test_groups_registered_after_the_first_collective_that_fit(tmp_path):
+    with _comm(tmp_path, nodes=1, gpus=1) as comm:
+        small = comm.register_group([[4, 4]])
+        off, _ = comm.alloc(small.plan["group"]["unsharded_bytes"])
+        shard = np.arange(small.plan["group"]["shard_bytes"], dtype=np.uint8)
+        comm.all_gather(small, shard.ctypes.data, off)
+        comm.synchronize()
+        # One rank uses no staging and no blocks, so any later group fits.
+        later = comm.register_group([[64, 64]])
+        assert later.plan["group"]["params"] == 1
