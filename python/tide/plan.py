@@ -40,21 +40,7 @@ _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
 
-def make_plan(
-    shapes: Sequence[Sequence[int] | Mapping[str, Any]],
-    *,
-    nodes: int,
-    gpus_per_node: int,
-    dtype: str = "bf16",
-    grad_dtype: str | None = None,
-    mode: str = "in-place",
-    wave_width: int = 0,
-    round_width: int = 0,
-    passes: int = 1,
-    sum_ctas: int = 0,
-    landing_ctas: int = 0,
-    calibration: Mapping[str, float] | None = None,
-) -> dict:
+def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: Any) -> dict:
     """Plan one FSDP2 parameter group on `nodes` x `gpus_per_node` GPUs.
 
     shapes: parameter shapes (lists of ints) or {"name", "shape", "dtype"}
@@ -64,22 +50,20 @@ def make_plan(
     wave_width, round_width, sum_ctas, landing_ctas: 0 lets the library pick
         (wave width L; the sizing solver for the rest).
     calibration: {"nic_gbps", "sum_gbps_per_cta", "land_gbps_per_cta",
-        "land_cap_gbps", "round_wait_ms"}; None uses the paper's platform.
+        "land_cap_gbps", "round_wait_ms"} and optionally "fabric_gbps"; None
+        uses the paper's platform.
+    options: build_plan_config's keywords (nodes and gpus_per_node required).
 
     Returns the plan summary as a dict (see README for its keys). Raises
     TideError when the library refuses the input or the plan (its `reason`
     names why), PlanInputError for malformed Python input.
     """
-    config, _keepalive = build_plan_config(
-        shapes, nodes=nodes, gpus_per_node=gpus_per_node, dtype=dtype, grad_dtype=grad_dtype,
-        mode=mode, wave_width=wave_width, round_width=round_width, passes=passes,
-        sum_ctas=sum_ctas, landing_ctas=landing_ctas, calibration=calibration)
+    config, _keepalive = build_plan_config(shapes, **options)
     handle = _capi.plan_create(config)
     try:
         return json.loads(_capi.plan_get_json(handle))
     finally:
         _capi.plan_destroy(handle)
-
 
 
 def scratch_bytes(groups: Sequence[Mapping[str, Any]]) -> int:

@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "bench/reference.hpp"
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/host_kernels.hpp"
@@ -49,17 +50,6 @@ void storeValue(uint8_t* base, int64_t i, plan::DType t, float v) {
   } else {
     std::memcpy(base + i * 4, &v, 4);
   }
-}
-
-double loadValue(const uint8_t* base, int64_t i, plan::DType t) {
-  if (t == plan::DType::kBF16) {
-    uint16_t b;
-    std::memcpy(&b, base + i * 2, 2);
-    return fabric::host::bf16ToFloat(b);
-  }
-  float f;
-  std::memcpy(&f, base + i * 4, 4);
-  return f;
 }
 
 double median(std::vector<double> v) {
@@ -247,20 +237,15 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         if (checker)
           checker->hostAccess(y.data(), static_cast<int64_t>(y.size() * sizeof(float)), Access::kRead,
                               "consumes an output");
-        std::vector<double> ref(static_cast<size_t>(g.outElems), 0.0);
+        std::vector<std::vector<const void*>> gradPtrs(static_cast<size_t>(n));
+        for (int u = 0; u < n; ++u)
+          for (const auto& gp : gradsRef[static_cast<size_t>(u)]) gradPtrs[static_cast<size_t>(u)].push_back(gp.data());
+        std::vector<double> ref = referenceShardSums(g, gradPtrs, r);
         double refMax = 0;
-        for (size_t p = 0; p < g.params.size(); ++p) {
-          const plan::ParamLayout& P = g.params[p];
-          for (int64_t xi = 0; xi < P.outElems; ++xi) {
-            const int64_t flat = int64_t{r} * P.outElems + xi;
-            double s = 0;
-            if (flat < P.rows * P.rowElems)
-              for (int u = 0; u < n; ++u) s += loadValue(gradsRef[static_cast<size_t>(u)][p].data(), flat, g.gradDtype);
-            double v = double{o.alpha} * s;
-            if (o.accumulate) v += before[static_cast<size_t>(r)][static_cast<size_t>(P.outOffset + xi)];
-            ref[static_cast<size_t>(P.outOffset + xi)] = v;
-            if (std::isfinite(v)) refMax = std::max(refMax, std::fabs(v));
-          }
+        for (size_t x = 0; x < ref.size(); ++x) {
+          ref[x] *= double{o.alpha};
+          if (o.accumulate) ref[x] += before[static_cast<size_t>(r)][x];
+          if (std::isfinite(ref[x])) refMax = std::max(refMax, std::fabs(ref[x]));
         }
         const double scale = std::max(1.0, refMax);
         for (int64_t x = 0; x < g.outElems; ++x) {

@@ -26,6 +26,7 @@
 #include "collectives/communicator.hpp"
 #include "fabric/host/file_store.hpp"
 #include "fabric/host/host_kernels.hpp"
+#include "bench/reference.hpp"
 #include "fabric/host/shm_world.hpp"
 
 namespace tide {
@@ -195,17 +196,6 @@ void storeValue(std::vector<uint8_t>& buf, int64_t byteOffset, int64_t i, DType 
   }
 }
 
-double loadValue(const std::vector<uint8_t>& buf, int64_t i, DType t) {
-  if (t == DType::kBF16) {
-    uint16_t b;
-    std::memcpy(&b, buf.data() + i * 2, 2);
-    return fabric::host::bf16ToFloat(b);
-  }
-  float f;
-  std::memcpy(&f, buf.data() + i * 4, 4);
-  return f;
-}
-
 // Every rank's inputs of one call, identical in every process.
 struct CallInputs {
   std::vector<std::vector<uint8_t>> shards;              // [rank] packed S bytes
@@ -251,19 +241,14 @@ int64_t gatherMismatches(const plan::GroupLayout& g, const CallInputs& in, const
 // Elements of `rank`'s output off the float64 sum by more than
 // 1e-5 * max(1, |ref|_inf).
 int64_t reduceMismatches(const plan::GroupLayout& g, const CallInputs& in, int rank, const std::vector<float>& out) {
-  std::vector<double> ref(static_cast<size_t>(g.outElems), 0.0);
-  double refMax = 0;
-  for (size_t p = 0; p < g.params.size(); ++p) {
-    const plan::ParamLayout& P = g.params[p];
-    for (int64_t x = 0; x < P.outElems; ++x) {
-      const int64_t flat = int64_t{rank} * P.outElems + x;
-      double s = 0;
-      if (flat < P.rows * P.rowElems)
-        for (const auto& grads : in.grads) s += loadValue(grads[p], flat, g.gradDtype);
-      ref[static_cast<size_t>(P.outOffset + x)] = s;
-      refMax = std::max(refMax, std::fabs(s));
-    }
+  std::vector<std::vector<const void*>> grads;
+  for (const auto& rankGrads : in.grads) {
+    grads.emplace_back();
+    for (const auto& gp : rankGrads) grads.back().push_back(gp.data());
   }
+  const std::vector<double> ref = bench::referenceShardSums(g, grads, rank);
+  double refMax = 0;
+  for (double v : ref) refMax = std::max(refMax, std::fabs(v));
   const double tolerance = 1e-5 * std::max(1.0, refMax);
   int64_t wrong = 0;
   for (size_t x = 0; x < ref.size(); ++x)
