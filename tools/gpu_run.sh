@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The one command for a 1- or 2-GPU H200 machine: builds TIDE with its CUDA
-# fabric (cmake + ninja), runs every GPU test and the baseline benchmarks,
-# writes logs under $OUT (default build/gpu-logs) and prints a summary table
-# last. NVLink multicast stays off: NCCL_NVLS_ENABLE=0.
+# fabric (cmake + ninja), runs every GPU test, the end-to-end FSDP2 benchmark
+# (fsdp_e2e, loss_curve) and the baseline benchmarks,
+# keeps logs under $BUILD/logs, packs them after every step into
+# $OUT/gpu-logs.tgz with $OUT/summary.txt beside it (the device tool brings
+# back only a few files, and a step killed at a time limit must not lose the
+# logs of the steps before it), and prints a summary table last. NVLink
+# multicast stays off: NCCL_NVLS_ENABLE=0.
 #
-#   tools/gpu_run.sh [--skip-bench] [--bench-args "..."]
+#   tools/gpu_run.sh [--skip-bench] [--bench-args "..."] [--only step,step,...]
+#
+# Steps: build fabric collectives fsdp e2e loss bench (--only picks some; build
+# always runs).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,31 +28,42 @@ BUILD="${BUILD:-build/gpu}"
 PYTHON="${PYTHON:-python3}"
 SKIP_BENCH=0
 BENCH_ARGS=""
+ONLY=""
 while (($#)); do
   case "$1" in
     --skip-bench) SKIP_BENCH=1 ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
-    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"]" >&2; exit 2 ;;
+    --only) ONLY=",$2," ; shift ;;
+    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"] [--only step,...]" >&2; exit 2 ;;
   esac
   shift
 done
-mkdir -p "$OUT"
+LOGS="$BUILD/logs"
+rm -rf "$LOGS"
+mkdir -p "$OUT" "$LOGS"
+# wanted STEP: true when --only is absent or names STEP.
+wanted() { [[ -z $ONLY || $ONLY == *",$1,"* ]]; }
+pack_logs() {
+  printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
+  tar czf "$OUT/gpu-logs.tgz" -C "$LOGS" . 2>/dev/null || true
+}
 
 declare -a SUMMARY=()
 FAILED=0
-# run NAME TIMEOUT_S CMD...: logs to $OUT/NAME.log, records PASS/FAIL and seconds.
+# run NAME TIMEOUT_S CMD...: logs to $LOGS/NAME.log, records PASS/FAIL and seconds.
 run() {
   local name="$1" limit="$2"
   shift 2
   local t0=$SECONDS rc
-  printf '\n==> %s: %s\n' "$name" "$*"
-  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  printf '\n==> %s (%s): %s\n' "$name" "$(date -u +%T)" "$*"
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
-  tail -n 25 "$OUT/$name.log"
+  tail -n 25 "$LOGS/$name.log"
   local verdict=PASS
   if ((rc == 124 || rc == 137)); then verdict="TIMEOUT(${limit}s)"; elif ((rc != 0)); then verdict="FAIL(rc=$rc)"; fi
   [[ $verdict == PASS ]] || FAILED=1
   SUMMARY+=("$(printf '%-34s %-14s %5ss' "$name" "$verdict" $((SECONDS - t0)))")
+  pack_logs
   return $rc
 }
 skip() { SUMMARY+=("$(printf '%-34s %-14s %5s' "$1" "SKIP" "-")  $2"); }
@@ -58,7 +76,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   nvcc --version 2>&1 | tail -2
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' 2>&1
   env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
-} | tee "$OUT/environment.txt"
+} | tee "$LOGS/environment.txt"
 
 # ---- build: the CUDA fabric, its GPU test and the benchmark helper (sm_90a only here)
 build() {
@@ -73,7 +91,9 @@ TEST="$BUILD/tests/cuda/tide_cuda_fabric_test"
 NATIVE="$BUILD/bench/native/libtide_bench_native.so"
 
 # ---- GPU tests of the fabric primitives
-if [[ -x $TEST ]]; then
+if ! wanted fabric; then
+  skip fabric_tests "not in --only"
+elif [[ -x $TEST ]]; then
   run fabric_1gpu 90 "$TEST" --ranks 1 --nodes 1 --timeout-case --perf
   if ((NGPU >= 2)); then
     run fabric_2gpu_M1xL2 90 "$TEST" --ranks 2 --nodes 1 --perf
@@ -90,7 +110,9 @@ fi
 export TIDE_LIBRARY="$PWD/$BUILD/libtide.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 
 # ---- TIDE-AG / TIDE-RS correctness on the CUDA fabric (bitwise against the host fabric)
-if [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
+if ! wanted collectives; then
+  skip collectives "not in --only"
+elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   run collectives_1gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=1 \
     tests/gpu/check_collectives.py
   if ((NGPU >= 2)); then
@@ -102,25 +124,57 @@ else
 fi
 
 # ---- the FSDP2 adapter on GPUs: TIDE beside stock FSDP2 in the same processes
-if [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
+if ! wanted fsdp; then
+  skip fsdp_2gpu "not in --only"
+elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
   run fsdp_2gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     tests/python/fsdp_cuda_smoke.py
 else
   skip fsdp_2gpu "needs 2 GPUs and libtide.so"
 fi
 
+# ---- end-to-end FSDP2 training steps (tide.bench.fsdp_steps): stock, process-group allocation
+# and TIDE (both modes), paired and interleaved, >= 30 timed steps each, on the Llama-like and
+# Qwen3-MoE-like models of ANCHORS.md; then a 200-step loss curve (a half-depth Llama-like model:
+# stock twice on two data orders for the spread, TIDE on the first). FSDP_E2E_TOKENS adds 16K:
+# FSDP_E2E_TOKENS="4096 16384" (about 2.5 times as long).
+E2E_TOKENS="${FSDP_E2E_TOKENS:-4096}"
+E2E_LIMIT=$((240 * $(wc -w <<<"$E2E_TOKENS")))
+if ! wanted e2e; then
+  skip fsdp_e2e "not in --only"
+elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
+  # shellcheck disable=SC2086
+  run fsdp_e2e "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS --steps 30 --warmup 5 \
+    --json "$LOGS/fsdp_e2e.json"
+  grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true
+else
+  skip fsdp_e2e "needs 2 GPUs and libtide.so"
+fi
+if ! wanted loss; then
+  skip loss_curve "not in --only"
+elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
+  run loss_curve 150 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 --loss-curve 200 \
+    --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
+else
+  skip loss_curve "needs 2 GPUs and libtide.so"
+fi
+
 # ---- baselines and TIDE (torchrun, one process per GPU)
-if ((SKIP_BENCH)); then
-  skip baselines "--skip-bench"
+if ((SKIP_BENCH)) || ! wanted bench; then
+  skip baselines "--skip-bench or not in --only"
 elif ((NGPU >= 1)); then
   # shellcheck disable=SC2086
   run baselines 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-    -m tide.bench.collectives --native "$NATIVE" --json "$OUT/baselines.json" $BENCH_ARGS
-  grep -E '^ *(#|ag |rs )' "$OUT/baselines.log" >"$BUILD/baselines_table.txt" || true
+    -m tide.bench.collectives --native "$NATIVE" --json "$LOGS/baselines.json" $BENCH_ARGS
+  grep -E '^ *(#|ag |rs )' "$LOGS/baselines.log" >"$BUILD/baselines_table.txt" || true
 fi
 
-printf '\n==================== summary (%d GPU(s), logs in %s)\n' "$NGPU" "$OUT"
+printf '\n==================== summary (%d GPU(s), logs in %s, packed in %s)\n' "$NGPU" "$LOGS" "$OUT/gpu-logs.tgz"
 [[ -s $BUILD/baselines_table.txt ]] && cat "$BUILD/baselines_table.txt"
+[[ -s $BUILD/fsdp_e2e_table.txt ]] && cat "$BUILD/fsdp_e2e_table.txt"
 printf '%-34s %-14s %6s\n' step result time
 printf '%s\n' "${SUMMARY[@]}"
+pack_logs
 exit $FAILED

@@ -48,6 +48,7 @@ import json
 import math
 import os
 import statistics
+import time
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -215,6 +216,7 @@ class System:
     op: str                                  # "ag" | "rs"
     prepare: Callable[[Group], Runner | None]  # None: not available here (reason logged)
     note: str = ""
+    llama_only: bool = False                 # measured on the Llama group alone
 
 
 def ag_shard(group: Group, rank: int, device) -> torch.Tensor:
@@ -426,6 +428,10 @@ TIDE_PLAN = {
 }
 
 
+# Sum-CTA budgets measured beside the solver's choice for TIDE-RS on the Llama group.
+RS_CTA_SWEEP = (16, 66)
+
+
 class TideContext:
     """TIDE communicators for this run through the C API (tide.comm): one per topology, every
     benchmark group registered up front, one landing sized for the largest all-gather."""
@@ -454,6 +460,11 @@ class TideContext:
             self.landing[topo] = comm.alloc(landing_bytes)
             self.handles[topo] = {name: comm.register_group([list(s) for s in g.shapes], **TIDE_PLAN)
                                   for name, g in self.groups.items()}
+            if m == 1:  # fixed sum-CTA budgets on the Llama group: time against interference
+                llama = self.groups["llama3.1-8b-layer"]
+                for ctas in RS_CTA_SWEEP:
+                    self.handles[topo][(llama.name, ctas)] = comm.register_group(
+                        [list(s) for s in llama.shapes], **TIDE_PLAN, sum_ctas=ctas)
             p = plans["llama3.1-8b-layer"]["reduce_scatter"]
             log(f"# TIDE M{m}L{l}: sum CTAs {p['sum_ctas']}, landing CTAs {p['landing_ctas']}, passes {p['passes']}")
             self.plans[topo] = plans
@@ -493,11 +504,13 @@ class TideAg(Runner):
 
 class TideRs(Runner):
     """TIDE-RS: per-parameter bf16 gradients read where they are, reduced into the fp32 shard
-    (AVG: alpha = 1/N)."""
+    (AVG: alpha = 1/N). `ctas`: a fixed sum-CTA budget registered for that group (0: the solver's)."""
 
-    def __init__(self, group: Group, ctx: TideContext, topo):
+    def __init__(self, group: Group, ctx: TideContext, topo, ctas: int = 0):
         dev = torch.device("cuda", torch.cuda.current_device())
-        self.group, self.comm, self.handle = group, ctx.comms[topo], ctx.handles[topo][group.name]
+        key = (group.name, ctas) if ctas else group.name
+        self.group, self.comm = group, ctx.comms[topo]
+        self.handle = ctx.handles[topo][key]
         self.grads = rs_grads(group, dist.get_rank(), dev)
         self.ptrs = [g.data_ptr() for g in self.grads]
         self.output = torch.empty(group.shard_elems, dtype=torch.float32, device=dev)
@@ -521,8 +534,15 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
     systems = []
     for topo in ctx.topologies:
         tag = "" if topo[0] == 1 else f"_M{topo[0]}L{topo[1]}"
-        systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t)))
-        systems.append(System(f"tide_rs{tag}", "rs", lambda g, t=topo: TideRs(g, ctx, t)))
+        # The virtual-node topology runs on the Llama group only: it shows the rail path, and
+        # the synthetic sweeps would double the run.
+        llama_only = topo[0] > 1
+        systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t), llama_only=llama_only))
+        systems.append(System(f"tide_rs{tag}", "rs", lambda g, t=topo: TideRs(g, ctx, t), llama_only=llama_only))
+        if topo[0] == 1:
+            for ctas in RS_CTA_SWEEP:
+                systems.append(System(f"tide_rs_ctas{ctas}", "rs", lambda g, t=topo, c=ctas: TideRs(g, ctx, t, c),
+                                      llama_only=True))
     return systems
 
 
@@ -544,19 +564,24 @@ def kernel_footprint(runner: Runner) -> dict:
 # ---------------------------------------------------------------- timing
 
 
-def median_ms(fn: Callable[[], None], iters: int, warmup: int) -> float:
+def median_ms(fn: Callable[[], None], iters: int, warmup: int) -> tuple[float, float]:
+    """(median device ms per call, host us to enqueue one call). Calls run back to back, so a
+    call whose host enqueue outlasts its device work shows the host time as device time too;
+    the second number tells which bound a row is."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     dist.barrier()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    t0 = time.perf_counter()
     for s, e in zip(starts, ends):
         s.record()
         fn()
         e.record()
+    host_us = (time.perf_counter() - t0) * 1e6 / iters
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)), host_us
 
 
 def max_over_ranks(x: float) -> float:
@@ -626,25 +651,32 @@ def groups_for(op: str, ranks: int) -> list[Group]:
             synthetic_group("128MiB-P16", 128 * MiB // 4, 16, ranks)]
 
 
-def row_for(system: System, group: Group, ms: float, wrong: int) -> dict:
+def row_for(system: System, group: Group, ms: float, wrong: int, host_us: float) -> dict:
     n = group.ranks
     size = n * group.shard_elems * (2 if system.op == "ag" else 4)
     algbw = size / (ms * 1e-3) / 1e9
     return {"system": system.name, "op": system.op, "group": group.name, "params": len(group.shapes),
             "ranks": n, "size_bytes": size, "dtype": "bf16" if system.op == "ag" else "bf16->fp32",
-            "time_us": ms * 1e3, "algbw_GBps": algbw, "busbw_GBps": algbw * (n - 1) / n, "wrong": wrong}
+            "time_us": ms * 1e3, "algbw_GBps": algbw, "busbw_GBps": algbw * (n - 1) / n, "wrong": wrong,
+            "host_us": host_us}
+
+
+_T0 = time.monotonic()
 
 
 def log(*a):
     if dist.get_rank() == 0:
-        print(*a, flush=True)
+        print(f"[{time.monotonic() - _T0:6.1f}s]", *a, flush=True)
 
 
 def print_table(rows: list[dict]):
-    log(f"#{'op':>3} {'group':>18} {'system':>17} {'size(B)':>11} {'time(us)':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}")
+    if dist.get_rank() != 0:
+        return
+    print(f"#{'op':>3} {'group':>18} {'system':>17} {'size(B)':>11} {'time(us)':>10} {'algbw':>8} {'busbw':>8} "
+          f"{'#wrong':>7} {'host(us)':>9}", flush=True)
     for r in rows:
-        log(f" {r['op']:>3} {r['group']:>18} {r['system']:>17} {r['size_bytes']:>11} {r['time_us']:>10.1f} "
-            f"{r['algbw_GBps']:>8.1f} {r['busbw_GBps']:>8.1f} {r['wrong']:>7}")
+        print(f" {r['op']:>3} {r['group']:>18} {r['system']:>17} {r['size_bytes']:>11} {r['time_us']:>10.1f} "
+              f"{r['algbw_GBps']:>8.1f} {r['busbw_GBps']:>8.1f} {r['wrong']:>7} {r['host_us']:>9.1f}", flush=True)
 
 
 def main():
@@ -655,6 +687,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gemms", type=int, default=40)
     ap.add_argument("--skip-interference", action="store_true")
+    ap.add_argument("--deadline-s", type=float, default=330,
+                    help="stop starting measurements after this many seconds and write what was measured")
     args = ap.parse_args()
 
     if os.environ.get("NCCL_NVLS_ENABLE") != "0":
@@ -693,26 +727,41 @@ def main():
     }
     log(f"# baselines: {meta}")
 
+    def out_of_time(what: str) -> bool:
+        # Every rank must agree, or one would start a collective the others skip.
+        late = torch.tensor([time.monotonic() - _T0 > args.deadline_s], device="cuda", dtype=torch.int32)
+        dist.all_reduce(late)
+        if int(late):
+            skipped.append(f"{what}: past --deadline-s {args.deadline_s:.0f}")
+        return bool(int(late))
+
     rows, runners, skipped = [], {}, []
-    for op in ("ag", "rs"):
-        for group in groups_for(op, ranks):
-            for system in (s for s in systems if s.op == op):
-                try:
-                    runner = system.prepare(group)
-                except Exception as e:  # a baseline missing here must not stop the others
-                    runner = None
-                    skipped.append(f"{system.name}/{group.name}: {e}")
-                if runner is None:
-                    continue
-                log(f"# measuring {system.name} on {group.name}")  # progress: a hang names its system
-                ms = max_over_ranks(median_ms(runner.run, args.iters, args.warmup))
-                wrong = sum_over_ranks(runner.wrong())
-                rows.append(row_for(system, group, ms, wrong))
-                log(f"#   {rows[-1]['time_us']:.1f} us, #wrong {wrong}")
-                if group.name.startswith("llama") or group.name == "32MiB-P16":  # interference, footprint
-                    runners[(system.name, group.name)] = (runner, ms)
-                del runner
-                torch.cuda.empty_cache()
+    # The Llama group first (AG then RS), then the synthetic sizes: the numbers the targets
+    # name come first should a deadline cut the run short.
+    order = [(op, groups_for(op, ranks)[i]) for i in range(3) for op in ("ag", "rs")]
+    for op, group in order:
+        for system in (s for s in systems if s.op == op):
+            if system.llama_only and not group.name.startswith("llama"):
+                continue
+            if out_of_time(f"{system.name}/{group.name}"):
+                continue
+            try:
+                runner = system.prepare(group)
+            except Exception as e:  # a baseline missing here must not stop the others
+                runner = None
+                skipped.append(f"{system.name}/{group.name}: {e}")
+            if runner is None:
+                continue
+            log(f"# measuring {system.name} on {group.name}")  # progress: a hang names its system
+            ms, host_us = median_ms(runner.run, args.iters, args.warmup)
+            ms, host_us = max_over_ranks(ms), max_over_ranks(host_us)
+            wrong = sum_over_ranks(runner.wrong())
+            rows.append(row_for(system, group, ms, wrong, host_us))
+            log(f"#   {rows[-1]['time_us']:.1f} us (host enqueue {host_us:.1f} us), #wrong {wrong}")
+            if group.name.startswith("llama") or group.name == "32MiB-P16":  # interference, footprint
+                runners[(system.name, group.name)] = (runner, ms)
+            del runner
+            torch.cuda.empty_cache()
     print_table(rows)
     for s in skipped:
         log(f"# skipped {s}")
@@ -744,7 +793,7 @@ def main():
                  ("stock_rs_nccl", "32MiB-P16")]
         picks += [(s.name, "llama3.1-8b-layer") for s in systems if s.name.startswith("tide")]
         for name, gname in picks:
-            if (name, gname) not in runners:
+            if (name, gname) not in runners or out_of_time(f"interference {name}/{gname}"):
                 continue
             runner, ms = runners[(name, gname)]
             log(f"# interference under {name} on {gname}")

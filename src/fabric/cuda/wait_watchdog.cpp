@@ -3,6 +3,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "fabric/cuda/cuda_check.hpp"
 
@@ -56,6 +59,7 @@ void WaitWatchdog::after(cudaStream_t stream, WaitRecord record) {
   p.record = std::move(record);
   p.started = nextStarted_;
   nextStarted_ = nullptr;
+  p.stream = stream;
   p.passed = takeEvent();
   TIDE_CUDA_CHECK(cudaEventRecord(p.passed, stream));
   {
@@ -70,23 +74,39 @@ size_t WaitWatchdog::pending() {
   return pending_.size();
 }
 
+// Waits on one stream pass in order, so only the oldest unpassed wait of each
+// stream can be running: per stream, the watchdog polls from the oldest and
+// stops at the first that has not passed. The CUDA queries run without the
+// lock, so the issuing thread never blocks behind a poll.
 void WaitWatchdog::run() {
   cudaSetDevice(device_);
+  std::unordered_map<cudaStream_t, std::vector<Pending*>> byStream;
+  std::unordered_set<const Pending*> retired;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (pending_.empty()) {
       cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
       continue;
     }
+    for (auto& [stream, list] : byStream) list.clear();
+    for (Pending& p : pending_) byStream[p.stream].push_back(&p);
+    lock.unlock();
     const auto now = std::chrono::steady_clock::now();
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (poll(*it, now)) {
-        freeEvents_.push_back(it->started);
-        freeEvents_.push_back(it->passed);
-        it = pending_.erase(it);
-      } else {
-        ++it;
+    retired.clear();
+    for (auto& [stream, list] : byStream)
+      for (Pending* p : list) {
+        if (!poll(*p, now)) break;
+        retired.insert(p);
       }
+    lock.lock();
+    for (auto it = pending_.begin(); it != pending_.end() && !retired.empty();) {
+      if (retired.erase(&*it) == 0) {
+        ++it;
+        continue;
+      }
+      freeEvents_.push_back(it->started);
+      freeEvents_.push_back(it->passed);
+      it = pending_.erase(it);
     }
     cv_.wait_for(lock, kPollInterval);
   }

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -47,6 +47,7 @@ class WaitWatchdog {
  private:
   struct Pending {
     WaitRecord record;
+    cudaStream_t stream = nullptr;
     cudaEvent_t started = nullptr;  // work before the wait finished
     cudaEvent_t passed = nullptr;   // the wait itself passed
     bool running = false;
@@ -64,7 +65,9 @@ class WaitWatchdog {
   double timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> pending_;
+  // A list, so that entries stay put while the watchdog polls them unlocked
+  // (only the watchdog thread erases; after() only appends).
+  std::list<Pending> pending_;
   std::vector<cudaEvent_t> freeEvents_;
   cudaEvent_t nextStarted_ = nullptr;  // recorded by before(), owned by after()
   bool stop_ = false;
