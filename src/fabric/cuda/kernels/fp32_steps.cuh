@@ -22,14 +22,16 @@ struct Source<SourceType::kBF16> {
   using Raw = uint16_t;
   static constexpr int kVec = 8;  // 16 bytes
   __device__ __forceinline__ static float scalar(const Raw* p) { return bf16BitsToFloat(*p); }
-  __device__ __forceinline__ static void vector(const Raw* p, float (&out)[kVec]) {
-    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));
+  __device__ __forceinline__ static void fromRaw(const uint4& v, float (&out)[kVec]) {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       out[2 * i] = __uint_as_float(w[i] << 16);
       out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
+  }
+  __device__ __forceinline__ static void vector(const Raw* p, float (&out)[kVec]) {
+    fromRaw(__ldcs(reinterpret_cast<const uint4*>(p)), out);
   }
 };
 
@@ -38,12 +40,14 @@ struct Source<SourceType::kFP32> {
   using Raw = float;
   static constexpr int kVec = 4;
   __device__ __forceinline__ static float scalar(const Raw* p) { return *p; }
+  __device__ __forceinline__ static void fromRaw(const uint4& v, float (&out)[kVec]) {
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
+  }
   __device__ __forceinline__ static void vector(const Raw* p, float (&out)[kVec]) {
-    const float4 v = __ldcs(reinterpret_cast<const float4*>(p));
-    out[0] = v.x;
-    out[1] = v.y;
-    out[2] = v.z;
-    out[3] = v.w;
+    fromRaw(__ldcs(reinterpret_cast<const uint4*>(p)), out);
   }
 };
 

@@ -54,43 +54,69 @@ __device__ __forceinline__ void sumChunk(const SumLaunch& p, const SumPieceDesc&
 template <int K>
 inline constexpr int kChunksInFlight = K == 0 ? 1 : (K <= 2 ? 4 : (K <= 4 ? 2 : 1));
 
-// U chunks c, c + stride, ..., all vectorizable; the arithmetic per element
-// is sumChunk's, so the bits do not depend on U.
+// U chunks c, c + stride, ..., all in vectorizable pieces. Two phases: first
+// every full chunk's raw 16-byte loads (U x K of them, predicated, nothing
+// reads their registers yet), then the conversions and adds. Converting a
+// bf16 vector right after its load would make the thread wait for each load
+// before issuing the next, leaving one load in flight whatever U is. Chunks
+// cut by `valid` or the row's end take loadChunk's scalar path in phase two.
+// The arithmetic per element is sumChunk's, so the bits do not depend on U.
 template <SourceType S, int K, int U>
 __device__ __forceinline__ void sumChunksInFlight(const SumLaunch& p, const SumPieceDesc& pc, int64_t c,
                                                   int64_t stride, int64_t work) {
   using Raw = typename Source<S>::Raw;
   constexpr int V = Source<S>::kVec;
   const SumSourceDesc* src = p.sources + pc.firstSource;
-  float v[U][K][V];
+  uint4 raw[U][K];
   int rowOf[U];
   int64_t x0Of[U];
   int widthOf[U];
+  bool full[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t cu = c + u * stride;
-    if (cu >= work) break;
-    const int r = pc.rows == 1 ? 0 : static_cast<int>(cu / pc.chunksPerRow);
-    const int64_t x0 = (cu - r * pc.chunksPerRow) * V;
+    const bool live = cu < work;
+    const int r = !live || pc.rows == 1 ? 0 : static_cast<int>(cu / pc.chunksPerRow);
+    const int64_t x0 = live ? (cu - r * pc.chunksPerRow) * V : 0;
     const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
     rowOf[u] = r;
     x0Of[u] = x0;
     widthOf[u] = width;
     const int32_t* valid = p.valid + pc.firstValid + r;
+    bool f = live && width == V;
+#pragma unroll
+    for (int k = 0; k < K; ++k) f = f && valid[k * pc.rows] - x0 >= V;
+    full[u] = f;
 #pragma unroll
     for (int k = 0; k < K; ++k)
-      loadChunk<S, V, true>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
-                            valid[k * pc.rows], v[u][k]);
+      raw[u][k] = f ? __ldcs(reinterpret_cast<const uint4*>(static_cast<const Raw*>(src[k].ptr) +
+                                                             r * src[k].pitch + x0))
+                    : make_uint4(0, 0, 0, 0);
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     if (c + u * stride >= work) break;
     float s[V];
     zeroInit(s);
+    if (full[u]) {
 #pragma unroll
-    for (int k = 0; k < K; ++k)
+      for (int k = 0; k < K; ++k) {
+        float v[V];
+        Source<S>::fromRaw(raw[u][k], v);
 #pragma unroll
-      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[u][k][i]);
+        for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
+      }
+    } else {
+      const int32_t* valid = p.valid + pc.firstValid + rowOf[u];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        float v[V];
+        loadChunk<S, V, false>(static_cast<const Raw*>(src[k].ptr) + rowOf[u] * src[k].pitch, x0Of[u],
+                               widthOf[u], valid[k * pc.rows], v);
+#pragma unroll
+        for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
+      }
+    }
     writeScaled<V>(pc.dst + rowOf[u] * pc.dstPitch + x0Of[u], true, widthOf[u], s, p.alpha, p.accumulate != 0);
   }
 }
