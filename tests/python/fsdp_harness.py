@@ -1,7 +1,8 @@
 """A small launcher for FSDP2 tests on CPU: N spawned processes with gloo run
-named scenarios one after another and report each one's outcome (ok or the
-traceback, and its time) to the parent. One job per world size keeps the
-cost of starting processes and importing torch to once per job."""
+named scenarios (functions of a module, fsdp_scenarios by default) one after
+another and report each one's outcome (ok or the traceback, and its time) to
+the parent. One job per world size keeps the cost of starting processes and
+importing torch to once per job."""
 
 from __future__ import annotations
 
@@ -65,11 +66,14 @@ class Context:
     logs: LogCapture
 
 
-def _worker(rank: int, world: int, tmp: str, names: list[str], results) -> None:
+def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: str) -> None:
     status = 0
     try:
-        import fsdp_scenarios
+        import importlib
+
         import torch.distributed as dist
+
+        scenarios = importlib.import_module(module)
 
         logs = LogCapture()
         logger = logging.getLogger("tide.fsdp")
@@ -82,7 +86,7 @@ def _worker(rank: int, world: int, tmp: str, names: list[str], results) -> None:
             logs.clear()
             start = time.perf_counter()
             try:
-                getattr(fsdp_scenarios, name)(ctx)
+                getattr(scenarios, name)(ctx)
                 results.put((name, rank, True, "", time.perf_counter() - start))
             except Exception:
                 results.put((name, rank, False, traceback.format_exc(), time.perf_counter() - start))
@@ -118,10 +122,13 @@ def _cleanup() -> None:
     gc.collect()  # FSDP2 modules hold reference cycles: free the arenas (shared memory) now
 
 
-def run_job(world: int, names: list[str], tmp: str, timeout: float = 600.0) -> JobResult:
+def run_job(world: int, names: list[str], tmp: str, timeout: float = 600.0,
+            module: str = "fsdp_scenarios") -> JobResult:
+    """Run the scenarios `names` (functions of `module`, importable in the workers) on `world`
+    gloo ranks."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world, str(tmp), names, results)) for r in range(world)]
+    procs = [ctx.Process(target=_worker, args=(r, world, str(tmp), names, results, module)) for r in range(world)]
     start = time.perf_counter()
     for p in procs:
         p.start()

@@ -1,0 +1,90 @@
+"""tide.bench.fsdp_steps on CPU: the end-to-end FSDP2 benchmark driver with its --tiny models on
+two gloo ranks (one fsdp_harness job; the scenarios below run inside its workers): every system
+on both models, then the loss-curve mode. TIDE (host fabric) must give stock FSDP2's losses, and
+the JSON must hold every system."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from fsdp_harness import run_job
+
+SYSTEMS = ["stock", "pg-alloc", "tide-in-place", "tide-slot-reuse"]
+STEPS, WARMUP = 4, 2
+LOSS_STEPS = 8
+SCENARIOS = ["timing_run", "loss_curve_run"]
+
+
+# ------------------------------------------------------------------ run inside the workers
+
+def _main(ctx, *argv: str) -> None:
+    from tide.bench import fsdp_steps
+
+    rc = fsdp_steps.main(["--tiny", "--device", "cpu", *argv])
+    assert rc == 0, f"fsdp_steps exited {rc}"
+
+
+def timing_run(ctx) -> None:
+    _main(ctx, "--model", "llama", "moe", "--systems", *SYSTEMS, "--steps", str(STEPS), "--warmup", str(WARMUP),
+          "--round-steps", "2", "--memory-steps", "1", "--json", f"{ctx.tmp}/steps.json")
+
+
+def loss_curve_run(ctx) -> None:
+    _main(ctx, "--model", "llama", "--loss-curve", str(LOSS_STEPS), "--loss-window", "4", "--lr", "3e-3",
+          "--systems", "stock", "tide-in-place", "tide-slot-reuse", "--json", f"{ctx.tmp}/curve.json")
+
+
+# ------------------------------------------------------------------ tests (parent process)
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp-steps")
+    result = run_job(2, SCENARIOS, tmp, timeout=300, module=Path(__file__).stem)
+    print(f"\n2-rank fsdp_steps job: {result.seconds:.1f} s")
+    return result, tmp
+
+
+def _load(job, scenario: str, name: str) -> dict:
+    result, tmp = job
+    result.check(scenario)
+    return json.loads((tmp / name).read_text())
+
+
+def test_every_system_runs_and_matches_stock(job):
+    report = _load(job, "timing_run", "steps.json")
+    assert [(r["model"], r["tokens_per_gpu"]) for r in report["runs"]] == [("llama", 64), ("moe", 64)]
+    for run in report["runs"]:
+        assert "error" not in run, run.get("error")
+        systems = run["systems"]
+        assert list(systems) == SYSTEMS
+        stock = systems["stock"]["losses"]
+        assert len(stock) == WARMUP + STEPS and all(math.isfinite(x) for x in stock)
+        for name, res in systems.items():
+            assert res["status"] == "ok", (name, res)
+            assert res["step_ms"]["n"] == STEPS and res["step_ms"]["median"] > 0
+            assert res["losses"] == pytest.approx(stock, rel=1e-5, abs=1e-6), name
+            assert res["max_loss_rdiff_vs_stock"] <= 1e-5
+        for name in ("tide-in-place", "tide-slot-reuse"):
+            tide = systems[name]["tide"]
+            assert tide["groups_tide"] == tide["groups_total"] == run["config"]["layers"] + 1
+            assert tide["arena_bytes"] > 0
+            calls = tide["calls"]
+            assert calls["all_gathers"] > 0 and calls["reduce_scatters"] > 0 and not calls.get("rs_stock")
+            assert calls.get("rs_in_place" if name == "tide-in-place" else "rs_slot_reuse", 0) > 0
+            assert systems[name]["ratio_vs_stock"] > 0
+        assert run["checks"]["losses_match"]
+
+
+def test_loss_curve_stays_within_stock_spread(job):
+    curve = _load(job, "loss_curve_run", "curve.json")["loss_curve"]
+    assert set(curve["curves"]) == {"stock-A", "stock-B", "tide-in-place", "tide-slot-reuse"}
+    a = curve["curves"]["stock-A"]
+    assert len(a) == LOSS_STEPS and a[-1] < a[0]  # it learns
+    assert curve["curves"]["stock-B"] != a         # another data order
+    assert len(curve["windows"]) == LOSS_STEPS // 4
+    for name in ("tide-in-place", "tide-slot-reuse"):
+        assert curve["curves"][name] == pytest.approx(a, rel=1e-5, abs=1e-6)
+        assert curve["systems"][name]["within_spread"]
