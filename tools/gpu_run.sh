@@ -45,8 +45,15 @@ mkdir -p "$OUT" "$LOGS"
 wanted() { [[ -z $ONLY || $ONLY == *",$1,"* ]]; }
 pack_logs() {
   printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
-  tar czf "$OUT/gpu-logs.tgz" -C "$LOGS" . 2>/dev/null || true
+  tar czf "$OUT/gpu-logs.tgz.tmp" -C "$LOGS" . 2>/dev/null && mv -f "$OUT/gpu-logs.tgz.tmp" "$OUT/gpu-logs.tgz"
 }
+# Also every 15 s, so that a step cut by the device's command limit still
+# brings back its log so far (a hang's last lines are the ones that matter).
+(while sleep 15; do
+  tar czf "$OUT/gpu-logs.tgz.tmp" -C "$LOGS" . 2>/dev/null && mv -f "$OUT/gpu-logs.tgz.tmp" "$OUT/gpu-logs.tgz"
+done) &
+PACKER=$!
+trap 'kill $PACKER 2>/dev/null' EXIT
 
 declare -a SUMMARY=()
 FAILED=0

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import faulthandler
 import json
 import math
 import os
@@ -687,6 +688,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gemms", type=int, default=40)
     ap.add_argument("--skip-interference", action="store_true")
+    ap.add_argument("--hang-s", type=float, default=90,
+                    help="a measurement still running after this many seconds prints every thread's "
+                         "Python stack and exits the process (a hang then names itself)")
     ap.add_argument("--deadline-s", type=float, default=330,
                     help="stop starting measurements after this many seconds and write what was measured")
     args = ap.parse_args()
@@ -753,9 +757,11 @@ def main():
             if runner is None:
                 continue
             log(f"# measuring {system.name} on {group.name}")  # progress: a hang names its system
+            faulthandler.dump_traceback_later(args.hang_s, exit=True)
             ms, host_us = median_ms(runner.run, args.iters, args.warmup)
             ms, host_us = max_over_ranks(ms), max_over_ranks(host_us)
             wrong = sum_over_ranks(runner.wrong())
+            faulthandler.cancel_dump_traceback_later()
             rows.append(row_for(system, group, ms, wrong, host_us))
             log(f"#   {rows[-1]['time_us']:.1f} us (host enqueue {host_us:.1f} us), #wrong {wrong}")
             if group.name.startswith("llama") or group.name == "32MiB-P16":  # interference, footprint
@@ -797,7 +803,9 @@ def main():
                 continue
             runner, ms = runners[(name, gname)]
             log(f"# interference under {name} on {gname}")
+            faulthandler.dump_traceback_later(args.hang_s, exit=True)
             during = gemm_interference(runner, ms, args.gemms)
+            faulthandler.cancel_dump_traceback_later()
             slow = max_over_ranks(during["gemm_us"] / alone["gemm_us"] - 1.0)
             interference.append({"system": name, "group": gname, "gemm_alone_us": alone["gemm_us"],
                                  "gemm_during_us": during["gemm_us"], "slowdown_pct": 100 * slow,

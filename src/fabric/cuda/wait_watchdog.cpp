@@ -114,8 +114,20 @@ void WaitWatchdog::run() {
 
 bool WaitWatchdog::poll(Pending& p, std::chrono::steady_clock::time_point now) {
   if (cudaEventQuery(p.passed) == cudaSuccess) return true;
+  if (!p.head) {
+    p.head = true;
+    p.headSince = now;
+  }
   if (!p.running) {
-    if (cudaEventQuery(p.started) != cudaSuccess) return false;  // earlier work still running
+    if (cudaEventQuery(p.started) != cudaSuccess) {
+      // The work between the stream's previous wait and this one (copies,
+      // kernels, waits on other queues' events) has not finished. A wait on
+      // another queue that blocks it is reported by its own deadline first;
+      // past twice that, a copy or kernel itself does not end.
+      const double busy = std::chrono::duration<double>(now - p.headSince).count();
+      if (busy > 2 * timeout_ + 10) failStopBefore(p, busy);
+      return false;
+    }
     p.running = true;
     p.since = now;
     return false;
@@ -150,6 +162,18 @@ void WaitWatchdog::failStop(const Pending& p, double waited) {
                "A blocked GPU stream cannot be released: aborting the process (fail stop).\n",
                rank_, device_, r.call.c_str(), r.queue, r.counterId, r.value, r.peer, r.what.c_str(),
                waited, timeout_, now.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void WaitWatchdog::failStopBefore(const Pending& p, double waited) {
+  const WaitRecord& r = p.record;
+  std::fprintf(stderr,
+               "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: the work enqueued before "
+               "the wait for counter %d >= %" PRIu64 " (peer %d, %s) has not finished after %.1f s (a copy or "
+               "kernel that does not end, or an event wait on a blocked queue). Aborting the process (fail "
+               "stop).\n",
+               rank_, device_, r.call.c_str(), r.queue, r.counterId, r.value, r.peer, r.what.c_str(), waited);
   std::fflush(stderr);
   std::abort();
 }

@@ -51,13 +51,16 @@ class WaitWatchdog {
     cudaEvent_t started = nullptr;  // work before the wait finished
     cudaEvent_t passed = nullptr;   // the wait itself passed
     bool running = false;
+    bool head = false;  // oldest unpassed wait of its stream, since `headSince`
     std::chrono::steady_clock::time_point since;
+    std::chrono::steady_clock::time_point headSince;
   };
 
   cudaEvent_t takeEvent();
   void run();
   bool poll(Pending& p, std::chrono::steady_clock::time_point now);  // true when retired
   [[noreturn]] void failStop(const Pending& p, double waited);
+  [[noreturn]] void failStopBefore(const Pending& p, double waited);
   std::string readCounter(const uint64_t* addr);
 
   int rank_;
