@@ -147,6 +147,10 @@ class Endpoint {
   // Host blocks until q drained (deadline; rethrows a queue's failure).
   virtual void synchronize(int q) = 0;
   virtual void synchronizeAll() = 0;
+  // Host blocks until `event` of queue q has completed (deadline; rethrows a
+  // queue's failure). Work enqueued on q after the event may still run (e.g. a
+  // reduce-scatter's network phase after its read-done event).
+  virtual void synchronizeEvent(int q, uint64_t event) = 0;
   virtual uint64_t counterValue(int id) = 0;
 
   // Fault-injection hook: q idles for `seconds` before its next op.

@@ -95,7 +95,10 @@ int tideHasCuda(void);
 tideResult_t tideGetUniqueId(tideUniqueId_t* id);
 tideResult_t tideCommInitCuda(const tideCommConfig_t* config, const tideUniqueId_t* id, tideComm_t* comm);
 /* Host fabric, one process per rank over POSIX shared memory, bootstrapped
- * through files in `storeDir` (shared by all ranks, fresh per job). */
+ * through files in `storeDir` (shared by all ranks, fresh per job).
+ * Test hook of both fabrics: TIDE_TEST_FAULT=<name> (see tideFaultNames; the
+ * faults the collectives inject) and TIDE_TEST_FAULT_RANK=<rank> (default 0)
+ * make the communicators of this process misbehave on purpose. */
 tideResult_t tideCommInitHost(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
 tideResult_t tideCommDestroy(tideComm_t comm);
 tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
@@ -112,8 +115,25 @@ tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard
  * packed fp32 shard. out = (accumulate ? out : 0) + alpha * sum over ranks. */
 tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
                                float alpha, int accumulate, void* stream);
+/* Read-done point of the last tideReduceScatter this rank issued on `comm`:
+ * its Level 1 pushes and sums have read every gradient; the network phase may
+ * still run. Orders the caller after that point:
+ *   CUDA fabric: work enqueued on `stream` after this call waits for it (the
+ *     host does not block), so e.g. an allocator may hand the gradients'
+ *     memory out again on `stream` before the reduce-scatter completes;
+ *   host fabric (no streams; `stream` ignored): the host blocks until then
+ *     (under the deadline; a failure of the reduce-scatter is returned here).
+ * The output is final only once the reduce-scatter completes (work ordered
+ * after it on its own stream, or tideCommSynchronize). tideInvalidArgument
+ * before the first reduce-scatter. */
+tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream);
 /* Host waits until everything this rank enqueued has completed. */
 tideResult_t tideCommSynchronize(tideComm_t comm);
+/* Bytes this rank's fabric holds for the arena outside any framework
+ * allocator (torch.cuda.memory_reserved() does not see them): the CUDA
+ * fabric's ncclMemAlloc symmetric window (arenaBytes, counters, alignment),
+ * the host fabric's shared-memory segment. */
+tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes);
 
 /* ------------------------------------------------------------ host-fabric runs */
 

@@ -192,10 +192,12 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideReduceScatter.argtypes = [CommHandle, GroupHandle, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
                                       ctypes.c_float, ctypes.c_int, ctypes.c_void_p]
     lib.tideCommSynchronize.argtypes = [CommHandle]
+    lib.tideCommWaitInputsRead.argtypes = [CommHandle, ctypes.c_void_p]
+    lib.tideCommReservedBytes.argtypes = [CommHandle, ctypes.POINTER(ctypes.c_int64)]
     lib.tideScratchBytes.argtypes = [ctypes.POINTER(PlanConfig), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
     for name in ("tideScratchBytes", "tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
                  "tideGroupRegister", "tideGroupGetJson", "tideAllGather", "tideReduceScatter",
-                 "tideCommSynchronize"):
+                 "tideCommSynchronize", "tideCommWaitInputsRead", "tideCommReservedBytes"):
         getattr(lib, name).restype = _c_enum
 
 

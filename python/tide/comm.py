@@ -114,5 +114,25 @@ class Communicator:
         _capi.check(_capi.library().tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha,
                                                       1 if accumulate else 0, stream))
 
+    def wait_inputs_read(self, stream: int = 0) -> None:
+        """Order the caller after the point where the last reduce_scatter has
+        read its gradients (its network phase may still run); from then on
+        their memory may be freed or overwritten.
+
+        CUDA fabric: work enqueued on `stream` (a cudaStream_t) after this
+        call waits for that point; the host does not block. Host fabric: the
+        host blocks until then (`stream` ignored). The output is final only
+        once the reduce-scatter completes (synchronize(), or its stream)."""
+        _capi.check(_capi.library().tideCommWaitInputsRead(self.handle, stream))
+
     def synchronize(self) -> None:
         _capi.check(_capi.library().tideCommSynchronize(self.handle))
+
+    def reserved_bytes(self) -> int:
+        """Bytes the fabric holds for this rank's arena outside any framework
+        allocator: the CUDA fabric's ncclMemAlloc window (arena, counters,
+        alignment; torch.cuda.memory_reserved() does not count it), the host
+        fabric's shared-memory segment."""
+        out = ctypes.c_int64()
+        _capi.check(_capi.library().tideCommReservedBytes(self.handle, ctypes.byref(out)))
+        return out.value

@@ -1,4 +1,5 @@
 // C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@ struct tideComm {
   std::vector<std::unique_ptr<tideGroup>> groups;
   int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
+  std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
 
   // Scratch goes at the top of the arena, sized for every group registered so far.
   tide::collectives::Communicator& communicator() {
@@ -35,8 +37,26 @@ struct tideComm {
     if (base < userTop)
       throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory " +
                                   std::to_string(userTop) + " + collective scratch " + std::to_string(need));
-    comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base));
+    comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base), faultsFromEnv());
     return *comm;
+  }
+
+  // Test hook: TIDE_TEST_FAULT=<fault> (a name from tideFaultNames that the
+  // collectives inject) and TIDE_TEST_FAULT_RANK=<rank> (default 0) make this
+  // process's communicators misbehave, so tests of the layers above can show
+  // that they catch it. Never set in training.
+  static tide::collectives::FaultConfig faultsFromEnv() {
+    using tide::collectives::Fault;
+    tide::collectives::FaultConfig f;
+    const char* name = std::getenv("TIDE_TEST_FAULT");
+    if (name == nullptr || *name == '\0') return f;
+    f.kind = tide::collectives::parseFault(name);
+    if (f.kind == Fault::kStallPeer || f.kind == Fault::kLoseSignal || f.kind == Fault::kDuplicatePut ||
+        f.kind == Fault::kCallOrder)
+      throw std::invalid_argument(std::string("TIDE_TEST_FAULT=") + name +
+                                  ": only faults that the collectives inject can be set here");
+    if (const char* r = std::getenv("TIDE_TEST_FAULT_RANK"); r != nullptr && *r != '\0') f.rank = std::atoi(r);
+    return f;
   }
 };
 
@@ -190,9 +210,27 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     for (const void* p : g)
       if (!p) return invalid("tideReduceScatter", "null gradient pointer");
     comm->fabric.bindStream(stream);
-    c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);
+    comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
+    comm->lastReduceScatter = c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);
     return tideSuccess;
   });
+}
+
+TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
+  return guarded("tideCommWaitInputsRead", [&]() -> tideResult_t {
+    if (!comm) return invalid("tideCommWaitInputsRead", "null comm");
+    if (!comm->lastReduceScatter) return invalid("tideCommWaitInputsRead", "no reduce-scatter was issued");
+    // readDone is on the caller queue, after the Level 1 pushes and sums: the
+    // gradients' last readers (the network phase reads only arena blocks).
+    comm->fabric.callerWait(stream, tide::collectives::kCallerQueue, comm->lastReduceScatter->readDone);
+    return tideSuccess;
+  });
+}
+
+TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
+  if (!comm || !bytes) return invalid("tideCommReservedBytes", "null argument");
+  *bytes = comm->fabric.reservedBytes;
+  return tideSuccess;
 }
 
 TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {

@@ -2,6 +2,7 @@
 // fabric_factory_cuda.cpp and is only compiled with the CUDA fabric.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -14,6 +15,10 @@ struct FabricHandle {
   std::shared_ptr<void> owner;                   // whatever keeps the endpoint alive
   fabric::Endpoint* endpoint = nullptr;
   std::function<void(void* stream)> bindStream;  // queue 0 := the caller's stream
+  // Orders the caller after `event` of queue `q`: its `stream` waits (CUDA),
+  // or the host blocks where there are no streams (host fabric).
+  std::function<void(void* stream, int q, uint64_t event)> callerWait;
+  int64_t reservedBytes = 0;  // memory the fabric holds for the arena, outside any framework allocator
   const char* name = "";
 };
 

@@ -35,6 +35,13 @@ FabricHandle makeCudaFabric(const tideCommConfig_t& config, const tideUniqueId_t
   h.endpoint = ep.get();
   fabric::cuda::CudaEndpoint* raw = ep.get();
   h.bindStream = [raw](void* stream) { raw->setCallerStream(static_cast<cudaStream_t>(stream)); };
+  // Queue 0 becomes `stream`, which then waits for the event (recorded on
+  // whatever stream queue 0 was when the collective ran); the host does not block.
+  h.callerWait = [raw](void* stream, int q, uint64_t event) {
+    raw->setCallerStream(static_cast<cudaStream_t>(stream));
+    raw->waitEvent(0, q, event);
+  };
+  h.reservedBytes = raw->windowBytes();
   h.owner = ep;
   h.name = "cuda";
   return h;

@@ -21,6 +21,9 @@ FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir
   h.endpoint = &owner->world->endpoint();
   h.owner = owner;
   h.bindStream = [](void*) {};
+  fabric::Endpoint* ep = h.endpoint;
+  h.callerWait = [ep](void*, int q, uint64_t event) { ep->synchronizeEvent(q, event); };
+  h.reservedBytes = owner->world->segmentBytes();
   h.name = "host";
   return h;
 }

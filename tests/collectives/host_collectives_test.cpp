@@ -247,6 +247,110 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
   }
 }
 
+// The host may overwrite the gradients as soon as a reduce-scatter's readDone
+// event has completed (Endpoint::synchronizeEvent), while the network phase
+// may still run: outputs stay exact and the checker sees no race. A
+// communicator that claims readDone before its reads (fault
+// release-grads-early) is caught by the same test.
+struct ReadDoneRun {
+  bool raised = false;
+  std::string error;
+  int64_t wrong = 0;
+};
+
+ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::Fault fault, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const plan::Topology topo = plan::Topology::make(t.m, t.l);
+  const int n = topo.ranks();
+  plan::PlanOptions opt;
+  opt.rs.mode = mode;
+  const plan::Plan pl = plan::makePlan(topo, raggedShapes(rng, 3, DType::kBF16, 4 * n), DType::kBF16, opt);
+  const plan::GroupLayout& g = pl.group;
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
+  // [rank][param] -> bf16 bits of small integers (exact sums); a copy for the reference.
+  std::vector<std::vector<std::vector<uint16_t>>> grads(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+  std::vector<std::vector<float>> outs(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    for (const auto& P : g.params) {
+      grads[r].emplace_back(static_cast<size_t>(P.rows * P.rowElems));
+      for (auto& v : grads[r].back())
+        v = fabric::host::floatToBf16(static_cast<float>(static_cast<int>(rng() % 9) - 4));
+    }
+    ref[r] = grads[r];
+    outs[r].assign(static_cast<size_t>(g.outElems), std::nanf(""));
+  }
+  fabric::host::HostOptions hopt;
+  hopt.queues = collectives::kQueuesNeeded;
+  hopt.timeoutSeconds = 5;
+  hopt.checkProtocol = true;
+  ReadDoneRun res;
+  {
+    fabric::host::HostWorld world(topo, layout.bytes, hopt);
+    fabric::host::ProtocolChecker* checker = world.checker();
+    using Access = fabric::host::ProtocolChecker::Access;
+    std::vector<std::unique_ptr<collectives::Communicator>> comms;
+    for (int r = 0; r < n; ++r) {
+      comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout,
+                                                                  collectives::FaultConfig{fault, 0}));
+      for (auto& gp : grads[r]) checker->watch(gp.data(), static_cast<int64_t>(gp.size() * 2), "a gradient");
+      checker->watch(outs[r].data(), static_cast<int64_t>(outs[r].size() * 4), "an output");
+    }
+    try {
+      std::vector<collectives::ReduceScatterEvents> ev(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        std::vector<const void*> ptrs;
+        for (auto& gp : grads[r]) ptrs.push_back(gp.data());
+        ev[r] = comms[r]->reduceScatter(pl, ptrs, outs[r].data(), 1.0f, false);
+      }
+      for (int r = 0; r < n; ++r) {
+        world.endpoint(r).synchronizeEvent(collectives::kCallerQueue, ev[r].readDone);
+        for (auto& gp : grads[r]) {
+          checker->hostAccess(gp.data(), static_cast<int64_t>(gp.size() * 2), Access::kWrite, "reuses a gradient");
+          std::fill(gp.begin(), gp.end(), uint16_t{0x7fc0});  // NaN
+        }
+      }
+      for (int r = 0; r < n; ++r) world.endpoint(r).synchronizeAll();
+    } catch (const std::exception& e) {
+      res.raised = true;
+      res.error = e.what();
+    }
+  }
+  if (res.raised) return res;
+  for (int r = 0; r < n; ++r)
+    for (size_t p = 0; p < g.params.size(); ++p) {
+      const auto& P = g.params[p];
+      for (int64_t x = 0; x < P.outElems; ++x) {
+        const int64_t flat = int64_t{r} * P.outElems + x;
+        double want = 0;
+        if (flat < P.rows * P.rowElems)
+          for (int u = 0; u < n; ++u) want += fabric::host::bf16ToFloat(ref[u][p][static_cast<size_t>(flat)]);
+        if (outs[r][static_cast<size_t>(P.outOffset + x)] != want) ++res.wrong;
+      }
+    }
+  return res;
+}
+
+TEST(HostCollectives, GradientsMayBeReusedAtReadDone) {
+  for (Topo t : {Topo{1, 2}, Topo{2, 2}, Topo{3, 1}})
+    for (plan::Mode mode : {plan::Mode::kInPlace, plan::Mode::kSlotReuse}) {
+      const uint64_t seed = freshSeed();
+      SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + " seed=" + std::to_string(seed));
+      const ReadDoneRun r = overwriteGradientsAtReadDone(t, mode, collectives::Fault::kNone, seed);
+      EXPECT_FALSE(r.raised) << r.error;
+      EXPECT_EQ(r.wrong, 0);
+    }
+}
+
+TEST(HostCollectives, EarlyReadDoneIsCaughtByTheReuseTest) {
+  for (Topo t : {Topo{1, 2}, Topo{2, 2}}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + " seed=" + std::to_string(seed));
+    const ReadDoneRun r =
+        overwriteGradientsAtReadDone(t, plan::Mode::kInPlace, collectives::Fault::kReleaseGradsEarly, seed);
+    EXPECT_TRUE(r.raised || r.wrong > 0) << "gradients overwritten before their reads passed silently";
+  }
+}
+
 // The protocol checker sees no violation in sound runs, across modes and passes.
 TEST(ProtocolChecker, SoundRunsAreClean) {
   struct Case { Topo t; int passes; plan::Mode mode; };

@@ -35,7 +35,7 @@ class Ctx:
 
 
 def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None, steps=4, micro=1, raf=None,
-        build=S.transformer, loss_fn=None, configure=None, opt="adam"):
+        build=S.transformer, loss_fn=None, configure=None, opt="adam", install_kw=None):
     mesh = init_device_mesh("cuda", (ctx.world,))
     kw = {} if mp_policy is None else {"mp_policy": mp_policy}
     if raf is not None:
@@ -48,9 +48,12 @@ def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None,
     if configure:
         configure(ms)
         configure(mt)
-    rep = tide.fsdp.install(mt, mode=mode, topology=topology, timeout_s=60)
+    rep = tide.fsdp.install(mt, mode=mode, topology=topology, timeout_s=60, **(install_kw or {}))
     n_tide = len(S.tide_groups(rep))
     assert rep["installed"] and n_tide == len(rep["groups"]), rep
+    # The ncclMemAlloc window: at least the arena, and outside torch's allocator.
+    outside = tide.fsdp.arena_bytes(mt)
+    assert outside >= sum(a["arena_bytes"] for a in rep["arenas"]) > 0, rep["arenas"]
     opts = S.optimizers(ms, mt, opt, 1e-2)
     d_in = ms.inp.in_features
     for s in range(steps):
@@ -58,8 +61,16 @@ def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None,
         S.step_both(ms, mt, opts, xs, tol=tol, micro=micro, what=f"step {s}", loss_fn=loss_fn)
     torch.cuda.synchronize()
     st = S.stats(mt)
+    # Three blocks, In-Place, default prefetch: blocks.0's all-gather goes out ahead of blocks.2's reduce-scatter.
+    if mode == "in-place" and (install_kw or {}).get("invert_prefetch", True) and raf is None \
+            and build is S.transformer:
+        assert st.get("prefetch_inversions", 0) > 0, f"no backward all-gather went ahead of a reduce-scatter: {st}"
+    if (install_kw or {}).get("check_read_done"):
+        assert st.get("rs_inputs_poisoned", 0) == st["reduce_scatters"] > 0, st
     if ctx.rank == 0:
         tide.fsdp.report(mt)
+        print(f"[rank 0] torch.cuda.memory_reserved() {torch.cuda.memory_reserved(device)} B "
+              f"+ TIDE arenas {outside} B outside it", flush=True)
     tide.fsdp.uninstall(mt)
     return st
 
@@ -84,6 +95,12 @@ def main() -> int:
     }
     if world > 1:
         configs["fp32 in-place, virtual 2 nodes"] = dict(mode="in-place", tol=FP32, topology=(world, 1))
+        # Inputs overwritten with NaN at TIDE's read-done point (before the network phase ends).
+        configs["fp32 in-place, virtual 2 nodes, read-done check"] = dict(
+            mode="in-place", tol=FP32, topology=(world, 1), install_kw={"check_read_done": True})
+        configs["bf16 mp slot-reuse, virtual 2 nodes, read-done check"] = dict(
+            mode="slot-reuse", mp_policy=bf16, tol=BF16, topology=(world, 1), install_kw={"check_read_done": True})
+    configs["fp32 in-place, read-done check"] = dict(mode="in-place", tol=FP32, install_kw={"check_read_done": True})
     failed = 0
     for name, kw in configs.items():
         start = time.perf_counter()

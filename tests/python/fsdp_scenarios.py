@@ -4,9 +4,11 @@ per-rank data, and compares losses, gradients and parameters."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import importlib
+import io
 import logging
 import os
 import weakref
@@ -274,7 +276,8 @@ def stats(model) -> dict:
 
 def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=None, mp_policy=None, integer=False,
           micro=1, no_sync_first=False, opt="adam", lr=1e-2, topology=None, expect_groups=None, loss_fn=None,
-          configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, **shard_kw):
+          configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, install_kw=None,
+          **shard_kw):
     mesh = mesh if mesh is not None else mesh_1d(ctx)
     tol = tight(ctx, tol) if tol is not FP32_LOOSE else FP32
     if mp_policy is not None:
@@ -283,7 +286,7 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
     if configure is not None:
         configure(ms)
         configure(mt)
-    rep = install(mt, ctx, mode=mode, topology=topology, ring=ring, adopt=adopt)
+    rep = install(mt, ctx, mode=mode, topology=topology, ring=ring, adopt=adopt, **(install_kw or {}))
     if expect_groups is not None:
         assert_all_tide(rep, expect_groups)
     opts = optimizers(ms, mt, opt, lr)
@@ -747,6 +750,186 @@ def scratch_estimate_is_enough(ctx):
             comm.close()
 
 
+@contextlib.contextmanager
+def collective_trace(*models):
+    """Record, in issue order, every all-gather and reduce-scatter that FSDP2
+    issues for `models`: ("AG", fqn) when _fsdp_param_group calls
+    foreach_all_gather, ("RS", fqn) when foreach_reduce calls its
+    reduce-scatter comm (stock or TIDE), which is where the collective goes
+    out (TIDE may issue an all-gather inside foreach_reduce, before it)."""
+    from tide.fsdp import guards
+    from tide.fsdp.reduce_scatter import ReduceScatterCall
+
+    it = guards.internals()
+    names = {}
+    for m in models:
+        for module in m.modules():
+            state = module._get_fsdp_state() if hasattr(module, "_get_fsdp_state") else None
+            for g in (state._fsdp_param_groups if state is not None else []):
+                for fp in g.fsdp_params:
+                    names[id(fp)] = g._module_fqn or "<root>"
+    trace, current = [], []
+    pg = it.param_group
+    ag, reduce = pg.foreach_all_gather, pg.foreach_reduce
+    calls = {cls: cls.__call__ for cls in (it.DefaultReduceScatter, ReduceScatterCall)}
+
+    def traced_ag(fsdp_params, *a, **k):
+        trace.append(("AG", names.get(id(fsdp_params[0]), "?")))
+        return ag(fsdp_params, *a, **k)
+
+    def traced_reduce(fsdp_params, *a, **k):
+        current.append(names.get(id(fsdp_params[0]), "?"))
+        try:
+            return reduce(fsdp_params, *a, **k)
+        finally:
+            current.pop()
+
+    def traced_call(cls):
+        def call(self, *a, **k):
+            trace.append(("RS", current[-1] if current else "?"))
+            return calls[cls](self, *a, **k)
+        return call
+
+    pg.foreach_all_gather, pg.foreach_reduce = traced_ag, traced_reduce
+    for cls in calls:
+        cls.__call__ = traced_call(cls)
+    try:
+        yield trace
+    finally:
+        pg.foreach_all_gather, pg.foreach_reduce = ag, reduce
+        for cls, fn in calls.items():
+            cls.__call__ = fn
+
+
+def prefetch_inversion(ctx):
+    """In-Place issues the next backward all-gather ahead of the current
+    reduce-scatter (Sec. 5.1): at post_backward(l), the all-gather that FSDP2
+    issues at pre_backward(l-1) (for l-2, which takes l's ring slot) goes out
+    before l's reduce-scatter. Stock FSDP2, Slot-Reuse and
+    invert_prefetch=False keep FSDP2's order; training matches stock either
+    way, on a 2-node topology (the reduce-scatter has a network phase)."""
+    stock_order = [("AG", "blocks.3"), ("AG", "blocks.2"), ("RS", "blocks.3"), ("AG", "blocks.1"),
+                   ("RS", "blocks.2"), ("AG", "blocks.0"), ("RS", "blocks.1"), ("RS", "blocks.0"), ("RS", "<root>")]
+    inverted = [("AG", "blocks.3"), ("AG", "blocks.2"), ("AG", "blocks.1"), ("RS", "blocks.3"), ("AG", "blocks.0"),
+                ("RS", "blocks.2"), ("RS", "blocks.1"), ("RS", "blocks.0"), ("RS", "<root>")]
+    topology = (2, ctx.world // 2)
+    for mode, invert, want in (("in-place", True, inverted), ("slot-reuse", True, stock_order),
+                               ("in-place", False, stock_order)):
+        what = f"{mode}, invert_prefetch={invert}"
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        rep = install(mt, ctx, mode=mode, topology=topology, invert_prefetch=invert)
+        assert_all_tide(rep, 5)
+        assert (rep["prefetch_inversion"] == "on") == (mode == "in-place" and invert), (what, rep["prefetch_inversion"])
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        steps = 2 if want is inverted else 1
+        for s in range(steps):
+            xs = batches(ctx, 2, seed=s)
+            for i, x in enumerate(xs):  # two micro-batches, each reduce-scattered
+                orders = []
+                for model in (ms, mt):
+                    loss = model(x).pow(2).mean()
+                    with collective_trace(ms, mt) as trace:
+                        loss.backward()
+                    orders.append(trace)
+                assert orders[0] == stock_order, (what, "stock FSDP2's backward order changed", orders[0])
+                assert orders[1] == want, (what, f"step {s} micro-batch {i}", orders[1])
+            compare_models(ms, mt, f"{what} step {s}", tight(ctx, FP32), grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad()
+            compare_models(ms, mt, f"{what} step {s}", tight(ctx, FP32))
+        st = stats(mt)
+        assert st.get("prefetch_inversions", 0) == (2 * 2 * steps if want is inverted else 0), (what, st)
+        out = io.StringIO()
+        tide.fsdp.report(mt, file=out)
+        assert f"backward prefetch inversion {rep['prefetch_inversion']}" in out.getvalue(), out.getvalue()
+        tide.fsdp.uninstall(mt)
+
+    # FSDP2 internals that order backward otherwise: inversion off, with one message; TIDE still runs.
+    from tide.fsdp import guards
+
+    cls = guards.internals().param_group.FSDPParamGroup
+    stock_prefetch = cls.__dict__["_backward_prefetch"]
+    cls._backward_prefetch = lambda self: stock_prefetch(self)
+    try:
+        _, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        rep = install(mt, ctx, topology=topology)
+    finally:
+        cls._backward_prefetch = stock_prefetch
+    assert_all_tide(rep, 5)
+    assert rep["prefetch_inversion"].startswith("off (torch_internals"), rep["prefetch_inversion"]
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "prefetch inversion is off" in m]
+    assert len(lines) == 1, lines
+    tide.fsdp.uninstall(mt)
+
+
+def read_done_release(ctx):
+    """Reduce-scatter inputs are released at TIDE's read-done point, before
+    the network phase ends. check_read_done overwrites them with NaN right
+    there, in both modes, on a 2-node topology: training still matches stock.
+    The same run against a communicator that reports read-done before it
+    reads (test fault release-grads-early) does not."""
+    topology = (2, ctx.world // 2)
+    for mode in ("in-place", "slot-reuse"):
+        _, _, rep, st = train(ctx, transformer, mode=mode, topology=topology, steps=2, micro=2, expect_groups=4,
+                              install_kw={"check_read_done": True})
+        assert rep["check_read_done"], rep
+        assert st.get("rs_inputs_poisoned", 0) == st["reduce_scatters"] > 0, st
+        assert st.get(f"rs_{mode.replace('-', '_')}", 0) > 0, st
+    os.environ["TIDE_TEST_FAULT"] = "release-grads-early"
+    try:
+        train(ctx, transformer, topology=topology, steps=1, expect_groups=4, install_kw={"check_read_done": True})
+    except AssertionError as e:
+        assert "grad" in str(e) or "loss" in str(e), e
+    else:
+        raise AssertionError("gradients poisoned before TIDE read them went unnoticed")
+    finally:
+        del os.environ["TIDE_TEST_FAULT"]
+        _uninstall_all()
+
+
+def arena_accounting(ctx):
+    """report() prints, and arena_bytes() returns, what the fabric holds for
+    the arena outside torch's allocator (here: the shared-memory segment,
+    at least the requested arena); per group the report names the region and
+    its slot size, the staging bytes and the plan; stock groups their reason."""
+    _, mt = make_pair(lambda: Model([Block(), Shard1Block(), Block(), Block()]), ctx, mesh_1d(ctx),
+                       placement=lambda b: (lambda p: Shard(1) if p.ndim == 2 else None)
+                       if isinstance(b, Shard1Block) else None)
+    assert tide.fsdp.arena_bytes(mt) == 0
+    rep = install(mt, ctx)
+    (arena,) = rep["arenas"]
+    assert arena["reserved_bytes"] >= arena["arena_bytes"] > arena["user_bytes"] > 0, arena
+    assert tide.fsdp.arena_bytes(mt) == arena["reserved_bytes"] == rep["arena_bytes"]
+    out = io.StringIO()
+    tide.fsdp.report(mt, file=out)
+    text = out.getvalue()
+    assert f"{arena['reserved_bytes']} B held outside torch's allocator" in text, text
+    assert f"arena bytes outside torch's allocator, this rank: {arena['reserved_bytes']}" in text, text
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
+    slots = {r["name"]: r["bytes"] for r in arena["regions"]}
+    for g in rep["groups"]:
+        row = rows[g["fqn"]]
+        if g["status"] == "tide":
+            assert row[1:6] == ["tide", g["region"], str(slots[g["region"]]), str(g["unsharded_bytes"]),
+                                str(g["staging_bytes"])], (row, g)
+            assert g["region_bytes"] == slots[g["region"]] >= g["unsharded_bytes"] > 0, g
+            assert g["staging_bytes"] >= g["plan"]["rs_staging_bytes"] + g["plan"]["ag_stage_bytes"], g
+            assert f"AG rounds {g['plan']['ag_rounds']}" in " ".join(row) and "RS waves" in " ".join(row), row
+        else:
+            assert row[1] == "stock" and f"{g['reason']}:" in row, (row, g)
+    assert {g["fqn"]: g["status"] for g in rep["groups"]} == {
+        "<root>": "tide", "blocks.0": "tide", "blocks.1": "stock", "blocks.2": "tide", "blocks.3": "tide"}, rep
+    tide.fsdp.uninstall(mt)
+    assert tide.fsdp.arena_bytes(mt) == 0
+
+
+def _uninstall_all():
+    install_module = importlib.import_module("tide.fsdp.install")
+    for model in list(install_module._installed.keys()):
+        tide.fsdp.uninstall(model)
+
+
 def _fsdp_params(model):
     out = []
     for module in model.modules():
@@ -763,9 +946,10 @@ TWO_RANKS = [
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
     "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
-    "frozen_parameters", "shard_group_of_one",
+    "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
 ]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
+    "prefetch_inversion", "read_done_release",
 ]

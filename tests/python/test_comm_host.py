@@ -100,3 +100,90 @@ def test_cuda_fabric_reports_unavailable_without_cuda():
         unique_id()
     assert info.value.result == _capi.Result.UNAVAILABLE
 
+
+
+# ------------------------------------------------------------------ read-done
+
+def _read_done_rank(rank, nodes, gpus, store, seed, fault, results):
+    """Reduce-scatter, wait for read-done, poison the gradients at once (NaN),
+    then finish: the output must be the sum of the unpoisoned gradients."""
+    try:
+        import os
+
+        if fault:
+            os.environ["TIDE_TEST_FAULT"] = fault  # read when the communicator is built
+        from tide.comm import Communicator
+
+        n = nodes * gpus
+        arena = 1 << 22
+        with Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=arena, fabric="host",
+                          store_dir=store, timeout_s=20) as comm:
+            assert comm.reserved_bytes() >= arena, comm.reserved_bytes()
+            group = comm.register_group(SHAPES)
+            plan = group.plan
+            mismatches = 0
+            for call in range(2):
+                grads = _inputs(rank, seed + call, n)
+                out = np.full(plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+                comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data)
+                comm.wait_inputs_read()
+                for g in grads:
+                    g[:] = 0x7FC0  # bf16 NaN: any read from here on shows up in the output
+                comm.synchronize()
+                all_grads = [_inputs(r, seed + call, n) for r in range(n)]
+                for i, p in enumerate(plan["group"]["param_layout"]):
+                    k = p["shard_rows"] * p["row_elems"]
+                    total = p["rows"] * p["row_elems"]
+                    ref = np.zeros(k)
+                    lo, hi = rank * k, min((rank + 1) * k, total)
+                    if hi > lo:
+                        ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
+                    got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
+                    if not np.all(np.isfinite(got)) or \
+                            np.max(np.abs(got - ref)) / max(1.0, np.max(np.abs(ref))) > 1e-5:
+                        mismatches += 1
+            results.put((rank, "ok" if mismatches == 0 else f"{mismatches} parameters wrong"))
+    except Exception:
+        results.put((rank, f"error: {traceback.format_exc()}"))
+
+
+def _read_done_job(nodes, gpus, store, seed, fault=""):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_read_done_rank, args=(r, nodes, gpus, store, seed, fault, results))
+             for r in range(nodes * gpus)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    out = {}
+    while not results.empty():
+        rank, verdict = results.get()
+        out[rank] = verdict
+    return out, [p.exitcode for p in procs]
+
+
+@pytest.mark.parametrize("nodes,gpus", [(2, 2), (3, 1), (1, 2)])
+def test_gradients_may_be_overwritten_at_read_done(nodes, gpus, tmp_path, rng):
+    """wait_inputs_read() is honest: gradients overwritten with NaN right
+    after it (the network phase may still run) leave every output exact."""
+    verdicts, codes = _read_done_job(nodes, gpus, str(tmp_path), rng.seed_value)
+    assert verdicts == {r: "ok" for r in range(nodes * gpus)}, verdicts
+    assert codes == [0] * (nodes * gpus), codes
+
+
+def test_an_early_read_done_fails_the_overwrite_test(tmp_path, rng):
+    """The same check against a communicator that reports read-done before
+    reading (rank 0's reads are also delayed): the poison reaches the outputs."""
+    verdicts, _ = _read_done_job(2, 2, str(tmp_path), rng.seed_value, fault="release-grads-early")
+    assert len(verdicts) == 4 and any(v != "ok" for v in verdicts.values()), verdicts
+
+
+def test_wait_inputs_read_before_any_reduce_scatter_is_refused(tmp_path):
+    from tide import _capi
+    from tide.comm import Communicator
+
+    with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                      store_dir=str(tmp_path / "store"), timeout_s=5) as comm, \
+            pytest.raises(_capi.TideError, match="no reduce-scatter"):
+        comm.wait_inputs_read()

@@ -47,6 +47,33 @@ def test_guards_accept_this_torch():
     from tide.fsdp import guards
 
     assert guards.check_torch() is None
+    assert guards.check_prefetch_inversion() is None
+
+
+def test_prefetch_inversion_guard_refuses_other_backward_orders(monkeypatch):
+    """A torch whose FSDP2 prefetches differently (here: a _backward_prefetch
+    that does not pop the post-forward order, or a post_backward that
+    reduce-scatters before resharding) turns inversion off, with the reason."""
+    from tide.fsdp import guards
+
+    cls = guards.internals().param_group.FSDPParamGroup
+
+    def _backward_prefetch(self):
+        for target in self.comm_ctx.post_forward_order:
+            self._prefetch_unshard(target, "backward")
+
+    monkeypatch.setattr(cls, "_backward_prefetch", _backward_prefetch)
+    problem = guards.check_prefetch_inversion()
+    assert problem is not None and problem[0] == "torch_internals" and "_post_forward_indices.pop()" in problem[1]
+    monkeypatch.undo()
+
+    def post_backward(self, *unused):
+        foreach_reduce(self.fsdp_params)  # noqa: F821 - never called
+        self.reshard()
+
+    monkeypatch.setattr(cls, "post_backward", post_backward)
+    problem = guards.check_prefetch_inversion()
+    assert problem is not None and "reshards before foreach_reduce" in problem[1], problem
 
 
 def test_report_of_a_model_without_tide():

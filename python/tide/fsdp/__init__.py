@@ -6,6 +6,7 @@
     tide.fsdp.install(model, mode="in-place")   # or "slot-reuse"
     ...                                          # training loop unchanged
     tide.fsdp.report(model)                      # per group: TIDE or why not
+    tide.fsdp.arena_bytes(model)                 # bytes outside torch's allocator
     tide.fsdp.uninstall(model)                   # stock FSDP2 again
 
 Parameter groups that meet the contract (Shard(0), one bf16/fp32 dtype, at
@@ -16,6 +17,6 @@ left them; the others stay stock, each with one logged line naming the reason
 (logger "tide.fsdp").
 """
 
-from tide.fsdp.install import MODES, install, report, uninstall
+from tide.fsdp.install import MODES, arena_bytes, install, report, uninstall
 
-__all__ = ["MODES", "install", "report", "uninstall"]
+__all__ = ["MODES", "arena_bytes", "install", "report", "uninstall"]

@@ -20,6 +20,31 @@ Layout (every rank makes the same `alloc` calls in the same order):
 
 Shards that need a cast (fp32 master weights, bf16 mp_policy) are cast into
 a per-region shard buffer (torch memory, outside the arena).
+
+Memory accounting: who allocates the arena, and why torch does not see it.
+libtide's fabric allocates the arena when the communicator is created
+(tideCommInitCuda / tideCommInitHost); tideCommAlloc only hands out offsets
+in it. On CUDA it is one ncclMemAlloc buffer holding the arena and the
+fabric's signal counters, registered as an NCCL symmetric window (the peers'
+load/store addresses come from it); on the host fabric it is a POSIX
+shared-memory segment that every rank maps. The paper (App. F) allocates its
+arena inside a torch.cuda.MemPool so that torch.cuda.memory_reserved()
+counts it. We do not, because:
+  - a symmetric window needs CUDA VMM (cuMem) memory, as ncclMemAlloc gives;
+    the caching allocator's default segments are plain cudaMalloc, so "through
+    the caching allocator" is not an option, only a MemPool over an
+    ncclMemAlloc-backed allocator (ProcessGroupNCCL's);
+  - that allocator would be torch's NCCL, while the window is registered by
+    the NCCL that libtide links; the GPU hosts carry two NCCL builds (the
+    torch wheel's and the system's), and memory from one registered with the
+    other is a coupling nothing here can test;
+  - the C API would have to adopt caller memory, and libtide stays free of
+    torch (one build for every torch version, DESIGN.md 3.5).
+So the arena stays a fabric allocation and is reported instead: the
+communicator says what its fabric holds (tideCommReservedBytes: the whole
+window with counters and alignment, or the whole segment), report() prints
+it per arena, and tide.fsdp.arena_bytes(model) returns the total, to add to
+torch.cuda.memory_reserved() for the rank's footprint.
 """
 
 from __future__ import annotations

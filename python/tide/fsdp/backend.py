@@ -14,6 +14,13 @@ Arena memory is wrapped as torch tensors that each own a fresh storage with
 storage_offset 0 (what FSDP2's as_strided and copy.deepcopy of a state dict
 need). Every wrapper keeps `keepalive` (the arena's owner) alive, so the arena
 outlives any tensor that views it.
+
+Reduce-scatter inputs are released at the call's read-done point
+(Communicator.wait_inputs_read), not at its end: In-Place gradients go back
+to the allocator, and a Slot-Reuse region may be gathered into again, while
+the network phase still runs. With `poison_read_inputs` set (install's
+check_read_done) every input is overwritten with NaN right there, which
+proves that read-done is honest: any later read reaches the output.
 """
 
 from __future__ import annotations
@@ -49,11 +56,21 @@ class Region:
         self.shard_buffer: torch.Tensor | None = None  # staging for cast/copied shards
 
 
+def _poison(keep: list, slot_views: list) -> None:
+    with torch.no_grad():
+        for t in keep:
+            t.fill_(float("nan"))
+        for v in slot_views:  # views of arena tensors that back unsharded Parameters
+            with torch.autograd._unsafe_preserve_version_counter(v):
+                v.fill_(float("nan"))
+
+
 class HostBackend:
     fabric = "host"
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.poison_read_inputs = False
 
     def create_comm(self, pg: Any, nodes: int, gpus_per_node: int, arena_bytes: int, timeout_s: float) -> Communicator:
         rank = pg.rank()
@@ -92,8 +109,15 @@ class HostBackend:
         pass
 
     def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
-                       keep: list, region: Region | None) -> None:
+                       keep: list, slot_views: list, region: Region | None) -> None:
+        """keep: torch tensors read in place (gradients, zeros), released at
+        read-done (the list is emptied); slot_views: the gradients' copies in
+        `region` (Slot-Reuse)."""
         comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=0)
+        comm.wait_inputs_read()  # the host blocks until the inputs are read; the network phase may still run
+        if self.poison_read_inputs:
+            _poison(keep, slot_views)
+        keep.clear()
         comm.synchronize()
 
     def on_reshard(self, region: Region) -> None:
@@ -115,6 +139,14 @@ class CudaBackend:
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.poison_read_inputs = False
+        self._read_stream: torch.cuda.Stream | None = None
+
+    def read_stream(self) -> torch.cuda.Stream:
+        """A stream that waits only for reduce-scatters' read-done points."""
+        if self._read_stream is None:
+            self._read_stream = torch.cuda.Stream(self.device)
+        return self._read_stream
 
     def create_comm(self, pg: Any, nodes: int, gpus_per_node: int, arena_bytes: int, timeout_s: float) -> Communicator:
         from tide.comm import unique_id
@@ -156,15 +188,22 @@ class CudaBackend:
             stream.wait_event(event)
 
     def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
-                       keep: list, region: Region | None) -> None:
+                       keep: list, slot_views: list, region: Region | None) -> None:
         stream = torch.cuda.current_stream(self.device)  # FSDP2's reduce-scatter stream
         comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=stream.cuda_stream)
-        # The caching allocator must not hand the gradients out again before
-        # the reduce-scatter has read them (the C API has no read-done event yet).
+        # The read stream waits for read-done only, not for the network phase.
+        read = self.read_stream()
+        comm.wait_inputs_read(read.cuda_stream)
+        if self.poison_read_inputs:
+            with torch.cuda.stream(read):
+                _poison(keep, slot_views)
+        # The caching allocator may hand the gradients out again once the read
+        # stream passes this point (their frees are recorded on it).
         for t in keep:
-            t.record_stream(stream)
-        if region is not None:
-            region.free_events.append(stream.record_event())
+            t.record_stream(read)
+        keep.clear()
+        if region is not None:  # Slot-Reuse: the next all-gather into the region waits for the reads only
+            region.free_events.append(read.record_event())
 
     def on_reshard(self, region: Region) -> None:
         region.free_events.append(torch.cuda.current_stream(self.device).record_event())

@@ -7,6 +7,11 @@ that one is bound there. Each replacement routes calls for TIDE groups to the
 adapter and everything else (other models, fallback groups) to the original,
 unchanged. The rebinding is process-wide and stays while any model has TIDE
 groups installed; the originals come back with the last uninstall.
+
+foreach_reduce is also where In-Place groups invert the backward prefetch
+(prefetch.py): FSDP2 calls it from post_backward after the group resharded,
+so the next group's all-gather can be issued there, ahead of this
+reduce-scatter.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from tide.fsdp import all_gather as _ag
-from tide.fsdp import guards
+from tide.fsdp import guards, prefetch
 from tide.fsdp import reduce_scatter as _rs
 
 log = logging.getLogger("tide.fsdp")
@@ -69,6 +74,8 @@ def foreach_reduce(fsdp_params, unsharded_grads, reduce_scatter_group, reduce_sc
                    all_reduce_grads, partial_reduce_output, all_reduce_hook, force_sum_reduction_for_comms=False):
     tg = lookup(fsdp_params)
     call = None
+    if tg is not None and tg.invert_prefetch:
+        prefetch.invert(tg, lookup)
     if tg is not None:
         call = _rs.prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype, device,
                            gradient_divide_factor, all_reduce_group, force_sum_reduction_for_comms)

@@ -189,6 +189,45 @@ def check_torch() -> tuple[str, str] | None:
     return None
 
 
+# Backward prefetch inversion (prefetch.py) leans on how FSDP2 orders
+# backward: the group pops its post-forward index and prefetches the group
+# before it in that order; post_backward reshards before it reduce-scatters.
+BACKWARD_PREFETCH_SOURCE_MARKERS = ("_post_forward_indices.pop()", "post_forward_order[", "_prefetch_unshard(")
+
+
+def check_prefetch_inversion() -> tuple[str, str] | None:
+    """None if this torch orders backward the way prefetch inversion
+    expects (run after check_torch passed), else (reason, message). A
+    mismatch only turns inversion off; TIDE still runs."""
+    it = internals()
+    cls = it.param_group.FSDPParamGroup
+    for attr in ("_backward_prefetch", "_prefetch_unshard", "pre_backward", "post_backward", "unshard"):
+        if not callable(getattr(cls, attr, None)):
+            return "torch_internals", f"FSDPParamGroup.{attr} is missing"
+    try:
+        names = _names(cls._prefetch_unshard)
+        sources = {name: inspect.getsource(inspect.unwrap(getattr(cls, name)))
+                   for name in ("_backward_prefetch", "pre_backward", "post_backward")}
+        state_source = inspect.getsource(inspect.unwrap(it.state.FSDPState._pre_backward))
+    except (AttributeError, OSError, TypeError, ValueError) as e:
+        return "torch_internals", f"FSDP2's backward hooks are unreadable: {e}"
+    if names != ("target_fsdp_param_group", "pass_type"):
+        return "torch_internals", (f"FSDPParamGroup._prefetch_unshard{names} differs from "
+                                   "(target_fsdp_param_group, pass_type)")
+    for marker in BACKWARD_PREFETCH_SOURCE_MARKERS:
+        if marker not in sources["_backward_prefetch"]:
+            return "torch_internals", f"FSDPParamGroup._backward_prefetch no longer uses {marker!r}"
+    if "self._backward_prefetch()" not in sources["pre_backward"]:
+        return "torch_internals", "FSDPParamGroup.pre_backward no longer calls _backward_prefetch()"
+    post = sources["post_backward"]
+    reshard, reduce = post.find("self.reshard()"), post.find("foreach_reduce(")
+    if reshard < 0 or reduce < 0 or reshard > reduce:
+        return "torch_internals", "FSDPParamGroup.post_backward no longer reshards before foreach_reduce"
+    if "_states_to_backward_prefetch" not in state_source:
+        return "torch_internals", "FSDPState._pre_backward no longer reads _states_to_backward_prefetch"
+    return None
+
+
 def param_groups(state: Any) -> list:
     """The FSDPParamGroups of an FSDPState: `_fsdp_param_groups` (newer torch)
     or `_fsdp_param_group` (2.11, at most one)."""

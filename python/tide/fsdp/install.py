@@ -16,7 +16,7 @@ from tide._capi import TideError
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
-from tide.fsdp import dispatch, groups, guards
+from tide.fsdp import dispatch, groups, guards, prefetch
 from tide.fsdp.state import CommContext, TideGroup
 from tide.plan import make_plan
 
@@ -32,6 +32,8 @@ class Installation:
     def __init__(self, mode: str, ring: bool):
         self.mode = mode
         self.ring = ring
+        self.inversion: str = "off"  # backward prefetch inversion: "on" or "off (why)"
+        self.check_read_done = False
         self.infos: list[groups.GroupInfo] = []
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
@@ -41,7 +43,7 @@ class Installation:
 
 def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None = None, *,
             topology: tuple[int, int] | None = None, ring: bool = True, adopt: bool = True,
-            timeout_s: float = 120.0) -> dict:
+            invert_prefetch: bool = True, check_read_done: bool = False, timeout_s: float = 120.0) -> dict:
     """Run FSDP2's all-gather and reduce-scatter on TIDE for every parameter
     group of `model` (the root module, after fully_shard) that meets the
     contract; the others stay stock, one logged line each naming the reason.
@@ -56,6 +58,12 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         its own region.
     adopt: keep sharded parameters that need no cast in the arena (zero-copy
         all-gather input); False copies them into a buffer each all-gather.
+    invert_prefetch: In-Place only: at a group's post_backward, issue the
+        next backward all-gather ahead of its reduce-scatter (Sec. 5.1,
+        prefetch.py); False keeps FSDP2's order. Slot-Reuse never inverts.
+    check_read_done: debug: overwrite every reduce-scatter input with NaN at
+        the call's read-done point (where TIDE releases it); a dishonest
+        read-done then shows up in the gradients. Costs one fill per input.
     timeout_s: deadline of every TIDE wait (fail stop).
 
     Returns report(model, echo=False). Unsupported torch internals leave
@@ -79,6 +87,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         return _refuse(model, "not_root", "install on the root FSDP2 module (the one whose forward runs first)")
 
     inst = Installation(mode, ring)
+    inst.check_read_done = check_read_done
     names = {id(m): n for n, m in model.named_modules()}
     seen: set[int] = set()
     for module in model.modules():
@@ -119,8 +128,15 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             inst.contexts.append(ctx)
             inst.tide_groups.extend(ctx.groups)
 
+    inst.inversion = _inversion_status(mode, invert_prefetch)
+    for ctx in inst.contexts:
+        ctx.backend.poison_read_inputs = check_read_done
     for tg in inst.tide_groups:
         _apply(tg)
+        if inst.inversion == "on":
+            prefetch.enable(tg)
+        else:
+            tg.inversion_off = inst.inversion[len("off ("):-1]
         dispatch.register(tg)
     if inst.tide_groups:
         dispatch.activate()
@@ -133,6 +149,18 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
              len(inst.tide_groups), len(inst.infos), mode,
              "+".join(str(c.arena_bytes) for c in inst.contexts) or "0")
     return report(model, echo=False)
+
+
+def _inversion_status(mode: str, wanted: bool) -> str:
+    if mode != "in-place":
+        return "off (slot-reuse: the vacated slot holds the gradients until they are read)"
+    if not wanted:
+        return "off (install(invert_prefetch=False))"
+    problem = guards.check_prefetch_inversion()
+    if problem is not None:
+        log.warning("tide.fsdp: backward prefetch inversion is off: %s (%s)", *problem)
+        return f"off ({problem[0]}: {problem[1]})"
+    return "on"
 
 
 def _refuse(model, reason: str, message: str) -> dict:
@@ -180,6 +208,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> Com
 
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm
+    ctx.reserved_bytes = comm.reserved_bytes()
     ctx.owner = owner = _arena.ArenaOwner(comm, close_on_release=fab == "host")
     for tg in tide_groups:
         tg.ctx = ctx
@@ -253,6 +282,7 @@ def _apply(tg: TideGroup) -> None:
 
 def _restore(tg: TideGroup) -> None:
     group = tg.info.group
+    prefetch.disable(tg)
     unsharded = not group.is_sharded
     with torch.no_grad():
         for idx, (fp, out) in enumerate(zip(tg.params, tg.ag_outputs)):
@@ -309,15 +339,29 @@ def uninstall(model: torch.nn.Module) -> bool:
 
 # ------------------------------------------------------------------ report
 
+def arena_bytes(model: torch.nn.Module) -> int:
+    """Bytes this rank holds for `model`'s TIDE arenas outside PyTorch's
+    allocator: torch.cuda.memory_reserved() does not include them (CUDA: one
+    ncclMemAlloc symmetric window per shard group; host fabric: one
+    shared-memory segment per shard group). 0 when TIDE is not installed.
+    See arena.py for why the arena is not allocated through torch."""
+    inst = _installed.get(model)
+    return sum(c.reserved_bytes for c in inst.contexts) if inst is not None else 0
+
+
 def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
     """Per parameter group: TIDE or the fallback reason, region (ring slot or
-    pinned) and its size, staging bytes, the plan summary and call counts;
-    per shard group: the arena. Printed as a table when echo is True."""
+    pinned) and its size, staging bytes, the plan summary, backward prefetch
+    inversion and call counts; per shard group: the arena, with the bytes it
+    holds outside torch's allocator (arena_bytes). Printed as a table when
+    echo is True."""
     inst = _installed.get(model)
-    out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__}
+    out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__,
+                           "arena_bytes": arena_bytes(model)}
     if inst is None:
         refused = _refused.get(model, {"reason": "not_installed", "message": "tide.fsdp.install was not called"})
-        out.update(reason=refused["reason"], message=refused["message"], mode=None, groups=[], arenas=[])
+        out.update(reason=refused["reason"], message=refused["message"], mode=None, groups=[], arenas=[],
+                   prefetch_inversion=None)
     else:
         by_group = {id(tg.info.group): tg for tg in inst.tide_groups}
         rows = []
@@ -329,7 +373,8 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
                 rows.append({"fqn": info.fqn, "status": "stock", "reason": info.reason, "detail": info.detail,
                              "params": len(info.group.fsdp_params)})
         out.update(reason=None, message="", mode=inst.mode, ring=inst.ring, groups=rows,
-                   arenas=[c.summary() for c in inst.contexts])
+                   arenas=[c.summary() for c in inst.contexts], prefetch_inversion=inst.inversion,
+                   check_read_done=inst.check_read_done)
     if echo:
         _print(out, file or sys.stdout)
     return out
@@ -340,13 +385,18 @@ def _print(rep: dict, file) -> None:
     if not rep["groups"]:
         w(f"tide.fsdp: not installed: {rep.get('reason')} ({rep.get('message')})\n")
         return
-    w(f"tide.fsdp: {rep['mode']}, torch {rep['torch']}\n")
+    w(f"tide.fsdp: {rep['mode']}, torch {rep['torch']}, backward prefetch inversion {rep['prefetch_inversion']}"
+      + (", read-done check on" if rep.get("check_read_done") else "") + "\n")
     for a in rep["arenas"]:
         regions = ", ".join(f"{r['name']} {r['bytes']} B" for r in a["regions"])
         w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}): {a['arena_bytes']} B per rank "
           f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
-          f"scratch ~{a['scratch_bytes_estimate']} B; shard buffers {a['shard_buffer_bytes']} B)\n")
-    w(f"  {'group':<28} {'status':<8} {'region':<16} {'unsharded B':>12} {'staging B':>10}  plan / reason\n")
+          f"scratch ~{a['scratch_bytes_estimate']} B; shard buffers {a['shard_buffer_bytes']} B); "
+          f"{a['reserved_bytes']} B held outside torch's allocator\n")
+    w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
+      f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")
+    w(f"  {'group':<28} {'status':<8} {'region':<16} {'slot B':>10} {'unsharded B':>12} {'staging B':>10}"
+      f"  plan / reason\n")
     for g in rep["groups"]:
         if g["status"] == "tide":
             p = g["plan"]
@@ -355,8 +405,11 @@ def _print(rep: dict, file) -> None:
                     f"desc {p['ag_descriptors']}, RS waves {p['rs_waves']}, live {p['tide_live_ns']} NS "
                     f"(FSDP2 {p['fsdp2_live_ns']})" + (", folded" if g["folded"] else "")
                     + f"; calls: AG {st.get('all_gathers', 0)}, RS {st.get('reduce_scatters', 0)}"
-                    + (f" (+{st['rs_stock']} stock)" if st.get("rs_stock") else ""))
-            w(f"  {g['fqn'][:28]:<28} {'tide':<8} {g['region'][:16]:<16} {g['unsharded_bytes']:>12} "
-              f"{g['staging_bytes']:>10}  {note}\n")
+                    + (f" (+{st['rs_stock']} stock)" if st.get("rs_stock") else "")
+                    + (f", next AG issued ahead of this RS {st['prefetch_inversions']}x"
+                       if st.get("prefetch_inversions") else ""))
+            w(f"  {g['fqn'][:28]:<28} {'tide':<8} {g['region'][:16]:<16} {g['region_bytes']:>10} "
+              f"{g['unsharded_bytes']:>12} {g['staging_bytes']:>10}  {note}\n")
         else:
-            w(f"  {g['fqn'][:28]:<28} {'stock':<8} {'-':<16} {'-':>12} {'-':>10}  {g['reason']}: {g['detail']}\n")
+            w(f"  {g['fqn'][:28]:<28} {'stock':<8} {'-':<16} {'-':>10} {'-':>12} {'-':>10}  "
+              f"{g['reason']}: {g['detail']}\n")

@@ -12,7 +12,9 @@ per-call `ReduceScatterCall` as its reduce-scatter comm, which
   - receives the per-parameter gradients in foreach_reduce_scatter_copy_in
     (rebound in _fsdp_collectives) and keeps pointers to them where autograd
     left them (In-Place), or copies them into the group's vacated region and
-    lets FSDP2 free them at once (Slot-Reuse);
+    lets FSDP2 free them at once (Slot-Reuse); either way the inputs are
+    released at the call's read-done point, before its network phase ends
+    (backend.py);
   - runs TIDE-RS into FSDP2's packed fp32 per-rank output with the divide
     factor folded into alpha.
 
@@ -87,7 +89,8 @@ class ReduceScatterCall(_ReduceScatterBase):
         self.premul = premul
         self.marker: torch.Tensor | None = None
         self.ptrs: list[int] | None = None
-        self.keep: list[torch.Tensor] = []
+        self.keep: list[torch.Tensor] = []         # torch tensors read in place (released at read-done)
+        self.slot_views: list[torch.Tensor] = []   # Slot-Reuse: the gradients' copies in the region
         self.region = None
 
     # -- Comm
@@ -139,6 +142,7 @@ class ReduceScatterCall(_ReduceScatterBase):
                 with torch.autograd._unsafe_preserve_version_counter(out):
                     view.copy_(g.view(-1))
                 ptrs[p] = view.data_ptr()
+                self.slot_views.append(view)
             self.region = region
             tg.stats["rs_slot_reuse"] += 1
         else:
@@ -160,7 +164,10 @@ class ReduceScatterCall(_ReduceScatterBase):
                   and output_tensor.numel() == tg.out_elems)
         out = output_tensor if direct else torch.empty(tg.out_elems, dtype=torch.float32,
                                                        device=output_tensor.device)
-        tg.backend.reduce_scatter(tg.comm, self.handle, self.ptrs, out, self.alpha, self.keep, self.region)
+        tg.backend.reduce_scatter(tg.comm, self.handle, self.ptrs, out, self.alpha, self.keep, self.slot_views,
+                                  self.region)
+        if tg.backend.poison_read_inputs:
+            tg.stats["rs_inputs_poisoned"] += 1
         if not direct:
             if full:
                 output_tensor.view(-1).copy_(out)  # the cast to a bf16 reduce dtype
@@ -171,7 +178,7 @@ class ReduceScatterCall(_ReduceScatterBase):
                     n = tg.shard_elems[p]
                     output_tensor.view(-1)[at:at + n].copy_(out[tg.out_offsets[p]:tg.out_offsets[p] + n])
                     at += n
-        self.ptrs, self.keep = None, []
+        self.ptrs, self.keep, self.slot_views = None, [], []
         tg.stats["reduce_scatters"] += 1
 
 

@@ -48,6 +48,10 @@ class TideGroup:
         self._dtypes_checked = False
         self.stats: Counter = Counter()
         self.stock_calls_logged: set[str] = set()
+        # Backward prefetch inversion (prefetch.py): on, or why not.
+        self.invert_prefetch = False
+        self.inversion_off: str | None = None
+        self.backward_index: int | None = None  # post-forward index popped in this backward
 
     @property
     def comm(self):
@@ -110,6 +114,7 @@ class TideGroup:
             "dtype": self.info.dtype_name,
             "region": self.region.name,
             "region_bytes": self.region.nbytes,
+            "prefetch_inversion": "on" if self.invert_prefetch else f"off ({self.inversion_off})",
             "folded": self.folded,
             "unsharded_bytes": self.unsharded_bytes,
             "shard_bytes": self.shard_bytes,
@@ -146,6 +151,7 @@ class CommContext:
         self.arena_bytes = 0
         self.scratch_bytes = 0
         self.user_bytes = 0
+        self.reserved_bytes = 0  # what the fabric holds for the arena outside torch's allocator
 
     def summary(self) -> dict:
         return {
@@ -153,6 +159,7 @@ class CommContext:
             "topology": list(self.topology),
             "fabric": self.fabric,
             "arena_bytes": self.arena_bytes,
+            "reserved_bytes": self.reserved_bytes,
             "scratch_bytes_estimate": self.scratch_bytes,
             "user_bytes": self.user_bytes,
             "regions": [{"name": r.name, "bytes": r.nbytes, "groups": [g.info.fqn for g in r.members]}

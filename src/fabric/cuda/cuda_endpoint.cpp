@@ -366,8 +366,8 @@ void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, slot.event, 0));
 }
 
-void CudaEndpoint::synchronize(int q) {
-  cudaStream_t s = queue(q);
+template <typename Done>
+void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
   if (sendRecv_ != nullptr) sendRecv_->flush();
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
@@ -375,20 +375,35 @@ void CudaEndpoint::synchronize(int q) {
   const auto start = std::chrono::steady_clock::now();
   int spins = 0;
   for (;;) {
-    const cudaError_t e = cudaStreamQuery(s);
+    const cudaError_t e = done();
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) TIDE_CUDA_CHECK(e);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > limit)
       throw FabricError(FabricError::Kind::kTimeout,
-                        "cuda fabric: " + who() + ": queue " + std::to_string(q) +
-                            " did not drain within " + std::to_string(limit) + " s");
+                        "cuda fabric: " + who() + ": " + what + " within " + std::to_string(limit) + " s");
     if (++spins < 1000) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+}
+
+void CudaEndpoint::synchronize(int q) {
+  cudaStream_t s = queue(q);
+  hostPoll([s] { return cudaStreamQuery(s); }, "queue " + std::to_string(q) + " did not drain");
+}
+
+void CudaEndpoint::synchronizeEvent(int q, uint64_t event) {
+  queue(q);  // validates q
+  const EventSlot& slot = events_[event % kEventRing];
+  if (slot.id != event || slot.queue != q)
+    throwUsage(who() + ": event " + std::to_string(event) + " of queue " + std::to_string(q) +
+               " is unknown or was recycled (more than " + std::to_string(kEventRing) + " events in flight)");
+  cudaEvent_t ev = slot.event;
+  hostPoll([ev] { return cudaEventQuery(ev); },
+           "event " + std::to_string(event) + " of queue " + std::to_string(q) + " did not complete");
 }
 
 void CudaEndpoint::synchronizeAll() {

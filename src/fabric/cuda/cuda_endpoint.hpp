@@ -77,6 +77,7 @@ class CudaEndpoint final : public Endpoint {
 
   void synchronize(int q) override;
   void synchronizeAll() override;
+  void synchronizeEvent(int q, uint64_t event) override;
   uint64_t counterValue(int id) override;
   void delay(int q, double seconds) override;
 
@@ -99,6 +100,9 @@ class CudaEndpoint final : public Endpoint {
   RailMode railMode() const { return railMode_; }
   void setCtaBudget(int sumCtas, int landCtas);
   int device() const { return comms_->device(); }
+  // Device bytes of the symmetric window (ncclMemAlloc: arena, counters, tag,
+  // rounded to the window alignment); outside every framework allocator.
+  int64_t windowBytes() const { return arena_->windowBytes(); }
   int ncclVersion() const { return comms_->ncclVersion(); }
   double waitTimeoutSeconds() const { return watchdog_->timeoutSeconds(); }
   // Host barrier over all ranks (bootstrap and tests).
@@ -129,6 +133,9 @@ class CudaEndpoint final : public Endpoint {
   std::string who() const;
   void reportChoiceOnce() const;
   void checkArenaRange(int64_t offset, int64_t bytes, const char* call) const;
+  // Host polls `done` until it returns true, under the drain deadline.
+  template <typename Done>
+  void hostPoll(Done&& done, const std::string& what);
 
   plan::Topology topo_;
   int rank_ = 0;

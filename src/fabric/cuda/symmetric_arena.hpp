@@ -28,6 +28,7 @@ class SymmetricArena {
 
   std::byte* base() const { return base_; }
   int64_t userBytes() const { return userBytes_; }
+  int64_t windowBytes() const { return windowBytes_; }  // what ncclMemAlloc holds
   int numCounters() const { return numCounters_; }
   // Base of `worldRank`'s arena in this process's address space; nullptr when
   // that rank is outside the LSA team (another host).

@@ -346,6 +346,21 @@ void HostEndpoint::synchronize(int q) {
   if (checker_) checker_->hostSynchronized(checker_->tid(rank_, q));
 }
 
+void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
+  WorkQueue& wq = queue(q);
+  if (event > wq.submitted())
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": event " +
+                                                     std::to_string(event) + " of queue " + std::to_string(q) +
+                                                     " was never recorded");
+  const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
+  if (!wq.waitCompleted(event, end))
+    fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": event " + std::to_string(event) +
+                                          " of queue " + std::to_string(q) + " did not complete before its deadline");
+  if (wq.failure()) std::rethrow_exception(wq.failure());
+  if (checker_) checker_->hostJoinEvent(checker_->tid(rank_, q), event);
+}
+
 void HostEndpoint::synchronizeAll() {
   std::exception_ptr first;
   for (int q = 0; q < numQueues(); ++q) {

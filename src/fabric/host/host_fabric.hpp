@@ -75,6 +75,7 @@ class HostEndpoint final : public Endpoint {
   void waitEvent(int q, int srcQueue, uint64_t event) override;
   void synchronize(int q) override;
   void synchronizeAll() override;
+  void synchronizeEvent(int q, uint64_t event) override;
   uint64_t counterValue(int id) override;
   Stats stats() const override;
   void resetStats() override;

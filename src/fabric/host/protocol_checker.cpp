@@ -54,6 +54,12 @@ void ProtocolChecker::hostSynchronized(int tid) {
   join(host_, queueClock_[static_cast<size_t>(tid)]);
 }
 
+void ProtocolChecker::hostJoinEvent(int srcTid, uint64_t event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = events_.find({srcTid, event});
+  if (it != events_.end()) join(host_, it->second);
+}
+
 void ProtocolChecker::hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer* b = find(p, bytes);

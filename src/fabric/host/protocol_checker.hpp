@@ -40,6 +40,7 @@ class ProtocolChecker {
   // ---- host thread (the one that submits work)
   Clock hostClock();
   void hostSynchronized(int tid);  // the host waited for queue `tid` to drain
+  void hostJoinEvent(int srcTid, uint64_t event);  // the host waited for one event of queue `srcTid`
   void hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what);
 
   // ---- tasks. begin() returns a task handle used by the calls below.

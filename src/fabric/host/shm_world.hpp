@@ -58,6 +58,8 @@ class SharedWorld {
   Endpoint& endpoint() { return *endpoint_; }
   int rank() const { return rank_; }
   const std::string& jobId() const { return jobId_; }
+  // Bytes of this rank's shared-memory segment (header, counters, arena).
+  int64_t segmentBytes() const { return static_cast<int64_t>(segments_.at(static_cast<size_t>(rank_)).size()); }
 
  private:
   void bootstrap(KeyValueStore& store, const std::string& keys, int64_t arenaBytes, double timeoutSeconds);
