@@ -403,6 +403,25 @@ def integer_exact_slot_reuse_two_nodes(ctx):
           configure=sum_reduction, steps=3, mode="slot-reuse", topology=(2, ctx.world // 2), expect_groups=3)
 
 
+def integer_exact_plan_options(ctx):
+    """install(plan_options=...) reaches every group's plan: four passes and one-CTA budgets on
+    the 2-node topology give the same gradients bit for bit, and the report shows that plan.
+    Options the adapter owns are refused."""
+    options = {"passes": 4, "sum_ctas": 1, "landing_ctas": 1}
+    _ms, _mt, rep, _st = train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+                               configure=sum_reduction, steps=2, topology=(2, ctx.world // 2), expect_groups=3,
+                               install_kw={"plan_options": options})
+    for g in tide_groups(rep):
+        assert (g["plan"]["rs_passes"], g["plan"]["sum_ctas"], g["plan"]["landing_ctas"]) == (4, 1, 1), g["plan"]
+    _ms2, mt2 = make_pair(LinearModel, ctx, mesh_1d(ctx))
+    try:
+        tide.fsdp.install(mt2, timeout_s=TIMEOUT_S, plan_options={"mode": "slot-reuse"})
+    except ValueError as e:
+        assert "mode" in str(e), e
+    else:
+        raise AssertionError("plan_options={'mode': ...} was accepted")
+
+
 def integer_exact_bf16(ctx):
     """bf16 parameters, integer values: exact in bf16 too (AVG by 2 or 4)."""
     train(ctx, LinearModel, integer=True, dtype=torch.bfloat16, tol=None, opt="sign",
@@ -942,7 +961,8 @@ def _fsdp_params(model):
 
 TWO_RANKS = [
     "transformer_fp32_in_place", "transformer_fp32_slot_reuse", "transformer_bf16_mixed_precision",
-    "bf16_params_slot_reuse", "integer_exact", "integer_exact_slot_reuse_two_nodes", "integer_exact_bf16",
+    "bf16_params_slot_reuse", "integer_exact", "integer_exact_slot_reuse_two_nodes", "integer_exact_plan_options",
+    "integer_exact_bf16",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
     "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",

@@ -57,6 +57,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from tide.bench.calibration import H200_PAIR
+
 MiB = 1 << 20
 
 # One Llama-3.1-8B decoder layer (hidden 4096, 8 KV heads of 128, MLP 14336).
@@ -418,15 +420,8 @@ def baseline_systems(comms: dict[str, NativeComm]) -> list[System]:
 # ---------------------------------------------------------------- TIDE
 
 
-# Plan options for this machine. Calibration of the two-H200 host (measured by the fabric test's
-# --perf and ANCHORS.md): copy-engine rails and pushes ~390 GB/s, the sum kernel ~30 GB/s per CTA,
-# the landing ~20 GB/s per CTA. More passes give Level 1 more chunks to pipeline; they never
-# change the bits.
-TIDE_PLAN = {
-    "calibration": {"nic_gbps": 390, "fabric_gbps": 390, "sum_gbps_per_cta": 30, "land_gbps_per_cta": 20,
-                    "land_cap_gbps": 900, "round_wait_ms": 0.02},
-    "passes": 4,
-}
+# Plan options for this machine (measured calibration, four passes): see calibration.py.
+TIDE_PLAN = H200_PAIR
 
 
 # Sum-CTA budgets measured beside the solver's choice for TIDE-RS on the Llama group.

@@ -69,6 +69,7 @@ import torch
 import torch.distributed as dist
 
 from tide.bench import models
+from tide.bench.calibration import PLAN_OPTIONS
 from tide.bench.fsdp_systems import (
     SYSTEMS,
     TIDE_MODES,
@@ -126,6 +127,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--master-dtype", choices=("fp32", "bf16"), default="fp32",
                    help="dtype of the sharded parameters and AdamW state (compute is bf16 either way)")
     p.add_argument("--tide-timeout", type=float, default=120.0, help="deadline of every TIDE wait, seconds")
+    p.add_argument("--tide-plan", choices=sorted(PLAN_OPTIONS), default="default",
+                   help="plan options for the TIDE systems (tide.bench.calibration; default: the library's)")
     p.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON (rank 0)")
     args = p.parse_args(argv)
     if args.tokens is None:
@@ -219,7 +222,7 @@ def model_config(kind: str, args) -> models.ModelConfig:
 def train_config(args) -> TrainConfig:
     return TrainConfig(lr=args.lr, lr_warmup=args.lr_warmup, clip=args.clip,
                        master_dtype=torch.bfloat16 if args.master_dtype == "bf16" else torch.float32,
-                       tide_timeout_s=args.tide_timeout)
+                       tide_timeout_s=args.tide_timeout, tide_plan=dict(PLAN_OPTIONS[args.tide_plan]))
 
 
 # ------------------------------------------------------------------ statistics

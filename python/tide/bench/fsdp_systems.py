@@ -79,6 +79,7 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     master_dtype: torch.dtype = torch.float32   # sharded parameters / optimizer (compute is bf16)
     tide_timeout_s: float = 120.0
+    tide_plan: dict = field(default_factory=dict)  # install(plan_options=...): calibration.PLAN_OPTIONS
 
 
 def unavailable(name: str) -> str | None:
@@ -204,7 +205,8 @@ def build_system(name: str, cfg: models.ModelConfig, env: Env, train: TrainConfi
         try:
             import tide.fsdp
 
-            system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name], timeout_s=train.tide_timeout_s)
+            system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name], timeout_s=train.tide_timeout_s,
+                                                   plan_options=train.tide_plan)
         except Exception as e:  # noqa: BLE001 - e.g. no libtide: the same on every rank, reported as a skip
             log.warning("tide.bench: %s: tide.fsdp.install failed: %s: %s", name, type(e).__name__, e)
             system.tide_report = {"installed": False, "reason": "install_failed",

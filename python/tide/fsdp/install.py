@@ -7,6 +7,7 @@ import sys
 import types
 import weakref
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -43,7 +44,8 @@ class Installation:
 
 def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None = None, *,
             topology: tuple[int, int] | None = None, ring: bool = True, adopt: bool = True,
-            invert_prefetch: bool = True, check_read_done: bool = False, timeout_s: float = 120.0) -> dict:
+            invert_prefetch: bool = True, check_read_done: bool = False, timeout_s: float = 120.0,
+            plan_options: Mapping[str, Any] | None = None) -> dict:
     """Run FSDP2's all-gather and reduce-scatter on TIDE for every parameter
     group of `model` (the root module, after fully_shard) that meets the
     contract; the others stay stock, one logged line each naming the reason.
@@ -65,12 +67,20 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         the call's read-done point (where TIDE releases it); a dishonest
         read-done then shows up in the gradients. Costs one fill per input.
     timeout_s: deadline of every TIDE wait (fail stop).
+    plan_options: further make_plan options for every group's plan, e.g. the
+        machine's calibration, passes, sum_ctas / landing_ctas, wave_width
+        (default: the library's, i.e. the paper's calibration). The shapes,
+        topology, dtypes and mode are the adapter's and cannot be given here.
 
     Returns report(model, echo=False). Unsupported torch internals leave
     everything stock with one logged message; nothing raises for them.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    plan_options = dict(plan_options or {})
+    owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
+    if owned:
+        raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
     if fabric not in (None, "host", "cuda"):
         raise ValueError(f"fabric must be 'host', 'cuda' or None, got {fabric!r}")
     if model in _installed:
@@ -123,7 +133,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             else:
                 buckets.setdefault(id(info.pg), []).append(info)
     for infos in buckets.values():
-        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s)
+        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options)
         if ctx is not None:
             inst.contexts.append(ctx)
             inst.tide_groups.extend(ctx.groups)
@@ -169,7 +179,11 @@ def _refuse(model, reason: str, message: str) -> dict:
     return report(model, echo=False)
 
 
-def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> CommContext | None:
+# make_plan arguments the adapter sets from the model and the process group.
+_ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "grad_dtype", "mode"})
+
+
+def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options) -> CommContext | None:
     first = infos[0]
     fab = fabric or ("cuda" if first.device.type == "cuda" else "host")
     world = first.world_size
@@ -181,7 +195,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> Com
             continue
         try:
             plan = make_plan(_shapes(info), nodes=nodes, gpus_per_node=gpus, dtype=info.dtype_name,
-                             grad_dtype=info.dtype_name, mode=mode)
+                             grad_dtype=info.dtype_name, mode=mode, **plan_options)
         except TideError as e:
             info.reason, info.detail = e.reason, e.message
             continue
@@ -200,9 +214,10 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> Com
     for tg in tide_groups:  # gradients in another dtype get their own plan
         for dtype in tg.grad_dtypes[1:]:
             tg.extra_plans.append(make_plan(_shapes(tg.info), nodes=nodes, gpus_per_node=gpus,
-                                            dtype=tg.info.dtype_name, grad_dtype=groups.name_of(dtype), mode=mode))
+                                            dtype=tg.info.dtype_name, grad_dtype=groups.name_of(dtype), mode=mode,
+                                            **plan_options))
     plan_args = [dict(shapes=_shapes(tg.info), nodes=nodes, gpus_per_node=gpus, dtype=tg.info.dtype_name,
-                      grad_dtype=groups.name_of(dtype), mode=mode)
+                      grad_dtype=groups.name_of(dtype), mode=mode, **plan_options)
                  for tg in tide_groups for dtype in tg.grad_dtypes]
     ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, fab)
 
@@ -214,7 +229,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s) -> Com
         tg.ctx = ctx
         for dtype in tg.grad_dtypes:
             tg.handles[dtype] = comm.register_group(_shapes(tg.info), dtype=tg.info.dtype_name,
-                                                    grad_dtype=groups.name_of(dtype), mode=mode)
+                                                    grad_dtype=groups.name_of(dtype), mode=mode, **plan_options)
         tg.handle = tg.handles[tg.grad_dtype]
     n = world
     for region in ctx.regions:

@@ -1,0 +1,24 @@
+"""Plan options measured on this project's GPU machines, shared by every GPU
+driver (collectives benchmark, GPU correctness checks, end-to-end steps), so
+that one number is changed in one place.
+
+H200_PAIR: two H200s on NVLink (nvidia-h200-x2), from BENCHMARKS.md:
+- copy-engine rails and pushes: 16 MiB into the peer at 341 GB/s, 208 MiB at
+  388 GB/s (fabric test `--perf`; the copy-engine ceiling row);
+- the Level 1 sum kernel: 49-54 GB/s per CTA up to 32 CTAs since 3773eb6
+  (all loads in flight), 30 GB/s before;
+- the landing kernel: ~20 GB/s per CTA with a remote source (pull), ~900 GB/s
+  at most;
+- four passes give Level 1 chunks to pipeline; they never change the bits.
+"""
+
+from __future__ import annotations
+
+H200_PAIR = {
+    "calibration": {"nic_gbps": 390, "fabric_gbps": 390, "sum_gbps_per_cta": 50, "land_gbps_per_cta": 20,
+                    "land_cap_gbps": 900, "round_wait_ms": 0.02},
+    "passes": 4,
+}
+
+# Named plan-option sets for command lines ("default": the library's own, the paper's calibration).
+PLAN_OPTIONS = {"default": {}, "h200-pair": H200_PAIR}
