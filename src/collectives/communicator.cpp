@@ -354,128 +354,145 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
   }
   auto readIndex = [m](int pass, int c) { return static_cast<size_t>(pass) * static_cast<size_t>(m) + static_cast<size_t>(c - 1); };
 
-  // ---- read phase: pushes (copy engines) and Level 1 sums (short-lived SM work)
+  // Issue order, pass by pass: pass q's read phase, then pass q's waves. The
+  // sum queue's "outbox block sent" wait (pass q+1 reuses the block pass q
+  // sent) must find the sends it waits for already enqueued: a GPU stream
+  // blocked on a wait whose signal the host has not issued yet can stall the
+  // host's own issue (a full command queue, or streams sharing a hardware
+  // queue), and then nothing issues it. The queues and their waits are the
+  // same as issuing all reads first; only the host's issue order differs.
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   ep_.waitEvent(kSumQueue, kCallerQueue, entry);
   std::vector<uint64_t> summed(blocks.size());
-  for (size_t j = 0; j < blocks.size(); ++j) {
-    const Block& blk = blocks[j];
-    const uint64_t seq = rsChunks_ + j;
-    const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
-    stageChunk(plan, grads, seq, blk.pass, blk.dest);
-    std::byte* dst;
-    if (blk.remote >= 0) {
-      const uint64_t k = sendBase + static_cast<uint64_t>(blk.remote);
-      if (k >= static_cast<uint64_t>(nOut) && !injected(Fault::kReuseOutboxEarly))
-        ep_.wait(kSumQueue, ids::kRsSent + bank, k - nOut + 1, me, "outbox block sent");
-      dst = ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
-    } else {
-      if (spareUses > 0) ep_.wait(kSumQueue, ids::kRsSpareFree + bank, spareUses, me, "own-node spare free");
-      dst = ep_.arena() + layout_.spareBlock(bank, blk.pass);
-    }
-    const int sub = plan::subSlice(local, plan::contributorIndex(blk.dest, node, m), m, l);
-    const plan::ElemRange range = plan::subSliceRange(g, rs, blk.pass, sub);
-    if (range.size() > 0) {
-      fabric::SumOp op = level1Sum(g, rs, me, t.rankOf(blk.dest, 0), l, range, ep_.arena() + layout_.stagingSlot(slot),
-                                   grads, reinterpret_cast<float*>(dst), rs.subElems);
-      op.ctas = rs.sumCtas;
-      ep_.sum(kSumQueue, op);
-    }
-    for (int u = 0; u < l; ++u)
-      if (u != local) ep_.signal(kSumQueue, t.rankOf(node, u), ids::kRsFree + local, seq + 1);
-    summed[j] = ep_.record(kSumQueue);
-  }
+  const uint64_t chunkBase = rsChunks_;
   rsChunks_ += blocks.size();
-
-  // ---- network phase, in collective order behind the previous call's
-  if (injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
   uint64_t sent = sendBase;
-  for (const plan::RsWave& wave : rs.waves) {
-    const uint64_t seq = rsWaves_ + static_cast<uint64_t>(wave.index) + 1;
-    const int gen = wave.generation;
-    // Accept the wave: the generation's previous landing is done on every
-    // local rank; zero my stale blocks; tell this wave's senders.
-    if (rsGenLastUse_[gen] > 0)
-      for (int i = 0; i < l; ++i)
-        ep_.wait(kNetQueue, ids::kRsLanded + i, rsGenLastUse_[gen], t.rankOf(node, i), "inbox generation landed");
-    if (!injected(Fault::kSkipStaleZeroing))
-      for (const plan::InboxBlock& z : wave.zero)
-        if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
-    for (int c : wave.contributors)
-      if (c < m) ep_.signal(kNetQueue, t.rankOf(((node - c) % m + m) % m, local), ids::kRsCredit + node, seq);
-    // Send: k-way rounds of outbox blocks over my rail.
-    for (const plan::RsRound& round : wave.rounds) {
-      for (int c : round.contributors) {
-        const int dest = (node + c) % m;
-        const int remote = wave.pass * (m - 1) + (c - 1);
-        const uint64_t k = sendBase + static_cast<uint64_t>(remote);
-        ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, c)]);
-        ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
-        const int sub = plan::subSlice(local, c, m, l);
-        const std::byte* block =
-            ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
-        const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, sub).size() * 4;
-        const int64_t pitch = rs.subElems * 4;
-        if (rowBytes == pitch) {
-          ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub), block, rs.blockBytes,
-                      ids::kRsInbox + node, seq);
-        } else {
-          // The output's last sub-slice is short: send only the rows' live part.
-          for (int i = 0; i < l; ++i)
-            ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub) + i * pitch, block + i * pitch,
-                        rowBytes, i + 1 == l ? ids::kRsInbox + node : -1, seq);
+  size_t nextWave = 0;
+  for (int pass = 0; pass < rs.passes; ++pass) {
+    // ---- read phase of this pass: pushes (copy engines) and Level 1 sums (short-lived SM work)
+    const size_t perPass = static_cast<size_t>(m);  // blocks per pass: M - 1 remote, then the own node
+    for (size_t j = static_cast<size_t>(pass) * perPass; j < static_cast<size_t>(pass + 1) * perPass; ++j) {
+      const Block& blk = blocks[j];
+      const uint64_t seq = chunkBase + j;
+      const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
+      stageChunk(plan, grads, seq, blk.pass, blk.dest);
+      std::byte* dst;
+      if (blk.remote >= 0) {
+        const uint64_t k = sendBase + static_cast<uint64_t>(blk.remote);
+        if (k >= static_cast<uint64_t>(nOut) && !injected(Fault::kReuseOutboxEarly))
+          ep_.wait(kSumQueue, ids::kRsSent + bank, k - nOut + 1, me, "outbox block sent");
+        dst = ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
+      } else {
+        if (spareUses > 0) ep_.wait(kSumQueue, ids::kRsSpareFree + bank, spareUses, me, "own-node spare free");
+        dst = ep_.arena() + layout_.spareBlock(bank, blk.pass);
+      }
+      const int sub = plan::subSlice(local, plan::contributorIndex(blk.dest, node, m), m, l);
+      const plan::ElemRange range = plan::subSliceRange(g, rs, blk.pass, sub);
+      if (range.size() > 0) {
+        fabric::SumOp op = level1Sum(g, rs, me, t.rankOf(blk.dest, 0), l, range,
+                                     ep_.arena() + layout_.stagingSlot(slot), grads, reinterpret_cast<float*>(dst),
+                                     rs.subElems);
+        op.ctas = rs.sumCtas;
+        ep_.sum(kSumQueue, op);
+      }
+      for (int u = 0; u < l; ++u)
+        if (u != local) ep_.signal(kSumQueue, t.rankOf(node, u), ids::kRsFree + local, seq + 1);
+      summed[j] = ep_.record(kSumQueue);
+    }
+
+    // ---- network phase of this pass, in collective order behind the previous call's
+    if (pass == 0 && injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
+    for (; nextWave < rs.waves.size() && rs.waves[nextWave].pass == pass; ++nextWave) {
+      const plan::RsWave& wave = rs.waves[nextWave];
+      const uint64_t seq = rsWaves_ + static_cast<uint64_t>(wave.index) + 1;
+      const int gen = wave.generation;
+      // Accept the wave: the generation's previous landing is done on every
+      // local rank; zero my stale blocks; tell this wave's senders.
+      if (rsGenLastUse_[gen] > 0)
+        for (int i = 0; i < l; ++i)
+          ep_.wait(kNetQueue, ids::kRsLanded + i, rsGenLastUse_[gen], t.rankOf(node, i), "inbox generation landed");
+      if (!injected(Fault::kSkipStaleZeroing))
+        for (const plan::InboxBlock& z : wave.zero)
+          if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+      for (int c : wave.contributors)
+        if (c < m) ep_.signal(kNetQueue, t.rankOf(((node - c) % m + m) % m, local), ids::kRsCredit + node, seq);
+      // Send: k-way rounds of outbox blocks over my rail.
+      for (const plan::RsRound& round : wave.rounds) {
+        for (int c : round.contributors) {
+          const int dest = (node + c) % m;
+          const int remote = wave.pass * (m - 1) + (c - 1);
+          const uint64_t k = sendBase + static_cast<uint64_t>(remote);
+          ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, c)]);
+          ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
+          const int sub = plan::subSlice(local, c, m, l);
+          const std::byte* block =
+              ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
+          const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, sub).size() * 4;
+          const int64_t pitch = rs.subElems * 4;
+          if (rowBytes == pitch) {
+            ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub), block, rs.blockBytes,
+                        ids::kRsInbox + node, seq);
+          } else {
+            // The output's last sub-slice is short: send only the rows' live part.
+            for (int i = 0; i < l; ++i)
+              ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub) + i * pitch, block + i * pitch,
+                          rowBytes, i + 1 == l ? ids::kRsInbox + node : -1, seq);
+          }
+          sent = std::max(sent, k + 1);
         }
-        sent = std::max(sent, k + 1);
+        ep_.signal(kNetQueue, me, ids::kRsSent + bank, sent);
       }
-      ep_.signal(kNetQueue, me, ids::kRsSent + bank, sent);
-    }
-    // Receive: every contributor's block, and my own node's partial.
-    for (int c : wave.contributors)
-      if (c < m) {
-        const int src = ((node - c) % m + m) % m;
-        ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t.rankOf(src, local), "inbox block");
+      // Receive: every contributor's block, and my own node's partial.
+      for (int c : wave.contributors)
+        if (c < m) {
+          const int src = ((node - c) % m + m) % m;
+          ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t.rankOf(src, local), "inbox block");
+        }
+      if (wave.hasOwnNode) {
+        ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, m)]);
+        fabric::CopyOp spare;
+        spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
+        spare.src = ep_.arena() + layout_.spareBlock(bank, wave.pass);
+        spare.width = plan::subSliceRange(g, rs, wave.pass, local).size() * 4;
+        spare.rows = l;
+        spare.srcPitch = spare.dstPitch = rs.subElems * 4;
+        ep_.copy(kNetQueue, {spare});
       }
-    if (wave.hasOwnNode) {
-      ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, m)]);
-      fabric::CopyOp spare;
-      spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
-      spare.src = ep_.arena() + layout_.spareBlock(bank, wave.pass);
-      spare.width = plan::subSliceRange(g, rs, wave.pass, local).size() * 4;
-      spare.rows = l;
-      spare.srcPitch = spare.dstPitch = rs.subElems * 4;
-      ep_.copy(kNetQueue, {spare});
-    }
-    for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
-    // Land: my rows of every sub-slice, contributors in increasing c, then
-    // the GPUs that hold no contributor this wave (zeros).
-    for (int i = 0; i < l; ++i) ep_.wait(kNetQueue, ids::kRsArrived + i, seq, t.rankOf(node, i), "wave arrival");
-    const bool firstOfPass = wave.index % rs.wavesPerPass == 0;
-    for (int s = 0; s < l; ++s) {
-      const plan::ElemRange range = plan::subSliceRange(g, rs, wave.pass, s);
-      if (range.size() == 0) continue;
-      fabric::LandOp op;
-      op.ctas = rs.landingCtas;
-      op.dst = out + range.begin;
-      op.elems = range.size();
-      op.alpha = alpha;
-      op.accumulate = firstOfPass ? accumulate : true;
-      op.clearSources = wave.clearAfterLanding;
-      std::vector<bool> used(static_cast<size_t>(l), false);
-      std::vector<int> order;
-      for (int c : wave.contributors) order.push_back(plan::landingGpu(s, c, m, l));
-      for (int j : order) used[static_cast<size_t>(j)] = true;
-      for (int j = 0; j < l; ++j)
-        if (!used[static_cast<size_t>(j)]) order.push_back(j);
-      for (int j : order) {
-        const int peer = t.rankOf(node, j);
-        std::byte* base = peer == me ? ep_.arena() : ep_.peerArena(peer);
-        op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) + int64_t{local} * rs.subElems);
+      for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
+      // Land: my rows of every sub-slice, contributors in increasing c, then
+      // the GPUs that hold no contributor this wave (zeros).
+      for (int i = 0; i < l; ++i) ep_.wait(kNetQueue, ids::kRsArrived + i, seq, t.rankOf(node, i), "wave arrival");
+      const bool firstOfPass = wave.index % rs.wavesPerPass == 0;
+      for (int s = 0; s < l; ++s) {
+        const plan::ElemRange range = plan::subSliceRange(g, rs, wave.pass, s);
+        if (range.size() == 0) continue;
+        fabric::LandOp op;
+        op.ctas = rs.landingCtas;
+        op.dst = out + range.begin;
+        op.elems = range.size();
+        op.alpha = alpha;
+        op.accumulate = firstOfPass ? accumulate : true;
+        op.clearSources = wave.clearAfterLanding;
+        std::vector<bool> used(static_cast<size_t>(l), false);
+        std::vector<int> order;
+        for (int c : wave.contributors) order.push_back(plan::landingGpu(s, c, m, l));
+        for (int j : order) used[static_cast<size_t>(j)] = true;
+        for (int j = 0; j < l; ++j)
+          if (!used[static_cast<size_t>(j)]) order.push_back(j);
+        for (int j : order) {
+          const int peer = t.rankOf(node, j);
+          std::byte* base = peer == me ? ep_.arena() : ep_.peerArena(peer);
+          op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) +
+                               int64_t{local} * rs.subElems);
+        }
+        ep_.land(kNetQueue, op);
       }
-      ep_.land(kNetQueue, op);
+      for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsLanded + local, seq);
+      rsGenLastUse_[gen] = seq;
     }
-    for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsLanded + local, seq);
-    rsGenLastUse_[gen] = seq;
   }
+  if (nextWave != rs.waves.size())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan's waves are not in pass order");
   ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, spareUses + 1);
   rsSpareUses_[bank] = spareUses + 1;
   rsSends_[bank] = sendBase + static_cast<uint64_t>(rs.passes) * static_cast<uint64_t>(m - 1);
