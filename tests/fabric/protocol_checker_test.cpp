@@ -136,5 +136,23 @@ TEST(ProtocolCheckerTest, HostAccessesFollowSynchronisation) {
   EXPECT_TRUE(reported);
 }
 
+// I5: a wait on a counter the rank signals itself, issued before that signal,
+// is reported at issue time, even though the host fabric's unbounded queues
+// would let it pass; issued after the signal it is fine.
+TEST(ProtocolCheckerTest, WaitOnOwnSignalIssuedBeforeTheSignalIsReported) {
+  World w(1);
+  Endpoint& ep = w.world.endpoint(0);
+  try {
+    ep.wait(0, 3, 1, 0, "own signal issued later");
+    FAIL() << "the early wait was not reported";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kProtocol);
+    EXPECT_NE(std::string(e.what()).find("I5"), std::string::npos) << e.what();
+  }
+  ep.signal(1, 0, 4, 1);
+  EXPECT_NO_THROW(ep.wait(0, 4, 1, 0, "own signal issued before"));
+  EXPECT_EQ(w.drain(), "");
+}
+
 }  // namespace
 }  // namespace tide::fabric::host

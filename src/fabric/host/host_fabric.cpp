@@ -248,6 +248,7 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
 
 void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
   std::atomic<uint64_t>* ctr = &counter(dstRank, id);
+  if (checker_ && dstRank == rank_) checker_->selfSignalIssued(rank_, id, value);
   submit(q, "signal to rank " + std::to_string(dstRank), [this, ctr, value, dstRank, id](int task) {
     const bool remote = dstRank != rank_;
     if (remote && faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)
@@ -259,6 +260,7 @@ void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
 
 void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* what) {
   std::atomic<uint64_t>* ctr = &counter(rank_, id);
+  if (checker_ && peer == rank_) checker_->selfWaitIssued(rank_, id, value, what != nullptr ? what : "");
   std::string call;
   {
     std::lock_guard<std::mutex> lock(callMu_);

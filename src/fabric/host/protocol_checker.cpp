@@ -60,6 +60,25 @@ void ProtocolChecker::hostJoinEvent(int srcTid, uint64_t event) {
   if (it != events_.end()) join(host_, it->second);
 }
 
+void ProtocolChecker::selfSignalIssued(int rank, int id, uint64_t value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t& v = selfIssued_[{rank, id}];
+  v = std::max(v, value);
+}
+
+void ProtocolChecker::selfWaitIssued(int rank, int id, uint64_t value, const std::string& what) {
+  uint64_t issued = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = selfIssued_.find({rank, id});
+    if (it != selfIssued_.end()) issued = it->second;
+  }
+  if (issued < value)
+    violation("I5: rank " + std::to_string(rank) + " issued a wait for its own counter " + std::to_string(id) +
+              " >= " + std::to_string(value) + " (" + what + ") before issuing the signal that satisfies it " +
+              "(issued up to " + std::to_string(issued) + "); a GPU stream blocked on it could stall the issue");
+}
+
 void ProtocolChecker::hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer* b = find(p, bytes);

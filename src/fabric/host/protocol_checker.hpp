@@ -12,6 +12,12 @@
 // Races are found from the ordering the protocol establishes, not from the
 // interleaving that happened, so a report is deterministic. I4 (every wait
 // has a producer) is what the deadlines enforce.
+//   I5     issue order: a wait on a counter the rank signals to itself is
+//          issued only after the signal that satisfies it. A GPU stream
+//          blocked on a signal the host has not issued yet can stall the
+//          host's own issue (a full command queue, streams sharing a
+//          hardware queue), and then the signal is never issued; the host
+//          fabric's unbounded queues would hide that.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +48,10 @@ class ProtocolChecker {
   void hostSynchronized(int tid);  // the host waited for queue `tid` to drain
   void hostJoinEvent(int srcTid, uint64_t event);  // the host waited for one event of queue `srcTid`
   void hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what);
+  // I5: the host issued a signal from `rank` to itself / a wait of `rank` on
+  // a counter that it signals itself.
+  void selfSignalIssued(int rank, int id, uint64_t value);
+  void selfWaitIssued(int rank, int id, uint64_t value, const std::string& what);
 
   // ---- tasks. begin() returns a task handle used by the calls below.
   int begin(int tid, const Clock& submittedAt, const std::string& label);
@@ -89,6 +99,7 @@ class ProtocolChecker {
   int nextTask_ = 0;
   std::map<std::pair<int, int>, std::vector<std::pair<uint64_t, Clock>>> signals_;
   std::map<std::pair<int, uint64_t>, Clock> events_;
+  std::map<std::pair<int, int>, uint64_t> selfIssued_;  // (rank, counter) -> largest self-signal issued
 };
 
 }  // namespace tide::fabric::host
