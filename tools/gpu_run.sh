@@ -8,7 +8,12 @@
 # logs of the steps before it), and prints a summary table last. NVLink
 # multicast stays off: NCCL_NVLS_ENABLE=0.
 #
-#   tools/gpu_run.sh [--skip-bench] [--bench-args "..."] [--only step,step,...]
+#   tools/gpu_run.sh [--skip-bench] [--bench-args "..."] [--only step,step,...] [--budget S]
+#
+# --budget S (default 570): the whole script ends within S seconds. A step's
+# time limit is cut to what is left, and a step with under 45 s left is
+# skipped and listed as such, so the summary always prints before the
+# device's command limit (600 s) cuts the call.
 #
 # Steps: build fabric collectives fsdp e2e loss bench (--only picks some; build
 # always runs).
@@ -29,11 +34,13 @@ PYTHON="${PYTHON:-python3}"
 SKIP_BENCH=0
 BENCH_ARGS=""
 ONLY=""
+BUDGET=570
 while (($#)); do
   case "$1" in
     --skip-bench) SKIP_BENCH=1 ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
     --only) ONLY=",$2," ; shift ;;
+    --budget) BUDGET="$2"; shift ;;
     *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"] [--only step,...]" >&2; exit 2 ;;
   esac
   shift
@@ -61,7 +68,12 @@ FAILED=0
 run() {
   local name="$1" limit="$2"
   shift 2
-  local t0=$SECONDS rc
+  local t0=$SECONDS rc left=$((BUDGET - SECONDS - 15))
+  if ((left < 45)); then
+    skip "$name" "out of --budget ${BUDGET}s"
+    return 1
+  fi
+  ((limit > left)) && limit=$left
   printf '\n==> %s (%s): %s\n' "$name" "$(date -u +%T)" "$*"
   timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
@@ -73,7 +85,10 @@ run() {
   pack_logs
   return $rc
 }
-skip() { SUMMARY+=("$(printf '%-34s %-14s %5s' "$1" "SKIP" "-")  $2"); }
+skip() {
+  SUMMARY+=("$(printf '%-34s %-14s %5s' "$1" "SKIP" "-")  $2")
+  pack_logs
+}
 
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 {
@@ -173,9 +188,14 @@ fi
 if ((SKIP_BENCH)) || ! wanted bench; then
   skip baselines "--skip-bench or not in --only"
 elif ((NGPU >= 1)); then
+  # The driver stops starting measurements early enough to write its JSON and
+  # tables within what the budget leaves (--bench-args may override).
+  BENCH_DEADLINE=$((BUDGET - SECONDS - 15 - 90))
+  ((BENCH_DEADLINE > 330)) && BENCH_DEADLINE=330
   # shellcheck disable=SC2086
   run baselines 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-    -m tide.bench.collectives --native "$NATIVE" --json "$LOGS/baselines.json" $BENCH_ARGS
+    -m tide.bench.collectives --native "$NATIVE" --json "$LOGS/baselines.json" \
+    --deadline-s "$BENCH_DEADLINE" $BENCH_ARGS
   grep -E '^ *(#|ag |rs )' "$LOGS/baselines.log" >"$BUILD/baselines_table.txt" || true
 fi
 
