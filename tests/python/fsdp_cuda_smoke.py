@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fsdp_scenarios as S  # noqa: E402
 
 import tide.fsdp  # noqa: E402
+from tide.bench.calibration import H200_PAIR  # noqa: E402
 
 FP32 = {"rtol": 1e-4, "atol": 1e-5}
 BF16 = {"rtol": 3e-2, "atol": 3e-2}
@@ -100,6 +101,14 @@ def main() -> int:
             mode="in-place", tol=FP32, topology=(world, 1), install_kw={"check_read_done": True})
         configs["bf16 mp slot-reuse, virtual 2 nodes, read-done check"] = dict(
             mode="slot-reuse", mp_policy=bf16, tol=BF16, topology=(world, 1), install_kw={"check_read_done": True})
+    if world > 1:
+        # The benchmark's plan: four passes (across virtual nodes the sum queue then waits for
+        # the previous pass's send), the solver's CTA budgets for this host.
+        configs["fp32 in-place, virtual 2 nodes, h200-pair plan"] = dict(
+            mode="in-place", tol=FP32, topology=(world, 1), install_kw={"plan_options": H200_PAIR})
+        configs["integer exact, SUM, virtual 2 nodes, h200-pair plan"] = dict(
+            mode="slot-reuse", tol=None, integer=True, build=S.LinearModel, loss_fn=S.int_loss,
+            configure=S.sum_reduction, opt="sign", topology=(world, 1), install_kw={"plan_options": H200_PAIR})
     configs["fp32 in-place, read-done check"] = dict(mode="in-place", tol=FP32, install_kw={"check_read_done": True})
     failed = 0
     for name, kw in configs.items():
