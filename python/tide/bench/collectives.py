@@ -543,7 +543,10 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
 
 
 def kernel_footprint(runner: Runner) -> dict:
-    """Kernels one call launches and their summed device time (copies and memsets excluded)."""
+    """Kernels one call launches, their summed device time and their CTA-time (sum over kernels
+    of grid size x duration, from the profiler trace's grid dims); copies and memsets excluded."""
+    import tempfile
+
     from torch.profiler import ProfilerActivity, profile
 
     runner.run()
@@ -554,7 +557,18 @@ def kernel_footprint(runner: Runner) -> dict:
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and not e.name.startswith(("Memcpy", "Memset", "memcpy", "memset"))]
     names = sorted({e.name[:60] for e in kernels})
-    return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels), "names": names[:6]}
+    cta_us = None
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        try:
+            prof.export_chrome_trace(f.name)
+            with open(f.name) as trace:
+                events = json.load(trace).get("traceEvents", [])
+            cta_us = sum(math.prod(e["args"]["grid"]) * e.get("dur", 0.0) for e in events
+                         if e.get("cat") == "kernel" and "grid" in e.get("args", {}))
+        except (OSError, ValueError, KeyError, TypeError):  # no grid in this torch's trace: say so
+            cta_us = None
+    return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels),
+            "cta_us": cta_us, "names": names[:6]}
 
 
 # ---------------------------------------------------------------- timing
@@ -773,7 +787,9 @@ def main():
         if gname.startswith("llama"):
             fp = kernel_footprint(runner)
             footprint.append({"system": name, **fp})
-            log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels {fp['names']}")
+            cta = "n/a" if fp["cta_us"] is None else f"{fp['cta_us']:.0f}"
+            log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels, "
+                f"{cta} CTA*us {fp['names']}")
     staging = []
     if tide_ctx is not None:
         for topo, plans in tide_ctx.plans.items():
