@@ -165,6 +165,38 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   if (injected(Fault::kSkipCompletionFence)) ep_.delay(kOwnCopyQueue, kFaultRaceSeconds);
   ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));
   const uint64_t ownDone = ep_.record(kOwnCopyQueue);
+  // On one node the rail queue is idle during TIDE-AG: when the peer writes
+  // are small on average (groups of many small parameters pay a copy
+  // engine's fixed cost once per parameter and peer), they are split over it
+  // and the copy queue (two copy engines), balanced by bytes, so that one
+  // engine's per-copy cost overlaps the other's transfers. Large copies stay
+  // on one engine, where they already run at the link's rate.
+  constexpr int64_t kSplitBelowAvgBytes = int64_t{4} << 20;
+  int64_t peerBytes = 0;
+  for (const CopyDesc& d : peerDescs) peerBytes += d.width * d.rows;
+  const bool split = t.nodes == 1 && peerDescs.size() > 1 &&
+                     peerBytes < kSplitBelowAvgBytes * static_cast<int64_t>(peerDescs.size());
+  uint64_t splitDone = 0;
+  if (split) {
+    std::vector<CopyDesc> mine, other;
+    int64_t mineBytes = 0, otherBytes = 0;
+    for (const CopyDesc& d : peerDescs) {
+      const int64_t b = d.width * d.rows;
+      if (mineBytes <= otherBytes) {
+        mine.push_back(d);
+        mineBytes += b;
+      } else {
+        other.push_back(d);
+        otherBytes += b;
+      }
+    }
+    peerDescs.swap(mine);
+    ep_.waitEvent(kNetQueue, kCallerQueue, entry);
+    for (int i = 0; i < t.gpusPerNode; ++i)
+      ep_.wait(kNetQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
+    ep_.copy(kNetQueue, toCopyOps(other, shard, landingOffset, nullptr, 0));
+    splitDone = ep_.record(kNetQueue);
+  }
   if (!peerDescs.empty()) ep_.copy(kCopyQueue, toCopyOps(peerDescs, shard, landingOffset, nullptr, 0));
   for (size_t gi = 0; gi < plan.ag.scatterGroups.size(); ++gi) {
     ep_.waitEvent(kCopyQueue, kNetQueue, arrived[gi]);
@@ -174,6 +206,7 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   // Condition 2 (parameters ready) is the peers' done signals; condition 3
   // (stage reusable) is the credit to each round's sender.
   ep_.waitEvent(kCopyQueue, kOwnCopyQueue, ownDone);
+  if (split) ep_.waitEvent(kCopyQueue, kNetQueue, splitDone);
   for (int i = 0; i < t.gpusPerNode; ++i) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
   if (!injected(Fault::kDropCredit))
     for (const plan::AgRound& r : plan.ag.rounds)
