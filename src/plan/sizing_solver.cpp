@@ -31,10 +31,16 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   const int m = topo.nodes;
   const int l = topo.gpusPerNode;
   SolverResult r;
-  // Eq. 13: enough local-sum throughput to feed the rail. One node has no
-  // rail: there the sum keeps pace with the copy engines' pushes instead.
+  // Eq. 13: enough local-sum throughput to feed the rail: per output
+  // element the rail carries one fp32 partial (4 bytes) and the sum moves
+  // L gradient items in and 4 bytes out. One node has no rail: there the sum
+  // keeps pace with the copy engines' pushes, which carry (L-1) gradient
+  // items per output element. (L = 1 on one node pushes nothing: the rail
+  // form bounds that lone local sum.)
+  const double sumBytesPerElem = l * gradItemSize + 4.0;
+  const double feedBytesPerElem = m == 1 && l > 1 ? (l - 1.0) * gradItemSize : 4.0;
   const double feed = m == 1 ? cal.fabricBw : cal.nicBw;
-  const double sumRatio = (l * gradItemSize / 4.0 + 1.0) * feed / cal.sumBwPerCta;
+  const double sumRatio = sumBytesPerElem / feedBytesPerElem * feed / cal.sumBwPerCta;
   r.sumCtas = std::max(1, static_cast<int>(std::ceil(cal.skew * sumRatio - 1e-9)));
   if (m == 1) {
     r.landingCtas = 0;

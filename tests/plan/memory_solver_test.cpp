@@ -160,6 +160,32 @@ TEST(Solver, MatchesEquations13And14) {
   }
 }
 
+// One node: the sum keeps pace with the copy-engine pushes, which carry
+// (L-1) gradient items per output element while the sum moves L items in and
+// 4 bytes out: C_sum = ceil(skew (L b + 4) / ((L - 1) b) fabric / sum).
+TEST(Solver, OneNodeSumKeepsPaceWithThePushes) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 2000; ++trial) {
+    Calibration cal;
+    cal.fabricBw = rng.real(50e9, 900e9);
+    cal.sumBwPerCta = rng.real(10e9, 200e9);
+    cal.skew = rng.real(1.0, 2.0);
+    const int L = rng.irange(2, 8);
+    const int b = rng.coin() ? 2 : 4;
+    const double sum = cal.skew * (L * b + 4.0) / ((L - 1.0) * b) * cal.fabricBw / cal.sumBwPerCta;
+    if (std::abs(sum - std::round(sum)) < 1e-6) continue;
+    const SolverResult r = solveSizing(Topology::make(1, L), b, int64_t{1} << 26, 1, 1, cal);
+    EXPECT_EQ(r.sumCtas, std::max(1, static_cast<int>(std::ceil(sum)))) << "L=" << L << " b=" << b;
+    EXPECT_EQ(r.landingCtas, 0);
+  }
+  // The two-H200 calibration (tide.bench.calibration): bf16 pushes at 390 GB/s, 50 GB/s per
+  // CTA: 4 bytes of sum traffic per pushed byte, 31.2 CTAs, 47 with the default skew.
+  Calibration h200;
+  h200.fabricBw = 390e9;
+  h200.sumBwPerCta = 50e9;
+  EXPECT_EQ(solveSizing(Topology::make(1, 2), 2, int64_t{1} << 26, 1, 4, h200).sumCtas, 47);
+}
+
 TEST(Solver, RoundWidthBounds) {
   TIDE_SEEDED_RNG(rng);
   for (int trial = 0; trial < 2000; ++trial) {

@@ -10,6 +10,10 @@ H200_PAIR: two H200s on NVLink (nvidia-h200-x2), from BENCHMARKS.md:
 - the landing kernel: ~20 GB/s per CTA with a remote source (pull), ~900 GB/s
   at most;
 - four passes give Level 1 chunks to pipeline; they never change the bits.
+With these, the solver gives the Llama-3.1-8B layer on one node 47 sum CTAs
+(the sum keeps pace with bf16 pushes at 390 GB/s: 4 bytes of sum traffic per
+pushed byte, times the default skew 1.5); the collectives driver also
+measures fixed budgets of 16, 32 and 66 beside it.
 """
 
 from __future__ import annotations

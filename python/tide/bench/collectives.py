@@ -425,7 +425,7 @@ TIDE_PLAN = H200_PAIR
 
 
 # Sum-CTA budgets measured beside the solver's choice for TIDE-RS on the Llama group.
-RS_CTA_SWEEP = (16, 66)
+RS_CTA_SWEEP = (16, 32, 66)
 
 
 class TideContext:
