@@ -1,4 +1,5 @@
 // C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -55,7 +56,16 @@ struct tideComm {
         f.kind == Fault::kCallOrder)
       throw std::invalid_argument(std::string("TIDE_TEST_FAULT=") + name +
                                   ": only faults that the collectives inject can be set here");
-    if (const char* r = std::getenv("TIDE_TEST_FAULT_RANK"); r != nullptr && *r != '\0') f.rank = std::atoi(r);
+    if (const char* r = std::getenv("TIDE_TEST_FAULT_RANK"); r != nullptr && *r != '\0') {
+      char* end = nullptr;
+      const long rank = std::strtol(r, &end, 10);
+      if (end == r || *end != '\0' || rank < 0)
+        throw std::invalid_argument(std::string("TIDE_TEST_FAULT_RANK=") + r + ": not a rank");
+      f.rank = static_cast<int>(rank);
+    }
+    // Never silent: a stray variable in a training job would corrupt results.
+    std::fprintf(stderr, "[tide] WARNING: TIDE_TEST_FAULT=%s is set: rank %d's collectives inject this fault "
+                         "(a test hook; their results are wrong on purpose)\n", name, f.rank);
     return f;
   }
 };
