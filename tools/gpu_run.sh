@@ -118,9 +118,15 @@ if ! wanted fabric; then
 elif [[ -x $TEST ]]; then
   run fabric_1gpu 90 "$TEST" --ranks 1 --nodes 1 --timeout-case --perf
   if ((NGPU >= 2)); then
-    run fabric_2gpu_M1xL2 90 "$TEST" --ranks 2 --nodes 1 --perf
-    run fabric_2gpu_M2xL1 90 "$TEST" --ranks 2 --nodes 2
-    run fabric_2gpu_M2xL1_sendrecv 90 "$TEST" --ranks 2 --nodes 2 --rails send-recv
+    # Every virtual topology of this host's GPUs (M nodes x L GPUs, L <= 8; on
+    # 4 GPUs M1L4, M2L2, M4L1), then the send/recv rails on one GPU per node.
+    for ((m = 1; m <= NGPU; m++)); do
+      ((NGPU % m == 0 && NGPU / m <= 8)) || continue
+      perf=()
+      ((m == 1)) && perf=(--perf)
+      run "fabric_${NGPU}gpu_M${m}xL$((NGPU / m))" 90 "$TEST" --ranks "$NGPU" --nodes "$m" "${perf[@]}"
+    done
+    run "fabric_${NGPU}gpu_M${NGPU}xL1_sendrecv" 90 "$TEST" --ranks "$NGPU" --nodes "$NGPU" --rails send-recv
   else
     skip fabric_2gpu "one GPU"
   fi

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from host_reference import host_run  # noqa: E402
 
 from tide.bench.calibration import H200_PAIR  # noqa: E402
+from tide.bench.topologies import node_splits  # noqa: E402
 
 SHAPES = [[256, 256], [128, 256], [688, 256], [256, 688], [256], [37, 5], [3], [64, 2, 3], [1, 7]]
 
@@ -94,7 +95,7 @@ def main() -> int:
     torch.cuda.set_stream(torch.cuda.Stream())
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
-    topologies = [(1, n)] + ([(n, 1)] if n > 1 else [])
+    topologies = node_splits(n)
     for nodes, gpus in topologies:
         tag = f"M{nodes}L{gpus}"
         uid = [unique_id() if rank == 0 else None]

@@ -58,6 +58,7 @@ import torch
 import torch.distributed as dist
 
 from tide.bench.calibration import H200_PAIR
+from tide.bench.topologies import node_splits
 
 MiB = 1 << 20
 
@@ -439,7 +440,7 @@ class TideContext:
         if not has_cuda():
             raise RuntimeError("libtide was built without the CUDA fabric")
         self.groups = {g.name: g for op in ("ag", "rs") for g in groups_for(op, ranks)}
-        self.topologies = [(1, ranks)] + ([(ranks, 1)] if ranks > 1 else [])
+        self.topologies = node_splits(ranks)
         self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
         landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
         for topo in self.topologies:

@@ -1,0 +1,23 @@
+"""The virtual topologies the GPU scripts run over one host's GPUs."""
+
+import pytest
+
+from tide.bench.topologies import node_splits
+
+
+@pytest.mark.parametrize("ranks, want", [
+    (1, [(1, 1)]),
+    (2, [(1, 2), (2, 1)]),
+    (4, [(1, 4), (2, 2), (4, 1)]),
+    (8, [(1, 8), (2, 4), (4, 2), (8, 1)]),
+    (6, [(1, 6), (2, 3), (3, 2), (6, 1)]),
+    (16, [(2, 8), (4, 4), (8, 2), (16, 1)]),  # L <= 8: no single node
+])
+def test_every_split_with_at_most_eight_gpus_per_node(ranks, want):
+    assert node_splits(ranks) == want
+    assert all(m * l == ranks for m, l in node_splits(ranks))
+
+
+def test_refuses_no_ranks():
+    with pytest.raises(ValueError):
+        node_splits(0)
