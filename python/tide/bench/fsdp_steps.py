@@ -297,9 +297,11 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
         if probe:
             probe.reset()
             probe.attach(system.model)
+            system.on_phase = probe.phase
         for i in range(args.memory_steps):
             system.step(*batches[MEM_WARMUP + i])
         env.sync()
+        system.on_phase = None
         mem: dict[str, Any] = {"arena_bytes": system.arena_bytes}
         if probe:
             probe.sample()
@@ -309,6 +311,11 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
             # The max over ranks: the busiest rank sets the memory a job needs.
             keys = [k for k, v in mem.items() if isinstance(v, int)]
             mem.update(zip(keys, map(int, reduce_max(env, [float(mem[k]) for k in keys]))))
+            phases = mem.get("peak_allocated_by_phase") or {}
+            names = sorted(phases)  # the same phases on every rank
+            if names:
+                mem["peak_allocated_by_phase"] = dict(
+                    zip(names, map(int, reduce_max(env, [float(phases[n]) for n in names]))))
         results[name] = mem
         system.close(env)
         if probe:
@@ -318,6 +325,8 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
             out(f"#   memory {name:<16} peak alloc {m['peak_allocated'] / GiB:7.2f} GiB  reserved "
                 f"{m['peak_reserved'] / GiB:7.2f} GiB  device {m['device_peak'] / GiB:7.2f} GiB  "
                 f"(outside allocator {m['outside_allocator'] / GiB:.2f} GiB, arena {m['arena_bytes'] / MiB:.0f} MiB)")
+            by_phase = ", ".join(f"{k} {v / GiB:.2f}" for k, v in m.get("peak_allocated_by_phase", {}).items())
+            out(f"#   memory {name:<16} allocator peak by phase (GiB): {by_phase}")
     if env.cuda and "stock" in results and "outside_allocator_before" in results["stock"]:
         base = results["stock"]["outside_allocator_before"]
         for mem in results.values():

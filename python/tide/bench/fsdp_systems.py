@@ -134,18 +134,25 @@ class System:
     clip: float = 0.0
     tide_report: dict | None = None
     notes: list[str] = field(default_factory=list)
+    on_phase: Any = None  # called with "forward" / "backward" / "optimizer" after each (memory probe)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One training step (forward, backward, AdamW); returns the loss (not synchronized)."""
         logits = self.model(inputs)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         del logits
+        if self.on_phase is not None:
+            self.on_phase("forward")
         loss.backward()
+        if self.on_phase is not None:
+            self.on_phase("backward")
         if self.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip, foreach=True)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.on_phase is not None:
+            self.on_phase("optimizer")
         return loss.detach()
 
     @property
@@ -254,6 +261,12 @@ class MemoryProbe:
         self.device = device
         self.samples: list[int] = []
         self._hook = None
+        # Allocator peaks per step phase: which phase sets the peak decides whether a mode that
+        # frees gradients early (Slot-Reuse) can lower it. The allocator's own peak counters are
+        # reset at every phase boundary, so the whole-run peaks are kept here.
+        self.phase_peaks: dict[str, int] = {}
+        self._alloc_peak = 0
+        self._reserved_peak = 0
 
     def used(self) -> int:
         free, total = torch.cuda.mem_get_info(self.device)
@@ -264,6 +277,15 @@ class MemoryProbe:
 
     def attach(self, model: torch.nn.Module) -> None:
         self._hook = model.register_forward_hook(lambda *_: self.sample())
+
+    def phase(self, name: str) -> None:
+        """End of a step phase (System.on_phase): its allocator peak, then a fresh count."""
+        torch.cuda.synchronize(self.device)
+        alloc = torch.cuda.max_memory_allocated(self.device)
+        self.phase_peaks[name] = max(self.phase_peaks.get(name, 0), alloc)
+        self._alloc_peak = max(self._alloc_peak, alloc)
+        self._reserved_peak = max(self._reserved_peak, torch.cuda.max_memory_reserved(self.device))
+        torch.cuda.reset_peak_memory_stats(self.device)
 
     def detach(self) -> None:
         if self._hook is not None:
@@ -276,13 +298,17 @@ class MemoryProbe:
     def reset(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.device)
         self.samples.clear()
+        self.phase_peaks.clear()
+        self._alloc_peak = self._reserved_peak = 0
 
     def peaks(self) -> dict:
+        self.phase("after")  # whatever ran since the last phase boundary
         outside = self.outside_allocator()
-        reserved = torch.cuda.max_memory_reserved(self.device)
+        reserved = self._reserved_peak
         sampled = max(self.samples, default=0)
         return {
-            "peak_allocated": torch.cuda.max_memory_allocated(self.device),
+            "peak_allocated": self._alloc_peak,
+            "peak_allocated_by_phase": {k: v for k, v in self.phase_peaks.items() if k != "after"},
             "peak_reserved": reserved,
             "outside_allocator": outside,
             "device_used_sampled": sampled,
