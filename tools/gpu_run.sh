@@ -117,6 +117,8 @@ if ! wanted fabric; then
   skip fabric_tests "not in --only"
 elif [[ -x $TEST ]]; then
   run fabric_1gpu 90 "$TEST" --ranks 1 --nodes 1 --timeout-case --perf
+  # The opt-in cp.async sum kernel: the same sum cases and the same --perf sweep.
+  run fabric_1gpu_cp_async 90 env TIDE_SUM_KERNEL=cp-async "$TEST" --ranks 1 --nodes 1 --perf
   if ((NGPU >= 2)); then
     # Every virtual topology of this host's GPUs (M nodes x L GPUs, L <= 8; on
     # 4 GPUs M1L4, M2L2, M4L1), then the send/recv rails on one GPU per node.
@@ -127,6 +129,8 @@ elif [[ -x $TEST ]]; then
       run "fabric_${NGPU}gpu_M${m}xL$((NGPU / m))" 90 "$TEST" --ranks "$NGPU" --nodes "$m" "${perf[@]}"
     done
     run "fabric_${NGPU}gpu_M${NGPU}xL1_sendrecv" 90 "$TEST" --ranks "$NGPU" --nodes "$NGPU" --rails send-recv
+    run "fabric_${NGPU}gpu_M${NGPU}xL1_cp_async" 90 env TIDE_SUM_KERNEL=cp-async "$TEST" --ranks "$NGPU" \
+      --nodes "$NGPU"
   else
     skip fabric_2gpu "one GPU"
   fi

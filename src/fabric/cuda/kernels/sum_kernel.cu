@@ -1,8 +1,14 @@
 // Level 1 fp32 sum (SumOp): see reduce_kernels.hpp for the arithmetic.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
+#include "fabric/cuda/kernels/sum_pipelined.hpp"
 
 namespace tide::fabric::cuda::kernels {
 
@@ -226,8 +232,23 @@ bool SumLaunchBuilder::add(float* dst, int64_t dstPitch, int64_t rows, int64_t e
   return true;
 }
 
+// TIDE_SUM_KERNEL: "registers" (default) or "cp-async" (sum_pipelined_kernel.cu,
+// opt-in until it is measured faster); read once per process, said once.
+bool pipelinedSumChosen() {
+  static const bool chosen = [] {
+    const char* v = std::getenv("TIDE_SUM_KERNEL");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "registers") == 0) return false;
+    if (std::strcmp(v, "cp-async") != 0)
+      throw std::invalid_argument(std::string("TIDE_SUM_KERNEL=") + v + ": expected registers or cp-async");
+    std::fprintf(stderr, "[tide] sum kernel: cp.async pipeline (TIDE_SUM_KERNEL=cp-async)\n");
+    return true;
+  }();
+  return chosen;
+}
+
 void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
   if (p.numPieces == 0 || p.totalWork == 0) return;
+  if (pipelinedSumChosen() && launchSumPipelined(p, type, ctas, stream)) return;
   const unsigned grid = gridFor(p.totalWork, ctas);
   if (type == SourceType::kBF16) {
     launchTyped<SourceType::kBF16>(p, grid, stream);
