@@ -191,9 +191,9 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
       }
     }
     peerDescs.swap(mine);
-    ep_.waitEvent(kNetQueue, kCallerQueue, entry);
-    for (int i = 0; i < t.gpusPerNode; ++i)
-      ep_.wait(kNetQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
+    // After the copy queue's "landing free" waits (and, through them, the
+    // call's entry): nothing else is on the copy queue yet in this call.
+    ep_.waitEvent(kNetQueue, kCopyQueue, ep_.record(kCopyQueue));
     ep_.copy(kNetQueue, toCopyOps(other, shard, landingOffset, nullptr, 0));
     splitDone = ep_.record(kNetQueue);
   }
