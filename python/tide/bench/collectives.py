@@ -543,6 +543,21 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
     return systems
 
 
+def cta_time_us(trace_events: list[dict]) -> float | None:
+    """Sum over kernel events of CTAs (grid x * y * z) x duration (us), from a profiler's Chrome
+    trace; None when a kernel event carries no grid (this torch's trace lacks it), so a missing
+    field never reads as zero."""
+    total = 0.0
+    for e in trace_events:
+        if e.get("cat") != "kernel":
+            continue
+        grid = e.get("args", {}).get("grid")
+        if not isinstance(grid, (list, tuple)) or not grid:
+            return None
+        total += math.prod(int(g) for g in grid) * float(e.get("dur", 0.0))
+    return total
+
+
 def kernel_footprint(runner: Runner) -> dict:
     """Kernels one call launches, their summed device time and their CTA-time (sum over kernels
     of grid size x duration, from the profiler trace's grid dims); copies and memsets excluded."""
@@ -563,10 +578,8 @@ def kernel_footprint(runner: Runner) -> dict:
         try:
             prof.export_chrome_trace(f.name)
             with open(f.name) as trace:
-                events = json.load(trace).get("traceEvents", [])
-            cta_us = sum(math.prod(e["args"]["grid"]) * e.get("dur", 0.0) for e in events
-                         if e.get("cat") == "kernel" and "grid" in e.get("args", {}))
-        except (OSError, ValueError, KeyError, TypeError):  # no grid in this torch's trace: say so
+                cta_us = cta_time_us(json.load(trace).get("traceEvents", []))
+        except (OSError, ValueError):  # an unreadable trace: no number rather than a wrong one
             cta_us = None
     return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels),
             "cta_us": cta_us, "names": names[:6]}
