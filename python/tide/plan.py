@@ -191,17 +191,23 @@ def to_c_calibration(calibration: Mapping[str, float]) -> _capi.Calibration:
 
 # ------------------------------------------------------------------ helpers
 
+def _integer(value: Any, error: str) -> int:
+    """value as an int (bools and non-integers refused with `error`)."""
+    if isinstance(value, bool):
+        raise PlanInputError(error)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise PlanInputError(error) from None
+
+
 def _shape(raw: Any, name: str) -> list[int]:
+    not_ints = f"{name}: shape must be a list of integers, got {raw!r}"
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Sequence):
-        raise PlanInputError(f"{name}: shape must be a list of integers, got {raw!r}")
+        raise PlanInputError(not_ints)
     shape = []
     for dim in raw:
-        if isinstance(dim, bool):
-            raise PlanInputError(f"{name}: shape must be a list of integers, got {raw!r}")
-        try:
-            dim = operator.index(dim)
-        except TypeError:
-            raise PlanInputError(f"{name}: shape must be a list of integers, got {raw!r}") from None
+        dim = _integer(dim, not_ints)
         if dim < 0 or dim > _INT64_MAX:
             raise PlanInputError(f"{name}: dimension {dim} out of range")
         shape.append(dim)
@@ -209,12 +215,7 @@ def _shape(raw: Any, name: str) -> list[int]:
 
 
 def _c_int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise PlanInputError(f"{what} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise PlanInputError(f"{what} must be an integer, got {value!r}") from None
+    value = _integer(value, f"{what} must be an integer, got {value!r}")
     if not -_INT32_MAX - 1 <= value <= _INT32_MAX:
         raise PlanInputError(f"{what} = {value} out of range")
     return value

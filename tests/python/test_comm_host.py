@@ -29,6 +29,26 @@ def _inputs(rank: int, seed: int, n: int):
     return grads
 
 
+def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float) -> list[float]:
+    """Per parameter: max |out - alpha * float64 sum over ranks| relative to max(1, |reference|);
+    inf where the output is not finite."""
+    errors = []
+    for i, p in enumerate(plan["group"]["param_layout"]):
+        k = p["shard_rows"] * p["row_elems"]
+        total = p["rows"] * p["row_elems"]
+        ref = np.zeros(k)
+        lo, hi = rank * k, min((rank + 1) * k, total)
+        if hi > lo:
+            ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
+        ref *= alpha
+        got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
+        if not np.all(np.isfinite(got)):
+            errors.append(float("inf"))
+            continue
+        errors.append(float(np.max(np.abs(got - ref)) / max(1.0, np.max(np.abs(ref)))))
+    return errors
+
+
 def _rank_main(rank, nodes, gpus, store, seed, errors):
     try:
         from tide.comm import Communicator
@@ -59,15 +79,7 @@ def _rank_main(rank, nodes, gpus, store, seed, errors):
                         assert np.array_equal(landing[at:at + p["shard_bytes"]], want), f"AG param {p}, rank {r}"
                 # Reduce-scatter against a float64 sum over every rank's gradients.
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
-                for i, p in enumerate(plan["group"]["param_layout"]):
-                    k = p["shard_rows"] * p["row_elems"]
-                    total = p["rows"] * p["row_elems"]
-                    ref = np.zeros(k)
-                    lo, hi = rank * k, min((rank + 1) * k, total)
-                    if hi > lo:
-                        ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
-                    got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
-                    err = np.max(np.abs(got - 0.5 * ref)) / max(1.0, np.max(np.abs(0.5 * ref)))
+                for i, err in enumerate(_rs_rel_errors(plan, out, all_grads, rank, 0.5)):
                     assert err <= 1e-5, f"RS param {i}: max rel err {err}"
     except Exception:  # reported to the parent, which fails the test
         errors.put(f"rank {rank}: {traceback.format_exc()}")
@@ -131,17 +143,7 @@ def _read_done_rank(rank, nodes, gpus, store, seed, fault, results):
                     g[:] = 0x7FC0  # bf16 NaN: any read from here on shows up in the output
                 comm.synchronize()
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
-                for i, p in enumerate(plan["group"]["param_layout"]):
-                    k = p["shard_rows"] * p["row_elems"]
-                    total = p["rows"] * p["row_elems"]
-                    ref = np.zeros(k)
-                    lo, hi = rank * k, min((rank + 1) * k, total)
-                    if hi > lo:
-                        ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
-                    got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
-                    if not np.all(np.isfinite(got)) or \
-                            np.max(np.abs(got - ref)) / max(1.0, np.max(np.abs(ref))) > 1e-5:
-                        mismatches += 1
+                mismatches += sum(err > 1e-5 for err in _rs_rel_errors(plan, out, all_grads, rank, 1.0))
             results.put((rank, "ok" if mismatches == 0 else f"{mismatches} parameters wrong"))
     except Exception:
         results.put((rank, f"error: {traceback.format_exc()}"))

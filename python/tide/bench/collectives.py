@@ -255,43 +255,20 @@ class AgCopyOut:
         return bad
 
 
-class StockAg(Runner):
-    def __init__(self, group: Group, copy_out: bool):
-        dev = torch.device("cuda", torch.cuda.current_device())
-        self.group, self.copy_out = group, copy_out
-        self.input = ag_shard(group, dist.get_rank(), dev)
-        self.output = torch.empty(group.ranks * group.shard_elems, dtype=torch.bfloat16, device=dev)
-        self.split = AgCopyOut(group, dev)
+class GatherAndCopyOut(Runner):
+    """An all-gather into a flat (N, S) output, then (copy_out) FSDP2's split into per-parameter
+    outputs. Subclasses set group, copy_out, output, split and gather()."""
+
+    group: Group
+    copy_out: bool
+    output: torch.Tensor
+    split: AgCopyOut
+
+    def gather(self):
+        raise NotImplementedError
 
     def run(self):
-        dist.all_gather_into_tensor(self.output, self.input)
-        if self.copy_out:
-            self.split(self.output, self.group.ranks)
-
-    def wrong(self) -> int:
-        self.output.fill_(float("nan"))
-        self.split.poison()
-        self.run()
-        expected = ag_expected(self.group, self.input.device)
-        if self.copy_out:
-            return self.split.wrong(expected)
-        return int((self.output.view(self.group.ranks, -1).view(torch.int16) != expected.view(torch.int16)).sum())
-
-
-class NativeAg(Runner):
-    """An all-gather on one of the shared native communicators (windows sized for the largest
-    group; a call uses their first bytes)."""
-
-    def __init__(self, group: Group, comm: NativeComm, copy_out: bool):
-        dev = torch.device("cuda", torch.cuda.current_device())
-        self.group, self.comm, self.copy_out = group, comm, copy_out
-        self.bytes = group.shard_elems * 2
-        comm.send[: self.bytes].view(torch.bfloat16).copy_(ag_shard(group, dist.get_rank(), dev))
-        self.output = comm.recv[: group.ranks * self.bytes].view(torch.bfloat16)
-        self.split = AgCopyOut(group, dev)
-
-    def run(self):
-        self.comm.all_gather(self.bytes)
+        self.gather()
         if self.copy_out:
             self.split(self.output, self.group.ranks)
 
@@ -303,6 +280,34 @@ class NativeAg(Runner):
         if self.copy_out:
             return self.split.wrong(expected)
         return int((self.output.view(self.group.ranks, -1).view(torch.int16) != expected.view(torch.int16)).sum())
+
+
+class StockAg(GatherAndCopyOut):
+    def __init__(self, group: Group, copy_out: bool):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.copy_out = group, copy_out
+        self.input = ag_shard(group, dist.get_rank(), dev)
+        self.output = torch.empty(group.ranks * group.shard_elems, dtype=torch.bfloat16, device=dev)
+        self.split = AgCopyOut(group, dev)
+
+    def gather(self):
+        dist.all_gather_into_tensor(self.output, self.input)
+
+
+class NativeAg(GatherAndCopyOut):
+    """An all-gather on one of the shared native communicators (windows sized for the largest
+    group; a call uses their first bytes)."""
+
+    def __init__(self, group: Group, comm: NativeComm, copy_out: bool):
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.group, self.comm, self.copy_out = group, comm, copy_out
+        self.bytes = group.shard_elems * 2
+        comm.send[: self.bytes].view(torch.bfloat16).copy_(ag_shard(group, dist.get_rank(), dev))
+        self.output = comm.recv[: group.ranks * self.bytes].view(torch.bfloat16)
+        self.split = AgCopyOut(group, dev)
+
+    def gather(self):
+        self.comm.all_gather(self.bytes)
 
 
 class CePeerWrite(Runner):

@@ -78,9 +78,9 @@ from tide.bench.fsdp_systems import (
     SyntheticData,
     System,
     TrainConfig,
+    build_running,
     build_system,
     refresh_report,
-    tide_status,
     unavailable,
 )
 
@@ -285,11 +285,9 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
             torch.cuda.empty_cache()
         probe = MemoryProbe(env.device) if env.cuda else None
         outside_before = probe.outside_allocator() if probe else None
-        system = build_system(name, cfg, env, train, seed=args.seed)
-        why = tide_status(system)
-        if why is not None:
+        system, why = build_running(name, cfg, env, train, seed=args.seed)
+        if system is None:
             results[name] = {"status": "skipped", "reason": why}
-            system.close(env)
             continue
         for i in range(MEM_WARMUP):
             system.step(*batches[i])
@@ -357,11 +355,9 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     results: dict[str, dict] = {}
     systems: list[System] = []
     for name in names:
-        system = build_system(name, cfg, env, train, seed=args.seed)
-        why = tide_status(system)
-        if why is not None:
+        system, why = build_running(name, cfg, env, train, seed=args.seed)
+        if system is None:
             results[name] = {"status": "skipped", "reason": why}
-            system.close(env)
             continue
         systems.append(system)
     losses: dict[str, list[torch.Tensor]] = {s.name: [] for s in systems}
@@ -556,11 +552,9 @@ def loss_curve(env: Env, args, out) -> dict:
     systems: list[tuple[str, System, int]] = []
     skipped = {}
     for label, name, seed in runs:
-        s = build_system(name, cfg, env, train, seed=args.seed)
-        why = tide_status(s)
-        if why is not None:
+        s, why = build_running(name, cfg, env, train, seed=args.seed)
+        if s is None:
             skipped[label] = why
-            s.close(env)
             continue
         systems.append((label, s, seed))
     t0 = time.perf_counter()

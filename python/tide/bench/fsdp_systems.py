@@ -238,6 +238,17 @@ def tide_status(system: System) -> str | None:
     return None
 
 
+def build_running(name: str, cfg, env, train, *, seed: int) -> tuple[System | None, str | None]:
+    """build_system, then (system, None) when it runs as asked, or (None, why) with the system
+    already closed (a TIDE system on which no group runs on TIDE)."""
+    system = build_system(name, cfg, env, train, seed=seed)
+    why = tide_status(system)
+    if why is not None:
+        system.close(env)
+        return None, why
+    return system, None
+
+
 def refresh_report(system: System) -> None:
     if system.tide_report is not None and system.tide_report.get("groups"):
         import tide.fsdp

@@ -324,17 +324,10 @@ void CudaEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
   cudaStream_t s = queue(q);
   uint64_t* counter = arena_->counter(id);
   beginOp();
-  WaitRecord record;
-  record.call = call_;
-  record.queue = q;
-  record.counterId = id;
-  record.value = value;
-  record.peer = peer;
-  record.what = what != nullptr ? what : "";
-  record.counter = counter;
   watchdog_->before(s);
   StreamMemOps::get().waitGeq(s, counter, value);
-  watchdog_->after(s, std::move(record));
+  watchdog_->after(s, WaitRecord{.call = call_, .queue = q, .counterId = id, .value = value, .peer = peer,
+                                 .what = what != nullptr ? what : "", .counter = counter});
 }
 
 void CudaEndpoint::delay(int q, double seconds) {

@@ -10,25 +10,13 @@ const char* railModeName(RailMode mode) {
 }
 
 void SendRecvRails::deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes) {
-  Op op;
-  op.send = true;
-  op.stream = stream;
-  op.peer = railPeer;
-  op.src = src;
-  op.bytes = bytes;
-  ops_.push_back(op);
+  ops_.push_back({.send = true, .stream = stream, .peer = railPeer, .src = src, .bytes = bytes});
 }
 
 void SendRecvRails::deferRecv(cudaStream_t stream, int railPeer, void* dst, int64_t bytes,
                               uint64_t* counter, uint64_t value) {
-  Op op;
-  op.stream = stream;
-  op.peer = railPeer;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.counter = counter;
-  op.value = value;
-  ops_.push_back(op);
+  ops_.push_back({.stream = stream, .peer = railPeer, .dst = dst, .bytes = bytes, .counter = counter,
+                  .value = value});
 }
 
 void SendRecvRails::flush() {

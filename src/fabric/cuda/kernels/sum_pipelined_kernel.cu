@@ -96,6 +96,8 @@ __global__ void __launch_bounds__(kThreadsPerCta) sumPipelinedKernel(const __gri
     int slot = 0;
     for (int64_t c = c0; c < work; c += stride) {
       cpAsyncWait<STAGES - 1>();  // chunk c's group (the oldest) has landed
+      // Located again rather than kept from issue(): a per-stage array indexed by a
+      // run-time slot would live in local memory; this is a few integer ops.
       const ChunkAt a = locate<S, K>(p, pc, c);
       float s[V];
       zeroInit(s);
