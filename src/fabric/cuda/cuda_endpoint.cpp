@@ -10,6 +10,7 @@
 
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
 #include "fabric/cuda/stream_memops.hpp"
@@ -83,6 +84,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
 }
 
 CudaEndpoint::~CudaEndpoint() {
+  profile_.report(rank_);
   try {
     synchronizeAll();
     comms_->barrier();  // no peer still writes into an arena about to be unmapped
@@ -167,6 +169,7 @@ void CudaEndpoint::writeCounter(cudaStream_t s, uint64_t* counter, uint64_t valu
 }
 
 void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
+  HostProfile::Scope timed(profile_, HostProfile::kCopy, static_cast<int64_t>(ops.size()));
   cudaStream_t s = queue(q);
   beginOp();
   stats_.copyBytes += issueCopies(s, ops);
@@ -174,6 +177,7 @@ void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
 }
 
 void CudaEndpoint::sum(int q, const SumOp& op) {
+  HostProfile::Scope timed(profile_, HostProfile::kSum, static_cast<int64_t>(op.pieces.size()));
   cudaStream_t s = queue(q);
   for (const SumPiece& pc : op.pieces) {
     if (pc.dst == nullptr || pc.rows < 0 || pc.elems < 0 || pc.elems > INT32_MAX)
@@ -221,6 +225,7 @@ void CudaEndpoint::sum(int q, const SumOp& op) {
 }
 
 void CudaEndpoint::land(int q, const LandOp& op) {
+  HostProfile::Scope timed(profile_, HostProfile::kLand);
   cudaStream_t s = queue(q);
   if (op.dst == nullptr || op.elems < 0) throwUsage(who() + ": land without a destination");
   if (op.sources.empty() || op.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
@@ -242,6 +247,7 @@ void CudaEndpoint::land(int q, const LandOp& op) {
 }
 
 void CudaEndpoint::zero(int q, void* dst, int64_t bytes) {
+  HostProfile::Scope timed(profile_, HostProfile::kZero);
   cudaStream_t s = queue(q);
   if (bytes < 0 || (bytes > 0 && dst == nullptr)) throwUsage(who() + ": zero of a bad range");
   beginOp();
@@ -250,6 +256,7 @@ void CudaEndpoint::zero(int q, void* dst, int64_t bytes) {
 
 void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
                            int signalId, uint64_t signalValue) {
+  HostProfile::Scope timed(profile_, HostProfile::kRailPut);
   cudaStream_t s = queue(q);
   topo_.checkRank(dstRank);
   if (topo_.localOf(dstRank) != topo_.localOf(rank_))
@@ -310,6 +317,7 @@ void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes
 }
 
 void CudaEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
+  HostProfile::Scope timed(profile_, HostProfile::kSignal);
   cudaStream_t s = queue(q);
   topo_.checkRank(dstRank);
   uint64_t* counter = arena_->peerCounter(dstRank, id);
@@ -321,6 +329,7 @@ void CudaEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
 }
 
 void CudaEndpoint::wait(int q, int id, uint64_t value, int peer, const char* what) {
+  HostProfile::Scope timed(profile_, HostProfile::kWait);
   cudaStream_t s = queue(q);
   uint64_t* counter = arena_->counter(id);
   beginOp();
@@ -337,6 +346,7 @@ void CudaEndpoint::delay(int q, double seconds) {
 }
 
 uint64_t CudaEndpoint::record(int q) {
+  HostProfile::Scope timed(profile_, HostProfile::kRecord);
   cudaStream_t s = queue(q);
   beginOp();
   const uint64_t id = nextEvent_++;
@@ -349,6 +359,7 @@ uint64_t CudaEndpoint::record(int q) {
 }
 
 void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
+  HostProfile::Scope timed(profile_, HostProfile::kWaitEvent);
   cudaStream_t s = queue(q);
   const EventSlot& slot = events_[event % kEventRing];
   if (slot.id != event || slot.queue != srcQueue)

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/rail_transport.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
@@ -156,6 +157,7 @@ class CudaEndpoint final : public Endpoint {
   uint64_t* hostWord_ = nullptr;  // pinned, for counterValue
 
   Stats stats_;
+  HostProfile profile_;  // TIDE_HOST_PROFILE=1: host time per operation kind
   FabricFaults faults_;
   int64_t remoteSignals_ = 0;
   int64_t railPuts_ = 0;

@@ -12,7 +12,9 @@
 namespace tide::fabric::cuda {
 
 namespace {
-constexpr auto kPollInterval = std::chrono::milliseconds(2);
+// Deadlines are seconds; polling more often than this only competes with the
+// issuing thread for the driver.
+constexpr auto kPollInterval = std::chrono::milliseconds(5);
 }
 
 WaitWatchdog::WaitWatchdog(int rank, int device, double timeoutSeconds)
@@ -62,11 +64,16 @@ void WaitWatchdog::after(cudaStream_t stream, WaitRecord record) {
   p.stream = stream;
   p.passed = takeEvent();
   TIDE_CUDA_CHECK(cudaEventRecord(p.passed, stream));
+  bool wasIdle = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    wasIdle = pending_.empty();
     pending_.push_back(std::move(p));
   }
-  cv_.notify_all();
+  // Only an idle watchdog needs waking: a busy one polls every kPollInterval
+  // anyway, and waking it on every wait (tens per collective) makes it query
+  // CUDA events against the issuing thread's driver calls.
+  if (wasIdle) cv_.notify_all();
 }
 
 size_t WaitWatchdog::pending() {
