@@ -563,29 +563,55 @@ def cta_time_us(trace_events: list[dict]) -> float | None:
     return total
 
 
-def kernel_footprint(runner: Runner) -> dict:
-    """Kernels one call launches, their summed device time and their CTA-time (sum over kernels
-    of grid size x duration, from the profiler trace's grid dims); copies and memsets excluded."""
+def _kernel_trace_events(fn: Callable[[], None]) -> tuple[list, list[dict] | None]:
+    """One profiled call of fn: (the profiler's CUDA kernel events, the Chrome trace's kernel
+    events with their launch arguments, or None when the trace cannot be read)."""
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
 
-    runner.run()
+    fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        runner.run()
+        fn()
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and not e.name.startswith(("Memcpy", "Memset", "memcpy", "memset"))]
-    names = sorted({e.name[:60] for e in kernels})
-    cta_us = None
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         try:
             prof.export_chrome_trace(f.name)
             with open(f.name) as trace:
-                cta_us = cta_time_us(json.load(trace).get("traceEvents", []))
+                return kernels, json.load(trace).get("traceEvents", [])
         except (OSError, ValueError):  # an unreadable trace: no number rather than a wrong one
-            cta_us = None
+            return kernels, None
+
+
+def gemm_launch_profile() -> list[dict]:
+    """Launch shape of the interference GEMM's kernels (grid, block, registers, shared memory)
+    and the SM count: a GEMM whose grid is one full wave of SMs needs a second wave as soon as
+    a concurrent kernel holds any SM, which is what its slowdown under an SM-using collective shows."""
+    m, k, n = GEMM_SHAPE
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    _, events = _kernel_trace_events(lambda: torch.mm(a, b))
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    out = []
+    for e in events or []:
+        if e.get("cat") == "kernel":
+            args = e.get("args", {})
+            out.append({"name": e.get("name", "")[:80], "grid": args.get("grid"), "block": args.get("block"),
+                        "registers_per_thread": args.get("registers per thread"),
+                        "shared_memory": args.get("shared memory"), "blocks_per_sm": args.get("blocks per SM"),
+                        "dur_us": e.get("dur"), "sms": sms})
+    return out
+
+
+def kernel_footprint(runner: Runner) -> dict:
+    """Kernels one call launches, their summed device time and their CTA-time (sum over kernels
+    of grid size x duration, from the profiler trace's grid dims); copies and memsets excluded."""
+    kernels, events = _kernel_trace_events(runner.run)
+    names = sorted({e.name[:60] for e in kernels})
+    cta_us = cta_time_us(events) if events is not None else None
     return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels),
             "cta_us": cta_us, "names": names[:6]}
 
@@ -821,7 +847,7 @@ def main():
                     f"stock pack {rs['fsdp2_pack_bytes'] / MiB:8.1f} MiB, TIDE/NS = "
                     f"{rs['staging_bytes'] / p['group']['unsharded_bytes']:.3f}")
 
-    interference = []
+    interference, gemm_launch = [], []
     if not args.skip_interference:
         alone = gemm_interference(None, 0, args.gemms)
         picks = [("stock_ag", "llama3.1-8b-layer"), ("nccl_ce_ag", "llama3.1-8b-layer"),
@@ -841,6 +867,11 @@ def main():
                                  "gemm_during_us": during["gemm_us"], "slowdown_pct": 100 * slow,
                                  "overlapped": during["overlapped"]})
         log(f"# GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]}x{GEMM_SHAPE[2]} bf16 alone: {alone['gemm_us']:.1f} us")
+        gemm_launch = gemm_launch_profile()
+        for k in gemm_launch:
+            log(f"# GEMM kernel {k['name']}: grid {k['grid']}, block {k['block']}, {k['registers_per_thread']} "
+                f"registers/thread, {k['shared_memory']} B shared, {k['blocks_per_sm']} blocks/SM, "
+                f"{k['sms']} SMs, {k['dur_us']} us")
         log(f"#{'system':>17} {'group':>18} {'gemm(us)':>9} {'slowdown':>9} {'overlapped':>10}")
         for r in interference:
             few = "  (fewer than 20 GEMMs overlapped: no valid median)" if r["overlapped"] < 20 else ""
@@ -851,7 +882,8 @@ def main():
     if args.json and dist.get_rank() == 0:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped,
-                       "footprint": footprint, "staging": staging}, f, indent=1)
+                       "footprint": footprint, "staging": staging,
+                       "gemm_launch": gemm_launch}, f, indent=1)
     runners.clear()
     for comm in comms.values():
         comm.close()
