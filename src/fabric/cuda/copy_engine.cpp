@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "fabric/copy_coalesce.hpp"
 #include "fabric/cuda/cuda_check.hpp"
 
 namespace tide::fabric::cuda {
@@ -59,9 +58,8 @@ int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::vector<size_t> sizes;
-  for (const CopyOp& op : ops) validate(op);
-  // Fewer, larger operations: the host's enqueue cost is per operation.
-  for (const CopyOp& op : coalesceCopies(ops)) {
+  for (const CopyOp& op : ops) {
+    validate(op);
     const int64_t bytes = op.width * op.rows;
     if (bytes == 0) continue;
     total += bytes;
