@@ -64,6 +64,7 @@ class Context:
     world: int
     tmp: str
     logs: LogCapture
+    device: str = "cpu"  # where the scenarios place models and data ("cuda:<i>" in the CUDA smoke)
 
 
 def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: str) -> None:

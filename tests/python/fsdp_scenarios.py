@@ -1,6 +1,9 @@
 """Scenarios run inside every rank of a gloo job (see fsdp_harness): each
 trains a stock FSDP2 model and a TIDE one built identically, on the same
-per-rank data, and compares losses, gradients and parameters."""
+per-rank data, and compares losses, gradients and parameters.
+
+`ctx.device` (default "cpu") places models, meshes and data: the CUDA smoke
+(fsdp_cuda_smoke.py) runs the same scenarios on GPUs under NCCL."""
 
 from __future__ import annotations
 
@@ -32,8 +35,14 @@ FP32_LOOSE = {"rtol": 1e-5, "atol": 1e-6}  # float tolerance even on two ranks
 
 def tight(ctx, tol):
     """On two ranks a sum has one order, so TIDE and gloo agree bit for bit
-    (AVG halves exactly); on more ranks the summation order differs."""
-    return None if ctx.world == 2 else tol
+    (AVG halves exactly); on more ranks the summation order differs. On GPUs
+    the float tolerance holds (NCCL's AVG and reduction kernels are not
+    gloo's)."""
+    return None if ctx.world == 2 and device_type(ctx) == "cpu" else tol
+
+
+def device_type(ctx) -> str:
+    return torch.device(getattr(ctx, "device", "cpu")).type
 
 
 # ------------------------------------------------------------------ models
@@ -126,11 +135,11 @@ def transformer(n_blocks: int = 3) -> Model:
 # ------------------------------------------------------------------ helpers
 
 def mesh_1d(ctx):
-    return init_device_mesh("cpu", (ctx.world,))
+    return init_device_mesh(device_type(ctx), (ctx.world,))
 
 
 def mesh_hsdp(ctx):
-    return init_device_mesh("cpu", (2, ctx.world // 2), mesh_dim_names=("replicate", "shard"))
+    return init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("replicate", "shard"))
 
 
 def shard(model: nn.Module, mesh, *, mp_policy=None, raf=None, placement=None, last_raf=None):
@@ -157,22 +166,24 @@ def make_pair(build, ctx, mesh, *, dtype=None, integer=False, **shard_kw):
     out = []
     for _ in range(2):
         torch.manual_seed(1234)
-        m = build()
+        m = build()  # on the CPU, so both devices draw the same weights
         if integer:
             with torch.no_grad():
                 for p in m.parameters():
                     p.copy_(torch.randint(-1, 2, p.shape, dtype=p.dtype))
         if dtype is not None:
             m = m.to(dtype)
+        m = m.to(getattr(ctx, "device", "cpu"))
         out.append(shard(m, mesh, **shard_kw))
     return out
 
 
 def batches(ctx, n: int, *, d_in: int = 7, rows: int = 6, integer=False, dtype=torch.float32, seed: int = 0):
     g = torch.Generator().manual_seed(1000 * seed + ctx.rank)
+    device = getattr(ctx, "device", "cpu")
     if integer:
-        return [torch.randint(-1, 2, (rows, d_in), generator=g).to(dtype) for _ in range(n)]
-    return [torch.randn(rows, d_in, generator=g).to(dtype) for _ in range(n)]
+        return [torch.randint(-1, 2, (rows, d_in), generator=g).to(device, dtype) for _ in range(n)]
+    return [torch.randn(rows, d_in, generator=g).to(device, dtype) for _ in range(n)]
 
 
 def local(t):
@@ -678,7 +689,7 @@ def no_ring_no_adopt_explicit_prefetch(ctx):
 def shard_group_of_one(ctx):
     """HSDP with shard groups of one rank: nothing to gather or scatter, every
     group stays stock (world_size_1), training as stock."""
-    mesh = init_device_mesh("cpu", (ctx.world, 1), mesh_dim_names=("replicate", "shard"))
+    mesh = init_device_mesh(device_type(ctx), (ctx.world, 1), mesh_dim_names=("replicate", "shard"))
     ms, mt = make_pair(transformer, ctx, mesh)
     rep = install(mt, ctx)
     assert not rep["installed"] and {g["reason"] for g in rep["groups"]} == {"world_size_1"}, rep
