@@ -171,7 +171,10 @@ fi
 # stock twice on two data orders for the spread, TIDE on the first). On two H200s: about 190 s
 # for both models at 4K and 16K tokens per GPU (FSDP_E2E_TOKENS=4096: about 80 s), 75 s for the
 # loss curve.
+# FSDP_E2E_ARGS adds driver options (e.g. --memory-intervals: which layer interval sets each
+# system's allocator peak).
 E2E_TOKENS="${FSDP_E2E_TOKENS:-4096 16384}"
+E2E_ARGS="${FSDP_E2E_ARGS:-}"
 E2E_LIMIT=$((150 * $(wc -w <<<"$E2E_TOKENS")))
 if ! wanted e2e; then
   skip fsdp_e2e "not in --only"
@@ -179,7 +182,7 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
   # shellcheck disable=SC2086
   run fsdp_e2e "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS --steps 30 --warmup 5 \
-    --json "$LOGS/fsdp_e2e.json"
+    --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
   grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true
 else
   skip fsdp_e2e "needs 2 GPUs and libtide.so"

@@ -107,6 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="consecutive timed steps of one system before the next takes over (default 5)")
     p.add_argument("--memory-steps", type=int, default=None,
                    help="measured steps per system in the memory phase, 0 skips it (default: 2 on CUDA, 0 on CPU)")
+    p.add_argument("--memory-intervals", action="store_true",
+                   help="memory phase: also hook every decoder layer and report the three intervals between "
+                        "layer hooks with the highest allocator peak (which point of the step sets the peak)")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
                    help="systems to compare (stock always runs: it is the reference)")
     p.add_argument("--loss-curve", type=int, default=0, metavar="N",
@@ -294,7 +297,7 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
         env.sync()
         if probe:
             probe.reset()
-            probe.attach(system.model)
+            probe.attach(system.model, layers=args.memory_intervals)
             system.on_phase = probe.phase
         for i in range(args.memory_steps):
             system.step(*batches[MEM_WARMUP + i])
@@ -325,6 +328,8 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
                 f"(outside allocator {m['outside_allocator'] / GiB:.2f} GiB, arena {m['arena_bytes'] / MiB:.0f} MiB)")
             by_phase = ", ".join(f"{k} {v / GiB:.2f}" for k, v in m.get("peak_allocated_by_phase", {}).items())
             out(f"#   memory {name:<16} allocator peak by phase (GiB): {by_phase}")
+            for where, v in m.get("peak_allocated_intervals", {}).items():  # this rank's (rank 0 prints)
+                out(f"#   memory {name:<16} allocator peak {v / GiB:7.2f} GiB between {where}")
     if env.cuda and "stock" in results and "outside_allocator_before" in results["stock"]:
         base = results["stock"]["outside_allocator_before"]
         for mem in results.values():

@@ -278,6 +278,12 @@ class MemoryProbe:
         self.phase_peaks: dict[str, int] = {}
         self._alloc_peak = 0
         self._reserved_peak = 0
+        self._phase_so_far = 0
+        # attach(layers=True): allocator peaks between consecutive layer hooks, to name the
+        # place in the step (e.g. "backward layers.15 -> after backward layers.15") that sets it.
+        self.interval_peaks: dict[str, int] = {}
+        self._last_mark = "step start"
+        self._layer_hooks: list = []
 
     def used(self) -> int:
         free, total = torch.cuda.mem_get_info(self.device)
@@ -286,22 +292,50 @@ class MemoryProbe:
     def sample(self) -> None:
         self.samples.append(self.used())
 
-    def attach(self, model: torch.nn.Module) -> None:
+    def attach(self, model: torch.nn.Module, layers: bool = False) -> None:
         self._hook = model.register_forward_hook(lambda *_: self.sample())
+        if layers:
+            for name, layer in model.named_children():
+                mods = list(layer.named_children()) if isinstance(layer, torch.nn.ModuleList) else [("", layer)]
+                for sub, mod in mods:
+                    label = f"{name}.{sub}" if sub else name
+                    self._layer_hooks += [
+                        mod.register_forward_pre_hook(lambda *_, n=label: self.mark(f"forward {n}")),
+                        mod.register_full_backward_pre_hook(lambda *_, n=label: self.mark(f"backward {n}")),
+                        mod.register_full_backward_hook(lambda *_, n=label: self.mark(f"after backward {n}")),
+                    ]
 
-    def phase(self, name: str) -> None:
-        """End of a step phase (System.on_phase): its allocator peak, then a fresh count."""
+    def _take_peak(self) -> int:
+        """The allocator peak since the last boundary, then a fresh count."""
         torch.cuda.synchronize(self.device)
         alloc = torch.cuda.max_memory_allocated(self.device)
-        self.phase_peaks[name] = max(self.phase_peaks.get(name, 0), alloc)
+        self._phase_so_far = max(self._phase_so_far, alloc)
         self._alloc_peak = max(self._alloc_peak, alloc)
         self._reserved_peak = max(self._reserved_peak, torch.cuda.max_memory_reserved(self.device))
         torch.cuda.reset_peak_memory_stats(self.device)
+        return alloc
+
+    def mark(self, label: str) -> None:
+        """A layer hook: the allocator peak of the interval since the previous mark."""
+        key = f"{self._last_mark} -> {label}"
+        self.interval_peaks[key] = max(self.interval_peaks.get(key, 0), self._take_peak())
+        self._last_mark = label
+
+    def phase(self, name: str) -> None:
+        """End of a step phase (System.on_phase): its allocator peak, then a fresh count."""
+        self._take_peak()
+        self.phase_peaks[name] = max(self.phase_peaks.get(name, 0), self._phase_so_far)
+        self._phase_so_far = 0
+        if self._layer_hooks:
+            self.mark(f"end of {name}")
 
     def detach(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        for h in self._layer_hooks:
+            h.remove()
+        self._layer_hooks.clear()
 
     def outside_allocator(self) -> int:
         return self.used() - torch.cuda.memory_reserved(self.device)
@@ -310,7 +344,9 @@ class MemoryProbe:
         torch.cuda.reset_peak_memory_stats(self.device)
         self.samples.clear()
         self.phase_peaks.clear()
-        self._alloc_peak = self._reserved_peak = 0
+        self.interval_peaks.clear()
+        self._alloc_peak = self._reserved_peak = self._phase_so_far = 0
+        self._last_mark = "step start"
 
     def peaks(self) -> dict:
         self.phase("after")  # whatever ran since the last phase boundary
@@ -320,6 +356,8 @@ class MemoryProbe:
         return {
             "peak_allocated": self._alloc_peak,
             "peak_allocated_by_phase": {k: v for k, v in self.phase_peaks.items() if k != "after"},
+            # The three highest intervals between layer hooks (attach(layers=True) only).
+            "peak_allocated_intervals": dict(sorted(self.interval_peaks.items(), key=lambda kv: -kv[1])[:3]),
             "peak_reserved": reserved,
             "outside_allocator": outside,
             "device_used_sampled": sampled,
