@@ -293,6 +293,10 @@ struct RsPlan {
   std::vector<RsWave> waves;     // all passes, in execution order
   int networkRounds = 0;
   int outboxBlocks = 0;          // n_out per bank
+  // Own-node partial blocks per bank (several nodes): min(passes, 2). Pass q
+  // writes spare q mod 2 once the network queue has moved pass q-2's out, so
+  // the area stays bounded as passes grow while reads run a pass ahead.
+  int spareBlocks = 0;
   int stagingSlots = 0;          // n_stg
   int sumCtas = 0;
   int landingCtas = 0;

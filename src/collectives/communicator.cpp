@@ -374,7 +374,11 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
   const int bank = static_cast<int>((rsCalls_ - 1) % 2);
   const int nOut = rs.outboxBlocks;
   const uint64_t sendBase = rsSends_[bank];
-  const uint64_t spareUses = rsSpareUses_[bank];
+  // Own-node spares of this bank in rotation: use u (counted over all calls on
+  // the bank) goes to slot u mod K, K the same for every group of this
+  // communicator, once use u - K has been moved into the inbox.
+  const uint64_t spareBase = rsSpareUses_[bank];
+  const uint64_t spareSlots = static_cast<uint64_t>(layout_.sparesPerBank);
 
   // Destination blocks in read order, pass by pass: remote ones in send
   // order, then the own node (its partial lands in the pass's last wave, so
@@ -416,8 +420,10 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
           ep_.wait(kSumQueue, ids::kRsSent + bank, k - nOut + 1, me, "outbox block sent");
         dst = ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
       } else {
-        if (spareUses > 0) ep_.wait(kSumQueue, ids::kRsSpareFree + bank, spareUses, me, "own-node spare free");
-        dst = ep_.arena() + layout_.spareBlock(bank, blk.pass);
+        const uint64_t use = spareBase + static_cast<uint64_t>(blk.pass);
+        if (use >= spareSlots)
+          ep_.wait(kSumQueue, ids::kRsSpareFree + bank, use - spareSlots + 1, me, "own-node spare free");
+        dst = ep_.arena() + layout_.spareBlock(bank, static_cast<int>(use % spareSlots));
       }
       const int sub = plan::subSlice(local, plan::contributorIndex(blk.dest, node, m), m, l);
       const plan::ElemRange range = plan::subSliceRange(g, rs, blk.pass, sub);
@@ -485,11 +491,13 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
         ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, m)]);
         fabric::CopyOp spare;
         spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
-        spare.src = ep_.arena() + layout_.spareBlock(bank, wave.pass);
+        const uint64_t use = spareBase + static_cast<uint64_t>(wave.pass);
+        spare.src = ep_.arena() + layout_.spareBlock(bank, static_cast<int>(use % spareSlots));
         spare.width = plan::subSliceRange(g, rs, wave.pass, local).size() * 4;
         spare.rows = l;
         spare.srcPitch = spare.dstPitch = rs.subElems * 4;
         ep_.copy(kNetQueue, {spare});
+        ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, use + 1);  // the spare is free again
       }
       for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
       // Land: my rows of every sub-slice, contributors in increasing c, then
@@ -526,8 +534,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
   }
   if (nextWave != rs.waves.size())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan's waves are not in pass order");
-  ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, spareUses + 1);
-  rsSpareUses_[bank] = spareUses + 1;
+  rsSpareUses_[bank] = spareBase + static_cast<uint64_t>(rs.passes);
   rsSends_[bank] = sendBase + static_cast<uint64_t>(rs.passes) * static_cast<uint64_t>(m - 1);
   rsWaves_ += rs.waves.size();
 }

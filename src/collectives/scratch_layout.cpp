@@ -19,7 +19,7 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
     s.generations = std::max(s.generations, p->rs.bufferGenerations);
     if (p->group.topo.nodes > 1) {
       s.blocksPerGeneration = std::max(s.blocksPerGeneration, p->group.topo.gpusPerNode);
-      s.sparesPerBank = std::max(s.sparesPerBank, p->rs.passes);
+      s.sparesPerBank = std::max(s.sparesPerBank, p->rs.spareBlocks);
     }
   }
   s.stagingSlotBytes = alignUp(s.stagingSlotBytes);
@@ -46,7 +46,7 @@ bool ScratchLayout::fits(const plan::Plan& p) const {
   if (p.ag.stageBytes > stageBytes) return false;
   if (peers && (p.rs.stagingSlotBytes > stagingSlotBytes || p.rs.stagingSlots > stagingSlots)) return false;
   if (nodes && (p.rs.blockBytes > blockBytes || p.rs.outboxBlocks > outboxBlocks ||
-                p.rs.bufferGenerations > generations || p.rs.passes > sparesPerBank ||
+                p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank ||
                 p.group.topo.gpusPerNode > blocksPerGeneration))
     return false;
   return true;

@@ -21,8 +21,8 @@ struct ScratchLayout {
   int64_t inbox = 0;          // [generation][sub-slice]
   int generations = 0;
   int blocksPerGeneration = 0;
-  int64_t spare = 0;          // [bank][pass]
-  int sparesPerBank = 0;
+  int64_t spare = 0;          // [bank][slot]: own-node partials, used in rotation
+  int sparesPerBank = 0;      // the most any plan needs (every call rotates through all of them)
   int64_t base = 0;           // arena offset of the scratch (offsets above include it)
   int64_t bytes = 0;          // scratch size; with base 0, user regions start here
 
@@ -39,7 +39,7 @@ struct ScratchLayout {
   int64_t inboxBlock(int gen, int s) const {
     return inbox + (int64_t{gen} * blocksPerGeneration + s) * blockBytes;
   }
-  int64_t spareBlock(int bank, int pass) const { return spare + (int64_t{bank} * sparesPerBank + pass) * blockBytes; }
+  int64_t spareBlock(int bank, int slot) const { return spare + (int64_t{bank} * sparesPerBank + slot) * blockBytes; }
 };
 
 }  // namespace tide::collectives

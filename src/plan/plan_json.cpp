@@ -43,6 +43,7 @@ std::string planToJson(const Plan& plan, int indent) {
                          {"round_width", rs.roundWidth},
                          {"rounds", rs.networkRounds},
                          {"outbox_blocks", rs.outboxBlocks},
+                         {"spare_blocks", rs.spareBlocks},
                          {"staging_slots", rs.stagingSlots},
                          {"sub_elems", rs.subElems},
                          {"block_bytes", rs.blockBytes},

@@ -130,7 +130,8 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
   plan.stagingSlotBytes = int64_t{l - 1} * rowsPerSender * plan.subElems * gradBytes;
   const int64_t inbox = m > 1 ? int64_t{plan.bufferGenerations} * l * plan.blockBytes : 0;
   const int64_t outbox = 2 * int64_t{plan.outboxBlocks} * plan.blockBytes;
-  const int64_t spares = m > 1 ? 2 * int64_t{opt.passes} * plan.blockBytes : 0;
+  plan.spareBlocks = m > 1 ? std::min(opt.passes, 2) : 0;
+  const int64_t spares = 2 * int64_t{plan.spareBlocks} * plan.blockBytes;
   plan.stagingBytes = int64_t{plan.stagingSlots} * plan.stagingSlotBytes + inbox + outbox + spares;
 
   if (opt.validate) {

@@ -174,8 +174,13 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
     const plan::Topology topo = plan::Topology::make(t.m, t.l);
     const int n = topo.ranks();
     std::vector<plan::Plan> plans;
-    for (int gi = 0; gi < 3; ++gi)
-      plans.push_back(plan::makePlan(topo, raggedShapes(rng, 2 + gi, DType::kBF16, 4 * n), DType::kBF16));
+    for (int gi = 0; gi < 3; ++gi) {
+      // Groups with 1, 2 and 3 passes share the scratch: on several nodes their
+      // own-node spares rotate through the same two blocks per bank.
+      plan::PlanOptions po;
+      po.rs.passes = 1 + gi;
+      plans.push_back(plan::makePlan(topo, raggedShapes(rng, 2 + gi, DType::kBF16, 4 * n), DType::kBF16, po));
+    }
     const collectives::ScratchLayout layout =
         collectives::ScratchLayout::forPlans({&plans[0], &plans[1], &plans[2]});
     std::vector<int64_t> landing;

@@ -128,16 +128,15 @@ void checkPlan(const GroupLayout& g, const RsPlan& plan, const Config& cfg) {
   }
 
   // Area_RS (Eq. 10 in bytes): staging slots, inbox generations of L blocks,
-  // two outbox banks, one own-node spare per bank (per pass when several).
+  // two outbox banks, and per bank one own-node spare, two when there are
+  // several passes (they rotate), however many passes there are.
   const int64_t fixed = int64_t{cfg.stagingSlots} * plan.stagingSlotBytes +
                         int64_t{plan.bufferGenerations} * L * plan.blockBytes +
                         2 * int64_t{plan.outboxBlocks} * plan.blockBytes;
-  if (cfg.q == 1)
-    EXPECT_EQ(plan.stagingBytes, fixed + 2 * plan.blockBytes);
-  else
-    EXPECT_TRUE(plan.stagingBytes == fixed + 2 * plan.blockBytes ||
-                plan.stagingBytes == fixed + 2 * int64_t{cfg.q} * plan.blockBytes)
-        << "stagingBytes " << plan.stagingBytes << ", without spares " << fixed;
+  const int spares = M == 1 ? 0 : (cfg.q == 1 ? 1 : 2);
+  EXPECT_EQ(plan.spareBlocks, spares);
+  EXPECT_EQ(plan.stagingBytes, fixed + 2 * int64_t{spares} * plan.blockBytes)
+      << "stagingBytes " << plan.stagingBytes << ", without spares " << fixed;
 }
 
 TEST(RsPlanStructure, RandomConfigurations) {
