@@ -16,8 +16,8 @@ namespace {
 
 // One chunk (V elements of one row) of one piece. K > 0: K sources, all loads
 // issued before the adds; K == 0: the piece's count, one source at a time.
-template <SourceType S, int K, bool kVec>
-__device__ __forceinline__ void sumChunk(const SumLaunch& p, const SumPieceDesc& pc, int64_t c) {
+template <SourceType S, int K, bool kVec, class P>
+__device__ __forceinline__ void sumChunk(const P& p, const SumPieceDesc& pc, int64_t c) {
   using Raw = typename Source<S>::Raw;
   constexpr int V = kVec ? Source<S>::kVec : 1;
   const int r = pc.rows == 1 ? 0 : static_cast<int>(c / pc.chunksPerRow);
@@ -67,8 +67,8 @@ inline constexpr int kChunksInFlight = K == 0 ? 1 : (K <= 2 ? 4 : (K <= 4 ? 2 : 
 // before issuing the next, leaving one load in flight whatever U is. Chunks
 // cut by `valid` or the row's end take loadChunk's scalar path in phase two.
 // The arithmetic per element is sumChunk's, so the bits do not depend on U.
-template <SourceType S, int K, int U>
-__device__ __forceinline__ void sumChunksInFlight(const SumLaunch& p, const SumPieceDesc& pc, int64_t c,
+template <SourceType S, int K, int U, class P>
+__device__ __forceinline__ void sumChunksInFlight(const P& p, const SumPieceDesc& pc, int64_t c,
                                                   int64_t stride, int64_t work) {
   using Raw = typename Source<S>::Raw;
   constexpr int V = Source<S>::kVec;
@@ -129,8 +129,8 @@ __device__ __forceinline__ void sumChunksInFlight(const SumLaunch& p, const SumP
 
 // The pieces' chunks form one index space; thread g takes every chunk
 // congruent to g modulo the grid, so the grid-stride balance spans pieces.
-template <SourceType S, int K>
-__global__ void __launch_bounds__(kThreadsPerCta) sumKernel(const __grid_constant__ SumLaunch p) {
+template <SourceType S, int K, class P>
+__global__ void __launch_bounds__(kThreadsPerCta) sumKernel(const __grid_constant__ P p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   constexpr int U = kChunksInFlight<K>;
@@ -151,12 +151,12 @@ __global__ void __launch_bounds__(kThreadsPerCta) sumKernel(const __grid_constan
   }
 }
 
-template <SourceType S>
-void launchTyped(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
+template <SourceType S, class P>
+void launchTyped(const P& p, unsigned grid, cudaStream_t stream) {
   switch (p.sourcesPerPiece) {
 #define TIDE_SUM_CASE(K) \
   case K:                \
-    sumKernel<S, K><<<grid, kThreadsPerCta, 0, stream>>>(p); break;
+    sumKernel<S, K, P><<<grid, kThreadsPerCta, 0, stream>>>(p); break;
     TIDE_SUM_CASE(1)
     TIDE_SUM_CASE(2)
     TIDE_SUM_CASE(3)
@@ -167,7 +167,7 @@ void launchTyped(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
     TIDE_SUM_CASE(8)
 #undef TIDE_SUM_CASE
     default:
-      sumKernel<S, 0><<<grid, kThreadsPerCta, 0, stream>>>(p);
+      sumKernel<S, 0, P><<<grid, kThreadsPerCta, 0, stream>>>(p);
   }
 }
 
@@ -226,6 +226,8 @@ bool SumLaunchBuilder::add(float* dst, int64_t dstPitch, int64_t rows, int64_t e
   }
   sources_ += numSources;
   valid_ += static_cast<int>(validCount);
+  launch_.numSources = sources_;
+  launch_.numValid = valid_;
   launch_.sourcesPerPiece =
       launch_.numPieces == 0 || launch_.sourcesPerPiece == numSources ? numSources : 0;
   ++launch_.numPieces;
@@ -250,7 +252,25 @@ void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t strea
   if (p.numPieces == 0 || p.totalWork == 0) return;
   if (pipelinedSumChosen() && launchSumPipelined(p, type, ctas, stream)) return;
   const unsigned grid = gridFor(p.totalWork, ctas);
-  if (type == SourceType::kBF16) {
+  if (p.numPieces <= SumLaunchCompact::kMaxPieces && p.numSources <= SumLaunchCompact::kMaxSources &&
+      p.numValid <= SumLaunchCompact::kMaxValid) {
+    SumLaunchCompact c;  // the same table, only the entries in use
+    c.numPieces = p.numPieces;
+    c.accumulate = p.accumulate;
+    c.alpha = p.alpha;
+    c.sourcesPerPiece = p.sourcesPerPiece;
+    c.totalWork = p.totalWork;
+    c.numSources = p.numSources;
+    c.numValid = p.numValid;
+    std::copy_n(p.pieces, p.numPieces, c.pieces);
+    std::copy_n(p.sources, p.numSources, c.sources);
+    std::copy_n(p.valid, p.numValid, c.valid);
+    if (type == SourceType::kBF16) {
+      launchTyped<SourceType::kBF16>(c, grid, stream);
+    } else {
+      launchTyped<SourceType::kFP32>(c, grid, stream);
+    }
+  } else if (type == SourceType::kBF16) {
     launchTyped<SourceType::kBF16>(p, grid, stream);
   } else {
     launchTyped<SourceType::kFP32>(p, grid, stream);
