@@ -5,6 +5,7 @@ firing in forward and backward order."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tide.bench import fsdp_systems, models
@@ -27,10 +28,11 @@ class FakeAllocator:
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a, **k: (0, 0))
 
 
-def test_interval_with_the_largest_allocation_is_reported(monkeypatch):
+@pytest.mark.parametrize("kind", ["llama", "moe"])
+def test_interval_with_the_largest_allocation_is_reported(monkeypatch, kind):
     fake = FakeAllocator()
     fake.install(monkeypatch)
-    model = models.build(models.tiny_config("llama"), seed=0)
+    model = models.build(models.tiny_config(kind), seed=0)
     probe = fsdp_systems.MemoryProbe(torch.device("cpu"))
     probe.reset()
     probe.attach(model, layers=True)
