@@ -40,6 +40,9 @@ struct CopyOp {
   int64_t rows = 1;
   int64_t srcPitch = 0;
   int64_t dstPitch = 0;
+  // The copy moves inbox bytes on to their lander (push landing): for the
+  // protocol checker it consumes them as a landing's read does.
+  bool consumesSource = false;
 };
 
 // The fp32 sum step (Level 1). One op carries many pieces (a piece is one

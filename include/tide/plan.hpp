@@ -208,6 +208,15 @@ enum class Mode : int { kInPlace = 0, kSlotReuse = 1 };
 const char* modeName(Mode m);
 Mode parseMode(const std::string& s);  // "in-place" | "slot-reuse"
 
+// Level 2 landing direction (DESIGN.md section 4, no multicast): kPull, the
+// landing kernel reads each contributor's row from the local GPU that holds
+// it through peer addresses; kPush, that GPU's copy engine first writes the
+// row into the lander's push area, and the landing reads local memory only.
+// Same sources in the same order, so the same bits.
+enum class Landing : int { kPull = 0, kPush = 1 };
+const char* landingName(Landing l);
+Landing parseLanding(const std::string& s);  // "pull" | "push"
+
 // Calibrated rates for the sizing solver (App. G). Bandwidths in bytes/s.
 struct Calibration {
   double nicBw = 47.5e9;       // BW_NIC, sustained per rail
@@ -244,6 +253,7 @@ struct RsOptions {
   int stagingSlots = 2;  // n_stg
   int sumCtas = 0;       // 0: solver
   int landingCtas = 0;   // 0: solver
+  Landing landing = Landing::kPull;
   Calibration calibration;
   bool validate = true;  // reject colliding plans (turn off only to test the validator)
 };
@@ -274,10 +284,12 @@ struct RsWave {
   std::vector<int> contributors;  // increasing c; M (own node) only in the last wave of a pass
   std::vector<RsRound> rounds;    // remote contributors only, at most k per round
   std::vector<InboxBlock> writes;  // blocks written in this wave (per destination node)
-  std::vector<InboxBlock> zero;    // stale blocks to zero before landing
+  std::vector<InboxBlock> zero;    // stale blocks to zero before landing (pull landing)
   bool hasOwnNode = false;         // contributors ends with M
   // Last wave on its generation in a call: the landing clears the blocks it
   // read, so every call (and every group sharing the inbox) starts from zero.
+  // Pull landing only: a push landing reads exactly the blocks written in its
+  // wave, so it needs neither zeroing nor clearing.
   bool clearAfterLanding = false;
 };
 
@@ -293,6 +305,7 @@ struct RsPlan {
   std::vector<RsWave> waves;     // all passes, in execution order
   int networkRounds = 0;
   int outboxBlocks = 0;          // n_out per bank
+  Landing landing = Landing::kPull;
   // Own-node partial blocks per bank (several nodes): min(passes, 2). Pass q
   // writes spare q mod 2 once the network queue has moved pass q-2's out, so
   // the area stays bounded as passes grow while reads run a pass ahead.
@@ -304,7 +317,8 @@ struct RsPlan {
   // Bytes per rank.
   int64_t blockBytes = 0;        // one outbox / inbox / spare block: L rows of E_sub fp32
   int64_t stagingSlotBytes = 0;  // (L-1) senders x L rows x E_sub x b_grad
-  int64_t stagingBytes = 0;      // Area_RS: staging + inbox generations + outbox banks + spares
+  int64_t pushAreaBytes = 0;     // push landing: rows pushed to this GPU, the size of the inbox
+  int64_t stagingBytes = 0;      // Area_RS: staging + inbox generations + outbox banks + spares (+ push area)
   int64_t level1DescriptorsFlat = 0;
   int64_t level1Descriptors = 0;
 };

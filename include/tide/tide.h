@@ -26,6 +26,8 @@ typedef enum {
 
 typedef enum { tideBF16 = 0, tideFP32 = 1 } tideDataType_t;
 typedef enum { tideInPlace = 0, tideSlotReuse = 1 } tideMode_t;
+/* Level 2 landing across nodes: pull through peer addresses, or push by copy engine first. */
+typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
 
 /* Thread-local message of the last failed call on this thread. */
 const char* tideGetLastError(void);
@@ -56,6 +58,7 @@ typedef struct {
   int sumCtas;        /* 0: solver */
   int landingCtas;    /* 0: solver */
   const tideCalibration_t* calibration; /* NULL: the paper's platform */
+  tideLanding_t landing; /* 0: pull */
 } tidePlanConfig_t;
 
 typedef struct tidePlan* tidePlan_t;

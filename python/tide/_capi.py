@@ -43,6 +43,13 @@ class Mode(enum.IntEnum):
     SLOT_REUSE = 1
 
 
+class Landing(enum.IntEnum):
+    """tideLanding_t."""
+
+    PULL = 0
+    PUSH = 1
+
+
 class TideError(RuntimeError):
     """A TIDE call failed.
 
@@ -103,6 +110,7 @@ class PlanConfig(ctypes.Structure):
         ("sumCtas", ctypes.c_int),
         ("landingCtas", ctypes.c_int),
         ("calibration", ctypes.POINTER(Calibration)),
+        ("landing", _c_enum),
     ]
 
 

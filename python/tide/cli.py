@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from tide import __version__, _capi, host_bench, presets
-from tide.plan import CALIBRATION_KEYS, DTYPES, MODES, PlanInputError, make_plan
+from tide.plan import CALIBRATION_KEYS, DTYPES, LANDINGS, MODES, PlanInputError, make_plan
 from tide.plan_report import format_plan
 
 EXIT_FAILURE = 1
@@ -75,6 +75,9 @@ def _add_plan_command(subparsers) -> None:
                      help="rail transfers per network round (default: sizing solver)")
     cmd.add_argument("--passes", type=int, default=1, metavar="N",
                      help="reduce-scatter passes (default: 1)")
+    cmd.add_argument("--landing", choices=sorted(LANDINGS), default="pull",
+                     help="Level 2 landing across nodes: pull through peer addresses or push by copy engine "
+                          "(default: pull)")
     cmd.add_argument("--calibration", type=Path, metavar="FILE.json",
                      help=f"JSON object with {', '.join(sorted(CALIBRATION_KEYS))} "
                           "(GB/s = 1e9 B/s; default: the paper's platform)")
@@ -122,6 +125,7 @@ def _run_plan(args) -> int:
         wave_width=args.wave_width,
         round_width=args.round_width,
         passes=args.passes,
+        landing=args.landing,
         calibration=calibration,
     )
     if args.json:
@@ -162,6 +166,7 @@ def _add_bench_command(subparsers) -> None:
     cmd.add_argument("--wave-width", type=int, default=0, metavar="W")
     cmd.add_argument("--round-width", type=int, default=0, metavar="K")
     cmd.add_argument("--passes", type=int, default=1, metavar="N")
+    cmd.add_argument("--landing", choices=sorted(LANDINGS), default="pull")
     cmd.add_argument("--iters", type=int, default=5, metavar="N", help="calls of each collective")
     cmd.add_argument("--seed", type=int, help="input seed (default: fresh)")
     cmd.add_argument("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
@@ -214,7 +219,7 @@ def _run_bench(args) -> int:
         params, nodes=args.nodes, gpus_per_node=args.gpus_per_node, iters=args.iters, seed=args.seed,
         inputs=args.inputs, timeout_s=args.timeout, fault=args.inject, fault_rank=args.fault_rank,
         grad_dtype=args.grad_dtype, mode=args.mode, wave_width=args.wave_width,
-        round_width=args.round_width, passes=args.passes,
+        round_width=args.round_width, passes=args.passes, landing=args.landing,
     )
     print(json.dumps(report, indent=2) if args.json else host_bench.format_report(report, f"tide bench: {title}"))
     failed = report["error"] or report["all_gather"]["check"] != "ok" or report["reduce_scatter"]["check"] != "ok"

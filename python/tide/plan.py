@@ -17,6 +17,7 @@ from tide import _capi
 
 DTYPES = {"bf16": _capi.DataType.BF16, "fp32": _capi.DataType.FP32}
 MODES = {"in-place": _capi.Mode.IN_PLACE, "slot-reuse": _capi.Mode.SLOT_REUSE}
+LANDINGS = {"pull": _capi.Landing.PULL, "push": _capi.Landing.PUSH}
 
 # Calibration keys (user units) -> (tideCalibration_t field, factor to SI units).
 # GB/s means 1e9 bytes/s.
@@ -49,6 +50,8 @@ def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: An
         parameters' dtype.
     wave_width, round_width, sum_ctas, landing_ctas: 0 lets the library pick
         (wave width L; the sizing solver for the rest).
+    landing: "pull" (default) or "push", the Level 2 landing direction across
+        nodes (one direction per communicator).
     calibration: {"nic_gbps", "sum_gbps_per_cta", "land_gbps_per_cta",
         "land_cap_gbps", "round_wait_ms"} and optionally "fabric_gbps"; None
         uses the paper's platform.
@@ -93,6 +96,7 @@ def build_plan_config(
     passes: int = 1,
     sum_ctas: int = 0,
     landing_ctas: int = 0,
+    landing: str = "pull",
     calibration: Mapping[str, float] | None = None,
 ) -> tuple[_capi.PlanConfig, tuple]:
     """A tidePlanConfig_t for make_plan's arguments, and the ctypes objects it
@@ -124,6 +128,7 @@ def build_plan_config(
         passes=_c_int(passes, "passes"),
         sumCtas=_c_int(sum_ctas, "sum_ctas"),
         landingCtas=_c_int(landing_ctas, "landing_ctas"),
+        landing=_landing_code(landing),
     )
     cal = None
     if calibration is not None:
@@ -225,6 +230,12 @@ def _dtype_code(name: Any, what: str) -> _capi.DataType:
     if not isinstance(name, str) or name not in DTYPES:
         raise PlanInputError(f"{what}: unsupported dtype {name!r} (expected one of {sorted(DTYPES)})")
     return DTYPES[name]
+
+
+def _landing_code(name: Any) -> _capi.Landing:
+    if not isinstance(name, str) or name not in LANDINGS:
+        raise PlanInputError(f"landing: unknown landing {name!r} (expected one of {sorted(LANDINGS)})")
+    return LANDINGS[name]
 
 
 def _mode_code(name: Any) -> _capi.Mode:

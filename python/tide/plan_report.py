@@ -46,6 +46,8 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
         ("", "Level-1 descriptors",
          _flat_to_coalesced(rs["level1_descriptors_flat"], rs["level1_descriptors"])),
         ("", "sum / landing CTAs", f"{rs['sum_ctas']} / {rs['landing_ctas']}"),
+        ("", "Level-2 landing", rs["landing"] + (f" (push area {_mib(rs['push_area_bytes'])})"
+                                                 if rs["push_area_bytes"] else "")),
         ("", "staging + inbox + outbox", _mib(rs["staging_bytes"])),
         ("memory (NS)", "FSDP2 live", _ns(mem["fsdp2_live_ns"])),
         ("", "TIDE live",

@@ -48,6 +48,8 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
   in.options.rs.passes = config->passes == 0 ? 1 : config->passes;
   in.options.rs.sumCtas = config->sumCtas;
   in.options.rs.landingCtas = config->landingCtas;
+  if (config->landing != tideLandPull && config->landing != tideLandPush) throw std::invalid_argument("unknown landing");
+  in.options.rs.landing = config->landing == tideLandPush ? plan::Landing::kPush : plan::Landing::kPull;
   if (const tideCalibration_t* c = config->calibration) {
     in.options.rs.calibration.nicBw = c->nicBw;
     in.options.rs.calibration.sumBwPerCta = c->sumBwPerCta;

@@ -34,12 +34,17 @@ Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConf
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "topology exceeds the counter table");
   const int64_t inboxBytes = int64_t{layout_.generations} * layout_.blocksPerGeneration * layout_.blockBytes;
   if (inboxBytes > 0) ep_.annotateInbox(layout_.inbox, inboxBytes);
+  if (inboxBytes > 0 && layout_.landing == plan::Landing::kPush) ep_.annotateInbox(layout_.push, inboxBytes);
 }
 
 void Communicator::checkPlan(const plan::Plan& plan) const {
   const plan::Topology& t = ep_.topology();
   if (plan.group.topo.nodes != t.nodes || plan.group.topo.gpusPerNode != t.gpusPerNode)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan made for another topology");
+  if (t.nodes > 1 && plan.rs.landing != layout_.landing)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                              std::string("plan lands ") + plan::landingName(plan.rs.landing) +
+                                  " but the communicator's groups land " + plan::landingName(layout_.landing));
   if (!layout_.fits(plan))
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan larger than the communicator's scratch");
   if (plan.ag.scatterGroups.size() > static_cast<size_t>(ids::kMaxScatterGroups) ||
@@ -379,6 +384,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
   // communicator, once use u - K has been moved into the inbox.
   const uint64_t spareBase = rsSpareUses_[bank];
   const uint64_t spareSlots = static_cast<uint64_t>(layout_.sparesPerBank);
+  const bool push = rs.landing == plan::Landing::kPush;
 
   // Destination blocks in read order, pass by pass: remote ones in send
   // order, then the own node (its partial lands in the pass's last wave, so
@@ -450,7 +456,7 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
       if (rsGenLastUse_[gen] > 0)
         for (int i = 0; i < l; ++i)
           ep_.wait(kNetQueue, ids::kRsLanded + i, rsGenLastUse_[gen], t.rankOf(node, i), "inbox generation landed");
-      if (!injected(Fault::kSkipStaleZeroing))
+      if (!push && !injected(Fault::kSkipStaleZeroing))
         for (const plan::InboxBlock& z : wave.zero)
           if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
       for (int c : wave.contributors)
@@ -499,6 +505,27 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
         ep_.copy(kNetQueue, {spare});
         ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, use + 1);  // the spare is free again
       }
+      if (push) {
+        // Push landing: every row of the blocks this wave wrote here goes to
+        // the GPU that lands it, by copy engine; "arrived" then also means
+        // "pushed", and each lander reads local memory only.
+        for (const plan::InboxBlock& w : wave.writes) {
+          if (w.gpu != local) continue;
+          const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, w.block).size() * 4;
+          if (rowBytes == 0) continue;
+          std::vector<fabric::CopyOp> rows;
+          for (int i = 0; i < l; ++i) {
+            if (i == local) continue;
+            fabric::CopyOp row;
+            row.dst = ep_.peerArena(t.rankOf(node, i)) + layout_.pushRow(gen, w.block, local, rs.subElems);
+            row.src = ep_.arena() + layout_.inboxBlock(gen, w.block) + int64_t{i} * rs.subElems * 4;
+            row.width = rowBytes;
+            row.consumesSource = true;
+            rows.push_back(row);
+          }
+          if (!rows.empty()) ep_.copy(kNetQueue, rows);
+        }
+      }
       for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
       // Land: my rows of every sub-slice, contributors in increasing c, then
       // the GPUs that hold no contributor this wave (zeros).
@@ -513,14 +540,24 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
         op.elems = range.size();
         op.alpha = alpha;
         op.accumulate = firstOfPass ? accumulate : true;
-        op.clearSources = wave.clearAfterLanding;
+        op.clearSources = !push && wave.clearAfterLanding;
         std::vector<bool> used(static_cast<size_t>(l), false);
         std::vector<int> order;
         for (int c : wave.contributors) order.push_back(plan::landingGpu(s, c, m, l));
         for (int j : order) used[static_cast<size_t>(j)] = true;
-        for (int j = 0; j < l; ++j)
-          if (!used[static_cast<size_t>(j)]) order.push_back(j);
+        // Pull: every GPU's block, the ones without a contributor this wave
+        // read as zeros. Push: only the blocks this wave wrote (the others'
+        // +0 terms change no bit), each from local memory.
+        if (!push)
+          for (int j = 0; j < l; ++j)
+            if (!used[static_cast<size_t>(j)]) order.push_back(j);
         for (int j : order) {
+          if (push) {
+            op.sources.push_back(reinterpret_cast<float*>(
+                ep_.arena() + (j == local ? layout_.inboxBlock(gen, s) + int64_t{local} * rs.subElems * 4
+                                          : layout_.pushRow(gen, s, j, rs.subElems))));
+            continue;
+          }
           const int peer = t.rankOf(node, j);
           std::byte* base = peer == me ? ep_.arena() : ep_.peerArena(peer);
           op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) +

@@ -1,6 +1,7 @@
 #include "collectives/scratch_layout.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace tide::collectives {
 namespace {
@@ -10,7 +11,14 @@ int64_t alignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plans, int64_t base) {
   ScratchLayout s;
+  bool multiNode = false;
   for (const plan::Plan* p : plans) {
+    if (p->group.topo.nodes > 1) {
+      if (multiNode && p->rs.landing != s.landing)
+        throw std::invalid_argument("groups of one communicator must share one Level 2 landing direction (pull or push)");
+      multiNode = true;
+      s.landing = p->rs.landing;
+    }
     s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
     s.stagingSlotBytes = std::max(s.stagingSlotBytes, p->rs.stagingSlotBytes);
     s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);
@@ -36,6 +44,8 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   at += int64_t{s.generations} * s.blocksPerGeneration * s.blockBytes;
   s.spare = at;
   at += 2 * int64_t{s.sparesPerBank} * s.blockBytes;
+  s.push = at;
+  if (s.landing == plan::Landing::kPush) at += int64_t{s.generations} * s.blocksPerGeneration * s.blockBytes;
   s.bytes = at - s.base;
   return s;
 }
@@ -46,7 +56,7 @@ bool ScratchLayout::fits(const plan::Plan& p) const {
   if (p.ag.stageBytes > stageBytes) return false;
   if (peers && (p.rs.stagingSlotBytes > stagingSlotBytes || p.rs.stagingSlots > stagingSlots)) return false;
   if (nodes && (p.rs.blockBytes > blockBytes || p.rs.outboxBlocks > outboxBlocks ||
-                p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank ||
+                p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank || p.rs.landing != landing ||
                 p.group.topo.gpusPerNode > blocksPerGeneration))
     return false;
   return true;

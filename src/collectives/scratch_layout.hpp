@@ -23,6 +23,11 @@ struct ScratchLayout {
   int blocksPerGeneration = 0;
   int64_t spare = 0;          // [bank][slot]: own-node partials, used in rotation
   int sparesPerBank = 0;      // the most any plan needs (every call rotates through all of them)
+  // Level 2 landing of every multi-node group on this communicator: a push
+  // landing leaves the inbox unzeroed, which a pull landing relies on, so the
+  // two never share one.
+  plan::Landing landing = plan::Landing::kPull;
+  int64_t push = 0;           // push landing: [generation][sub-slice][sender GPU] rows, the inbox's size
   int64_t base = 0;           // arena offset of the scratch (offsets above include it)
   int64_t bytes = 0;          // scratch size; with base 0, user regions start here
 
@@ -40,6 +45,10 @@ struct ScratchLayout {
     return inbox + (int64_t{gen} * blocksPerGeneration + s) * blockBytes;
   }
   int64_t spareBlock(int bank, int slot) const { return spare + (int64_t{bank} * sparesPerBank + slot) * blockBytes; }
+  // Row that local GPU `from` pushes of sub-slice s (rows of subElems fp32, as in an inbox block).
+  int64_t pushRow(int gen, int s, int from, int64_t subElems) const {
+    return push + (int64_t{gen} * blocksPerGeneration + s) * blockBytes + int64_t{from} * subElems * 4;
+  }
 };
 
 }  // namespace tide::collectives

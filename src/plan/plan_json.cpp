@@ -44,6 +44,8 @@ std::string planToJson(const Plan& plan, int indent) {
                          {"rounds", rs.networkRounds},
                          {"outbox_blocks", rs.outboxBlocks},
                          {"spare_blocks", rs.spareBlocks},
+                         {"landing", landingName(rs.landing)},
+                         {"push_area_bytes", rs.pushAreaBytes},
                          {"staging_slots", rs.stagingSlots},
                          {"sub_elems", rs.subElems},
                          {"block_bytes", rs.blockBytes},

@@ -132,7 +132,10 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
   const int64_t outbox = 2 * int64_t{plan.outboxBlocks} * plan.blockBytes;
   plan.spareBlocks = m > 1 ? std::min(opt.passes, 2) : 0;
   const int64_t spares = 2 * int64_t{plan.spareBlocks} * plan.blockBytes;
-  plan.stagingBytes = int64_t{plan.stagingSlots} * plan.stagingSlotBytes + inbox + outbox + spares;
+  // One node has no Level 2, so nothing to push.
+  plan.landing = m > 1 ? opt.landing : Landing::kPull;
+  plan.pushAreaBytes = plan.landing == Landing::kPush ? inbox : 0;
+  plan.stagingBytes = int64_t{plan.stagingSlots} * plan.stagingSlotBytes + inbox + outbox + spares + plan.pushAreaBytes;
 
   if (opt.validate) {
     std::vector<ValidationIssue> issues = validateRsPlan(g.topo, plan);

@@ -35,6 +35,14 @@ DType parseDtype(const std::string& s) {
 
 const char* modeName(Mode m) { return m == Mode::kInPlace ? "in-place" : "slot-reuse"; }
 
+const char* landingName(Landing l) { return l == Landing::kPull ? "pull" : "push"; }
+
+Landing parseLanding(const std::string& s) {
+  if (s == "pull") return Landing::kPull;
+  if (s == "push") return Landing::kPush;
+  throw PlanError(Reason::kBadOption, "unknown landing '" + s + "' (pull or push)");
+}
+
 Mode parseMode(const std::string& s) {
   if (s == "in-place") return Mode::kInPlace;
   if (s == "slot-reuse") return Mode::kSlotReuse;

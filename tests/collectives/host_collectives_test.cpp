@@ -104,21 +104,26 @@ TEST(HostCollectives, LargeNodeCountTinyTensors) {
 }
 
 TEST(HostCollectives, IntegerInputsAreExact) {
-  for (Topo t : {Topo{1, 4}, Topo{3, 2}, Topo{9, 4}}) {
-    const uint64_t seed = freshSeed();
-    SCOPED_TRACE("seed=" + std::to_string(seed));
-    HostRunOptions o = baseOptions(t.m, t.l, seed);
-    o.inputs = InputKind::kInteger;
-    expectOk(bench::runOnHost(o));  // kInteger compares exactly
-  }
+  for (plan::Landing landing : {plan::Landing::kPull, plan::Landing::kPush})
+    for (Topo t : {Topo{1, 4}, Topo{3, 2}, Topo{9, 4}}) {
+      const uint64_t seed = freshSeed();
+      SCOPED_TRACE(std::string("landing ") + plan::landingName(landing) + " seed=" + std::to_string(seed));
+      HostRunOptions o = baseOptions(t.m, t.l, seed);
+      o.inputs = InputKind::kInteger;
+      o.planOptions.rs.landing = landing;
+      expectOk(bench::runOnHost(o));  // kInteger compares exactly
+    }
 }
 
 TEST(HostCollectives, NonFiniteInputsGiveExpectedClasses) {
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
-  HostRunOptions o = baseOptions(3, 2, seed);
-  o.inputs = InputKind::kNonFinite;
-  expectOk(bench::runOnHost(o));
+  for (plan::Landing landing : {plan::Landing::kPull, plan::Landing::kPush}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE(std::string("landing ") + plan::landingName(landing) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(3, 2, seed);
+    o.inputs = InputKind::kNonFinite;
+    o.planOptions.rs.landing = landing;
+    expectOk(bench::runOnHost(o));
+  }
 }
 
 TEST(HostCollectives, AlphaAndAccumulate) {
@@ -144,20 +149,26 @@ TEST(HostCollectives, DeterministicAcrossKnobs) {
     o.iters = 1;
     const bench::HostRunResult ref = bench::runOnHost(o);
     expectOk(ref);
-    struct Knob { int passes, slots; plan::Mode mode; int sumCtas; };
-    for (Knob k : {Knob{1, 2, plan::Mode::kInPlace, 1}, Knob{2, 1, plan::Mode::kSlotReuse, 7},
-                   Knob{3, 3, plan::Mode::kInPlace, 16}, Knob{4, 2, plan::Mode::kSlotReuse, 132}}) {
+    // The landing direction too: a push landing sums the same rows in the
+    // same order (without the pull's zero rows), so the bits match.
+    struct Knob { int passes, slots; plan::Mode mode; int sumCtas; plan::Landing landing; };
+    for (Knob k : {Knob{1, 2, plan::Mode::kInPlace, 1, plan::Landing::kPull},
+                   Knob{2, 1, plan::Mode::kSlotReuse, 7, plan::Landing::kPush},
+                   Knob{3, 3, plan::Mode::kInPlace, 16, plan::Landing::kPush},
+                   Knob{4, 2, plan::Mode::kSlotReuse, 132, plan::Landing::kPull}}) {
       HostRunOptions v = o;
       v.planOptions.rs.passes = k.passes;
       v.planOptions.rs.stagingSlots = k.slots;
       v.planOptions.rs.mode = k.mode;
       v.planOptions.rs.sumCtas = k.sumCtas;  // the sum-worker budget
+      v.planOptions.rs.landing = k.landing;
       const bench::HostRunResult r = bench::runOnHost(v);
       expectOk(r);
       ASSERT_EQ(r.outputs.size(), ref.outputs.size());
       for (size_t i = 0; i < r.outputs.size(); ++i)
         EXPECT_EQ(0, std::memcmp(r.outputs[i].data(), ref.outputs[i].data(), r.outputs[i].size() * sizeof(float)))
-            << "rank " << i << " differs with passes=" << k.passes << " slots=" << k.slots;
+            << "rank " << i << " differs with passes=" << k.passes << " slots=" << k.slots << " landing "
+            << plan::landingName(k.landing);
       EXPECT_EQ(r.landings, ref.landings);
     }
   }
@@ -167,6 +178,7 @@ TEST(HostCollectives, DeterministicAcrossKnobs) {
 // runs; calls of several groups interleave with no host synchronisation in
 // between, on both fabrics' shared scratch, under the protocol checker.
 TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
+  for (plan::Landing direction : {plan::Landing::kPull, plan::Landing::kPush})
   for (Topo t : {Topo{1, 4}, Topo{3, 2}, Topo{5, 2}}) {
     const uint64_t seed = freshSeed();
     SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + " seed=" + std::to_string(seed));
@@ -179,6 +191,7 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
       // own-node spares rotate through the same two blocks per bank.
       plan::PlanOptions po;
       po.rs.passes = 1 + gi;
+      po.rs.landing = direction;
       plans.push_back(plan::makePlan(topo, raggedShapes(rng, 2 + gi, DType::kBF16, 4 * n), DType::kBF16, po));
     }
     const collectives::ScratchLayout layout =
@@ -359,14 +372,21 @@ TEST(HostCollectives, EarlyReadDoneIsCaughtByTheReuseTest) {
 // The protocol checker sees no violation in sound runs, across modes and passes.
 TEST(ProtocolChecker, SoundRunsAreClean) {
   struct Case { Topo t; int passes; plan::Mode mode; };
-  for (Case c : {Case{{1, 4}, 1, plan::Mode::kInPlace}, Case{{2, 2}, 1, plan::Mode::kInPlace},
-                 Case{{5, 2}, 2, plan::Mode::kSlotReuse}, Case{{9, 4}, 1, plan::Mode::kSlotReuse},
-                 Case{{4, 4}, 3, plan::Mode::kInPlace}}) {
+  struct Landed : Case { plan::Landing landing = plan::Landing::kPull; };
+  for (Landed c : {Landed{{{1, 4}, 1, plan::Mode::kInPlace}}, Landed{{{2, 2}, 1, plan::Mode::kInPlace}},
+                   Landed{{{5, 2}, 2, plan::Mode::kSlotReuse}}, Landed{{{9, 4}, 1, plan::Mode::kSlotReuse}},
+                   Landed{{{4, 4}, 3, plan::Mode::kInPlace}},
+                   Landed{{{2, 2}, 1, plan::Mode::kInPlace}, plan::Landing::kPush},
+                   Landed{{{5, 2}, 2, plan::Mode::kSlotReuse}, plan::Landing::kPush},
+                   Landed{{{4, 4}, 3, plan::Mode::kInPlace}, plan::Landing::kPush},
+                   Landed{{{3, 8}, 2, plan::Mode::kInPlace}, plan::Landing::kPush}}) {
     const uint64_t seed = freshSeed();
-    SCOPED_TRACE("M=" + std::to_string(c.t.m) + " L=" + std::to_string(c.t.l) + " seed=" + std::to_string(seed));
+    SCOPED_TRACE("M=" + std::to_string(c.t.m) + " L=" + std::to_string(c.t.l) + " landing " +
+                 plan::landingName(c.landing) + " seed=" + std::to_string(seed));
     HostRunOptions o = baseOptions(c.t.m, c.t.l, seed);
     o.planOptions.rs.passes = c.passes;
     o.planOptions.rs.mode = c.mode;
+    o.planOptions.rs.landing = c.landing;
     o.checkProtocol = true;
     o.iters = 3;
     expectOk(bench::runOnHost(o));
@@ -510,6 +530,27 @@ TEST(Faults, NamesRoundTrip) {
     EXPECT_EQ(collectives::parseFault(collectives::faultName(f)), f);
   EXPECT_EQ(collectives::allFaults().size(), 11u);
   EXPECT_THROW(collectives::parseFault("nope"), std::invalid_argument);
+}
+
+// One Level 2 landing direction per communicator: a push landing leaves the
+// inbox unzeroed, which a pull landing reads, so the scratch refuses the mix;
+// one-node groups have no Level 2 and mix with either.
+TEST(HostCollectives, OneLandingDirectionPerCommunicator) {
+  const plan::Topology two = plan::Topology::make(2, 2), one = plan::Topology::make(1, 4);
+  const std::vector<plan::ParamSpec> shapes = {{{64, 8}, DType::kBF16}, {{100}, DType::kBF16}};
+  plan::PlanOptions push;
+  push.rs.landing = plan::Landing::kPush;
+  const plan::Plan pullPlan = plan::makePlan(two, shapes, DType::kBF16);
+  const plan::Plan pushPlan = plan::makePlan(two, shapes, DType::kBF16, push);
+  const plan::Plan oneNode = plan::makePlan(one, shapes, DType::kBF16, push);
+  EXPECT_EQ(oneNode.rs.landing, plan::Landing::kPull);
+  EXPECT_THROW(collectives::ScratchLayout::forPlans({&pullPlan, &pushPlan}), std::invalid_argument);
+  const collectives::ScratchLayout pushed = collectives::ScratchLayout::forPlans({&oneNode, &pushPlan});
+  EXPECT_EQ(pushed.landing, plan::Landing::kPush);
+  EXPECT_TRUE(pushed.fits(pushPlan));
+  EXPECT_FALSE(pushed.fits(pullPlan));
+  EXPECT_EQ(pushed.bytes - collectives::ScratchLayout::forPlans({&oneNode, &pullPlan}).bytes,
+            int64_t{pushed.generations} * pushed.blocksPerGeneration * pushed.blockBytes);
 }
 
 }  // namespace

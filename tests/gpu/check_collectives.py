@@ -95,14 +95,16 @@ def main() -> int:
     torch.cuda.set_stream(torch.cuda.Stream())
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
-    topologies = node_splits(n)
-    for nodes, gpus in topologies:
-        tag = f"M{nodes}L{gpus}"
+    # Across nodes both Level 2 landing directions, each on its own communicator (one
+    # direction per communicator), both held to the host fabric's pull-landing bits.
+    runs = [(m, l, d) for m, l in node_splits(n) for d in (("pull", "push") if m > 1 else ("pull",))]
+    for nodes, gpus, direction in runs:
+        tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
         uid = [unique_id() if rank == 0 else None]
         dist.broadcast_object_list(uid)
         comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20, fabric="cuda",
                             unique_id=uid[0], device=local, timeout_s=30)
-        groups = {vname: comm.register_group(SHAPES, **opts) for vname, opts in PLAN_VARIANTS}
+        groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in PLAN_VARIANTS}
         plan = groups["default"].plan["group"]
         off, ptr = comm.alloc(plan["unsharded_bytes"])
         landing = wrap_device_bytes(ptr, plan["unsharded_bytes"], dev)

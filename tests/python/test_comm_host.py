@@ -49,14 +49,15 @@ def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float) ->
     return errors
 
 
-def _rank_main(rank, nodes, gpus, store, seed, errors):
+def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull"):
     try:
         from tide.comm import Communicator
 
         n = nodes * gpus
         with Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=1 << 22, fabric="host",
                           store_dir=store, timeout_s=20) as comm:
-            group = comm.register_group(SHAPES)
+            group = comm.register_group(SHAPES, landing=landing)
+            assert group.plan["reduce_scatter"]["landing"] == (landing if nodes > 1 else "pull")
             plan = group.plan
             shard_bytes = plan["group"]["shard_bytes"]
             landing_off, landing_ptr = comm.alloc(plan["group"]["unsharded_bytes"])
@@ -85,11 +86,11 @@ def _rank_main(rank, nodes, gpus, store, seed, errors):
         errors.put(f"rank {rank}: {traceback.format_exc()}")
 
 
-@pytest.mark.parametrize("nodes,gpus", [(2, 2), (1, 4), (4, 1)])
-def test_collectives_across_processes(nodes, gpus, tmp_path, rng):
+@pytest.mark.parametrize("nodes,gpus,landing", [(2, 2, "pull"), (1, 4, "pull"), (4, 1, "pull"), (2, 2, "push")])
+def test_collectives_across_processes(nodes, gpus, landing, tmp_path, rng):
     ctx = mp.get_context("spawn")
     errors = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, nodes, gpus, str(tmp_path), rng.seed_value, errors))
+    procs = [ctx.Process(target=_rank_main, args=(r, nodes, gpus, str(tmp_path), rng.seed_value, errors, landing))
              for r in range(nodes * gpus)]
     for p in procs:
         p.start()

@@ -112,3 +112,20 @@ def test_malformed_python_input(shapes, kwargs):
     kwargs = {"nodes": 1, "gpus_per_node": 2, **kwargs}
     with pytest.raises(PlanInputError):
         make_plan(shapes, **kwargs)
+
+
+def test_landing_direction_reaches_the_plan():
+    """Push landing across nodes adds a push area the size of the inbox to the staging; one node
+    has no Level 2 and always pulls; an unknown direction is refused before the library."""
+    shapes = [[257, 64], [64], [1000]]
+    pull = make_plan(shapes, nodes=2, gpus_per_node=4, passes=2)["reduce_scatter"]
+    push = make_plan(shapes, nodes=2, gpus_per_node=4, passes=2, landing="push")["reduce_scatter"]
+    assert (pull["landing"], pull["push_area_bytes"]) == ("pull", 0)
+    assert push["landing"] == "push"
+    inbox = push["buffer_generations"] * 4 * push["block_bytes"]
+    assert push["push_area_bytes"] == inbox > 0
+    assert push["staging_bytes"] == pull["staging_bytes"] + inbox
+    one_node = make_plan(shapes, nodes=1, gpus_per_node=4, landing="push")["reduce_scatter"]
+    assert (one_node["landing"], one_node["push_area_bytes"]) == ("pull", 0)
+    with pytest.raises(PlanInputError, match="landing"):
+        make_plan(shapes, nodes=2, gpus_per_node=4, landing="sideways")

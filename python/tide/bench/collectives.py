@@ -36,8 +36,10 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
     tide_ag          TIDE-AG on one node (M=1, L=N): shards written by copy engines into every
                      rank's parameter-major landing; no copy-out exists
     tide_rs          TIDE-RS: bf16 gradients where they are -> fp32 shard (AVG)
-    tide_*_M{N}L1    the same on N virtual nodes of one GPU (Bruck rounds / Latin-square waves,
-                     copy-engine rails)
+    tide_*_M{M}L{L}  the same on M virtual nodes of L GPUs (Bruck rounds / Latin-square waves,
+                     copy-engine rails); Level 2 lands by pulling rows through peer addresses
+    tide_rs_M{M}L{L}_push  the same with the Level 2 push landing (copy engines move each row to
+                     its lander, which then reads local memory only)
 """
 from __future__ import annotations
 
@@ -470,6 +472,18 @@ class TideContext:
             p = plans["llama3.1-8b-layer"]["reduce_scatter"]
             log(f"# TIDE M{m}L{l}: sum CTAs {p['sum_ctas']}, landing CTAs {p['landing_ctas']}, passes {p['passes']}")
             self.plans[topo] = plans
+            if m > 1:  # the push landing, on its own communicator (one direction per communicator): Llama RS
+                llama = self.groups["llama3.1-8b-layer"]
+                shapes = [list(s) for s in llama.shapes]
+                push = make_plan(shapes, nodes=m, gpus_per_node=l, landing="push", **TIDE_PLAN)
+                uid = [unique_id() if dist.get_rank() == 0 else None]
+                dist.broadcast_object_list(uid, src=0)
+                key = (m, l, "push")
+                self.comms[key] = Communicator(
+                    nodes=m, gpus_per_node=l, rank=dist.get_rank(), fabric="cuda", unique_id=uid[0],
+                    device=torch.cuda.current_device(),
+                    arena_bytes=push["all_gather"]["stage_bytes"] + push["reduce_scatter"]["staging_bytes"] + 64 * MiB)
+                self.handles[key] = {llama.name: self.comms[key].register_group(shapes, landing="push", **TIDE_PLAN)}
 
     def close(self):
         for comm in self.comms.values():
@@ -541,6 +555,9 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
         llama_only = topo[0] > 1
         systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t), llama_only=llama_only))
         systems.append(System(f"tide_rs{tag}", "rs", lambda g, t=topo: TideRs(g, ctx, t), llama_only=llama_only))
+        if topo[0] > 1:  # Level 2 landing by copy-engine push instead of pulls through peer addresses
+            systems.append(System(f"tide_rs{tag}_push", "rs", lambda g, t=(*topo, "push"): TideRs(g, ctx, t),
+                                  llama_only=True))
         if topo[0] == 1:
             for ctas in RS_CTA_SWEEP:
                 systems.append(System(f"tide_rs_ctas{ctas}", "rs", lambda g, t=topo, c=ctas: TideRs(g, ctx, t, c),

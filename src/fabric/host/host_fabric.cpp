@@ -149,7 +149,8 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   submit(q, "copy", [this, ops](int task) {
     for (const CopyOp& op : ops) {
       if (checker_) {
-        checker_->access2d(task, op.src, op.width, op.rows, op.srcPitch, Access::kRead);
+        checker_->access2d(task, op.src, op.width, op.rows, op.srcPitch,
+                           op.consumesSource ? Access::kLandRead : Access::kRead);
         checker_->access2d(task, op.dst, op.width, op.rows, op.dstPitch, Access::kWrite);
       }
     }
