@@ -722,6 +722,19 @@ def fsdp4_two_by_two_in_place(ctx):
     train(ctx, transformer, topology=(2, 2), expect_groups=4, micro=2)
 
 
+def fsdp4_push_landing(ctx):
+    """The Level 2 push landing (plan_options landing="push") on 2 nodes x 2: integer gradients
+    bit for bit as stock, in both modes, and float training within tolerance."""
+    for mode in ("in-place", "slot-reuse"):
+        _ms, _mt, rep, _st = train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+                                   configure=sum_reduction, topology=(2, 2), expect_groups=3, mode=mode,
+                                   install_kw={"plan_options": {"landing": "push", "passes": 2}})
+        for g in tide_groups(rep):
+            assert g["plan"]["rs_landing"] == "push", g["plan"]
+    train(ctx, transformer, topology=(2, 2), expect_groups=4, micro=2,
+          install_kw={"plan_options": {"landing": "push"}})
+
+
 def fsdp4_slot_reuse_bf16(ctx):
     mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     train(ctx, transformer, mode="slot-reuse", mp_policy=mp_policy, tol=BF16, expect_groups=4)
@@ -980,7 +993,7 @@ TWO_RANKS = [
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
 ]
 FOUR_RANKS = [
-    "fsdp4_two_by_two_in_place", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
+    "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
     "prefetch_inversion", "read_done_release",
 ]

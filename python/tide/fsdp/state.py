@@ -127,6 +127,7 @@ class TideGroup:
                 "ag_descriptors": ag["descriptors"],
                 "rs_waves": rs["waves"],
                 "rs_passes": rs["passes"],
+                "rs_landing": rs["landing"],
                 "sum_ctas": rs["sum_ctas"],
                 "landing_ctas": rs["landing_ctas"],
                 "rs_staging_bytes": rs["staging_bytes"],
