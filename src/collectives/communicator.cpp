@@ -459,6 +459,21 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
       if (!push && !injected(Fault::kSkipStaleZeroing))
         for (const plan::InboxBlock& z : wave.zero)
           if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+      if (!push && wave.clearAfterLanding) {
+        // The last wave on this generation clears what its landing reads, so
+        // the next call starts from zero. Where this pass's sub-slice is
+        // shorter than a row (the end of the output axis), an earlier pass
+        // may have filled and consumed the whole row; its tail, which this
+        // wave neither writes nor reads, is zeroed here, or the next call's
+        // landing would read it where its wave writes nothing.
+        for (int s = 0; s < l; ++s) {
+          const int64_t live = plan::subSliceRange(g, rs, wave.pass, s).size();
+          if (live == rs.subElems) continue;
+          for (int i = 0; i < l; ++i)
+            ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, s) + (int64_t{i} * rs.subElems + live) * 4,
+                     (rs.subElems - live) * 4);
+        }
+      }
       for (int c : wave.contributors)
         if (c < m) ep_.signal(kNetQueue, t.rankOf(((node - c) % m + m) % m, local), ids::kRsCredit + node, seq);
       // Send: k-way rounds of outbox blocks over my rail.
