@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "collectives/counter_ids.hpp"
@@ -397,20 +398,190 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
   }
   auto readIndex = [m](int pass, int c) { return static_cast<size_t>(pass) * static_cast<size_t>(m) + static_cast<size_t>(c - 1); };
 
-  // Issue order, pass by pass: pass q's read phase, then pass q's waves. The
-  // sum queue's "outbox block sent" wait (pass q+1 reuses the block pass q
-  // sent) must find the sends it waits for already enqueued: a GPU stream
-  // blocked on a wait whose signal the host has not issued yet can stall the
-  // host's own issue (a full command queue, or streams sharing a hardware
-  // queue), and then nothing issues it. The queues and their waits are the
-  // same as issuing all reads first; only the host's issue order differs.
+  // Issue order, pass by pass: pass q's read phase, then the rest of pass q's
+  // waves. The sum queue's "outbox block sent" wait (a later block reuses the
+  // outbox block an earlier one was sent from: the next pass's, or with a
+  // small outbox this pass's) must find the sends it waits for already
+  // enqueued, so the waves' parts up to that send are issued just before it:
+  // a GPU stream blocked on a wait whose signal the host has not issued yet
+  // can stall the host's own issue (a full command queue, or streams sharing
+  // a hardware queue), and then nothing issues it. The queues and their waits
+  // are the same whatever the host's interleaving; only its issue order moves.
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   ep_.waitEvent(kSumQueue, kCallerQueue, entry);
   std::vector<uint64_t> summed(blocks.size());
   const uint64_t chunkBase = rsChunks_;
   rsChunks_ += blocks.size();
-  uint64_t sent = sendBase;
-  size_t nextWave = 0;
+  uint64_t sent = sendBase;   // outbox blocks whose send is issued (the last "sent" signal's value)
+  size_t nextWave = 0;        // the wave whose parts are issued next
+  bool sendsIssued = false;   // its sends are, its landing is not yet
+  size_t readsIssued = 0;     // blocks whose read (pushes and sum) is issued
+  // A wave's network work in two parts, in this order on the net queue:
+  // its sends (accept the wave, then k-way rounds of outbox blocks) and its
+  // landing (receive, own-node partial, push, land). The sends can go out as
+  // soon as the reads of their blocks are issued, the landing once the own
+  // node's read is (last wave of a pass).
+  auto issueSends = [&](const plan::RsWave& wave) {
+    const uint64_t seq = rsWaves_ + static_cast<uint64_t>(wave.index) + 1;
+    const int gen = wave.generation;
+    // Accept the wave: the generation's previous landing is done on every
+    // local rank; zero my stale blocks; tell this wave's senders.
+    if (rsGenLastUse_[gen] > 0)
+      for (int i = 0; i < l; ++i)
+        ep_.wait(kNetQueue, ids::kRsLanded + i, rsGenLastUse_[gen], t.rankOf(node, i), "inbox generation landed");
+    if (!push && !injected(Fault::kSkipStaleZeroing))
+      for (const plan::InboxBlock& z : wave.zero)
+        if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+    if (!push && wave.clearAfterLanding) {
+      // The last wave on this generation clears what its landing reads, so
+      // the next call starts from zero. Where this pass's sub-slice is
+      // shorter than a row (the end of the output axis), an earlier pass
+      // may have filled and consumed the whole row; its tail, which this
+      // wave neither writes nor reads, is zeroed here, or the next call's
+      // landing would read it where its wave writes nothing.
+      for (int s = 0; s < l; ++s) {
+        const int64_t live = plan::subSliceRange(g, rs, wave.pass, s).size();
+        if (live == rs.subElems) continue;
+        for (int i = 0; i < l; ++i)
+          ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, s) + (int64_t{i} * rs.subElems + live) * 4,
+                   (rs.subElems - live) * 4);
+      }
+    }
+    for (int c : wave.contributors)
+      if (c < m) ep_.signal(kNetQueue, t.rankOf(((node - c) % m + m) % m, local), ids::kRsCredit + node, seq);
+    // Send: k-way rounds of outbox blocks over my rail.
+    for (const plan::RsRound& round : wave.rounds) {
+      for (int c : round.contributors) {
+        const int dest = (node + c) % m;
+        const int remote = wave.pass * (m - 1) + (c - 1);
+        const uint64_t k = sendBase + static_cast<uint64_t>(remote);
+        ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, c)]);
+        ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
+        const int sub = plan::subSlice(local, c, m, l);
+        const std::byte* block =
+            ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
+        const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, sub).size() * 4;
+        const int64_t pitch = rs.subElems * 4;
+        if (rowBytes == pitch) {
+          ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub), block, rs.blockBytes,
+                      ids::kRsInbox + node, seq);
+        } else {
+          // The output's last sub-slice is short: send only the rows' live part.
+          for (int i = 0; i < l; ++i)
+            ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub) + i * pitch, block + i * pitch,
+                        rowBytes, i + 1 == l ? ids::kRsInbox + node : -1, seq);
+        }
+        sent = std::max(sent, k + 1);
+      }
+      ep_.signal(kNetQueue, me, ids::kRsSent + bank, sent);
+    }
+  };
+  auto issueLanding = [&](const plan::RsWave& wave) {
+    const uint64_t seq = rsWaves_ + static_cast<uint64_t>(wave.index) + 1;
+    const int gen = wave.generation;
+    // Receive: every contributor's block, and my own node's partial.
+    for (int c : wave.contributors)
+      if (c < m) {
+        const int src = ((node - c) % m + m) % m;
+        ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t.rankOf(src, local), "inbox block");
+      }
+    if (wave.hasOwnNode) {
+      ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, m)]);
+      fabric::CopyOp spare;
+      spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
+      const uint64_t use = spareBase + static_cast<uint64_t>(wave.pass);
+      spare.src = ep_.arena() + layout_.spareBlock(bank, static_cast<int>(use % spareSlots));
+      spare.width = plan::subSliceRange(g, rs, wave.pass, local).size() * 4;
+      spare.rows = l;
+      spare.srcPitch = spare.dstPitch = rs.subElems * 4;
+      ep_.copy(kNetQueue, {spare});
+      ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, use + 1);  // the spare is free again
+    }
+    if (push) {
+      // Push landing: every row of the blocks this wave wrote here goes to
+      // the GPU that lands it, by copy engine; "arrived" then also means
+      // "pushed", and each lander reads local memory only.
+      for (const plan::InboxBlock& w : wave.writes) {
+        if (w.gpu != local) continue;
+        const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, w.block).size() * 4;
+        if (rowBytes == 0) continue;
+        std::vector<fabric::CopyOp> rows;
+        for (int i = 0; i < l; ++i) {
+          if (i == local) continue;
+          fabric::CopyOp row;
+          row.dst = ep_.peerArena(t.rankOf(node, i)) + layout_.pushRow(gen, w.block, local, rs.subElems);
+          row.src = ep_.arena() + layout_.inboxBlock(gen, w.block) + int64_t{i} * rs.subElems * 4;
+          row.width = rowBytes;
+          row.consumesSource = true;
+          rows.push_back(row);
+        }
+        if (!rows.empty()) ep_.copy(kNetQueue, rows);
+      }
+    }
+    for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
+    // Land: my rows of every sub-slice, contributors in increasing c, then
+    // the GPUs that hold no contributor this wave (zeros).
+    for (int i = 0; i < l; ++i) ep_.wait(kNetQueue, ids::kRsArrived + i, seq, t.rankOf(node, i), "wave arrival");
+    const bool firstOfPass = wave.index % rs.wavesPerPass == 0;
+    for (int s = 0; s < l; ++s) {
+      const plan::ElemRange range = plan::subSliceRange(g, rs, wave.pass, s);
+      if (range.size() == 0) continue;
+      fabric::LandOp op;
+      op.ctas = rs.landingCtas;
+      op.dst = out + range.begin;
+      op.elems = range.size();
+      op.alpha = alpha;
+      op.accumulate = firstOfPass ? accumulate : true;
+      op.clearSources = !push && wave.clearAfterLanding;
+      std::vector<bool> used(static_cast<size_t>(l), false);
+      std::vector<int> order;
+      for (int c : wave.contributors) order.push_back(plan::landingGpu(s, c, m, l));
+      for (int j : order) used[static_cast<size_t>(j)] = true;
+      // Pull: every GPU's block, the ones without a contributor this wave
+      // read as zeros. Push: only the blocks this wave wrote (the others'
+      // +0 terms change no bit), each from local memory.
+      if (!push)
+        for (int j = 0; j < l; ++j)
+          if (!used[static_cast<size_t>(j)]) order.push_back(j);
+      for (int j : order) {
+        if (push) {
+          op.sources.push_back(reinterpret_cast<float*>(
+              ep_.arena() + (j == local ? layout_.inboxBlock(gen, s) + int64_t{local} * rs.subElems * 4
+                                        : layout_.pushRow(gen, s, j, rs.subElems))));
+          continue;
+        }
+        const int peer = t.rankOf(node, j);
+        std::byte* base = peer == me ? ep_.arena() : ep_.peerArena(peer);
+        op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) +
+                             int64_t{local} * rs.subElems);
+      }
+      ep_.land(kNetQueue, op);
+    }
+    for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsLanded + local, seq);
+    rsGenLastUse_[gen] = seq;
+  };
+  // Issues the next part in net-queue order; fails stop when its reads are
+  // not issued yet (the issue order below never asks for that).
+  auto issueNextPart = [&](const char* why) {
+    if (nextWave >= rs.waves.size())
+      throw std::logic_error(std::string("reduce-scatter issue: no wave left for ") + why);
+    const plan::RsWave& wave = rs.waves[nextWave];
+    if (nextWave == 0 && !sendsIssued && injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
+    if (!sendsIssued) {
+      for (const plan::RsRound& round : wave.rounds)
+        for (int c : round.contributors)
+          if (readIndex(wave.pass, c) >= readsIssued)
+            throw std::logic_error(std::string("reduce-scatter issue: a send before its read, for ") + why);
+      issueSends(wave);
+      sendsIssued = true;
+      return;
+    }
+    if (wave.hasOwnNode && readIndex(wave.pass, m) >= readsIssued)
+      throw std::logic_error(std::string("reduce-scatter issue: a landing before the own node's read, for ") + why);
+    issueLanding(wave);
+    sendsIssued = false;
+    ++nextWave;
+  };
   for (int pass = 0; pass < rs.passes; ++pass) {
     // ---- read phase of this pass: pushes (copy engines) and Level 1 sums (short-lived SM work)
     const size_t perPass = static_cast<size_t>(m);  // blocks per pass: M - 1 remote, then the own node
@@ -422,8 +593,13 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
       std::byte* dst;
       if (blk.remote >= 0) {
         const uint64_t k = sendBase + static_cast<uint64_t>(blk.remote);
-        if (k >= static_cast<uint64_t>(nOut) && !injected(Fault::kReuseOutboxEarly))
+        if (k >= static_cast<uint64_t>(nOut) && !injected(Fault::kReuseOutboxEarly)) {
+          // The block this one reuses must be sent first, and its send issued
+          // before this wait (rule I5): a small outbox (Slot-Reuse) reuses
+          // blocks of this very pass.
+          while (sent < k - nOut + 1) issueNextPart("an outbox block's reuse");
           ep_.wait(kSumQueue, ids::kRsSent + bank, k - nOut + 1, me, "outbox block sent");
+        }
         dst = ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
       } else {
         const uint64_t use = spareBase + static_cast<uint64_t>(blk.pass);
@@ -443,146 +619,12 @@ void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const v
       for (int u = 0; u < l; ++u)
         if (u != local) ep_.signal(kSumQueue, t.rankOf(node, u), ids::kRsFree + local, seq + 1);
       summed[j] = ep_.record(kSumQueue);
+      readsIssued = j + 1;
     }
 
-    // ---- network phase of this pass, in collective order behind the previous call's
-    if (pass == 0 && injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
-    for (; nextWave < rs.waves.size() && rs.waves[nextWave].pass == pass; ++nextWave) {
-      const plan::RsWave& wave = rs.waves[nextWave];
-      const uint64_t seq = rsWaves_ + static_cast<uint64_t>(wave.index) + 1;
-      const int gen = wave.generation;
-      // Accept the wave: the generation's previous landing is done on every
-      // local rank; zero my stale blocks; tell this wave's senders.
-      if (rsGenLastUse_[gen] > 0)
-        for (int i = 0; i < l; ++i)
-          ep_.wait(kNetQueue, ids::kRsLanded + i, rsGenLastUse_[gen], t.rankOf(node, i), "inbox generation landed");
-      if (!push && !injected(Fault::kSkipStaleZeroing))
-        for (const plan::InboxBlock& z : wave.zero)
-          if (z.gpu == local) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
-      if (!push && wave.clearAfterLanding) {
-        // The last wave on this generation clears what its landing reads, so
-        // the next call starts from zero. Where this pass's sub-slice is
-        // shorter than a row (the end of the output axis), an earlier pass
-        // may have filled and consumed the whole row; its tail, which this
-        // wave neither writes nor reads, is zeroed here, or the next call's
-        // landing would read it where its wave writes nothing.
-        for (int s = 0; s < l; ++s) {
-          const int64_t live = plan::subSliceRange(g, rs, wave.pass, s).size();
-          if (live == rs.subElems) continue;
-          for (int i = 0; i < l; ++i)
-            ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, s) + (int64_t{i} * rs.subElems + live) * 4,
-                     (rs.subElems - live) * 4);
-        }
-      }
-      for (int c : wave.contributors)
-        if (c < m) ep_.signal(kNetQueue, t.rankOf(((node - c) % m + m) % m, local), ids::kRsCredit + node, seq);
-      // Send: k-way rounds of outbox blocks over my rail.
-      for (const plan::RsRound& round : wave.rounds) {
-        for (int c : round.contributors) {
-          const int dest = (node + c) % m;
-          const int remote = wave.pass * (m - 1) + (c - 1);
-          const uint64_t k = sendBase + static_cast<uint64_t>(remote);
-          ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, c)]);
-          ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t.rankOf(dest, local), "inbox credit");
-          const int sub = plan::subSlice(local, c, m, l);
-          const std::byte* block =
-              ep_.arena() + layout_.outboxBlock(bank, static_cast<int>(k % static_cast<uint64_t>(nOut)));
-          const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, sub).size() * 4;
-          const int64_t pitch = rs.subElems * 4;
-          if (rowBytes == pitch) {
-            ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub), block, rs.blockBytes,
-                        ids::kRsInbox + node, seq);
-          } else {
-            // The output's last sub-slice is short: send only the rows' live part.
-            for (int i = 0; i < l; ++i)
-              ep_.railPut(kNetQueue, t.rankOf(dest, local), layout_.inboxBlock(gen, sub) + i * pitch, block + i * pitch,
-                          rowBytes, i + 1 == l ? ids::kRsInbox + node : -1, seq);
-          }
-          sent = std::max(sent, k + 1);
-        }
-        ep_.signal(kNetQueue, me, ids::kRsSent + bank, sent);
-      }
-      // Receive: every contributor's block, and my own node's partial.
-      for (int c : wave.contributors)
-        if (c < m) {
-          const int src = ((node - c) % m + m) % m;
-          ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t.rankOf(src, local), "inbox block");
-        }
-      if (wave.hasOwnNode) {
-        ep_.waitEvent(kNetQueue, kSumQueue, summed[readIndex(wave.pass, m)]);
-        fabric::CopyOp spare;
-        spare.dst = ep_.arena() + layout_.inboxBlock(gen, local);  // own node: c = M, so GPU j holds block j
-        const uint64_t use = spareBase + static_cast<uint64_t>(wave.pass);
-        spare.src = ep_.arena() + layout_.spareBlock(bank, static_cast<int>(use % spareSlots));
-        spare.width = plan::subSliceRange(g, rs, wave.pass, local).size() * 4;
-        spare.rows = l;
-        spare.srcPitch = spare.dstPitch = rs.subElems * 4;
-        ep_.copy(kNetQueue, {spare});
-        ep_.signal(kNetQueue, me, ids::kRsSpareFree + bank, use + 1);  // the spare is free again
-      }
-      if (push) {
-        // Push landing: every row of the blocks this wave wrote here goes to
-        // the GPU that lands it, by copy engine; "arrived" then also means
-        // "pushed", and each lander reads local memory only.
-        for (const plan::InboxBlock& w : wave.writes) {
-          if (w.gpu != local) continue;
-          const int64_t rowBytes = plan::subSliceRange(g, rs, wave.pass, w.block).size() * 4;
-          if (rowBytes == 0) continue;
-          std::vector<fabric::CopyOp> rows;
-          for (int i = 0; i < l; ++i) {
-            if (i == local) continue;
-            fabric::CopyOp row;
-            row.dst = ep_.peerArena(t.rankOf(node, i)) + layout_.pushRow(gen, w.block, local, rs.subElems);
-            row.src = ep_.arena() + layout_.inboxBlock(gen, w.block) + int64_t{i} * rs.subElems * 4;
-            row.width = rowBytes;
-            row.consumesSource = true;
-            rows.push_back(row);
-          }
-          if (!rows.empty()) ep_.copy(kNetQueue, rows);
-        }
-      }
-      for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsArrived + local, seq);
-      // Land: my rows of every sub-slice, contributors in increasing c, then
-      // the GPUs that hold no contributor this wave (zeros).
-      for (int i = 0; i < l; ++i) ep_.wait(kNetQueue, ids::kRsArrived + i, seq, t.rankOf(node, i), "wave arrival");
-      const bool firstOfPass = wave.index % rs.wavesPerPass == 0;
-      for (int s = 0; s < l; ++s) {
-        const plan::ElemRange range = plan::subSliceRange(g, rs, wave.pass, s);
-        if (range.size() == 0) continue;
-        fabric::LandOp op;
-        op.ctas = rs.landingCtas;
-        op.dst = out + range.begin;
-        op.elems = range.size();
-        op.alpha = alpha;
-        op.accumulate = firstOfPass ? accumulate : true;
-        op.clearSources = !push && wave.clearAfterLanding;
-        std::vector<bool> used(static_cast<size_t>(l), false);
-        std::vector<int> order;
-        for (int c : wave.contributors) order.push_back(plan::landingGpu(s, c, m, l));
-        for (int j : order) used[static_cast<size_t>(j)] = true;
-        // Pull: every GPU's block, the ones without a contributor this wave
-        // read as zeros. Push: only the blocks this wave wrote (the others'
-        // +0 terms change no bit), each from local memory.
-        if (!push)
-          for (int j = 0; j < l; ++j)
-            if (!used[static_cast<size_t>(j)]) order.push_back(j);
-        for (int j : order) {
-          if (push) {
-            op.sources.push_back(reinterpret_cast<float*>(
-                ep_.arena() + (j == local ? layout_.inboxBlock(gen, s) + int64_t{local} * rs.subElems * 4
-                                          : layout_.pushRow(gen, s, j, rs.subElems))));
-            continue;
-          }
-          const int peer = t.rankOf(node, j);
-          std::byte* base = peer == me ? ep_.arena() : ep_.peerArena(peer);
-          op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) +
-                               int64_t{local} * rs.subElems);
-        }
-        ep_.land(kNetQueue, op);
-      }
-      for (int i = 0; i < l; ++i) ep_.signal(kNetQueue, t.rankOf(node, i), ids::kRsLanded + local, seq);
-      rsGenLastUse_[gen] = seq;
-    }
+    // ---- network phase of this pass (what the reads above did not already
+    // need), in collective order behind the previous call's
+    while (nextWave < rs.waves.size() && rs.waves[nextWave].pass == pass) issueNextPart("the pass's network phase");
   }
   if (nextWave != rs.waves.size())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan's waves are not in pass order");

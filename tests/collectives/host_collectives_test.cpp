@@ -559,28 +559,47 @@ TEST(HostCollectives, PushLandingMatchesPullWithNarrowWaves) {
 }
 
 // Random multi-node configurations under the protocol checker, two calls
-// each: wave width, passes, staging slots and landing direction drawn
-// together, since the I1 (stale / doubled landing) cases live in their mix.
-// In-Place only: Slot-Reuse with fewer outbox blocks than a pass's remote
-// reads (M - 1 > 2k) issues the sum queue's "outbox block sent" wait before
-// the send that satisfies it, which rule I5 reports (a known gap of the issue
-// order, in the closing note; the host fabric and two GPUs never reach it).
+// each: wave width, passes, staging slots, mode and landing direction drawn
+// together, since the I1 (stale / doubled landing) and I5 (wait issued before
+// its signal) cases live in their mix. Slot-Reuse with fewer outbox blocks
+// than a pass's remote reads (M - 1 > 2k) reuses blocks of the same pass;
+// its sends are issued between the reads that wait for them.
 TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
   const uint64_t seed = freshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < 12; ++trial) {
-    const int m = 2 + static_cast<int>(rng() % 6), l = 1 + static_cast<int>(rng() % 4);
+    const int m = 2 + static_cast<int>(rng() % 14), l = 1 + static_cast<int>(rng() % 4);
     HostRunOptions o = baseOptions(m, l, rng());
     o.checkProtocol = true;
     o.planOptions.rs.waveWidth = 1 + static_cast<int>(rng() % l);
     o.planOptions.rs.passes = 1 + static_cast<int>(rng() % 3);
     o.planOptions.rs.stagingSlots = 1 + static_cast<int>(rng() % 3);
-    o.planOptions.rs.mode = plan::Mode::kInPlace;
+    o.planOptions.rs.mode = rng() % 2 ? plan::Mode::kInPlace : plan::Mode::kSlotReuse;
     o.planOptions.rs.landing = rng() % 2 ? plan::Landing::kPull : plan::Landing::kPush;
-    SCOPED_TRACE("M=" + std::to_string(m) + " L=" + std::to_string(l) + " W=" +
+    SCOPED_TRACE(std::string(plan::modeName(o.planOptions.rs.mode)) + " M=" + std::to_string(m) + " L=" +
+                 std::to_string(l) + " W=" +
                  std::to_string(o.planOptions.rs.waveWidth) + " passes=" + std::to_string(o.planOptions.rs.passes) +
                  " landing " + plan::landingName(o.planOptions.rs.landing));
+    expectOk(bench::runOnHost(o));
+  }
+}
+
+// Slot-Reuse whose outbox is smaller than a pass's remote reads (the case
+// rule I5 caught: the read that reuses a block waited for a send not issued
+// yet), at the default and the narrowest wave width.
+TEST(ProtocolChecker, SmallOutboxIssuesSendsBeforeReuse) {
+  struct Case { Topo t; int waveWidth, passes; };
+  for (Case c : {Case{{7, 4}, 1, 1}, Case{{11, 1}, 0, 2}, Case{{15, 2}, 0, 1}, Case{{13, 2}, 1, 3}}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("M=" + std::to_string(c.t.m) + " L=" + std::to_string(c.t.l) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(c.t.m, c.t.l, seed);
+    o.checkProtocol = true;
+    o.planOptions.rs.mode = plan::Mode::kSlotReuse;
+    o.planOptions.rs.waveWidth = c.waveWidth;
+    o.planOptions.rs.passes = c.passes;
+    const plan::Plan p = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
+    EXPECT_LT(p.rs.outboxBlocks, c.t.m - 1) << "the case needs an outbox smaller than the pass's remote reads";
     expectOk(bench::runOnHost(o));
   }
 }
