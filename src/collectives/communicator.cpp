@@ -33,6 +33,13 @@ Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConf
   const plan::Topology& t = ep_.topology();
   if (t.gpusPerNode > ids::kMaxLocal || t.nodes > ids::kMaxNodes)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "topology exceeds the counter table");
+  // Two-sided rails (NCCL send/recv) need the receiver to post every rail
+  // transfer (railRecv); the collectives issue one-sided puts only, so across
+  // nodes they would wait for data that never comes. Refuse instead of hanging.
+  if (t.nodes > 1 && !ep_.railsByCopy())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                              "the collectives across nodes need one-sided rails (copy engines between load/store "
+                              "reachable peers); the send/recv rails are not wired into TIDE-AG / TIDE-RS yet");
   const int64_t inboxBytes = int64_t{layout_.generations} * layout_.blocksPerGeneration * layout_.blockBytes;
   if (inboxBytes > 0) ep_.annotateInbox(layout_.inbox, inboxBytes);
   if (inboxBytes > 0 && layout_.landing == plan::Landing::kPush) ep_.annotateInbox(layout_.push, inboxBytes);
