@@ -89,6 +89,19 @@ skip() {
   SUMMARY+=("$(printf '%-34s %-14s %5s' "$1" "SKIP" "-")  $2")
   pack_logs
 }
+# run_2gpu STEP NAME TIMEOUT_S ARGS...: torchrun ARGS on two GPUs as NAME when
+# --only wants STEP and libtide.so is built; a skip that says why otherwise.
+run_2gpu() {
+  local step="$1" name="$2" limit="$3"
+  shift 3
+  if ! wanted "$step"; then
+    skip "$name" "not in --only"
+  elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
+    run "$name" "$limit" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 "$@"
+  else
+    skip "$name" "needs 2 GPUs and libtide.so"
+  fi
+}
 
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 {
@@ -156,14 +169,7 @@ else
 fi
 
 # ---- the FSDP2 adapter on GPUs: TIDE beside stock FSDP2 in the same processes
-if ! wanted fsdp; then
-  skip fsdp_2gpu "not in --only"
-elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
-  run fsdp_2gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
-    tests/python/fsdp_cuda_smoke.py
-else
-  skip fsdp_2gpu "needs 2 GPUs and libtide.so"
-fi
+run_2gpu fsdp fsdp_2gpu 240 tests/python/fsdp_cuda_smoke.py
 
 # ---- end-to-end FSDP2 training steps (tide.bench.fsdp_steps): stock, process-group allocation
 # and TIDE (both modes), paired and interleaved, >= 30 timed steps each, on the Llama-like and
@@ -176,26 +182,13 @@ fi
 E2E_TOKENS="${FSDP_E2E_TOKENS:-4096 16384}"
 E2E_ARGS="${FSDP_E2E_ARGS:-}"
 E2E_LIMIT=$((150 * $(wc -w <<<"$E2E_TOKENS")))
-if ! wanted e2e; then
-  skip fsdp_e2e "not in --only"
-elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
-  # shellcheck disable=SC2086
-  run fsdp_e2e "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
-    -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS --steps 30 --warmup 5 \
-    --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
-  grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true
-else
-  skip fsdp_e2e "needs 2 GPUs and libtide.so"
-fi
-if ! wanted loss; then
-  skip loss_curve "not in --only"
-elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 2)); then
-  run loss_curve 150 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
-    -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 --loss-curve 200 \
-    --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
-else
-  skip loss_curve "needs 2 GPUs and libtide.so"
-fi
+# shellcheck disable=SC2086
+run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS \
+  --steps 30 --warmup 5 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
+# The table of the step's log, if it ran ($LOGS starts empty).
+[[ -f $LOGS/fsdp_e2e.log ]] && { grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true; }
+run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 \
+  --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
 
 # ---- baselines and TIDE (torchrun, one process per GPU)
 if ((SKIP_BENCH)) || ! wanted bench; then

@@ -40,9 +40,10 @@ Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConf
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
                               "the collectives across nodes need one-sided rails (copy engines between load/store "
                               "reachable peers); the send/recv rails are not wired into TIDE-AG / TIDE-RS yet");
-  const int64_t inboxBytes = int64_t{layout_.generations} * layout_.blocksPerGeneration * layout_.blockBytes;
-  if (inboxBytes > 0) ep_.annotateInbox(layout_.inbox, inboxBytes);
-  if (inboxBytes > 0 && layout_.landing == plan::Landing::kPush) ep_.annotateInbox(layout_.push, inboxBytes);
+  if (layout_.inboxBytes() > 0) {
+    ep_.annotateInbox(layout_.inbox, layout_.inboxBytes());
+    if (layout_.landing == plan::Landing::kPush) ep_.annotateInbox(layout_.push, layout_.inboxBytes());
+  }
 }
 
 void Communicator::checkPlan(const plan::Plan& plan) const {

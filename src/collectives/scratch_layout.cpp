@@ -13,12 +13,6 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   ScratchLayout s;
   bool multiNode = false;
   for (const plan::Plan* p : plans) {
-    if (p->group.topo.nodes > 1) {
-      if (multiNode && p->rs.landing != s.landing)
-        throw std::invalid_argument("groups of one communicator must share one Level 2 landing direction (pull or push)");
-      multiNode = true;
-      s.landing = p->rs.landing;
-    }
     s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
     s.stagingSlotBytes = std::max(s.stagingSlotBytes, p->rs.stagingSlotBytes);
     s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);
@@ -26,6 +20,10 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
     s.outboxBlocks = std::max(s.outboxBlocks, p->rs.outboxBlocks);
     s.generations = std::max(s.generations, p->rs.bufferGenerations);
     if (p->group.topo.nodes > 1) {
+      if (multiNode && p->rs.landing != s.landing)
+        throw std::invalid_argument("groups of one communicator must share one Level 2 landing direction (pull or push)");
+      multiNode = true;
+      s.landing = p->rs.landing;
       s.blocksPerGeneration = std::max(s.blocksPerGeneration, p->group.topo.gpusPerNode);
       s.sparesPerBank = std::max(s.sparesPerBank, p->rs.spareBlocks);
     }
@@ -41,11 +39,11 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   s.outbox = at;
   at += 2 * int64_t{s.outboxBlocks} * s.blockBytes;
   s.inbox = at;
-  at += int64_t{s.generations} * s.blocksPerGeneration * s.blockBytes;
+  at += s.inboxBytes();
   s.spare = at;
   at += 2 * int64_t{s.sparesPerBank} * s.blockBytes;
   s.push = at;
-  if (s.landing == plan::Landing::kPush) at += int64_t{s.generations} * s.blocksPerGeneration * s.blockBytes;
+  if (s.landing == plan::Landing::kPush) at += s.inboxBytes();
   s.bytes = at - s.base;
   return s;
 }

@@ -41,6 +41,8 @@ struct ScratchLayout {
   bool overlaps(int64_t offset, int64_t size) const { return offset < end() && offset + size > base; }
   int64_t stagingSlot(int i) const { return staging + i * stagingSlotBytes; }
   int64_t outboxBlock(int bank, int i) const { return outbox + (int64_t{bank} * outboxBlocks + i) * blockBytes; }
+  // The inbox's bytes (every generation); a push area is the same size.
+  int64_t inboxBytes() const { return int64_t{generations} * blocksPerGeneration * blockBytes; }
   int64_t inboxBlock(int gen, int s) const {
     return inbox + (int64_t{gen} * blocksPerGeneration + s) * blockBytes;
   }

@@ -631,7 +631,7 @@ TEST(HostCollectives, OneLandingDirectionPerCommunicator) {
   EXPECT_TRUE(pushed.fits(pushPlan));
   EXPECT_FALSE(pushed.fits(pullPlan));
   EXPECT_EQ(pushed.bytes - collectives::ScratchLayout::forPlans({&oneNode, &pullPlan}).bytes,
-            int64_t{pushed.generations} * pushed.blocksPerGeneration * pushed.blockBytes);
+            int64_t{pushed.generations} * pushed.blocksPerGeneration * pushed.blockBytes);  // independent of inboxBytes()
 }
 
 }  // namespace

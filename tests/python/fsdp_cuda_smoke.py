@@ -142,33 +142,23 @@ CUDA_SCENARIOS = [
 
 
 def run_scenarios(names: list[str], rank: int, world: int, device) -> int:
-    """Runs fsdp_scenarios functions with models and data on `device`; one line per scenario;
-    returns the number that failed on this rank."""
-    import logging
+    """Runs fsdp_scenarios functions with models and data on `device` through the CPU suite's
+    runner; one line per scenario; returns the number that failed on this rank."""
     import tempfile
 
-    logs = fsdp_harness.LogCapture()
-    logger = logging.getLogger("tide.fsdp")
-    logger.addHandler(logs)
-    logger.setLevel(logging.INFO)
     tmp = [tempfile.mkdtemp(prefix="tide-cuda-smoke-") if rank == 0 else None]
     dist.broadcast_object_list(tmp, src=0)  # one directory for the checkpoint round trip
-    ctx = fsdp_harness.Context(rank, world, tmp[0], logs, device=str(device))
-    failed = 0
-    for name in names:
-        logs.clear()
-        start = time.perf_counter()
-        try:
-            getattr(S, name)(ctx)
-            verdict = "PASS"
-        except Exception:
-            failed += 1
-            verdict = "FAIL\n" + traceback.format_exc()
-        fsdp_harness._cleanup()
-        dist.barrier()
-        print(f"[rank {rank}] scenario {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
-    logger.removeHandler(logs)
-    return failed
+    ctx = fsdp_harness.Context(rank, world, tmp[0], fsdp_harness.capture_logs(), device=str(device))
+    failed = []
+
+    def report(name, ok, tb, seconds):
+        if not ok:
+            failed.append(name)
+        verdict = "PASS" if ok else "FAIL\n" + tb
+        print(f"[rank {rank}] scenario {name}: {verdict} ({seconds:.1f} s)", flush=True)
+
+    fsdp_harness.run_scenarios(S, names, ctx, report)
+    return len(failed)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,33 @@ class Context:
     device: str = "cpu"  # where the scenarios place models and data ("cuda:<i>" in the CUDA smoke)
 
 
+def capture_logs() -> LogCapture:
+    """A LogCapture on tide.fsdp's logger, which logs from INFO up."""
+    logs = LogCapture()
+    logger = logging.getLogger("tide.fsdp")
+    logger.addHandler(logs)
+    logger.setLevel(logging.INFO)
+    return logs
+
+
+def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
+    """Runs module.<name>(ctx) for each name in order on this rank, with the log capture cleared
+    before each; report(name, ok, traceback or "", seconds) after each, then leftovers are
+    uninstalled and the ranks meet at a barrier (the process group must be up)."""
+    import torch.distributed as dist
+
+    for name in names:
+        ctx.logs.clear()
+        start = time.perf_counter()
+        try:
+            getattr(module, name)(ctx)
+            report(name, True, "", time.perf_counter() - start)
+        except Exception:
+            report(name, False, traceback.format_exc(), time.perf_counter() - start)
+        _cleanup()
+        dist.barrier()
+
+
 def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: str) -> None:
     status = 0
     try:
@@ -75,24 +102,11 @@ def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: 
         import torch.distributed as dist
 
         scenarios = importlib.import_module(module)
-
-        logs = LogCapture()
-        logger = logging.getLogger("tide.fsdp")
-        logger.addHandler(logs)
-        logger.setLevel(logging.INFO)
+        logs = capture_logs()
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg-init", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=180))
-        ctx = Context(rank, world, tmp, logs)
-        for name in names:
-            logs.clear()
-            start = time.perf_counter()
-            try:
-                getattr(scenarios, name)(ctx)
-                results.put((name, rank, True, "", time.perf_counter() - start))
-            except Exception:
-                results.put((name, rank, False, traceback.format_exc(), time.perf_counter() - start))
-            _cleanup()
-            dist.barrier()
+        run_scenarios(scenarios, names, Context(rank, world, tmp, logs),
+                      lambda name, ok, tb, seconds: results.put((name, rank, ok, tb, seconds)))
     except Exception:
         results.put(("<job>", rank, False, traceback.format_exc(), 0.0))
         status = 1

@@ -42,7 +42,7 @@ def tight(ctx, tol):
 
 
 def device_type(ctx) -> str:
-    return torch.device(getattr(ctx, "device", "cpu")).type
+    return torch.device(ctx.device).type
 
 
 # ------------------------------------------------------------------ models
@@ -173,14 +173,14 @@ def make_pair(build, ctx, mesh, *, dtype=None, integer=False, **shard_kw):
                     p.copy_(torch.randint(-1, 2, p.shape, dtype=p.dtype))
         if dtype is not None:
             m = m.to(dtype)
-        m = m.to(getattr(ctx, "device", "cpu"))
+        m = m.to(ctx.device)
         out.append(shard(m, mesh, **shard_kw))
     return out
 
 
 def batches(ctx, n: int, *, d_in: int = 7, rows: int = 6, integer=False, dtype=torch.float32, seed: int = 0):
     g = torch.Generator().manual_seed(1000 * seed + ctx.rank)
-    device = getattr(ctx, "device", "cpu")
+    device = ctx.device
     if integer:
         return [torch.randint(-1, 2, (rows, d_in), generator=g).to(device, dtype) for _ in range(n)]
     return [torch.randn(rows, d_in, generator=g).to(device, dtype) for _ in range(n)]

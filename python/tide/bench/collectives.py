@@ -442,7 +442,7 @@ class TideContext:
 
     def __init__(self, ranks: int):
         from tide import make_plan
-        from tide.comm import Communicator, has_cuda, unique_id
+        from tide.comm import has_cuda
 
         if not has_cuda():
             raise RuntimeError("libtide was built without the CUDA fabric")
@@ -454,12 +454,7 @@ class TideContext:
             m, l = topo
             plans = {name: make_plan([list(s) for s in g.shapes], nodes=m, gpus_per_node=l, **TIDE_PLAN)
                      for name, g in self.groups.items()}
-            scratch = sum(p["all_gather"]["stage_bytes"] + p["reduce_scatter"]["staging_bytes"] for p in plans.values())
-            uid = [unique_id() if dist.get_rank() == 0 else None]
-            dist.broadcast_object_list(uid, src=0)
-            comm = Communicator(nodes=m, gpus_per_node=l, rank=dist.get_rank(), fabric="cuda", unique_id=uid[0],
-                                device=torch.cuda.current_device(),
-                                arena_bytes=landing_bytes + scratch + 64 * MiB)
+            comm = self._communicator(topo, landing_bytes + _scratch_bytes(plans.values()))
             self.comms[topo] = comm
             self.landing[topo] = comm.alloc(landing_bytes)
             self.handles[topo] = {name: comm.register_group([list(s) for s in g.shapes], **TIDE_PLAN)
@@ -476,18 +471,28 @@ class TideContext:
                 llama = self.groups["llama3.1-8b-layer"]
                 shapes = [list(s) for s in llama.shapes]
                 push = make_plan(shapes, nodes=m, gpus_per_node=l, landing="push", **TIDE_PLAN)
-                uid = [unique_id() if dist.get_rank() == 0 else None]
-                dist.broadcast_object_list(uid, src=0)
                 key = (m, l, "push")
-                self.comms[key] = Communicator(
-                    nodes=m, gpus_per_node=l, rank=dist.get_rank(), fabric="cuda", unique_id=uid[0],
-                    device=torch.cuda.current_device(),
-                    arena_bytes=push["all_gather"]["stage_bytes"] + push["reduce_scatter"]["staging_bytes"] + 64 * MiB)
+                self.comms[key] = self._communicator(topo, _scratch_bytes([push]))
                 self.handles[key] = {llama.name: self.comms[key].register_group(shapes, landing="push", **TIDE_PLAN)}
+
+    @staticmethod
+    def _communicator(topo, arena_bytes: int):
+        """A CUDA-fabric communicator on every rank, its unique id from rank 0; 64 MiB spare arena."""
+        from tide.comm import Communicator, unique_id
+
+        uid = [unique_id() if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(uid, src=0)
+        return Communicator(nodes=topo[0], gpus_per_node=topo[1], rank=dist.get_rank(), fabric="cuda",
+                            unique_id=uid[0], device=torch.cuda.current_device(), arena_bytes=arena_bytes + 64 * MiB)
 
     def close(self):
         for comm in self.comms.values():
             comm.close()
+
+
+def _scratch_bytes(plans) -> int:
+    """Arena bytes the collectives' scratch needs for these plans (receive stages and RS staging)."""
+    return sum(p["all_gather"]["stage_bytes"] + p["reduce_scatter"]["staging_bytes"] for p in plans)
 
 
 def tide_stream() -> int:

@@ -171,6 +171,31 @@ void launchTyped(const P& p, unsigned grid, cudaStream_t stream) {
   }
 }
 
+template <class P>
+void launchTable(const P& p, SourceType type, unsigned grid, cudaStream_t stream) {
+  if (type == SourceType::kBF16) {
+    launchTyped<SourceType::kBF16>(p, grid, stream);
+  } else {
+    launchTyped<SourceType::kFP32>(p, grid, stream);
+  }
+}
+
+// The same table with only the entries in use (the caller checked they fit).
+SumLaunchCompact compactOf(const SumLaunch& p) {
+  SumLaunchCompact c;
+  c.numPieces = p.numPieces;
+  c.accumulate = p.accumulate;
+  c.alpha = p.alpha;
+  c.sourcesPerPiece = p.sourcesPerPiece;
+  c.totalWork = p.totalWork;
+  c.numSources = p.numSources;
+  c.numValid = p.numValid;
+  std::copy_n(p.pieces, p.numPieces, c.pieces);
+  std::copy_n(p.sources, p.numSources, c.sources);
+  std::copy_n(p.valid, p.numValid, c.valid);
+  return c;
+}
+
 }  // namespace
 
 bool sumPieceVectorizable(const float* dst, int64_t dstPitch, int64_t rows, int numSources,
@@ -254,26 +279,9 @@ void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t strea
   const unsigned grid = gridFor(p.totalWork, ctas);
   if (p.numPieces <= SumLaunchCompact::kMaxPieces && p.numSources <= SumLaunchCompact::kMaxSources &&
       p.numValid <= SumLaunchCompact::kMaxValid) {
-    SumLaunchCompact c;  // the same table, only the entries in use
-    c.numPieces = p.numPieces;
-    c.accumulate = p.accumulate;
-    c.alpha = p.alpha;
-    c.sourcesPerPiece = p.sourcesPerPiece;
-    c.totalWork = p.totalWork;
-    c.numSources = p.numSources;
-    c.numValid = p.numValid;
-    std::copy_n(p.pieces, p.numPieces, c.pieces);
-    std::copy_n(p.sources, p.numSources, c.sources);
-    std::copy_n(p.valid, p.numValid, c.valid);
-    if (type == SourceType::kBF16) {
-      launchTyped<SourceType::kBF16>(c, grid, stream);
-    } else {
-      launchTyped<SourceType::kFP32>(c, grid, stream);
-    }
-  } else if (type == SourceType::kBF16) {
-    launchTyped<SourceType::kBF16>(p, grid, stream);
+    launchTable(compactOf(p), type, grid, stream);
   } else {
-    launchTyped<SourceType::kFP32>(p, grid, stream);
+    launchTable(p, type, grid, stream);
   }
   TIDE_CUDA_CHECK(cudaGetLastError());
 }
