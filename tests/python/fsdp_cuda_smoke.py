@@ -32,8 +32,8 @@ BF16 = {"rtol": 3e-2, "atol": 3e-2}
 
 
 class Ctx:
-    def __init__(self, rank, world):
-        self.rank, self.world = rank, world
+    def __init__(self, rank, world, device):
+        self.rank, self.world, self.device = rank, world, device
 
 
 def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None, steps=4, micro=1, raf=None,
@@ -84,7 +84,7 @@ def main() -> int:
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", device_id=device)
-    ctx = Ctx(rank, world)
+    ctx = Ctx(rank, world, device)
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     configs = {
         "fp32 in-place": dict(mode="in-place", tol=FP32),

@@ -20,7 +20,7 @@ import tide.fsdp
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from tide.fsdp import dispatch
+from tide.fsdp import dispatch, guards
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
@@ -496,7 +496,7 @@ def last_block_folded_with_eval(ctx):
         with torch.no_grad():
             x = batches(ctx, 1, seed=100 + s)[0]
             compare(ms(x), mt(x), f"eval {s}", tight(ctx, FP32))
-        assert mt.blocks[3]._get_fsdp_state()._fsdp_param_groups[0].is_sharded, "folded block not resharded"
+        assert guards.param_groups(mt.blocks[3]._get_fsdp_state())[0].is_sharded, "folded block not resharded"
     tide.fsdp.uninstall(mt)
 
 
@@ -800,7 +800,6 @@ def collective_trace(*models):
     foreach_all_gather, ("RS", fqn) when foreach_reduce calls its
     reduce-scatter comm (stock or TIDE), which is where the collective goes
     out (TIDE may issue an all-gather inside foreach_reduce, before it)."""
-    from tide.fsdp import guards
     from tide.fsdp.reduce_scatter import ReduceScatterCall
 
     it = guards.internals()
@@ -808,7 +807,7 @@ def collective_trace(*models):
     for m in models:
         for module in m.modules():
             state = module._get_fsdp_state() if hasattr(module, "_get_fsdp_state") else None
-            for g in (state._fsdp_param_groups if state is not None else []):
+            for g in (guards.param_groups(state) if state is not None else []):
                 for fp in g.fsdp_params:
                     names[id(fp)] = g._module_fqn or "<root>"
     trace, current = [], []
@@ -889,7 +888,6 @@ def prefetch_inversion(ctx):
         tide.fsdp.uninstall(mt)
 
     # FSDP2 internals that order backward otherwise: inversion off, with one message; TIDE still runs.
-    from tide.fsdp import guards
 
     cls = guards.internals().param_group.FSDPParamGroup
     stock_prefetch = cls.__dict__["_backward_prefetch"]
@@ -978,7 +976,7 @@ def _fsdp_params(model):
     for module in model.modules():
         state = module._get_fsdp_state() if hasattr(module, "_get_fsdp_state") else None
         if state is not None:
-            for g in state._fsdp_param_groups:
+            for g in guards.param_groups(state):
                 out.extend(g.fsdp_params)
     return out
 
