@@ -15,7 +15,7 @@
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
 #
-# Steps: build fabric collectives fsdp e2e loss bench (--only picks some; build
+# Steps: build fabric collectives fsdp e2e loss memprobe bench (--only picks some; build
 # always runs).
 set -uo pipefail
 
@@ -189,6 +189,8 @@ run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --
 [[ -f $LOGS/fsdp_e2e.log ]] && { grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true; }
 run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 \
   --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
+# Device memory of one communicator, step by step, with NCCL's own allocations logged.
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC run_2gpu memprobe comm_memory 90 tools/probe_comm_memory.py
 
 # ---- baselines and TIDE (torchrun, one process per GPU)
 if ((SKIP_BENCH)) || ! wanted bench; then

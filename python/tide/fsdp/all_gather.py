@@ -6,7 +6,10 @@ unsharded storage. Here the unsharded storages are the arena (each FSDPParam's
 `all_gather_outputs[0]` is a view of its group's region, made once at
 install), and TIDE-AG writes every rank's shard straight into them, so the
 copy-out is only a wait. The shard is read where it lives (adopted, resident
-in the arena) or from a per-region buffer that the cast writes into.
+in the arena) or from a packed buffer that the cast writes into: a torch
+allocation of this all-gather alone, freed to the caching allocator once the
+all-gather has read it (as FSDP2 frees its all-gather input), so no buffer is
+held between all-gathers.
 """
 
 from __future__ import annotations
@@ -62,9 +65,11 @@ def adopt(tg, index: int) -> None:
     fp._sharded_local_tensor.data = res.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
 
 
-def shard_pointer(tg, copy_in_stream) -> int:
-    """Address of this rank's packed shard for the group: the resident
-    (adopted) shards, or the region's shard buffer after a cast/copy."""
+def packed_shard(tg, copy_in_stream) -> tuple[int, torch.Tensor | None]:
+    """(address, buffer) of this rank's packed shard for the group: the
+    resident (adopted) shards (buffer None), or a fresh buffer that the
+    cast/copy wrote on `copy_in_stream`, which the caller keeps alive until the
+    all-gather has read it."""
     fsdp_params = tg.info.group.fsdp_params
     if tg.adopt:
         for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
@@ -73,15 +78,13 @@ def shard_pointer(tg, copy_in_stream) -> int:
                 adopt(tg, i)
                 tg.stats["readopted"] += 1
         tg.stats["ag_resident"] += 1
-        return tg.resident_base
+        return tg.resident_base, None
     # The all-gather casts (or adoption is off): write the packed shard (FSDP2's foreach copy).
-    region = tg.region
-    tg.backend.before_copy_in(region, copy_in_stream)
-    views = tg.shard_views()
     with _stream(tg, copy_in_stream):
-        torch._foreach_copy_(views, [fp._sharded_param_data for fp in fsdp_params])
+        buf = torch.empty(tg.shard_bytes, dtype=torch.uint8, device=tg.marker.device)
+        torch._foreach_copy_(tg.shard_views(buf), [fp._sharded_param_data for fp in fsdp_params])
     tg.stats["ag_copied"] += 1
-    return region.shard_buffer.data_ptr()
+    return buf.data_ptr(), buf
 
 
 class _stream:
@@ -108,8 +111,9 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
     tg.check_dtypes()
     claim_region(tg)
-    shard_ptr = shard_pointer(tg, copy_in_stream)
-    event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.region, copy_in_stream, all_gather_stream)
+    shard_ptr, shard_buf = packed_shard(tg, copy_in_stream)
+    event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, shard_buf, tg.region, copy_in_stream,
+                                  all_gather_stream)
     tg.stats["all_gathers"] += 1
     numels = [[fp.padded_sharded_param_size.numel()] for fp in group.fsdp_params]
     return it.AllGatherResult(

@@ -52,8 +52,6 @@ class Region:
         self.addr = 0
         self.members: list = []        # TideGroups assigned here
         self.free_events: list = []    # CUDA: events after which the region may be overwritten
-        self.shard_read_event = None   # CUDA: the last all-gather that read this region's shard buffer
-        self.shard_buffer: torch.Tensor | None = None  # staging for cast/copied shards
 
 
 def _poison(keep: list, slot_views: list) -> None:
@@ -95,11 +93,8 @@ class HostBackend:
         return 0
 
     # ---- all-gather
-    def before_copy_in(self, region: Region, copy_in_stream: Any) -> None:
-        pass
-
-    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, region: Region, copy_in_stream: Any,
-                   all_gather_stream: Any) -> Any:
+    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, shard_buf: torch.Tensor | None,
+                   region: Region, copy_in_stream: Any, all_gather_stream: Any) -> Any:
         comm.all_gather(handle, shard_ptr, region.offset, 0)
         comm.synchronize()
         return None
@@ -165,21 +160,19 @@ class CudaBackend:
         return stream.cuda_stream
 
     # ---- all-gather
-    def before_copy_in(self, region: Region, copy_in_stream: Any) -> None:
-        # The shard buffer is reused: the previous all-gather must have read it.
-        if region.shard_read_event is not None:
-            copy_in_stream.wait_event(region.shard_read_event)
-
-    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, region: Region, copy_in_stream: Any,
-                   all_gather_stream: Any) -> Any:
+    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, shard_buf: torch.Tensor | None,
+                   region: Region, copy_in_stream: Any, all_gather_stream: Any) -> Any:
+        """shard_buf: the packed shard's torch buffer (None when resident in the
+        arena), allocated on copy_in_stream; the allocator may hand it out again
+        once all_gather_stream passes this all-gather (which has read it then)."""
         all_gather_stream.wait_stream(copy_in_stream)
         for event in region.free_events:  # last readers of the previous occupant
             all_gather_stream.wait_event(event)
         region.free_events.clear()
         comm.all_gather(handle, shard_ptr, region.offset, all_gather_stream.cuda_stream)
-        event = all_gather_stream.record_event()
-        region.shard_read_event = event
-        return event
+        if shard_buf is not None:
+            shard_buf.record_stream(all_gather_stream)
+        return all_gather_stream.record_event()
 
     # ---- reduce-scatter
     def before_region_write(self, region: Region) -> None:

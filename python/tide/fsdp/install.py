@@ -234,9 +234,6 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     n = world
     for region in ctx.regions:
         region.offset, region.addr = comm.alloc(_arena.align(region.nbytes))
-        nbytes = _arena.shard_buffer_bytes(region)
-        if nbytes:
-            region.shard_buffer = torch.empty(nbytes, dtype=torch.uint8, device=first.device)
     for tg in tide_groups:
         dtype = tg.info.ag_dtype
         tg.ag_outputs = [backend.wrap(tg.region.addr + p["shard_offset"] * n, p["shard_bytes"] * n, dtype, owner)
@@ -339,12 +336,10 @@ def uninstall(model: torch.nn.Module) -> bool:
     for tg in inst.tide_groups:
         _restore(tg)
         dispatch.unregister(tg)
-        tg.ag_outputs, tg.resident, tg._shard_views, tg.marker = [], [], None, None
+        tg.ag_outputs, tg.resident, tg.marker = [], [], None
     dispatch.deactivate_if_unused()
     del _installed[model]
     for ctx in inst.contexts:
-        for region in ctx.regions:
-            region.shard_buffer = None
         if ctx.fabric == "cuda" and not _arena.release_collectively(ctx):
             log.warning("tide.fsdp: tensors still view the CUDA arena of %s ranks (e.g. a state dict taken while "
                         "installed); it stays allocated until the process exits", ctx.topology)
@@ -406,7 +401,8 @@ def _print(rep: dict, file) -> None:
         regions = ", ".join(f"{r['name']} {r['bytes']} B" for r in a["regions"])
         w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}): {a['arena_bytes']} B per rank "
           f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
-          f"scratch ~{a['scratch_bytes_estimate']} B; shard buffers {a['shard_buffer_bytes']} B); "
+          f"scratch ~{a['scratch_bytes_estimate']} B); cast shards packed per all-gather in torch memory, "
+          f"up to {a['shard_staging_bytes']} B, freed once read; "
           f"{a['reserved_bytes']} B held outside torch's allocator\n")
     w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
       f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")

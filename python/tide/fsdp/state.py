@@ -44,7 +44,6 @@ class TideGroup:
         self.resident_base = 0
         self.resident_offset = -1
         self.marker: torch.Tensor | None = None
-        self._shard_views: list[torch.Tensor] | None = None
         self._dtypes_checked = False
         self.stats: Counter = Counter()
         self.stock_calls_logged: set[str] = set()
@@ -67,13 +66,10 @@ class TideGroup:
             return "resident"
         return "cast" if any(getattr(fp, "param_dtype", None) is not None for fp in self.params) else "copy"
 
-    def shard_views(self) -> list[torch.Tensor]:
-        """Per-parameter views of the region's shard buffer, in the all-gather dtype."""
-        if self._shard_views is None:
-            buf = self.region.shard_buffer
-            self._shard_views = [buf[p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]].view(self.info.ag_dtype)
-                                 for p in self.layout]
-        return self._shard_views
+    def shard_views(self, buf: torch.Tensor) -> list[torch.Tensor]:
+        """Per-parameter views of a packed shard buffer (bytes), in the all-gather dtype."""
+        return [buf[p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]].view(self.info.ag_dtype)
+                for p in self.layout]
 
     def region_vacated(self) -> bool:
         """Is no group unsharded (or being gathered) in this group's region?"""
@@ -169,5 +165,6 @@ class CommContext:
             "regions": [{"name": r.name, "bytes": r.nbytes, "groups": [g.info.fqn for g in r.members]}
                         for r in self.regions],
             "resident_bytes": sum(g.shard_bytes for g in self.groups if g.adopt),
-            "shard_buffer_bytes": sum(r.shard_buffer.numel() for r in self.regions if r.shard_buffer is not None),
+            # Cast/copied shards are packed into a torch buffer per all-gather, freed once it is read.
+            "shard_staging_bytes": max((g.shard_bytes for g in self.groups if not g.adopt), default=0),
         }

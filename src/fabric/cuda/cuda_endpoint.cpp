@@ -71,11 +71,13 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   for (int n = 0; n < topo_.nodes; ++n)
     railPeersReachable &= arena_->peerBase(topo_.rankOf(n, topo_.localOf(rank_))) != nullptr;
   const CudaFabricOptions::Rails wanted = railsFromEnv(options.rails);
-  if (wanted == CudaFabricOptions::Rails::kCopyEngine && !railPeersReachable)
-    throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
   railMode_ = (wanted == CudaFabricOptions::Rails::kSendRecv || !railPeersReachable)
                   ? RailMode::kSendRecv
                   : RailMode::kCopyEngine;
+  // Every rank takes part in the split (a collective) before any refuses.
+  comms_->splitRails(topo_, railMode_ == RailMode::kSendRecv);
+  if (wanted == CudaFabricOptions::Rails::kCopyEngine && !railPeersReachable)
+    throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
   if (railMode_ == RailMode::kSendRecv) sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail());
 
   watchdog_ = std::make_unique<WaitWatchdog>(

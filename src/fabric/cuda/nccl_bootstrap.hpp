@@ -1,5 +1,6 @@
 // Communicators of one rank of the CUDA fabric: the world communicator from an
-// NCCL unique id, the rail communicator (color = local rank, key = node), and
+// NCCL unique id, the rail communicator (color = local rank, key = node) where
+// NCCL carries the rails, and
 // the load/store-accessible (LSA) team NCCL builds windows over.
 #pragma once
 
@@ -29,6 +30,10 @@ class NcclComms {
   NcclComms& operator=(const NcclComms&) = delete;
 
   ncclComm_t world() const { return world_; }
+  // Collective over the world communicator, once, after construction: the
+  // rail communicator of this rank (color = local rank, key = node) when
+  // `join`, none (rail() stays null) otherwise.
+  void splitRails(const plan::Topology& topo, bool join);
   ncclComm_t rail() const { return rail_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
