@@ -6,10 +6,12 @@ unsharded storage. Here the unsharded storages are the arena (each FSDPParam's
 `all_gather_outputs[0]` is a view of its group's region, made once at
 install), and TIDE-AG writes every rank's shard straight into them, so the
 copy-out is only a wait. The shard is read where it lives (adopted, resident
-in the arena) or from a packed buffer that the cast writes into: a torch
-allocation of this all-gather alone, freed to the caching allocator once the
-all-gather has read it (as FSDP2 frees its all-gather input), so no buffer is
-held between all-gathers.
+in the arena) or from the packed buffer that the cast writes into: one torch
+buffer per communicator, sized for the largest shard, which the groups'
+all-gathers take in turn (each cast waits until the previous all-gather has
+read it; with prefetch depth 1 that one has completed by then anyway). A
+buffer per all-gather from the caching allocator was tried: it lowered the
+allocator's peak but raised its reserved memory more (fragmentation).
 """
 
 from __future__ import annotations
@@ -65,11 +67,9 @@ def adopt(tg, index: int) -> None:
     fp._sharded_local_tensor.data = res.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
 
 
-def packed_shard(tg, copy_in_stream) -> tuple[int, torch.Tensor | None]:
-    """(address, buffer) of this rank's packed shard for the group: the
-    resident (adopted) shards (buffer None), or a fresh buffer that the
-    cast/copy wrote on `copy_in_stream`, which the caller keeps alive until the
-    all-gather has read it."""
+def shard_pointer(tg, copy_in_stream) -> int:
+    """Address of this rank's packed shard for the group: the resident
+    (adopted) shards, or the shared shard buffer after a cast/copy."""
     fsdp_params = tg.info.group.fsdp_params
     if tg.adopt:
         for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
@@ -78,13 +78,13 @@ def packed_shard(tg, copy_in_stream) -> tuple[int, torch.Tensor | None]:
                 adopt(tg, i)
                 tg.stats["readopted"] += 1
         tg.stats["ag_resident"] += 1
-        return tg.resident_base, None
+        return tg.resident_base
     # The all-gather casts (or adoption is off): write the packed shard (FSDP2's foreach copy).
+    tg.backend.before_copy_in(tg.ctx, copy_in_stream)
     with _stream(tg, copy_in_stream):
-        buf = torch.empty(tg.shard_bytes, dtype=torch.uint8, device=tg.marker.device)
-        torch._foreach_copy_(tg.shard_views(buf), [fp._sharded_param_data for fp in fsdp_params])
+        torch._foreach_copy_(tg.shard_views(), [fp._sharded_param_data for fp in fsdp_params])
     tg.stats["ag_copied"] += 1
-    return buf.data_ptr(), buf
+    return tg.ctx.shard_buffer.data_ptr()
 
 
 class _stream:
@@ -111,8 +111,8 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
     tg.check_dtypes()
     claim_region(tg)
-    shard_ptr, shard_buf = packed_shard(tg, copy_in_stream)
-    event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, shard_buf, tg.region, copy_in_stream,
+    shard_ptr = shard_pointer(tg, copy_in_stream)
+    event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.ctx, tg.region, copy_in_stream,
                                   all_gather_stream)
     tg.stats["all_gathers"] += 1
     numels = [[fp.padded_sharded_param_size.numel()] for fp in group.fsdp_params]

@@ -19,8 +19,8 @@ Layout (every rank makes the same `alloc` calls in the same order):
                              (sized by the library at the first collective).
 
 Shards that need a cast (fp32 master weights, bf16 mp_policy) are cast into
-a packed buffer of each all-gather (torch memory, outside the arena, freed
-once the all-gather has read it).
+one packed buffer that all groups of the communicator share in turn (torch
+memory, outside the arena; see all_gather.py).
 
 Memory accounting: who allocates the arena, and why torch does not see it.
 libtide's fabric allocates the arena when the communicator is created

@@ -93,8 +93,11 @@ class HostBackend:
         return 0
 
     # ---- all-gather
-    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, shard_buf: torch.Tensor | None,
-                   region: Region, copy_in_stream: Any, all_gather_stream: Any) -> Any:
+    def before_copy_in(self, ctx: Any, copy_in_stream: Any) -> None:
+        pass
+
+    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, ctx: Any, region: Region,
+                   copy_in_stream: Any, all_gather_stream: Any) -> Any:
         comm.all_gather(handle, shard_ptr, region.offset, 0)
         comm.synchronize()
         return None
@@ -160,19 +163,22 @@ class CudaBackend:
         return stream.cuda_stream
 
     # ---- all-gather
-    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, shard_buf: torch.Tensor | None,
-                   region: Region, copy_in_stream: Any, all_gather_stream: Any) -> Any:
-        """shard_buf: the packed shard's torch buffer (None when resident in the
-        arena), allocated on copy_in_stream; the allocator may hand it out again
-        once all_gather_stream passes this all-gather (which has read it then)."""
+    def before_copy_in(self, ctx: Any, copy_in_stream: Any) -> None:
+        # The shard buffer is shared: the previous all-gather must have read it.
+        if ctx.shard_read_event is not None:
+            copy_in_stream.wait_event(ctx.shard_read_event)
+
+    def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, ctx: Any, region: Region,
+                   copy_in_stream: Any, all_gather_stream: Any) -> Any:
         all_gather_stream.wait_stream(copy_in_stream)
         for event in region.free_events:  # last readers of the previous occupant
             all_gather_stream.wait_event(event)
         region.free_events.clear()
         comm.all_gather(handle, shard_ptr, region.offset, all_gather_stream.cuda_stream)
-        if shard_buf is not None:
-            shard_buf.record_stream(all_gather_stream)
-        return all_gather_stream.record_event()
+        event = all_gather_stream.record_event()
+        if ctx.shard_buffer is not None and shard_ptr == ctx.shard_buffer.data_ptr():
+            ctx.shard_read_event = event
+        return event
 
     # ---- reduce-scatter
     def before_region_write(self, region: Region) -> None:

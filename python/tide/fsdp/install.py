@@ -213,11 +213,8 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     ctx.user_bytes = _arena.total_user_bytes(ctx.regions, residents)
     for tg in tide_groups:  # gradients in another dtype get their own plan
         for dtype in tg.grad_dtypes[1:]:
-            tg.extra_plans.append(make_plan(_shapes(tg.info), nodes=nodes, gpus_per_node=gpus,
-                                            dtype=tg.info.dtype_name, grad_dtype=groups.name_of(dtype), mode=mode,
-                                            **plan_options))
-    plan_args = [dict(shapes=_shapes(tg.info), nodes=nodes, gpus_per_node=gpus, dtype=tg.info.dtype_name,
-                      grad_dtype=groups.name_of(dtype), mode=mode, **plan_options)
+            tg.extra_plans.append(make_plan(**_plan_args(tg, dtype, nodes, gpus, mode, plan_options)))
+    plan_args = [_plan_args(tg, dtype, nodes, gpus, mode, plan_options)
                  for tg in tide_groups for dtype in tg.grad_dtypes]
     ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, fab)
 
@@ -228,12 +225,18 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     for tg in tide_groups:
         tg.ctx = ctx
         for dtype in tg.grad_dtypes:
-            tg.handles[dtype] = comm.register_group(_shapes(tg.info), dtype=tg.info.dtype_name,
-                                                    grad_dtype=groups.name_of(dtype), mode=mode, **plan_options)
+            args = _plan_args(tg, dtype, nodes, gpus, mode, plan_options)
+            del args["nodes"], args["gpus_per_node"]  # the communicator's own
+            tg.handles[dtype] = comm.register_group(args.pop("shapes"), **args)
         tg.handle = tg.handles[tg.grad_dtype]
     n = world
     for region in ctx.regions:
         region.offset, region.addr = comm.alloc(_arena.align(region.nbytes))
+    # One packed-shard buffer for every group that casts or copies its shard:
+    # all-gathers reuse it in turn (each waits until the previous one has read it).
+    staging = max((tg.shard_bytes for tg in tide_groups if not tg.adopt), default=0)
+    if staging:
+        ctx.shard_buffer = torch.empty(staging, dtype=torch.uint8, device=first.device)
     for tg in tide_groups:
         dtype = tg.info.ag_dtype
         tg.ag_outputs = [backend.wrap(tg.region.addr + p["shard_offset"] * n, p["shard_bytes"] * n, dtype, owner)
@@ -245,6 +248,22 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
                            for p in tg.layout]
             tg.resident_ptrs = [t.data_ptr() for t in tg.resident]
     return ctx
+
+
+def _plan_args(tg: TideGroup, grad_dtype: torch.dtype, nodes: int, gpus: int, mode: str,
+               plan_options: Mapping[str, Any]) -> dict:
+    """make_plan's arguments for tg's gradients in `grad_dtype`. A gradient
+    dtype wider than the all-gather dtype (fp32 gradients of a bf16 group,
+    only seen when gradient sync is off) takes proportionally more passes, so
+    that its staging is the main plan's (up to chunk rounding), not twice it:
+    the arena's scratch is sized for the largest plan, and passes never change
+    the bits."""
+    args = dict(shapes=_shapes(tg.info), nodes=nodes, gpus_per_node=gpus, dtype=tg.info.dtype_name,
+                grad_dtype=groups.name_of(grad_dtype), mode=mode, **plan_options)
+    widen = grad_dtype.itemsize // tg.info.ag_dtype.itemsize
+    if widen > 1:
+        args["passes"] = max(1, int(plan_options.get("passes", 1))) * widen
+    return args
 
 
 def _shapes(info: groups.GroupInfo) -> list[dict]:
@@ -331,15 +350,17 @@ def uninstall(model: torch.nn.Module) -> bool:
         if group._all_gather_result is not None or group._training_state != it.TrainingState.IDLE:
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}' is mid-iteration; uninstall between steps")
     for ctx in inst.contexts:
+        ctx.shard_buffer = None
         if ctx.fabric == "cuda":  # the last reduce-scatters may still read the arena
             torch.cuda.synchronize(ctx.backend.device)
     for tg in inst.tide_groups:
         _restore(tg)
         dispatch.unregister(tg)
-        tg.ag_outputs, tg.resident, tg.marker = [], [], None
+        tg.ag_outputs, tg.resident, tg._shard_views, tg.marker = [], [], None, None
     dispatch.deactivate_if_unused()
     del _installed[model]
     for ctx in inst.contexts:
+        ctx.shard_buffer = None
         if ctx.fabric == "cuda" and not _arena.release_collectively(ctx):
             log.warning("tide.fsdp: tensors still view the CUDA arena of %s ranks (e.g. a state dict taken while "
                         "installed); it stays allocated until the process exits", ctx.topology)
@@ -401,8 +422,7 @@ def _print(rep: dict, file) -> None:
         regions = ", ".join(f"{r['name']} {r['bytes']} B" for r in a["regions"])
         w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}): {a['arena_bytes']} B per rank "
           f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
-          f"scratch ~{a['scratch_bytes_estimate']} B); cast shards packed per all-gather in torch memory, "
-          f"up to {a['shard_staging_bytes']} B, freed once read; "
+          f"scratch ~{a['scratch_bytes_estimate']} B; shard buffer {a['shard_buffer_bytes']} B in torch memory); "
           f"{a['reserved_bytes']} B held outside torch's allocator\n")
     w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
       f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")

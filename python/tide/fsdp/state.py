@@ -44,6 +44,7 @@ class TideGroup:
         self.resident_base = 0
         self.resident_offset = -1
         self.marker: torch.Tensor | None = None
+        self._shard_views: list[torch.Tensor] | None = None
         self._dtypes_checked = False
         self.stats: Counter = Counter()
         self.stock_calls_logged: set[str] = set()
@@ -66,10 +67,13 @@ class TideGroup:
             return "resident"
         return "cast" if any(getattr(fp, "param_dtype", None) is not None for fp in self.params) else "copy"
 
-    def shard_views(self, buf: torch.Tensor) -> list[torch.Tensor]:
-        """Per-parameter views of a packed shard buffer (bytes), in the all-gather dtype."""
-        return [buf[p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]].view(self.info.ag_dtype)
-                for p in self.layout]
+    def shard_views(self) -> list[torch.Tensor]:
+        """Per-parameter views of the shared shard buffer, in the all-gather dtype."""
+        if self._shard_views is None:
+            buf = self.ctx.shard_buffer
+            self._shard_views = [buf[p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]].view(self.info.ag_dtype)
+                                 for p in self.layout]
+        return self._shard_views
 
     def region_vacated(self) -> bool:
         """Is no group unsharded (or being gathered) in this group's region?"""
@@ -127,6 +131,8 @@ class TideGroup:
                 "sum_ctas": rs["sum_ctas"],
                 "landing_ctas": rs["landing_ctas"],
                 "rs_staging_bytes": rs["staging_bytes"],
+                # The plans for gradients in a wider dtype (their passes keep their staging near the main plan's).
+                "extra_rs_staging_bytes": [p["reduce_scatter"]["staging_bytes"] for p in self.extra_plans],
                 "ag_stage_bytes": ag["stage_bytes"],
                 "tide_live_ns": mem["tide_live_ns"],
                 "fsdp2_live_ns": mem["fsdp2_live_ns"],
@@ -152,6 +158,8 @@ class CommContext:
         self.scratch_bytes = 0
         self.user_bytes = 0
         self.reserved_bytes = 0  # what the fabric holds for the arena outside torch's allocator
+        self.shard_buffer: torch.Tensor | None = None  # packed cast/copied shards, shared by the groups
+        self.shard_read_event = None  # CUDA: the last all-gather that read shard_buffer
 
     def summary(self) -> dict:
         return {
@@ -165,6 +173,5 @@ class CommContext:
             "regions": [{"name": r.name, "bytes": r.nbytes, "groups": [g.info.fqn for g in r.members]}
                         for r in self.regions],
             "resident_bytes": sum(g.shard_bytes for g in self.groups if g.adopt),
-            # Cast/copied shards are packed into a torch buffer per all-gather, freed once it is read.
-            "shard_staging_bytes": max((g.shard_bytes for g in self.groups if not g.adopt), default=0),
+            "shard_buffer_bytes": 0 if self.shard_buffer is None else self.shard_buffer.numel(),
         }
