@@ -69,15 +69,16 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     timeout_s: deadline of every TIDE wait (fail stop).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width
-        (default: the library's, i.e. the paper's calibration). The shapes,
-        topology, dtypes and mode are the adapter's and cannot be given here.
+        (default: the library's, i.e. the paper's calibration, with
+        DEFAULT_PASSES passes). The shapes, topology, dtypes and mode are the
+        adapter's and cannot be given here.
 
     Returns report(model, echo=False). Unsupported torch internals leave
     everything stock with one logged message; nothing raises for them.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    plan_options = dict(plan_options or {})
+    plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
     if owned:
         raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
@@ -181,6 +182,13 @@ def _refuse(model, reason: str, message: str) -> dict:
 
 # make_plan arguments the adapter sets from the model and the process group.
 _ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "grad_dtype", "mode"})
+# Reduce-scatter passes per call when plan_options gives none. Four passes
+# bound each call's Level 1 staging to 1/8 of N*S on one node (one pass: 1/2),
+# which the arena holds for the largest group (e.g. an untied embedding and
+# LM head: 222 of the MoE-like model's 1134 MiB arena at one pass). Passes
+# never change the bits, and the H200-pair calibration measures its reduce-
+# scatter at four (BENCHMARKS.md).
+DEFAULT_PASSES = 4
 
 
 def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options) -> CommContext | None:
