@@ -32,7 +32,8 @@ Per (model, tokens per GPU):
      device synchronize and a barrier and ends with a synchronize; its time is the max over ranks
      of the wall time (CUDA events are recorded too). Reported: median, min, p90 and mean, the
      ratio of medians against stock, and the median of per-round ratios (paired). The systems train
-     on the same batches, so their losses are compared step by step (--loss-rtol).
+     on the same batches, so their losses are compared step by step (--loss-rtol; the first
+     LOSS_CHECK_STEPS steps, see there).
 
 Loss curve (--loss-curve N): stock twice from the same initial weights on two data orders (data
 seeds A and B; on CPUs nothing else would make two stock runs differ), and every other system of
@@ -87,6 +88,15 @@ from tide.bench.fsdp_systems import (
 GiB = float(1 << 30)
 MiB = float(1 << 20)
 MEM_WARMUP = 2
+# The loss check compares the first LOSS_CHECK_STEPS steps (warm-up included)
+# with stock's. Later, the Llama-like model at this learning rate enters loss
+# spikes that amplify any rounding difference chaotically: on 2xH200 stock's
+# own nondeterminism (pg-alloc, the same arithmetic) reached 1e-1 relative by
+# step 22 while every system agreed to 4e-4 over the first 10 steps. A wrong
+# reduction shows from the second step on; training equivalence over many
+# steps is the loss curve's check (run-to-run spread of stock, 200 steps).
+# All-step differences are still reported (max_loss_rdiff_vs_stock_all_steps).
+LOSS_CHECK_STEPS = 10
 TARGET_SPEEDUP_PCT = {("moe", 4096): 10.0, "llama": 3.0}  # anything else: never slower (0 %)
 
 
@@ -424,9 +434,11 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
     ran = {name: res for name, res in results.items() if res.get("status") == "ok"}
     for name, res in ran.items():
         local = res.pop("_local_losses", [])
-        diff = max((abs(a - b) / max(1.0, abs(b)) for a, b in zip(local, stock_local)), default=0.0)
+        rdiffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(local, stock_local)]
         finite = all(math.isfinite(x) for x in local)
-        res["max_loss_rdiff_vs_stock"] = reduce_max(env, [diff if finite else math.inf])[0]
+        checked = max(rdiffs[:LOSS_CHECK_STEPS], default=0.0)
+        res["max_loss_rdiff_vs_stock"] = reduce_max(env, [checked if finite else math.inf])[0]
+        res["max_loss_rdiff_vs_stock_all_steps"] = reduce_max(env, [max(rdiffs, default=0.0)])[0]
     # pg-alloc runs stock's arithmetic: its difference from stock is the run's own nondeterminism
     # (CUDA atomics, amplified by training), which TIDE may show too.
     floor = ran.get("pg-alloc", {}).get("max_loss_rdiff_vs_stock", 0.0)
