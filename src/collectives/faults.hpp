@@ -22,6 +22,9 @@ enum class Fault {
   kReleaseGradsEarly,     // RS: gradients are released (overwritten) before read completion
 };
 
+// How long a fault that needs a lost race stalls the queue that would win it.
+inline constexpr double kFaultRaceSeconds = 0.3;
+
 const char* faultName(Fault f);
 Fault parseFault(const std::string& name);  // throws std::invalid_argument
 std::vector<Fault> allFaults();             // every kind but kNone
