@@ -163,6 +163,10 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   if ((NGPU >= 2)); then
     run collectives_2gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
       tests/gpu/check_collectives.py
+    # The same checks across the two virtual nodes over NCCL send/recv rails
+    # (two-sided: the path across real nodes).
+    run collectives_2gpu_sendrecv 240 env TIDE_FABRIC_RAILS=send-recv "$PYTHON" -m torch.distributed.run \
+      --standalone --nproc_per_node=2 tests/gpu/check_collectives.py --multi-node-only
   fi
 else
   skip collectives "no libtide.so or no GPU"

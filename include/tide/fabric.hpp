@@ -118,6 +118,13 @@ class Endpoint {
   // Can copies reach a peer on another node directly (virtual nodes on one
   // host)? Otherwise rails need railPut.
   virtual bool railsByCopy() const = 0;
+  // Are rail transfers two-sided (NCCL send/recv)? Then railPut only sends:
+  // the receiver posts the matching railRecv (same bytes, in the same order
+  // per sender), which lands them and sets the receiver's own counter;
+  // signal() reaches no rank on another node, and a rank's consecutive rail
+  // puts and receives form one group (any other call on the endpoint closes
+  // it), so the opposite transfers of one round cannot deadlock.
+  virtual bool railsTwoSided() const { return false; }
 
   virtual int numQueues() const = 0;
 
@@ -135,6 +142,13 @@ class Endpoint {
   // set to `signalValue` (signalId < 0: no signal).
   virtual void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
                        int signalId, uint64_t signalValue) = 0;
+  // Two-sided rails: receive `bytes` from srcRank's matching railPut into
+  // this rank's arena at `dstOffset`, then this rank's counter `signalId` :=
+  // `signalValue` (signalId < 0: none). One-sided fabrics refuse it.
+  virtual void railRecv(int /*q*/, int /*srcRank*/, int64_t /*dstOffset*/, int64_t /*bytes*/, int /*signalId*/,
+                        uint64_t /*signalValue*/) {
+    throw FabricError(FabricError::Kind::kUsage, "railRecv on a fabric with one-sided rails");
+  }
   // After every earlier op on q completes: counter `id` on dstRank := value.
   // Each counter has one writer and its values only grow (cuStreamWriteValue).
   virtual void signal(int q, int dstRank, int id, uint64_t value) = 0;

@@ -30,6 +30,7 @@ struct HostRunOptions {
   collectives::FaultConfig fault;
   bool keepOutputs = false;  // return every rank's last outputs (determinism tests)
   bool checkProtocol = false;  // run the protocol checker (slow; tests)
+  bool twoSidedRails = false;  // rails as send/recv, like NCCL's (HostOptions::twoSidedRails)
 };
 
 struct CollectiveReport {

@@ -23,13 +23,12 @@ Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConf
   const plan::Topology& t = ep_.topology();
   if (t.gpusPerNode > ids::kMaxLocal || t.nodes > ids::kMaxNodes)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "topology exceeds the counter table");
-  // Two-sided rails (NCCL send/recv) need the receiver to post every rail
-  // transfer (railRecv); the collectives issue one-sided puts only, so across
-  // nodes they would wait for data that never comes. Refuse instead of hanging.
-  if (t.nodes > 1 && !ep_.railsByCopy())
+  // Across nodes the rails are copies to load/store-reachable peers (one-sided,
+  // signals travel as writes) or two-sided transfers (NCCL send/recv: every
+  // put needs the receiver's railRecv, and no signal crosses nodes).
+  if (t.nodes > 1 && !ep_.railsByCopy() && !ep_.railsTwoSided())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
-                              "the collectives across nodes need one-sided rails (copy engines between load/store "
-                              "reachable peers); the send/recv rails are not wired into TIDE-AG / TIDE-RS yet");
+                              "the collectives across nodes need copy-engine or send/recv rails");
   if (layout_.inboxBytes() > 0) {
     ep_.annotateInbox(layout_.inbox, layout_.inboxBytes());
     if (layout_.landing == plan::Landing::kPush) ep_.annotateInbox(layout_.push, layout_.inboxBytes());
@@ -110,14 +109,19 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
     ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
 
   // Rails: Bruck rounds with lead-based pacing and per-round stage credits.
+  // Two-sided rails carry no signal across nodes; a round's bytes land when
+  // the receiver posts its receives, which it does in round order (the lead)
+  // and after its copies consumed the previous call's stage (the credit).
+  const bool twoSided = ep_.railsTwoSided();
   std::vector<uint64_t> arrived(plan.ag.scatterGroups.size(), 0);
   if (t.nodes > 1) {
     ep_.waitEvent(kNetQueue, kCallerQueue, entry);
+    if (twoSided && agStageFree_ > 0) ep_.waitEvent(kNetQueue, kCopyQueue, agStageFree_);
     for (const plan::AgRound& r : plan.ag.rounds) {
       const int target = t.railPeer(me, -r.firstSlot);
       const int source = t.railPeer(me, r.firstSlot);
-      if (v > 1) ep_.wait(kNetQueue, ids::kAgCredit + r.index, v - 1, target, "receive-stage credit");
-      if (r.index >= 1) ep_.wait(kNetQueue, ids::kAgLead + r.index, v, target, "round lead");
+      if (!twoSided && v > 1) ep_.wait(kNetQueue, ids::kAgCredit + r.index, v - 1, target, "receive-stage credit");
+      if (!twoSided && r.index >= 1) ep_.wait(kNetQueue, ids::kAgLead + r.index, v, target, "round lead");
       // The round's bytes x in [0, slots*S): slot 0 is the shard, the rest the stage.
       std::vector<std::pair<int64_t, int>> marks;  // (byte end, signal id)
       marks.push_back({r.headBytes, ids::kAgHead + r.index});
@@ -139,12 +143,25 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
         const std::byte* src = lo < s ? static_cast<const std::byte*>(shard) + lo
                                       : ep_.arena() + layout_.stage + (lo - s);
         ep_.railPut(kNetQueue, target, stageDst + lo, src, hi - lo, -1, 0);
-        for (auto& m : marks)
-          if (m.first == hi) ep_.signal(kNetQueue, target, m.second, v);
+        if (!twoSided)
+          for (auto& m : marks)
+            if (m.first == hi) ep_.signal(kNetQueue, target, m.second, v);
+      }
+      if (twoSided) {
+        // The same cuts from the source, in the same group as the sends; the
+        // marks are this rank's own, set once the group has landed.
+        for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+          const int64_t lo = cuts[k], hi = cuts[k + 1];
+          if (lo >= hi || lo >= r.bytes) continue;
+          ep_.railRecv(kNetQueue, source, stageDst + lo, hi - lo, -1, 0);
+        }
+        for (size_t k = 0; k + 1 < cuts.size(); ++k)
+          for (auto& m : marks)
+            if (m.first == cuts[k + 1] && cuts[k] < r.bytes) ep_.signal(kNetQueue, me, m.second, v);
       }
       // Receive this round; confirm it to the sender of the next round.
       ep_.wait(kNetQueue, ids::kAgHead + r.index, v, source, "round head");
-      if (static_cast<size_t>(r.index + 1) < plan.ag.rounds.size())
+      if (!twoSided && static_cast<size_t>(r.index + 1) < plan.ag.rounds.size())
         ep_.signal(kNetQueue, t.railPeer(me, 2 * r.firstSlot), ids::kAgLead + r.index + 1, v);
       for (size_t gi = 0; gi < plan.ag.scatterGroups.size(); ++gi) {
         if (plan.ag.scatterGroups[gi].round != r.index) continue;
@@ -212,9 +229,13 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   ep_.waitEvent(kCopyQueue, kOwnCopyQueue, ownDone);
   if (split) ep_.waitEvent(kCopyQueue, kNetQueue, splitDone);
   for (int i = 0; i < t.gpusPerNode; ++i) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
-  if (!injected(Fault::kDropCredit))
-    for (const plan::AgRound& r : plan.ag.rounds)
-      ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);
+  if (!injected(Fault::kDropCredit)) {
+    if (twoSided)
+      agStageFree_ = ep_.record(kCopyQueue);  // the next call's receives wait for it
+    else
+      for (const plan::AgRound& r : plan.ag.rounds)
+        ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);
+  }
 
   if (!injected(Fault::kSkipCompletionFence))
     for (int i = 0; i < t.gpusPerNode; ++i)

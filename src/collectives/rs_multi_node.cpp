@@ -45,6 +45,7 @@ class Communicator::MultiNodeRs {
   void issueSends(const plan::RsWave& wave);
   void acceptWave(const plan::RsWave& wave, uint64_t seq);
   void sendRound(const plan::RsWave& wave, const plan::RsRound& round, uint64_t seq);
+  void transferBlock(const plan::RsWave& wave, int c, uint64_t seq, bool send);
   void issueLanding(const plan::RsWave& wave);
   void moveOwnPartial(const plan::RsWave& wave);
   void pushRows(const plan::RsWave& wave);
@@ -63,6 +64,7 @@ class Communicator::MultiNodeRs {
   bool accumulate_;
   int me_, node_, local_, m_, l_, bank_, nOut_;
   bool push_;
+  bool twoSided_;  // rails are send/recv: the receiver posts each transfer, no signal crosses nodes
   uint64_t sendBase_;
   // Own-node spares of this bank in rotation: use u (counted over all calls on
   // the bank) goes to slot u mod K, K the same for every group of this
@@ -102,6 +104,7 @@ Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& pla
       bank_(static_cast<int>((comm.rsCalls_ - 1) % 2)),
       nOut_(plan.rs.outboxBlocks),
       push_(plan.rs.landing == plan::Landing::kPush),
+      twoSided_(comm.ep_.railsTwoSided()),
       sendBase_(comm.rsSends_[bank_]),
       spareBase_(comm.rsSpareUses_[bank_]),
       spareSlots_(static_cast<uint64_t>(comm.layout_.sparesPerBank)),
@@ -238,12 +241,27 @@ void Communicator::MultiNodeRs::acceptWave(const plan::RsWave& wave, uint64_t se
                  (rs_.subElems - live) * 4);
     }
   }
-  for (int c : wave.contributors)
-    if (c < m_) ep_.signal(kNetQueue, t_.rankOf(((node_ - c) % m_ + m_) % m_, local_), ids::kRsCredit + node_, seq);
+  // One-sided rails: tell this wave's senders. Two-sided: a sender's bytes
+  // land only through the receive this rank posts after this point.
+  if (!twoSided_)
+    for (int c : wave.contributors)
+      if (c < m_) ep_.signal(kNetQueue, t_.rankOf(((node_ - c) % m_ + m_) % m_, local_), ids::kRsCredit + node_, seq);
 }
 
-// One k-way round of outbox blocks over my rail.
+// One k-way round of outbox blocks over my rail. Two-sided rails: every
+// block's sum first, then the round's sends and the matching receives (from
+// node - c for each c: rounds are the same on every node) back to back, one
+// group.
 void Communicator::MultiNodeRs::sendRound(const plan::RsWave& wave, const plan::RsRound& round, uint64_t seq) {
+  if (twoSided_) {
+    for (int c : round.contributors) ep_.waitEvent(kNetQueue, kSumQueue, summed_[readIndex(wave.pass, c)]);
+    for (int c : round.contributors) transferBlock(wave, c, seq, /*send=*/true);
+    for (int c : round.contributors) transferBlock(wave, c, seq, /*send=*/false);
+    for (int c : round.contributors)
+      sent_ = std::max(sent_, sendBase_ + static_cast<uint64_t>(wave.pass * (m_ - 1) + (c - 1)) + 1);
+    ep_.signal(kNetQueue, me_, ids::kRsSent + bank_, sent_);
+    return;
+  }
   const int gen = wave.generation;
   for (int c : round.contributors) {
     const int dest = (node_ + c) % m_;
@@ -267,6 +285,29 @@ void Communicator::MultiNodeRs::sendRound(const plan::RsWave& wave, const plan::
     sent_ = std::max(sent_, k + 1);
   }
   ep_.signal(kNetQueue, me_, ids::kRsSent + bank_, sent_);
+}
+
+// Two-sided rails: the block for contributor c, sent to node + c from my
+// outbox, or received from node - c into my inbox (the same sub-slice: the
+// sender's local rank is mine), rows' live part only where it is short.
+void Communicator::MultiNodeRs::transferBlock(const plan::RsWave& wave, int c, uint64_t seq, bool send) {
+  const int gen = wave.generation;
+  const int peerNode = send ? (node_ + c) % m_ : ((node_ - c) % m_ + m_) % m_;
+  const int peer = t_.rankOf(peerNode, local_);
+  const int sub = plan::subSlice(local_, c, m_, l_);
+  const int64_t rowBytes = plan::subSliceRange(g_, rs_, wave.pass, sub).size() * 4;
+  const int64_t pitch = rs_.subElems * 4;
+  const std::byte* block = outboxBlock(sendBase_ + static_cast<uint64_t>(wave.pass * (m_ - 1) + (c - 1)));
+  const int64_t inbox = layout_.inboxBlock(gen, sub);
+  const int rows = rowBytes == pitch ? 1 : l_;
+  const int64_t bytes = rowBytes == pitch ? rs_.blockBytes : rowBytes;
+  for (int i = 0; i < rows; ++i) {
+    const int signalId = i + 1 == rows ? ids::kRsInbox + (send ? node_ : peerNode) : -1;
+    if (send)
+      ep_.railPut(kNetQueue, peer, inbox + i * pitch, block + i * pitch, bytes, signalId, seq);
+    else
+      ep_.railRecv(kNetQueue, peer, inbox + i * pitch, bytes, signalId, seq);
+  }
 }
 
 void Communicator::MultiNodeRs::issueLanding(const plan::RsWave& wave) {

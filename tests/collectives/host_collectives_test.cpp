@@ -577,6 +577,7 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
     o.planOptions.rs.stagingSlots = 1 + static_cast<int>(rng() % 3);
     o.planOptions.rs.mode = rng() % 2 ? plan::Mode::kInPlace : plan::Mode::kSlotReuse;
     o.planOptions.rs.landing = rng() % 2 ? plan::Landing::kPull : plan::Landing::kPush;
+    o.twoSidedRails = rng() % 2 == 0;  // send/recv rails, as across real nodes
     // Some (M, L, W) put two contributors of a wave on one inbox block; the
     // planner refuses those (its own tests cover that), so draw again.
     try {
@@ -589,7 +590,8 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
     SCOPED_TRACE(std::string(plan::modeName(o.planOptions.rs.mode)) + " M=" + std::to_string(m) + " L=" +
                  std::to_string(l) + " W=" +
                  std::to_string(o.planOptions.rs.waveWidth) + " passes=" + std::to_string(o.planOptions.rs.passes) +
-                 " landing " + plan::landingName(o.planOptions.rs.landing));
+                 " landing " + plan::landingName(o.planOptions.rs.landing) +
+                 (o.twoSidedRails ? " two-sided rails" : " one-sided rails"));
     expectOk(bench::runOnHost(o));
   }
 }
@@ -632,6 +634,94 @@ TEST(HostCollectives, OneLandingDirectionPerCommunicator) {
   EXPECT_FALSE(pushed.fits(pullPlan));
   EXPECT_EQ(pushed.bytes - collectives::ScratchLayout::forPlans({&oneNode, &pullPlan}).bytes,
             int64_t{pushed.generations} * pushed.blocksPerGeneration * pushed.blockBytes);  // independent of inboxBytes()
+}
+
+}  // namespace
+}  // namespace tide
+
+namespace tide {
+namespace {
+
+// Two-sided rails (the host stand-in for NCCL send/recv across real nodes):
+// every topology with M >= 2, both modes and landings, several passes and
+// wave widths, under the protocol checker, against the references and bit
+// for bit against the one-sided run of the same inputs and plan.
+TEST(TwoSidedRails, MatchOneSidedBitForBit) {
+  struct Case { int m, l, passes, wave; plan::Mode mode; plan::Landing landing; };
+  const std::vector<Case> cases = {
+      {2, 1, 1, 0, plan::Mode::kInPlace, plan::Landing::kPull},
+      {2, 2, 3, 0, plan::Mode::kSlotReuse, plan::Landing::kPush},
+      {3, 2, 2, 1, plan::Mode::kInPlace, plan::Landing::kPull},
+      {4, 2, 1, 0, plan::Mode::kSlotReuse, plan::Landing::kPull},
+      {5, 3, 3, 1, plan::Mode::kInPlace, plan::Landing::kPush},
+      {3, 4, 2, 2, plan::Mode::kSlotReuse, plan::Landing::kPush},
+      {7, 1, 2, 0, plan::Mode::kInPlace, plan::Landing::kPull},
+  };
+  for (const Case& c : cases) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("M=" + std::to_string(c.m) + " L=" + std::to_string(c.l) + " passes=" + std::to_string(c.passes) +
+                 " wave=" + std::to_string(c.wave) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(c.m, c.l, seed);
+    o.iters = 3;  // stage credits and inbox generations across calls
+    o.keepOutputs = true;
+    o.checkProtocol = true;
+    o.planOptions.rs.passes = c.passes;
+    o.planOptions.rs.waveWidth = c.wave;
+    o.planOptions.rs.mode = c.mode;
+    o.planOptions.rs.landing = c.landing;
+    const bench::HostRunResult oneSided = bench::runOnHost(o);
+    expectOk(oneSided);
+    o.twoSidedRails = true;
+    const bench::HostRunResult twoSided = bench::runOnHost(o);
+    expectOk(twoSided);
+    EXPECT_GT(twoSided.reduceScatter.stats.railPuts, 0);
+    ASSERT_EQ(twoSided.outputs.size(), oneSided.outputs.size());
+    for (size_t i = 0; i < twoSided.outputs.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(twoSided.outputs[i].data(), oneSided.outputs[i].data(),
+                               twoSided.outputs[i].size() * sizeof(float)))
+          << "rank " << i;
+    EXPECT_EQ(twoSided.landings, oneSided.landings);
+  }
+}
+
+// A receive that no send matches fails stop at the deadline, naming the peer;
+// a size mismatch is a protocol error. Driven on the fabric directly.
+TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {
+  fabric::host::HostOptions ho;
+  ho.queues = 2;
+  ho.timeoutSeconds = 0.5;
+  ho.twoSidedRails = true;
+  {
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    ASSERT_TRUE(world.endpoint(0).railsTwoSided());
+    ASSERT_FALSE(world.endpoint(0).railsByCopy());
+    world.endpoint(0).railRecv(1, 1, 0, 4096, -1, 0);
+    try {
+      world.endpoint(0).synchronize(1);
+      FAIL() << "an unmatched receive completed";
+    } catch (const fabric::FabricError& e) {
+      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kTimeout);
+      EXPECT_NE(std::string(e.what()).find("from rank 1"), std::string::npos) << e.what();
+    }
+  }
+  {
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    std::vector<std::byte> src(4096, std::byte{7});
+    world.endpoint(1).railPut(1, 0, 0, src.data(), 2048, -1, 0);
+    world.endpoint(1).record(1);  // closes the sender's group
+    world.endpoint(0).railRecv(1, 1, 0, 4096, -1, 0);
+    try {
+      world.endpoint(0).synchronize(1);
+      FAIL() << "a receive matched a send of another size";
+    } catch (const fabric::FabricError& e) {
+      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kProtocol) << e.what();
+    }
+    try {
+      world.endpoint(1).synchronize(1);
+    } catch (const fabric::FabricError&) {
+      // the sender's send was never delivered: it fails stop too
+    }
+  }
 }
 
 }  // namespace

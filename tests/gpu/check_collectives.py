@@ -85,7 +85,14 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def main() -> int:
+    import argparse
+
     from tide.comm import Communicator, unique_id
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--multi-node-only", action="store_true",
+                        help="only the topologies with M > 1 (e.g. with TIDE_FABRIC_RAILS=send-recv, the rails)")
+    args = parser.parse_args()
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
@@ -97,7 +104,8 @@ def main() -> int:
     failures = []
     # Across nodes both Level 2 landing directions, each on its own communicator (one
     # direction per communicator), both held to the host fabric's pull-landing bits.
-    runs = [(m, l, d) for m, l in node_splits(n) for d in (("pull", "push") if m > 1 else ("pull",))]
+    runs = [(m, l, d) for m, l in node_splits(n) for d in (("pull", "push") if m > 1 else ("pull",))
+            if m > 1 or not args.multi_node_only]
     for nodes, gpus, direction in runs:
         tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
         uid = [unique_id() if rank == 0 else None]

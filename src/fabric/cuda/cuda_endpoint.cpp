@@ -309,13 +309,12 @@ void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes
   topo_.checkRank(srcRank);
   checkArenaRange(dstOffset, bytes, "rail receive");
   if (railMode_ != RailMode::kSendRecv) return;
-  beginOp(/*flushRails=*/false);
   uint64_t* counter = signalId >= 0 ? arena_->counter(signalId) : nullptr;
-  if (bytes > 0) {
-    sendRecv_->deferRecv(s, topo_.nodeOf(srcRank), arena_->base() + dstOffset, bytes, counter, signalValue);
-  } else if (counter != nullptr) {
-    StreamMemOps::get().write(s, counter, signalValue);
-  }
+  // Zero bytes (the sender's zero-byte put sends nothing): only the counter,
+  // written with the group's other counters; ending the group here could leave
+  // its sends waiting for receives that the rest of the round posts.
+  beginOp(/*flushRails=*/false);
+  sendRecv_->deferRecv(s, topo_.nodeOf(srcRank), arena_->base() + dstOffset, bytes, counter, signalValue);
 }
 
 void CudaEndpoint::signal(int q, int dstRank, int id, uint64_t value) {

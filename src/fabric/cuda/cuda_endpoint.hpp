@@ -61,6 +61,7 @@ class CudaEndpoint final : public Endpoint {
   int64_t arenaBytes() const override { return arena_->userBytes(); }
   std::byte* peerArena(int peerRank) override;
   bool railsByCopy() const override { return railMode_ == RailMode::kCopyEngine; }
+  bool railsTwoSided() const override { return railMode_ == RailMode::kSendRecv; }
   int numQueues() const override { return static_cast<int>(streams_.size()); }
   void setCallContext(const std::string& call) override { call_ = call; }
 
@@ -97,7 +98,7 @@ class CudaEndpoint final : public Endpoint {
   // rails, where the sender writes and signals by itself); signalId < 0: no
   // counter. Puts and receives enqueued back to back go out as one NCCL group.
   void railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId,
-                uint64_t signalValue);
+                uint64_t signalValue) override;
   RailMode railMode() const { return railMode_; }
   void setCtaBudget(int sumCtas, int landCtas);
   int device() const { return comms_->device(); }

@@ -27,6 +27,7 @@ void SendRecvRails::flush() {
   ncclResult_t issued = ncclSuccess;
   for (const Op& op : ops) {
     if (issued != ncclSuccess) break;
+    if (op.bytes == 0) continue;  // a receive of nothing: only its counter, below
     issued = op.send ? ncclSend(op.src, static_cast<size_t>(op.bytes), ncclUint8, op.peer, rail_, op.stream)
                      : ncclRecv(op.dst, static_cast<size_t>(op.bytes), ncclUint8, op.peer, rail_, op.stream);
   }

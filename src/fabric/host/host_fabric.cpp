@@ -34,6 +34,7 @@ std::byte* HostEndpoint::peerArena(int peerRank) {
 }
 
 void HostEndpoint::setCallContext(const std::string& call) {
+  flushRails();
   std::lock_guard<std::mutex> lock(callMu_);
   call_ = call;
 }
@@ -139,6 +140,7 @@ void HostEndpoint::annotateInbox(int64_t offset, int64_t bytes) {
 }
 
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
+  flushRails();
   int64_t bytes = 0;
   for (const CopyOp& op : ops) bytes += op.width * op.rows;
   {
@@ -163,6 +165,7 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
 }
 
 void HostEndpoint::sum(int q, const SumOp& op) {
+  flushRails();
   submit(q, "sum", [this, op](int task) {
     if (checker_) {
       const int64_t b = plan::itemSize(op.srcType);
@@ -183,6 +186,7 @@ void HostEndpoint::sum(int q, const SumOp& op) {
 }
 
 void HostEndpoint::land(int q, const LandOp& op) {
+  flushRails();
   submit(q, "land", [this, op](int task) {
     if (checker_) {
       for (float* src : op.sources) checker_->access(task, src, op.elems * 4, Access::kLandRead);
@@ -197,25 +201,37 @@ void HostEndpoint::land(int q, const LandOp& op) {
 }
 
 void HostEndpoint::zero(int q, void* dst, int64_t bytes) {
+  flushRails();
   submit(q, "zero", [this, dst, bytes](int task) {
     if (checker_) checker_->access(task, dst, bytes, Access::kZero);
     std::memset(dst, 0, static_cast<size_t>(bytes));
   });
 }
 
+void HostEndpoint::checkRailPeer(int peer, int64_t dstOffset, int64_t bytes, const char* what) const {
+  topo_.checkRank(peer);
+  if (topo_.localOf(peer) != topo_.localOf(rank_))
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": " + what + " rank " +
+                                                     std::to_string(peer) + " on another rail");
+  if (dstOffset < 0 || bytes < 0 || dstOffset + bytes > mem_.arenaBytes)
+    throw FabricError(FabricError::Kind::kUsage, std::string(what) + " rank " + std::to_string(peer) +
+                                                     " outside the arena");
+}
+
 void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
                            int signalId, uint64_t signalValue) {
-  topo_.checkRank(dstRank);
-  if (topo_.localOf(dstRank) != topo_.localOf(rank_))
-    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) +
-                                                     ": rail put to rank " + std::to_string(dstRank) +
-                                                     " on another rail");
-  if (dstOffset < 0 || dstOffset + bytes > mem_.arenaBytes)
-    throw FabricError(FabricError::Kind::kUsage, "rail put outside the peer arena");
+  checkRailPeer(dstRank, dstOffset, bytes, "rail put to");
   {
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.railBytes += bytes;
     stats_.railPuts += 1;
+  }
+  if (mem_.mailbox != nullptr) {
+    // Two-sided: the receiver's railRecv lands the bytes and sets its own counter.
+    if (railQueue_ >= 0 && railQueue_ != q) flushRails();
+    railQueue_ = q;
+    if (bytes > 0) railGroup_.push_back({.send = true, .peer = dstRank, .src = src, .bytes = bytes});
+    return;
   }
   const bool duplicate = putsIssued_.fetch_add(1) == faults_.duplicatePutAfter;
   std::byte* dst = peerArena(dstRank) + dstOffset;
@@ -247,7 +263,100 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   });
 }
 
+void HostEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId,
+                            uint64_t signalValue) {
+  if (mem_.mailbox == nullptr) Endpoint::railRecv(q, srcRank, dstOffset, bytes, signalId, signalValue);
+  checkRailPeer(srcRank, dstOffset, bytes, "rail receive from");
+  if (signalId >= 0) checkCounter(signalId);
+  // Zero bytes: no message (the sender's zero-byte put sends none), only the
+  // counter, set in the group's order; it must not end the group, or a group
+  // whose sends are received by the rest of the round would wait on itself.
+  if (railQueue_ >= 0 && railQueue_ != q) flushRails();
+  railQueue_ = q;
+  railGroup_.push_back({.send = false, .peer = srcRank, .offset = dstOffset, .bytes = bytes, .signalId = signalId,
+                        .signalValue = signalValue});
+}
+
+// Happens-before edges of the mailbox for the checker, under ids no counter uses.
+namespace {
+constexpr int kMailboxSentId = kCountersPerRank;      // + sender rank: message seq posted
+constexpr int kMailboxAckId = 2 * kCountersPerRank;   // + receiver rank: message seq delivered
+}  // namespace
+
+void HostEndpoint::flushRails() {
+  if (railGroup_.empty()) return;
+  std::vector<RailTransfer> group;
+  group.swap(railGroup_);
+  const int q = railQueue_;
+  railQueue_ = -1;
+  std::string call;
+  {
+    std::lock_guard<std::mutex> lock(callMu_);
+    call = call_;
+  }
+  const std::string label = "rail group of " + std::to_string(group.size()) + " transfers";
+  submit(q, label, [this, group = std::move(group), call](int task) {
+    RailMailbox& box = *mem_.mailbox;
+    const auto end = deadline();
+    auto stop = [this] { return stopping_.load() || (mem_.failed && mem_.failed->load()); };
+    auto gaveUp = [&](const std::string& what) {
+      if (stop())
+        throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + " in " + call +
+                                                               ": stopped while " + what);
+      fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
+                                            std::to_string(options_.timeoutSeconds) + " s " + what);
+    };
+    std::vector<std::pair<std::shared_ptr<RailMailbox::Message>, int>> sent;
+    for (const RailTransfer& t : group) {
+      if (!t.send) continue;
+      if (checker_) checker_->access(task, t.src, t.bytes, Access::kRead);
+      // The checker hears of the message before the receiver can take it.
+      auto m = box.post(rank_, t.peer, t.src, t.bytes, [&](uint64_t seq) {
+        if (checker_) checker_->signal(task, t.peer, kMailboxSentId + rank_, seq);
+      });
+      sent.push_back({m, t.peer});
+    }
+    for (const RailTransfer& t : group) {
+      if (t.send) continue;
+      if (t.bytes == 0) {
+        if (t.signalId >= 0) {
+          if (checker_) checker_->signal(task, rank_, t.signalId, t.signalValue);
+          raise(rank_, counter(rank_, t.signalId), t.signalValue);
+        }
+        continue;
+      }
+      auto m = box.take(t.peer, rank_, end, stop);
+      if (!m) gaveUp("waiting for a rail send of " + std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer));
+      if (m->bytes != t.bytes)
+        fail(FabricError::Kind::kProtocol, "rank " + std::to_string(rank_) + " in " + call + ": a rail receive of " +
+                                               std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer) +
+                                               " matched a send of " + std::to_string(m->bytes) + " bytes");
+      std::byte* dst = arena() + t.offset;
+      if (checker_) {
+        checker_->waited(task, rank_, kMailboxSentId + t.peer, m->seq);
+        checker_->access(task, m->src, t.bytes, Access::kRead);
+        checker_->access(task, dst, t.bytes, Access::kWrite);
+      }
+      std::memcpy(dst, m->src, static_cast<size_t>(t.bytes));
+      if (checker_) checker_->signal(task, t.peer, kMailboxAckId + rank_, m->seq);
+      box.deliver(m);
+      if (t.signalId >= 0) {
+        if (checker_) checker_->signal(task, rank_, t.signalId, t.signalValue);
+        raise(rank_, counter(rank_, t.signalId), t.signalValue);
+      }
+    }
+    // A send completes once received, as NCCL's does: its source is free again.
+    for (const auto& [m, peer] : sent) {
+      if (!box.awaitDelivery(m, end, stop))
+        gaveUp("waiting for rank " + std::to_string(peer) + " to receive a rail send of " + std::to_string(m->bytes) +
+               " bytes");
+      if (checker_) checker_->waited(task, rank_, kMailboxAckId + peer, m->seq);
+    }
+  });
+}
+
 void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
+  flushRails();
   std::atomic<uint64_t>* ctr = &counter(dstRank, id);
   if (checker_ && dstRank == rank_) checker_->selfSignalIssued(rank_, id, value);
   submit(q, "signal to rank " + std::to_string(dstRank), [this, ctr, value, dstRank, id](int task) {
@@ -260,6 +369,7 @@ void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
 }
 
 void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* what) {
+  flushRails();
   std::atomic<uint64_t>* ctr = &counter(rank_, id);
   if (checker_ && peer == rank_) checker_->selfWaitIssued(rank_, id, value, what != nullptr ? what : "");
   std::string call;
@@ -300,10 +410,12 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
 }
 
 void HostEndpoint::delay(int q, double seconds) {
+  flushRails();
   submit(q, "delay", [seconds](int) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); });
 }
 
 uint64_t HostEndpoint::record(int q) {
+  flushRails();
   // A marker task: the event completes with it (and carries its clock).
   const uint64_t seq = queue(q).submitted() + 1;
   const uint64_t got = submit(q, "event", [this, seq](int task) {
@@ -314,6 +426,7 @@ uint64_t HostEndpoint::record(int q) {
 }
 
 void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
+  flushRails();
   WorkQueue* src = &queue(srcQueue);
   std::string call;
   {
@@ -337,6 +450,7 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
 }
 
 void HostEndpoint::synchronize(int q) {
+  flushRails();
   WorkQueue& wq = queue(q);
   const uint64_t target = wq.submitted();
   // Waits inside the queue carry their own deadline; allow them to expire first.
@@ -350,6 +464,7 @@ void HostEndpoint::synchronize(int q) {
 }
 
 void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
+  flushRails();
   WorkQueue& wq = queue(q);
   if (event > wq.submitted())
     throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": event " +
@@ -365,6 +480,7 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
 }
 
 void HostEndpoint::synchronizeAll() {
+  flushRails();
   std::exception_ptr first;
   for (int q = 0; q < numQueues(); ++q) {
     try {
@@ -399,6 +515,10 @@ HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions option
     : topo_(topo), failure_(RankMemory::kFailureBytes, '\0') {
   RankMemory mem;
   mem.arenaBytes = arenaBytes;
+  if (options.twoSidedRails) {
+    mailbox_ = std::make_unique<RailMailbox>(topo.ranks());
+    mem.mailbox = mailbox_.get();
+  }
   mem.failed = &failed_;
   mem.failure = failure_.data();
   for (int r = 0; r < topo.ranks(); ++r) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fabric/host/protocol_checker.hpp"
+#include "fabric/host/rail_mailbox.hpp"
 #include "fabric/host/work_queue.hpp"
 #include "tide/fabric.hpp"
 
@@ -35,6 +36,7 @@ struct RankMemory {
   std::vector<std::atomic<uint64_t>*> counters;
   std::vector<Doorbell*> doorbells;  // empty: poll
   int64_t arenaBytes = 0;
+  RailMailbox* mailbox = nullptr;      // two-sided rails (threads mode); null: one-sided puts
   std::atomic<int>* failed = nullptr;  // set by the first rank that fails
   char* failure = nullptr;             // first failure message (kFailureBytes)
   static constexpr size_t kFailureBytes = 1024;
@@ -44,6 +46,7 @@ struct HostOptions {
   int queues = 4;
   double timeoutSeconds = 5.0;
   bool checkProtocol = false;            // HostWorld: run the protocol checker
+  bool twoSidedRails = false;            // HostWorld: rails as send/recv (RailMailbox), like NCCL's
   ProtocolChecker* checker = nullptr;    // set by the world that owns it
 };
 
@@ -57,7 +60,8 @@ class HostEndpoint final : public Endpoint {
   std::byte* arena() override { return mem_.arenas[static_cast<size_t>(rank_)]; }
   int64_t arenaBytes() const override { return mem_.arenaBytes; }
   std::byte* peerArena(int peerRank) override;
-  bool railsByCopy() const override { return true; }
+  bool railsByCopy() const override { return mem_.mailbox == nullptr; }
+  bool railsTwoSided() const override { return mem_.mailbox != nullptr; }
   int numQueues() const override { return static_cast<int>(queues_.size()); }
   void setCallContext(const std::string& call) override;
 
@@ -67,6 +71,7 @@ class HostEndpoint final : public Endpoint {
   void zero(int q, void* dst, int64_t bytes) override;
   void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes, int signalId,
                uint64_t signalValue) override;
+  void railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId, uint64_t signalValue) override;
   void signal(int q, int dstRank, int id, uint64_t value) override;
   void delay(int q, double seconds) override;
   void annotateInbox(int64_t offset, int64_t bytes) override;
@@ -95,6 +100,22 @@ class HostEndpoint final : public Endpoint {
   template <typename F>
   void failStopOnError(F&& body);
   std::chrono::steady_clock::time_point deadline() const;
+  void checkRailPeer(int peer, int64_t dstOffset, int64_t bytes, const char* what) const;
+  // Two-sided rails: the rail puts and receives enqueued back to back run as
+  // one queue task (an NCCL group): all sends posted, every receive taken in
+  // order, then every send awaited until delivered. Any other call ends it.
+  struct RailTransfer {
+    bool send = false;
+    int peer = 0;
+    int64_t offset = 0;           // receive: into this rank's arena
+    const void* src = nullptr;    // send: from here
+    int64_t bytes = 0;
+    int signalId = -1;            // receive: this rank's counter, after the bytes
+    uint64_t signalValue = 0;
+  };
+  void flushRails();
+  int railQueue_ = -1;
+  std::vector<RailTransfer> railGroup_;
 
   plan::Topology topo_;
   int rank_;
@@ -133,6 +154,7 @@ class HostWorld {
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> counters_;
   std::vector<std::unique_ptr<Doorbell>> doorbells_;
   std::unique_ptr<ProtocolChecker> checker_;
+  std::unique_ptr<RailMailbox> mailbox_;
   std::atomic<int> failed_{0};
   std::vector<char> failure_;
   std::vector<std::unique_ptr<HostEndpoint>> endpoints_;
