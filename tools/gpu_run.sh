@@ -173,6 +173,10 @@ else
 fi
 
 # ---- the FSDP2 adapter on GPUs: TIDE beside stock FSDP2 in the same processes
+if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
+  # One GPU: a shard group of one rank stays stock (world_size_1) and trains as stock.
+  run fsdp_1gpu 120 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=1 tests/python/fsdp_cuda_smoke.py
+fi
 run_2gpu fsdp fsdp_2gpu 240 tests/python/fsdp_cuda_smoke.py
 
 # ---- end-to-end FSDP2 training steps (tide.bench.fsdp_steps): stock, process-group allocation

@@ -3,6 +3,11 @@ fabric beside stock FSDP2 in the same processes, a few steps per
 configuration, losses / gradients / parameters compared.
 
     torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py
+    torchrun --nproc_per_node 1 tests/python/fsdp_cuda_smoke.py   # one GPU: TIDE stays stock
+
+On one GPU there is nothing to gather or scatter: the one-rank scenarios of
+the CPU suite (fsdp_scenarios.ONE_RANK) check that every group stays stock
+with its reason and trains as stock.
 
 Needs libtide built with the CUDA fabric (TIDE_LIBRARY or the installed
 package). Prints one line per configuration and exits 1 on any mismatch.
@@ -111,6 +116,8 @@ def main() -> int:
             mode="slot-reuse", tol=None, integer=True, build=S.LinearModel, loss_fn=S.int_loss,
             configure=S.sum_reduction, opt="sign", topology=(world, 1), install_kw={"plan_options": H200_PAIR})
     configs["fp32 in-place, read-done check"] = dict(mode="in-place", tol=FP32, install_kw={"check_read_done": True})
+    if world == 1:  # nothing to gather or scatter: TIDE must stay stock, and say so
+        configs = {}
     failed = 0
     for name, kw in configs.items():
         start = time.perf_counter()
@@ -124,6 +131,8 @@ def main() -> int:
         print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
     if world == 2:
         failed += run_scenarios(CUDA_SCENARIOS, rank, world, device)
+    elif world == 1:
+        failed += run_scenarios(S.ONE_RANK, rank, world, device)
     dist.destroy_process_group()
     return 1 if failed else 0
 

@@ -704,6 +704,21 @@ def shard_group_of_one(ctx):
     assert tide.fsdp.uninstall(mt) and not dispatch.active()
 
 
+def one_rank_stays_stock(ctx):
+    """FSDP2 on a single rank (nothing to gather or scatter): every group stays
+    stock with reason world_size_1, one warning each, and trains bit for bit as
+    stock; uninstall restores nothing and is safe."""
+    assert ctx.world == 1, "a one-rank scenario"
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    rep = install(mt, ctx)
+    assert not rep["installed"] and {g["reason"] for g in rep["groups"]} == {"world_size_1"}, rep
+    assert len([m for m in ctx.logs.messages(logging.WARNING) if "world_size_1" in m]) == 4
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=None, what=f"stock step {s}")
+    assert tide.fsdp.uninstall(mt) and not dispatch.active()
+
+
 def refusals(ctx):
     """install on a non-root module or a plain module changes nothing, says
     why, and does not raise."""
@@ -994,6 +1009,7 @@ TWO_RANKS = [
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
 ]
+ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",

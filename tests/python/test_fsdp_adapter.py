@@ -1,5 +1,5 @@
 """tide.fsdp on CPU: FSDP2 (gloo) with TIDE on the host fabric against stock
-FSDP2 in the same processes. Two jobs (2 and 4 ranks) each run their
+FSDP2 in the same processes. Three jobs (1, 2 and 4 ranks) each run their
 scenarios (fsdp_scenarios.py) once; every scenario is reported as its own
 test. torch is required: these tests fail, not skip, without it."""
 
@@ -21,6 +21,13 @@ def two_ranks(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    job = run_job(1, fsdp_scenarios.ONE_RANK, tmp_path_factory.mktemp("fsdp-w1"))
+    _print_times(job)
+    return job
+
+
+@pytest.fixture(scope="module")
 def four_ranks(tmp_path_factory):
     job = run_job(4, fsdp_scenarios.FOUR_RANKS, tmp_path_factory.mktemp("fsdp-w4"))
     _print_times(job)
@@ -36,6 +43,11 @@ def _print_times(job) -> None:
 @pytest.mark.parametrize("name", fsdp_scenarios.TWO_RANKS)
 def test_two_ranks(two_ranks, name):
     two_ranks.check(name)
+
+
+@pytest.mark.parametrize("name", fsdp_scenarios.ONE_RANK)
+def test_one_rank(one_rank, name):
+    one_rank.check(name)
 
 
 @pytest.mark.parametrize("name", fsdp_scenarios.FOUR_RANKS)
