@@ -147,6 +147,7 @@ typedef struct {
   double timeoutSeconds;  /* every wait's deadline */
   const char* fault;      /* fault kind name or NULL ("none") */
   int faultRank;
+  int twoSidedRails;      /* 1: rails as send/recv (each transfer received by its peer), as NCCL's */
 } tideHostRunOptions_t;
 
 /* Runs both collectives for the planned group on CPU ranks (threads), checks

@@ -173,6 +173,9 @@ def _add_bench_command(subparsers) -> None:
     cmd.add_argument("--timeout", type=float, default=10.0, metavar="S", help="deadline of every wait")
     cmd.add_argument("--inject", metavar="FAULT", help="inject a fault (see --list-faults)")
     cmd.add_argument("--fault-rank", type=int, default=0, metavar="R")
+    cmd.add_argument("--rails", choices=host_bench.RAILS, default="one-sided",
+                     help="host fabric: rails as puts with signals (copy engines, default) or as two-sided "
+                          "send/recv, the path across real nodes")
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     cmd.set_defaults(run=_run_bench)
 
@@ -218,7 +221,7 @@ def _run_bench(args) -> int:
     report = host_bench.run_host(
         params, nodes=args.nodes, gpus_per_node=args.gpus_per_node, iters=args.iters, seed=args.seed,
         inputs=args.inputs, timeout_s=args.timeout, fault=args.inject, fault_rank=args.fault_rank,
-        grad_dtype=args.grad_dtype, mode=args.mode, wave_width=args.wave_width,
+        rails=args.rails, grad_dtype=args.grad_dtype, mode=args.mode, wave_width=args.wave_width,
         round_width=args.round_width, passes=args.passes, landing=args.landing,
     )
     print(json.dumps(report, indent=2) if args.json else host_bench.format_report(report, f"tide bench: {title}"))

@@ -13,6 +13,7 @@ from tide import _capi
 from tide.plan import build_plan_config
 
 INPUT_KINDS = {"normal": 0, "integer": 1, "nonfinite": 2}
+RAILS = ("one-sided", "two-sided")
 
 
 def run_host(
@@ -26,16 +27,22 @@ def run_host(
     timeout_s: float = 10.0,
     fault: str | None = None,
     fault_rank: int = 0,
+    rails: str = "one-sided",
     **plan_options: Any,
 ) -> dict:
     """Run both collectives `iters` times on fresh random inputs.
 
     Returns the report: `all_gather.check` / `reduce_scatter.check` are "ok"
     only when every output matched; `error` holds a fabric failure (deadline,
-    peer failure), empty if none. plan_options are make_plan's options.
+    peer failure), empty if none. rails: "one-sided" (puts and signals, as
+    copy engines between reachable peers) or "two-sided" (every transfer is
+    received by its peer, as NCCL send/recv across nodes). plan_options are
+    make_plan's options.
     """
     if inputs not in INPUT_KINDS:
         raise ValueError(f"inputs must be one of {sorted(INPUT_KINDS)}")
+    if rails not in RAILS:
+        raise ValueError(f"rails must be one of {RAILS}")
     config, _keepalive = build_plan_config(shapes, nodes=nodes, gpus_per_node=gpus_per_node, **plan_options)
     options = _capi.HostRunOptions(
         iters=iters,
@@ -44,6 +51,7 @@ def run_host(
         timeoutSeconds=timeout_s,
         fault=fault.encode() if fault else None,
         faultRank=fault_rank,
+        twoSidedRails=int(rails == "two-sided"),
     )
     _, report = _capi.host_run(config, options)
     result = json.loads(report)
@@ -59,7 +67,8 @@ def format_report(report: dict, title: str) -> str:
     """nccl-tests-like rows, one per collective."""
     topo = report["topology"]
     lines = [
-        f"{title}: host fabric, {topo['nodes']} nodes x {topo['gpus_per_node']} ranks "
+        f"{title}: host fabric, {topo['nodes']} nodes x {topo['gpus_per_node']} ranks, "
+        f"{report.get('rails', 'one-sided')} rails "
         f"({topo['ranks']} CPU ranks), seed {report['seed']}",
         f"{'collective':<15}{'check':>7}{'time(ms)':>10}{'copy MiB':>10}{'rail MiB':>10}"
         f"{'descs':>8}{'rounds':>7}{'waves':>6}{'staging MiB':>12}",
