@@ -168,6 +168,13 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
     run collectives_2gpu_sendrecv 240 env TIDE_FABRIC_RAILS=send-recv "$PYTHON" -m torch.distributed.run \
       --standalone --nproc_per_node=2 tests/gpu/check_collectives.py --multi-node-only
   fi
+  if ((NGPU > 2)); then
+    # Every virtual topology of all this host's GPUs (4: M1L4, M2L2, M4L1; 8: M1L8 ... M8L1).
+    run "collectives_${NGPU}gpu" 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
+      tests/gpu/check_collectives.py
+    run "collectives_${NGPU}gpu_sendrecv" 300 env TIDE_FABRIC_RAILS=send-recv "$PYTHON" -m torch.distributed.run \
+      --standalone --nproc_per_node="$NGPU" tests/gpu/check_collectives.py --multi-node-only
+  fi
 else
   skip collectives "no libtide.so or no GPU"
 fi
@@ -178,6 +185,10 @@ if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   run fsdp_1gpu 120 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=1 tests/python/fsdp_cuda_smoke.py
 fi
 run_2gpu fsdp fsdp_2gpu 240 tests/python/fsdp_cuda_smoke.py
+if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 4)); then
+  # Four GPUs: the CPU suite's four-rank scenarios (2 x 2 nodes, HSDP 2 x 2, push landing) on CUDA.
+  run fsdp_4gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 tests/python/fsdp_cuda_smoke.py
+fi
 
 # ---- end-to-end FSDP2 training steps (tide.bench.fsdp_steps): stock, process-group allocation
 # and TIDE (both modes), paired and interleaved, >= 30 timed steps each, on the Llama-like and

@@ -4,6 +4,7 @@ configuration, losses / gradients / parameters compared.
 
     torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py
     torchrun --nproc_per_node 1 tests/python/fsdp_cuda_smoke.py   # one GPU: TIDE stays stock
+    torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py   # + the four-rank scenarios (HSDP 2x2)
 
 On one GPU there is nothing to gather or scatter: the one-rank scenarios of
 the CPU suite (fsdp_scenarios.ONE_RANK) check that every group stays stock
@@ -133,6 +134,8 @@ def main() -> int:
         failed += run_scenarios(CUDA_SCENARIOS, rank, world, device)
     elif world == 1:
         failed += run_scenarios(S.ONE_RANK, rank, world, device)
+    elif world == 4:
+        failed += run_scenarios(S.FOUR_RANKS, rank, world, device)
     dist.destroy_process_group()
     return 1 if failed else 0
 
