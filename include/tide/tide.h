@@ -112,6 +112,9 @@ tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_
 tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* group);
 tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
 
+/* shard: this rank's packed shard; NULL on a single node when the shard
+ * already sits in this rank's own landing rows (in place: the caller cast or
+ * copied it there, and the own landing is not copied again). */
 tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                            void* stream);
 /* grads: one pointer per parameter (its unsharded gradient); out: this rank's

@@ -104,6 +104,7 @@ class Communicator:
         return offset.value, ptr.value
 
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
+        """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
         _capi.check(_capi.library().tideAllGather(self.handle, group.handle, shard_ptr, landing_offset, stream))
 
     def reduce_scatter(self, group: Group, grad_ptrs: Sequence[int], out_ptr: int, *, alpha: float = 1.0,

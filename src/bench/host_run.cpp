@@ -182,11 +182,24 @@ HostRunResult runOnHost(const HostRunOptions& o) {
           checker->hostAccess(world.endpoint(r).arena() + landingOffset, g.unshardedBytes(), Access::kWrite,
                               "poisons a landing");
       }
+      // In place: each rank's shard goes into its own landing rows (as the
+      // FSDP2 adapter casts it there), and the all-gather gets no pointer.
+      if (o.inPlaceShard) {
+        for (int r = 0; r < n; ++r) {
+          std::byte* land = world.endpoint(r).arena() + landingOffset;
+          for (size_t p = 0; p < g.params.size(); ++p) {
+            const plan::ParamLayout& P = g.params[p];
+            std::memcpy(land + g.landing(static_cast<int>(p), r), data[static_cast<size_t>(r)].shard.data() + P.shardOffset,
+                        static_cast<size_t>(P.shardBytes));
+          }
+        }
+      }
 
       // ---- all-gather on every rank
       auto t0 = Clock::now();
       for (int r = 0; r < n; ++r) {
-        comms[static_cast<size_t>(r)]->allGather(pl, data[static_cast<size_t>(r)].shard.data(), landingOffset);
+        comms[static_cast<size_t>(r)]->allGather(pl, o.inPlaceShard ? nullptr : data[static_cast<size_t>(r)].shard.data(),
+                                                 landingOffset);
       }
       // Each rank's landing is checked as soon as its caller's event fires,
       // as a consumer would read it.

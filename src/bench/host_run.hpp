@@ -31,6 +31,7 @@ struct HostRunOptions {
   bool keepOutputs = false;  // return every rank's last outputs (determinism tests)
   bool checkProtocol = false;  // run the protocol checker (slow; tests)
   bool twoSidedRails = false;  // rails as send/recv, like NCCL's (HostOptions::twoSidedRails)
+  bool inPlaceShard = false;   // one node: the host writes each shard into its own landing rows, AG in place
 };
 
 struct CollectiveReport {

@@ -203,7 +203,7 @@ TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
 TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                                     void* stream) {
   return guarded("tideAllGather", [&]() -> tideResult_t {
-    if (!comm || !group || !shard) return invalid("tideAllGather", "null argument");
+    if (!comm || !group) return invalid("tideAllGather", "null argument");  // shard NULL: in place
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
     c.allGather(group->plan, shard, landingOffset);

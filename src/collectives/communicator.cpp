@@ -50,6 +50,17 @@ void Communicator::checkPlan(const plan::Plan& plan) const {
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan exceeds the counter table");
 }
 
+// The own landing rows holding the shard bytes at `ref` (a kShard reference
+// inside one parameter's shard) of an all-gather in place.
+plan::BufferRef Communicator::inPlaceSource(const plan::GroupLayout& g, const plan::BufferRef& ref) const {
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const plan::ParamLayout& pl = g.params[p];
+    if (ref.offset >= pl.shardOffset && ref.offset < pl.shardOffset + pl.shardBytes)
+      return {ep_.rank(), Region::kLanding, 0, g.landing(static_cast<int>(p), ep_.rank()) + (ref.offset - pl.shardOffset)};
+  }
+  throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "shard offset outside every parameter");
+}
+
 std::byte* Communicator::addressOf(const BufferRef& ref, const void* shard, int64_t landingOffset,
                                    const std::vector<const void*>* grads, int stagingSlot) {
   std::byte* base = ref.rank == ep_.rank() ? ep_.arena() : ep_.peerArena(ref.rank);
@@ -100,6 +111,14 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   if (landingOffset < 0 || layout_.overlaps(landingOffset, g.unshardedBytes()) ||
       landingOffset + g.unshardedBytes() > ep_.arenaBytes())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
+  // In place (shard == nullptr): this rank's shard already sits in its own
+  // landing rows (the caller cast or copied it there), so nothing is copied
+  // into the own landing and the peers' copies read it from there. One node
+  // only: across nodes the rails send the shard as one contiguous block.
+  const bool inPlace = shard == nullptr;
+  if (inPlace && t.nodes > 1)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                              "an all-gather in place (no shard pointer) needs a single node");
   const uint64_t v = ++agCalls_;
   ep_.setCallContext("all_gather#" + std::to_string(v));
   const uint64_t entry = ep_.record(kCallerQueue);
@@ -182,6 +201,10 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   // this one writes the peers'; the done signals wait for both.
   std::vector<CopyDesc> ownDescs, peerDescs;
   for (const CopyDesc& d : localDescs) (d.dst.rank == me ? ownDescs : peerDescs).push_back(d);
+  if (inPlace) {
+    ownDescs.clear();
+    for (CopyDesc& d : peerDescs) d.src = inPlaceSource(g, d.src);
+  }
   ep_.waitEvent(kOwnCopyQueue, kCallerQueue, entry);
   if (injected(Fault::kSkipCompletionFence)) ep_.delay(kOwnCopyQueue, kFaultRaceSeconds);
   ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));

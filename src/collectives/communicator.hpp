@@ -35,8 +35,9 @@ class Communicator {
 
   // Writes every rank's shard into every node-local rank's landing at arena
   // offset `landingOffset` (same on all ranks). `shard` is this rank's packed
-  // S-byte shard (any local memory). Returns the caller-queue event after
-  // which the landing holds the unsharded group.
+  // S-byte shard (any local memory), or nullptr on one node: the shard is
+  // already in this rank's own landing rows (in place). Returns the
+  // caller-queue event after which the landing holds the unsharded group.
   uint64_t allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset);
 
   // out (this rank's packed fp32 shard, E elements) =
@@ -51,6 +52,7 @@ class Communicator {
  private:
   std::byte* addressOf(const plan::BufferRef& ref, const void* shard, int64_t landingOffset,
                        const std::vector<const void*>* grads, int stagingSlot);
+  plan::BufferRef inPlaceSource(const plan::GroupLayout& g, const plan::BufferRef& ref) const;
   std::vector<fabric::CopyOp> toCopyOps(const std::vector<plan::CopyDesc>& descs, const void* shard,
                                         int64_t landingOffset, const std::vector<const void*>* grads,
                                         int stagingSlot);

@@ -726,3 +726,37 @@ TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {
 
 }  // namespace
 }  // namespace tide
+
+namespace tide {
+namespace {
+
+// All-gather in place (no shard pointer: the shard already sits in the own
+// landing rows, where the FSDP2 adapter casts it): the landing is the packed
+// run's, byte for byte, and the own landing is not copied again.
+TEST(HostCollectives, AllGatherInPlaceMatchesPacked) {
+  for (int l : {1, 2, 3, 8}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("L=" + std::to_string(l) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(1, l, seed);
+    o.keepOutputs = true;
+    o.checkProtocol = true;
+    const bench::HostRunResult packed = bench::runOnHost(o);
+    expectOk(packed);
+    o.inPlaceShard = true;
+    const bench::HostRunResult inPlace = bench::runOnHost(o);
+    expectOk(inPlace);
+    EXPECT_EQ(inPlace.landings, packed.landings);
+    // Every rank copies its shard to the L - 1 peers only.
+    EXPECT_EQ(inPlace.allGather.stats.copyBytes * l, packed.allGather.stats.copyBytes * (l - 1));
+  }
+}
+
+TEST(HostCollectives, AllGatherInPlaceRefusesSeveralNodes) {
+  HostRunOptions o = baseOptions(2, 2, freshSeed());
+  o.inPlaceShard = true;
+  const bench::HostRunResult r = bench::runOnHost(o);
+  EXPECT_NE(r.error.find("single node"), std::string::npos) << r.error;
+}
+
+}  // namespace
+}  // namespace tide

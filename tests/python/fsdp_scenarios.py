@@ -390,7 +390,16 @@ def transformer_bf16_mixed_precision(ctx):
     _, _, rep, st = train(ctx, transformer, mp_policy=mp_policy, tol=BF16, expect_groups=4)
     assert {g["shard_source"] for g in tide_groups(rep)} == {"cast"}, rep
     assert all(g["dtype"] == "bf16" for g in tide_groups(rep))
-    assert st.get("ag_copied", 0) > 0, st
+    # One node: the cast writes straight into the own landing rows, the all-gather runs in place.
+    assert all(g["shard_in_place"] for g in tide_groups(rep)), rep
+    assert st.get("ag_in_place", 0) > 0 and not st.get("ag_copied"), st
+    assert rep["arenas"][0]["shard_buffer_bytes"] == 0, rep["arenas"]
+    # Virtual nodes: the rails send one contiguous shard, cast into the shared buffer.
+    _, _, rep, st = train(ctx, transformer, mp_policy=mp_policy, tol=BF16, expect_groups=4,
+                          topology=(ctx.world, 1))
+    assert not any(g["shard_in_place"] for g in tide_groups(rep)), rep
+    assert st.get("ag_copied", 0) > 0 and not st.get("ag_in_place"), st
+    assert rep["arenas"][0]["shard_buffer_bytes"] > 0, rep["arenas"]
 
 
 def bf16_params_slot_reuse(ctx):
@@ -687,7 +696,7 @@ def no_ring_no_adopt_explicit_prefetch(ctx):
     _, _, rep, st = train(ctx, transformer, configure=prefetch_two, expect_groups=4, ring=False, adopt=False,
                           micro=2)
     assert all(g["region"].startswith("pinned:") and g["shard_source"] == "copy" for g in rep["groups"]), rep
-    assert st.get("ag_copied", 0) > 0 and not st.get("ag_resident"), st
+    assert st.get("ag_in_place", 0) > 0 and not st.get("ag_resident"), st  # one node: copied in place
 
 
 def shard_group_of_one(ctx):

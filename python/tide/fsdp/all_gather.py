@@ -16,6 +16,7 @@ allocator's peak but raised its reserved memory more (fragmentation).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -69,7 +70,10 @@ def adopt(tg, index: int) -> None:
 
 def shard_pointer(tg, copy_in_stream) -> int:
     """Address of this rank's packed shard for the group: the resident
-    (adopted) shards, or the shared shard buffer after a cast/copy."""
+    (adopted) shards, 0 when the cast/copy wrote it into this rank's own
+    landing rows (one node: the all-gather runs in place, as FSDP2's own
+    all-gather input is a slice of its output), or the shared shard buffer
+    after a cast/copy (across nodes the rails send one contiguous shard)."""
     fsdp_params = tg.info.group.fsdp_params
     if tg.adopt:
         for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
@@ -79,10 +83,23 @@ def shard_pointer(tg, copy_in_stream) -> int:
                 tg.stats["readopted"] += 1
         tg.stats["ag_resident"] += 1
         return tg.resident_base
-    # The all-gather casts (or adoption is off): write the packed shard (FSDP2's foreach copy).
+    # The all-gather casts (or adoption is off): write the shard (FSDP2's foreach copy).
+    sources = [fp._sharded_param_data for fp in fsdp_params]
+    if tg.in_place_shard:
+        # Into the own landing rows, once the region's previous readers are done. The
+        # unsharded parameters view this storage: their version counter must not move,
+        # or autograd would take the next gather for an in-place edit of saved tensors.
+        tg.backend.before_region_write(tg.region, copy_in_stream)
+        views = tg.own_landing_views()
+        with _stream(tg, copy_in_stream), contextlib.ExitStack() as keep:
+            for v in views:
+                keep.enter_context(torch.autograd._unsafe_preserve_version_counter(v))
+            torch._foreach_copy_(views, sources)
+        tg.stats["ag_in_place"] += 1
+        return 0
     tg.backend.before_copy_in(tg.ctx, copy_in_stream)
     with _stream(tg, copy_in_stream):
-        torch._foreach_copy_(tg.shard_views(), [fp._sharded_param_data for fp in fsdp_params])
+        torch._foreach_copy_(tg.shard_views(), sources)
     tg.stats["ag_copied"] += 1
     return tg.ctx.shard_buffer.data_ptr()
 

@@ -103,7 +103,7 @@ class HostBackend:
         return None
 
     # ---- reduce-scatter
-    def before_region_write(self, region: Region) -> None:
+    def before_region_write(self, region: Region, stream: Any = None) -> None:
         pass
 
     def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
@@ -181,8 +181,10 @@ class CudaBackend:
         return event
 
     # ---- reduce-scatter
-    def before_region_write(self, region: Region) -> None:
-        stream = torch.cuda.current_stream(self.device)
+    def before_region_write(self, region: Region, stream: Any = None) -> None:
+        """`stream` (default: the current one) waits until the region's previous
+        occupant is no longer read."""
+        stream = stream if stream is not None else torch.cuda.current_stream(self.device)
         for event in region.free_events:
             stream.wait_event(event)
 

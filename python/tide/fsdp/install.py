@@ -242,7 +242,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
         region.offset, region.addr = comm.alloc(_arena.align(region.nbytes))
     # One packed-shard buffer for every group that casts or copies its shard:
     # all-gathers reuse it in turn (each waits until the previous one has read it).
-    staging = max((tg.shard_bytes for tg in tide_groups if not tg.adopt), default=0)
+    staging = max((tg.shard_bytes for tg in tide_groups if not tg.adopt and not tg.in_place_shard), default=0)
     if staging:
         ctx.shard_buffer = torch.empty(staging, dtype=torch.uint8, device=first.device)
     for tg in tide_groups:
@@ -364,7 +364,7 @@ def uninstall(model: torch.nn.Module) -> bool:
     for tg in inst.tide_groups:
         _restore(tg)
         dispatch.unregister(tg)
-        tg.ag_outputs, tg.resident, tg._shard_views, tg.marker = [], [], None, None
+        tg.ag_outputs, tg.resident, tg._shard_views, tg._own_views, tg.marker = [], [], None, None, None
     dispatch.deactivate_if_unused()
     del _installed[model]
     for ctx in inst.contexts:

@@ -45,6 +45,7 @@ class TideGroup:
         self.resident_offset = -1
         self.marker: torch.Tensor | None = None
         self._shard_views: list[torch.Tensor] | None = None
+        self._own_views: list[torch.Tensor] | None = None
         self._dtypes_checked = False
         self.stats: Counter = Counter()
         self.stock_calls_logged: set[str] = set()
@@ -66,6 +67,21 @@ class TideGroup:
         if self.adopt:
             return "resident"
         return "cast" if any(getattr(fp, "param_dtype", None) is not None for fp in self.params) else "copy"
+
+    @property
+    def in_place_shard(self) -> bool:
+        """Does the cast/copy write this rank's shard straight into its own landing rows
+        (one node; the all-gather then runs in place)?"""
+        return not self.adopt and self.plan["topology"]["nodes"] == 1
+
+    def own_landing_views(self) -> list[torch.Tensor]:
+        """Per parameter, this rank's rows of its unsharded (padded) storage in the arena."""
+        if self._own_views is None:
+            r = self.ctx.comm.rank
+            self._own_views = [out.narrow(0, r * (p["shard_bytes"] // out.element_size()),
+                                          p["shard_bytes"] // out.element_size())
+                               for out, p in zip(self.ag_outputs, self.layout)]
+        return self._own_views
 
     def shard_views(self) -> list[torch.Tensor]:
         """Per-parameter views of the shared shard buffer, in the all-gather dtype."""
@@ -104,7 +120,7 @@ class TideGroup:
         plan = self.plan
         ag, rs, mem = plan["all_gather"], plan["reduce_scatter"], plan["memory"]
         rs_staging = max(p["reduce_scatter"]["staging_bytes"] for p in [plan, *self.extra_plans])
-        staging = rs_staging + ag["stage_bytes"] + (0 if self.adopt else self.shard_bytes)
+        staging = rs_staging + ag["stage_bytes"] + (0 if self.adopt or self.in_place_shard else self.shard_bytes)
         return {
             "fqn": self.info.fqn,
             "status": "tide",
@@ -119,6 +135,7 @@ class TideGroup:
             "unsharded_bytes": self.unsharded_bytes,
             "shard_bytes": self.shard_bytes,
             "shard_source": self.shard_source,
+            "shard_in_place": self.in_place_shard,  # cast/copied into the own landing rows
             "staging_bytes": staging,
             "plan": {
                 "topology": [plan["topology"]["nodes"], plan["topology"]["gpus_per_node"]],
