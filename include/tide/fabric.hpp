@@ -144,7 +144,9 @@ class Endpoint {
                        int signalId, uint64_t signalValue) = 0;
   // Two-sided rails: receive `bytes` from srcRank's matching railPut into
   // this rank's arena at `dstOffset`, then this rank's counter `signalId` :=
-  // `signalValue` (signalId < 0: none). One-sided fabrics refuse it.
+  // `signalValue` (signalId < 0: none). The host fabric with one-sided rails
+  // refuses it; the CUDA fabric's copy-engine rails ignore it (the sender
+  // writes and signals by itself).
   virtual void railRecv(int /*q*/, int /*srcRank*/, int64_t /*dstOffset*/, int64_t /*bytes*/, int /*signalId*/,
                         uint64_t /*signalValue*/) {
     throw FabricError(FabricError::Kind::kUsage, "railRecv on a fabric with one-sided rails");

@@ -191,7 +191,9 @@ struct AgPlan {
 
 AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt = {});
 // The copies `rank` issues to put its own shard into every local landing.
-std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank);
+// inPlace: the shard already sits in `rank`'s own landing rows; the copies
+// read it there and none goes to the own landing.
+std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank, bool inPlace = false);
 // Rail puts of round d from `rank` to its rail peer on node (n - 2^d) mod M:
 // slot 0 from the shard, slots 1..c_d-1 from the stage.
 std::vector<CopyDesc> agRoundPuts(const GroupLayout& g, const AgPlan& plan, int rank, int round);

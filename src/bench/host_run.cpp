@@ -191,6 +191,9 @@ HostRunResult runOnHost(const HostRunOptions& o) {
             const plan::ParamLayout& P = g.params[p];
             std::memcpy(land + g.landing(static_cast<int>(p), r), data[static_cast<size_t>(r)].shard.data() + P.shardOffset,
                         static_cast<size_t>(P.shardBytes));
+            if (checker)
+              checker->hostAccess(land + g.landing(static_cast<int>(p), r), P.shardBytes, Access::kWrite,
+                                  "writes a shard into its own landing");
           }
         }
       }

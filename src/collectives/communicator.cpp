@@ -50,17 +50,6 @@ void Communicator::checkPlan(const plan::Plan& plan) const {
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan exceeds the counter table");
 }
 
-// The own landing rows holding the shard bytes at `ref` (a kShard reference
-// inside one parameter's shard) of an all-gather in place.
-plan::BufferRef Communicator::inPlaceSource(const plan::GroupLayout& g, const plan::BufferRef& ref) const {
-  for (size_t p = 0; p < g.params.size(); ++p) {
-    const plan::ParamLayout& pl = g.params[p];
-    if (ref.offset >= pl.shardOffset && ref.offset < pl.shardOffset + pl.shardBytes)
-      return {ep_.rank(), Region::kLanding, 0, g.landing(static_cast<int>(p), ep_.rank()) + (ref.offset - pl.shardOffset)};
-  }
-  throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "shard offset outside every parameter");
-}
-
 std::byte* Communicator::addressOf(const BufferRef& ref, const void* shard, int64_t landingOffset,
                                    const std::vector<const void*>* grads, int stagingSlot) {
   std::byte* base = ref.rank == ep_.rank() ? ep_.arena() : ep_.peerArena(ref.rank);
@@ -156,9 +145,10 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
       std::sort(cuts.begin(), cuts.end());
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
       const int64_t stageDst = layout_.stage + int64_t{r.firstSlot - 1} * s;
-      for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-        const int64_t lo = cuts[k], hi = cuts[k + 1];
-        if (lo >= hi || lo >= r.bytes) continue;
+      std::vector<std::pair<int64_t, int64_t>> chunks;  // [lo, hi) of the round's bytes, cut at the marks
+      for (size_t k = 0; k + 1 < cuts.size(); ++k)
+        if (cuts[k] < cuts[k + 1] && cuts[k] < r.bytes) chunks.push_back({cuts[k], cuts[k + 1]});
+      for (const auto& [lo, hi] : chunks) {
         const std::byte* src = lo < s ? static_cast<const std::byte*>(shard) + lo
                                       : ep_.arena() + layout_.stage + (lo - s);
         ep_.railPut(kNetQueue, target, stageDst + lo, src, hi - lo, -1, 0);
@@ -167,16 +157,12 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
             if (m.first == hi) ep_.signal(kNetQueue, target, m.second, v);
       }
       if (twoSided) {
-        // The same cuts from the source, in the same group as the sends; the
+        // The same chunks from the source, in the same group as the sends; the
         // marks are this rank's own, set once the group has landed.
-        for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-          const int64_t lo = cuts[k], hi = cuts[k + 1];
-          if (lo >= hi || lo >= r.bytes) continue;
-          ep_.railRecv(kNetQueue, source, stageDst + lo, hi - lo, -1, 0);
-        }
-        for (size_t k = 0; k + 1 < cuts.size(); ++k)
+        for (const auto& [lo, hi] : chunks) ep_.railRecv(kNetQueue, source, stageDst + lo, hi - lo, -1, 0);
+        for (const auto& [lo, hi] : chunks)
           for (auto& m : marks)
-            if (m.first == cuts[k + 1] && cuts[k] < r.bytes) ep_.signal(kNetQueue, me, m.second, v);
+            if (m.first == hi) ep_.signal(kNetQueue, me, m.second, v);
       }
       // Receive this round; confirm it to the sender of the next round.
       ep_.wait(kNetQueue, ids::kAgHead + r.index, v, source, "round head");
@@ -195,16 +181,12 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   if (injected(Fault::kSkipCompletionFence)) ep_.delay(kCopyQueue, kFaultRaceSeconds);
   for (int i = 0; i < t.gpusPerNode; ++i)
     ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
-  std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me);
-  if (injected(Fault::kWrongLandingOffset)) localDescs.front().dst.offset += 1;
+  std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me, inPlace);
+  if (injected(Fault::kWrongLandingOffset) && !localDescs.empty()) localDescs.front().dst.offset += 1;
   // The own landing is filled on its own queue (another copy engine) while
   // this one writes the peers'; the done signals wait for both.
   std::vector<CopyDesc> ownDescs, peerDescs;
   for (const CopyDesc& d : localDescs) (d.dst.rank == me ? ownDescs : peerDescs).push_back(d);
-  if (inPlace) {
-    ownDescs.clear();
-    for (CopyDesc& d : peerDescs) d.src = inPlaceSource(g, d.src);
-  }
   ep_.waitEvent(kOwnCopyQueue, kCallerQueue, entry);
   if (injected(Fault::kSkipCompletionFence)) ep_.delay(kOwnCopyQueue, kFaultRaceSeconds);
   ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));

@@ -52,7 +52,6 @@ class Communicator {
  private:
   std::byte* addressOf(const plan::BufferRef& ref, const void* shard, int64_t landingOffset,
                        const std::vector<const void*>* grads, int stagingSlot);
-  plan::BufferRef inPlaceSource(const plan::GroupLayout& g, const plan::BufferRef& ref) const;
   std::vector<fabric::CopyOp> toCopyOps(const std::vector<plan::CopyDesc>& descs, const void* shard,
                                         int64_t landingOffset, const std::vector<const void*>* grads,
                                         int stagingSlot);

@@ -29,6 +29,10 @@ class Communicator::MultiNodeRs {
   size_t readIndex(int pass, int c) const {
     return static_cast<size_t>(pass) * static_cast<size_t>(m_) + static_cast<size_t>(c - 1);
   }
+  // Outbox block use (counted over all calls on the bank) of pass `pass`'s block for contributor c.
+  uint64_t outboxIndex(int pass, int c) const {
+    return sendBase_ + static_cast<uint64_t>(pass * (m_ - 1) + (c - 1));
+  }
   uint64_t waveSeq(const plan::RsWave& wave) const { return c_.rsWaves_ + static_cast<uint64_t>(wave.index) + 1; }
   std::byte* outboxBlock(uint64_t k) const {
     return ep_.arena() + layout_.outboxBlock(bank_, static_cast<int>(k % static_cast<uint64_t>(nOut_)));
@@ -248,48 +252,30 @@ void Communicator::MultiNodeRs::acceptWave(const plan::RsWave& wave, uint64_t se
       if (c < m_) ep_.signal(kNetQueue, t_.rankOf(((node_ - c) % m_ + m_) % m_, local_), ids::kRsCredit + node_, seq);
 }
 
-// One k-way round of outbox blocks over my rail. Two-sided rails: every
-// block's sum first, then the round's sends and the matching receives (from
-// node - c for each c: rounds are the same on every node) back to back, one
-// group.
+// One k-way round of outbox blocks over my rail: each block after its sum and
+// the destination's credit. Two-sided rails: every block's sum first, then the
+// round's sends and the matching receives (from node - c for each c: rounds
+// are the same on every node) back to back, one group; no credit crosses nodes.
 void Communicator::MultiNodeRs::sendRound(const plan::RsWave& wave, const plan::RsRound& round, uint64_t seq) {
   if (twoSided_) {
     for (int c : round.contributors) ep_.waitEvent(kNetQueue, kSumQueue, summed_[readIndex(wave.pass, c)]);
     for (int c : round.contributors) transferBlock(wave, c, seq, /*send=*/true);
     for (int c : round.contributors) transferBlock(wave, c, seq, /*send=*/false);
-    for (int c : round.contributors)
-      sent_ = std::max(sent_, sendBase_ + static_cast<uint64_t>(wave.pass * (m_ - 1) + (c - 1)) + 1);
-    ep_.signal(kNetQueue, me_, ids::kRsSent + bank_, sent_);
-    return;
-  }
-  const int gen = wave.generation;
-  for (int c : round.contributors) {
-    const int dest = (node_ + c) % m_;
-    const int remote = wave.pass * (m_ - 1) + (c - 1);
-    const uint64_t k = sendBase_ + static_cast<uint64_t>(remote);
-    ep_.waitEvent(kNetQueue, kSumQueue, summed_[readIndex(wave.pass, c)]);
-    ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t_.rankOf(dest, local_), "inbox credit");
-    const int sub = plan::subSlice(local_, c, m_, l_);
-    const std::byte* block = outboxBlock(k);
-    const int64_t rowBytes = plan::subSliceRange(g_, rs_, wave.pass, sub).size() * 4;
-    const int64_t pitch = rs_.subElems * 4;
-    if (rowBytes == pitch) {
-      ep_.railPut(kNetQueue, t_.rankOf(dest, local_), layout_.inboxBlock(gen, sub), block, rs_.blockBytes,
-                  ids::kRsInbox + node_, seq);
-    } else {
-      // The output's last sub-slice is short: send only the rows' live part.
-      for (int i = 0; i < l_; ++i)
-        ep_.railPut(kNetQueue, t_.rankOf(dest, local_), layout_.inboxBlock(gen, sub) + i * pitch, block + i * pitch,
-                    rowBytes, i + 1 == l_ ? ids::kRsInbox + node_ : -1, seq);
+  } else {
+    for (int c : round.contributors) {
+      const int dest = (node_ + c) % m_;
+      ep_.waitEvent(kNetQueue, kSumQueue, summed_[readIndex(wave.pass, c)]);
+      ep_.wait(kNetQueue, ids::kRsCredit + dest, seq, t_.rankOf(dest, local_), "inbox credit");
+      transferBlock(wave, c, seq, /*send=*/true);
     }
-    sent_ = std::max(sent_, k + 1);
   }
+  for (int c : round.contributors) sent_ = std::max(sent_, outboxIndex(wave.pass, c) + 1);
   ep_.signal(kNetQueue, me_, ids::kRsSent + bank_, sent_);
 }
 
-// Two-sided rails: the block for contributor c, sent to node + c from my
-// outbox, or received from node - c into my inbox (the same sub-slice: the
-// sender's local rank is mine), rows' live part only where it is short.
+// The block for contributor c, sent to node + c from my outbox, or (two-sided
+// rails) received from node - c into my inbox (the same sub-slice: the
+// sender's local rank is mine); only the rows' live part where it is short.
 void Communicator::MultiNodeRs::transferBlock(const plan::RsWave& wave, int c, uint64_t seq, bool send) {
   const int gen = wave.generation;
   const int peerNode = send ? (node_ + c) % m_ : ((node_ - c) % m_ + m_) % m_;
@@ -297,7 +283,7 @@ void Communicator::MultiNodeRs::transferBlock(const plan::RsWave& wave, int c, u
   const int sub = plan::subSlice(local_, c, m_, l_);
   const int64_t rowBytes = plan::subSliceRange(g_, rs_, wave.pass, sub).size() * 4;
   const int64_t pitch = rs_.subElems * 4;
-  const std::byte* block = outboxBlock(sendBase_ + static_cast<uint64_t>(wave.pass * (m_ - 1) + (c - 1)));
+  const std::byte* block = outboxBlock(outboxIndex(wave.pass, c));
   const int64_t inbox = layout_.inboxBlock(gen, sub);
   const int rows = rowBytes == pitch ? 1 : l_;
   const int64_t bytes = rowBytes == pitch ? rs_.blockBytes : rowBytes;

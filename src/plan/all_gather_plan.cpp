@@ -73,16 +73,18 @@ AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt) {
   return plan;
 }
 
-std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank) {
+std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank, bool inPlace) {
   g.topo.checkRank(rank);
   std::vector<CopyDesc> out;
   const int n = g.topo.nodeOf(rank);
   for (int l = 0; l < g.topo.gpusPerNode; ++l) {
     const int dst = g.topo.rankOf(n, l);
+    if (inPlace && dst == rank) continue;
     for (size_t p = 0; p < g.params.size(); ++p) {
       const ParamLayout& pl = g.params[p];
       CopyDesc d;
-      d.src = {rank, Region::kShard, 0, pl.shardOffset};
+      d.src = inPlace ? BufferRef{rank, Region::kLanding, 0, g.landing(static_cast<int>(p), rank)}
+                      : BufferRef{rank, Region::kShard, 0, pl.shardOffset};
       d.dst = {dst, Region::kLanding, 0, g.landing(static_cast<int>(p), rank)};
       d.width = pl.shardBytes;
       out.push_back(d);
