@@ -201,9 +201,17 @@ fi
 E2E_TOKENS="${FSDP_E2E_TOKENS:-4096 16384}"
 E2E_ARGS="${FSDP_E2E_ARGS:-}"
 E2E_LIMIT=$((150 * $(wc -w <<<"$E2E_TOKENS")))
+# The GPUs' clocks, power and temperature once a second beside it: stock's own step time drifts
+# by tens of percent between rounds, and this log tells a throttled device from a busy host.
+DMON_PID=
+if wanted e2e && command -v nvidia-smi >/dev/null; then
+  nvidia-smi dmon -s pc -d 1 -o T >"$LOGS/fsdp_e2e_dmon.log" 2>&1 &
+  DMON_PID=$!
+fi
 # shellcheck disable=SC2086
 run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS \
   --steps 30 --warmup 5 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
+[[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }
 # The table of the step's log, if it ran ($LOGS starts empty).
 [[ -f $LOGS/fsdp_e2e.log ]] && { grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true; }
 run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 \

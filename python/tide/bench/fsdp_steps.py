@@ -30,7 +30,9 @@ Per (model, tokens per GPU):
      system order rotating by one each round, until each system has --steps timed steps, so drift
      (clocks, temperature, other tenants) hits all systems alike. Each timed step starts after a
      device synchronize and a barrier and ends with a synchronize; its time is the max over ranks
-     of the wall time (CUDA events are recorded too). Reported: median, min, p90 and mean, the
+     of the wall time (CUDA events are recorded too; host_ms is the time until the step's Python
+     returned, before that synchronize: near the wall time, the step is bound by the host's
+     enqueueing, not the device). Reported: median, min, p90 and mean, the
      ratio of medians against stock, and the median of per-round ratios (paired). The systems train
      on the same batches, so their losses are compared step by step (--loss-rtol; the first
      LOSS_CHECK_STEPS steps, see there).
@@ -349,7 +351,10 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     return results
 
 
-def timed_step(env: Env, system: System, batch) -> tuple[float, float, torch.Tensor]:
+def timed_step(env: Env, system: System, batch) -> tuple[float, float, float, torch.Tensor]:
+    """(wall ms, device ms, host ms, loss). Host time is until step() returned, before the final
+    synchronize: when it is close to the wall time the step is bound by the host's enqueueing
+    (Python, FSDP2's hooks, launches), not by the device."""
     env.sync()
     env.barrier()
     start = end = None
@@ -361,9 +366,10 @@ def timed_step(env: Env, system: System, batch) -> tuple[float, float, torch.Ten
     loss = system.step(*batch)
     if end is not None:
         end.record()
+    host = (time.perf_counter() - t0) * 1e3
     env.sync()
     wall = (time.perf_counter() - t0) * 1e3
-    return wall, (start.elapsed_time(end) if start is not None else wall), loss
+    return wall, (start.elapsed_time(end) if start is not None else wall), host, loss
 
 
 def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> dict[str, dict]:
@@ -382,15 +388,17 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     env.sync()
     wall: dict[str, list[float]] = {s.name: [] for s in systems}
     gpu: dict[str, list[float]] = {s.name: [] for s in systems}
+    host: dict[str, list[float]] = {s.name: [] for s in systems}
     rounds: dict[str, list[int]] = {s.name: [] for s in systems}
     r = 0
     while any(len(wall[s.name]) < args.steps for s in systems):
         shift = r % len(systems)
         for s in systems[shift:] + systems[:shift]:
             for _ in range(min(args.round_steps, args.steps - len(wall[s.name]))):
-                w, g, loss = timed_step(env, s, batches[args.warmup + len(wall[s.name])])
+                w, g, h, loss = timed_step(env, s, batches[args.warmup + len(wall[s.name])])
                 wall[s.name].append(w)
                 gpu[s.name].append(g)
+                host[s.name].append(h)
                 rounds[s.name].append(r)
                 losses[s.name].append(loss)
         r += 1
@@ -400,6 +408,7 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
         res: dict[str, Any] = {
             "status": "ok", "notes": s.notes,
             "step_ms": summarize(reduce_max(env, wall[s.name])),
+            "host_ms": summarize(reduce_max(env, host[s.name])),
             "rounds": rounds[s.name],
             "losses": reduce_mean(env, mine),
             "_local_losses": mine,
@@ -485,7 +494,7 @@ def paired_ratio(res: dict, stock: dict) -> float | None:
 
 # ------------------------------------------------------------------ one configuration
 
-HEADER = ("#  model  tokens  system           steps  median_ms    min_ms    p90_ms  vs_stock  paired  "
+HEADER = ("#  model  tokens  system           steps  median_ms    min_ms    p90_ms   host_ms  vs_stock  paired  "
           "alloc_GiB  device_GiB  arena_MiB  loss_rdiff  tide_groups")
 
 
@@ -502,7 +511,8 @@ def row(kind: str, tokens: int, name: str, res: dict) -> str:
     groups = f"{tg['groups_tide']}/{tg['groups_total']}" if tg else "-"
     arena = (tg or {}).get("arena_bytes", mem.get("arena_bytes", 0)) / MiB
     return (f"   {kind:<5} {tokens:>7}  {name:<16} {st.get('n', 0):>5}  {f(st.get('median'), '9.2f')} "
-            f"{f(st.get('min'), '9.2f')} {f(st.get('p90'), '9.2f')}  {f(res.get('ratio_vs_stock'), '8.3f')} "
+            f"{f(st.get('min'), '9.2f')} {f(st.get('p90'), '9.2f')} {f(res.get('host_ms', {}).get('median'), '9.2f')}  "
+            f"{f(res.get('ratio_vs_stock'), '8.3f')} "
             f"{f(res.get('paired_ratio_vs_stock'), '7.3f')}  "
             f"{f(mem.get('peak_allocated', None) and mem['peak_allocated'] / GiB, '9.2f')}  "
             f"{f(mem.get('device_peak_adjusted', None) and mem['device_peak_adjusted'] / GiB, '10.2f')}  "
