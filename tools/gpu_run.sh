@@ -15,7 +15,7 @@
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
 #
-# Steps: build fabric collectives fsdp e2e loss memprobe bench (--only picks some; build
+# Steps: build fabric collectives fsdp e2e loss memprobe hostprof bench (--only picks some; build
 # always runs).
 set -uo pipefail
 
@@ -218,6 +218,13 @@ run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers
   --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
 # Device memory of one communicator, step by step, with NCCL's own allocations logged.
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC run_2gpu memprobe comm_memory 90 tools/probe_comm_memory.py
+
+# Host time per FSDP2 phase and per operator in a 4K-token step of each model (the 4K steps are
+# host-bound: what a system saves on the host is what it saves), about 30 s per model.
+run_2gpu hostprof host_profile_moe 120 tools/profile_fsdp_host.py --model moe --tokens 4096 \
+  --systems stock tide-in-place tide-slot-reuse
+run_2gpu hostprof host_profile_llama 120 tools/profile_fsdp_host.py --model llama --tokens 4096 \
+  --systems stock tide-in-place tide-slot-reuse
 
 # ---- baselines and TIDE (torchrun, one process per GPU)
 if ((SKIP_BENCH)) || ! wanted bench; then

@@ -1,0 +1,112 @@
+"""Where the host's time goes in one FSDP2 training step, per system.
+
+At 4K tokens per GPU the end-to-end steps are host-bound: fsdp_steps' host_ms (the time until the
+step's Python returned) is within a few percent of the step's wall time, so a system is faster
+exactly by the host work it saves. This profiles the host (torch.profiler, CPU activity only) over
+a few steps of each system, after warm-up, and prints per step:
+  - the inclusive host time of each FSDP2 phase (FSDP2's record_function labels, summed over
+    groups), side by side for every system;
+  - the operators with the most self host time, per system.
+
+  python -m torch.distributed.run --standalone --nproc_per_node=2 tools/profile_fsdp_host.py \
+      --model moe --tokens 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from collections import defaultdict
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+
+from tide.bench import fsdp_steps
+from tide.bench.fsdp_systems import SyntheticData, build_running
+
+
+def phase_of(key: str) -> str | None:
+    """FSDP2's labels carry the group's module name, e.g. 'FSDP::all_gather (layers.3)'."""
+    if not key.startswith("FSDP::"):
+        return None
+    key = re.sub(r" \(.*\)$", "", key)
+    return re.sub(r"_prefetch for .*$", "_prefetch", key)
+
+
+def profile_system(system, batches, steps: int, env) -> dict:
+    for b in batches[:3]:
+        system.step(*b)
+    env.sync()
+    dist.barrier()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for b in batches[3:3 + steps]:
+            system.step(*b)
+        host = (time.perf_counter() - t0) * 1e3 / steps
+        env.sync()
+    phases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    ops = []
+    for e in prof.key_averages():
+        p = phase_of(e.key)
+        if p is not None:
+            phases[p][0] += e.cpu_time_total / 1e3 / steps
+            phases[p][1] += e.count / steps
+        else:
+            ops.append((e.self_cpu_time_total / 1e3 / steps, e.count / steps, e.key))
+    ops.sort(reverse=True)
+    return {"host_ms": host, "phases": dict(phases), "ops": ops}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="moe", choices=["llama", "moe"])
+    p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--steps", type=int, default=3, help="profiled steps per system (after 3 warm-up steps)")
+    p.add_argument("--systems", nargs="+", default=["stock", "tide-in-place"])
+    p.add_argument("--top", type=int, default=25, help="operators listed per system")
+    p.add_argument("--tiny", action="store_true", help="the CPU test model (as fsdp_steps --tiny)")
+    args = p.parse_args()
+    fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens)]
+                                  + (["--tiny"] if args.tiny else []))
+    env, _ = fsdp_steps.setup(fargs)
+    cfg = fsdp_steps.model_config(args.model, fargs)
+    train = fsdp_steps.train_config(fargs)
+    seq_len = min(fargs.seq_len, args.tokens)
+    data = SyntheticData(cfg.vocab, args.tokens, seq_len, seed=0, rank=env.rank)
+    batches = data.batches(3 + args.steps, env.device)
+    results = {}
+    for name in args.systems:
+        system, why = build_running(name, cfg, env, train, seed=fargs.seed)
+        if system is None:
+            print(f"# {name}: skipped: {why}", flush=True)
+            continue
+        results[name] = profile_system(system, batches, args.steps, env)
+        system.close(env)
+        del system
+        torch.cuda.empty_cache() if env.cuda else None
+    if env.rank != 0:
+        return
+    names = list(results)
+    print(f"# host time per step (ms), {args.model} at {args.tokens} tokens per GPU, rank 0, "
+          f"{args.steps} profiled steps (the profiler adds a little to each operator)")
+    print(f"{'phase':<40}" + "".join(f"{n:>22}" for n in names))
+    print(f"{'whole step (wall, host side)':<40}" + "".join(f"{results[n]['host_ms']:>22.2f}" for n in names))
+    for ph in sorted({k for r in results.values() for k in r["phases"]}):
+        cells = []
+        for n in names:
+            ms, calls = results[n]["phases"].get(ph, [0.0, 0])
+            cells.append(f"{ms:>12.2f} ({calls:>4.0f} x)")
+        print(f"{ph:<40}" + "".join(f"{c:>22}" for c in cells))
+    for n in names:
+        print(f"\n# {n}: operators by self host time per step")
+        print(f"{'self_ms':>9} {'calls':>7}  operator")
+        for ms, calls, key in results[n]["ops"][:args.top]:
+            print(f"{ms:>9.2f} {calls:>7.0f}  {key[:100]}")
+
+
+if __name__ == "__main__":
+    main()
+    if dist.is_initialized():
+        dist.destroy_process_group()
