@@ -15,7 +15,10 @@ a few steps of each system, after warm-up, and prints per step:
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
+import tempfile
 import time
 from collections import defaultdict
 
@@ -35,12 +38,38 @@ def phase_of(key: str) -> str | None:
     return re.sub(r"_prefetch for .*$", "_prefetch", key)
 
 
-def profile_system(system, batches, steps: int, env) -> dict:
+ADAPTER_FUNCS = re.compile(r"(tide/fsdp/|tide/comm|_fsdp_collectives|_fsdp_param_group)")
+PY_FUNCS = re.compile(r"(tide/|_fully_shard/|torch/autograd/|torch/optim/|torch/nn/utils/clip)")
+
+
+def python_functions(prof, steps: int) -> list[tuple[float, float, str]]:
+    """Inclusive host time per step of the Python functions the profiler's Python tracer saw
+    (with_stack=True): (ms, calls, 'file(line): name') for the adapter, FSDP2, autograd and the
+    optimizer, from the Chrome trace."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for ev in trace.get("traceEvents", []):
+        if ev.get("cat") != "python_function" or not PY_FUNCS.search(ev.get("name", "")):
+            continue
+        name = re.sub(r"^.*?/(tide|torch)/", r"\1/", ev["name"])
+        acc[name][0] += ev.get("dur", 0) / 1e3 / steps
+        acc[name][1] += 1 / steps
+    return sorted(((ms, calls, name) for name, (ms, calls) in acc.items()), reverse=True)
+
+
+def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
     for b in batches[:3]:
         system.step(*b)
     env.sync()
     dist.barrier()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_stack=with_python) as prof:
         t0 = time.perf_counter()
         for b in batches[3:3 + steps]:
             system.step(*b)
@@ -56,7 +85,8 @@ def profile_system(system, batches, steps: int, env) -> dict:
         else:
             ops.append((e.self_cpu_time_total / 1e3 / steps, e.count / steps, e.key))
     ops.sort(reverse=True)
-    return {"host_ms": host, "phases": dict(phases), "ops": ops}
+    funcs = python_functions(prof, steps) if with_python else []
+    return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs}
 
 
 def main() -> None:
@@ -67,6 +97,9 @@ def main() -> None:
     p.add_argument("--systems", nargs="+", default=["stock", "tide-in-place"])
     p.add_argument("--top", type=int, default=25, help="operators listed per system")
     p.add_argument("--tiny", action="store_true", help="the CPU test model (as fsdp_steps --tiny)")
+    p.add_argument("--python", action="store_true",
+                   help="also trace Python calls (with_stack) and list the adapter's, FSDP2's, autograd's and "
+                        "the optimizer's functions by inclusive host time (the tracer slows every call)")
     args = p.parse_args()
     fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens)]
                                   + (["--tiny"] if args.tiny else []))
@@ -82,7 +115,7 @@ def main() -> None:
         if system is None:
             print(f"# {name}: skipped: {why}", flush=True)
             continue
-        results[name] = profile_system(system, batches, args.steps, env)
+        results[name] = profile_system(system, batches, args.steps, env, args.python)
         system.close(env)
         del system
         torch.cuda.empty_cache() if env.cuda else None
@@ -104,6 +137,16 @@ def main() -> None:
         print(f"{'self_ms':>9} {'calls':>7}  operator")
         for ms, calls, key in results[n]["ops"][:args.top]:
             print(f"{ms:>9.2f} {calls:>7.0f}  {key[:100]}")
+    for n in names:
+        if results[n]["functions"]:
+            print(f"\n# {n}: Python functions by inclusive host time per step (with the tracer's overhead)")
+            print(f"{'incl_ms':>9} {'calls':>7}  function")
+            for ms, calls, key in results[n]["functions"][:args.top]:
+                print(f"{ms:>9.2f} {calls:>7.0f}  {key[:110]}")
+            print(f"# {n}: the adapter's and FSDP2's collective functions")
+            for ms, calls, key in results[n]["functions"]:
+                if ADAPTER_FUNCS.search(key) and ms >= 0.01:
+                    print(f"{ms:>9.2f} {calls:>7.0f}  {key[:110]}")
 
 
 if __name__ == "__main__":
