@@ -442,6 +442,28 @@ def integer_exact_plan_options(ctx):
         raise AssertionError("plan_options={'mode': ...} was accepted")
 
 
+def passes_fit_the_scratch(ctx):
+    """With no passes in plan_options, each group takes the fewest reduce-scatter passes whose
+    scratch fits in what the largest group needs at DEFAULT_PASSES (fewer stream operations per
+    call, on host-bound steps): here the small blocks and the root run fewer passes than the wide
+    block (the widest takes the most), the arena is exactly as large as with DEFAULT_PASSES everywhere, and training matches
+    the reference with either plan."""
+    from tide.fsdp.install import DEFAULT_PASSES
+
+    def build():
+        return Model([Block(), Block(h=160), Block()])
+
+    _ms, _mt, rep, _st = train(ctx, build, expect_groups=4)
+    passes = {g["fqn"]: g["plan"]["rs_passes"] for g in tide_groups(rep)}
+    # (Staging rounds to whole chunks, so even the wide block may fit in fewer passes.)
+    assert passes["blocks.1"] == max(passes.values()) and passes["blocks.0"] < passes["blocks.1"], passes
+    assert passes["<root>"] < DEFAULT_PASSES, passes
+    _ms, _mt, fixed, _st = train(ctx, build, expect_groups=4, install_kw={"plan_options": {"passes": DEFAULT_PASSES}})
+    assert all(g["plan"]["rs_passes"] == DEFAULT_PASSES for g in tide_groups(fixed)), fixed
+    assert [a["arena_bytes"] for a in rep["arenas"]] == [a["arena_bytes"] for a in fixed["arenas"]], \
+        (rep["arenas"], fixed["arenas"])
+
+
 def integer_exact_bf16(ctx):
     """bf16 parameters, integer values: exact in bf16 too (AVG by 2 or 4)."""
     train(ctx, LinearModel, integer=True, dtype=torch.bfloat16, tol=None, opt="sign",
@@ -1012,7 +1034,7 @@ def _fsdp_params(model):
 TWO_RANKS = [
     "transformer_fp32_in_place", "transformer_fp32_slot_reuse", "transformer_bf16_mixed_precision",
     "bf16_params_slot_reuse", "integer_exact", "integer_exact_slot_reuse_two_nodes", "integer_exact_plan_options",
-    "integer_exact_bf16",
+    "integer_exact_bf16", "passes_fit_the_scratch",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
     "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",

@@ -16,7 +16,6 @@ allocator's peak but raised its reserved memory more (fragmentation).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import torch
@@ -91,9 +90,7 @@ def shard_pointer(tg, copy_in_stream) -> int:
         # or autograd would take the next gather for an in-place edit of saved tensors.
         tg.backend.before_region_write(tg.region, copy_in_stream)
         views = tg.own_landing_views()
-        with _stream(tg, copy_in_stream), contextlib.ExitStack() as keep:
-            for v in views:
-                keep.enter_context(torch.autograd._unsafe_preserve_version_counter(v))
+        with _stream(tg, copy_in_stream), torch.autograd._unsafe_preserve_version_counter(tuple(views)):
             torch._foreach_copy_(views, sources)
         tg.stats["ag_in_place"] += 1
         return 0

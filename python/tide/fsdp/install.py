@@ -19,7 +19,7 @@ from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
 from tide.fsdp import dispatch, groups, guards, prefetch
 from tide.fsdp.state import CommContext, TideGroup
-from tide.plan import make_plan
+from tide.plan import make_plan, scratch_bytes
 
 log = logging.getLogger("tide.fsdp")
 
@@ -78,6 +78,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    fit_passes = "passes" not in (plan_options or {})
     plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
     if owned:
@@ -134,7 +135,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             else:
                 buckets.setdefault(id(info.pg), []).append(info)
     for infos in buckets.values():
-        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options)
+        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes)
         if ctx is not None:
             inst.contexts.append(ctx)
             inst.tide_groups.extend(ctx.groups)
@@ -182,7 +183,8 @@ def _refuse(model, reason: str, message: str) -> dict:
 
 # make_plan arguments the adapter sets from the model and the process group.
 _ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "grad_dtype", "mode"})
-# Reduce-scatter passes per call when plan_options gives none. Four passes
+# Reduce-scatter passes per call of the largest group when plan_options gives
+# none (smaller groups take fewer when their scratch fits: _fit_passes). Four passes
 # bound each call's Level 1 staging to 1/8 of N*S on one node (one pass: 1/2),
 # which the arena holds for the largest group (e.g. an untied embedding and
 # LM head: 222 of the MoE-like model's 1134 MiB arena at one pass). Passes
@@ -191,7 +193,8 @@ _ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "gr
 DEFAULT_PASSES = 4
 
 
-def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options) -> CommContext | None:
+def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options,
+                   fit_passes: bool = False) -> CommContext | None:
     first = infos[0]
     fab = fabric or ("cuda" if first.device.type == "cuda" else "host")
     world = first.world_size
@@ -209,9 +212,13 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             continue
         groups.check_layout(info, plan)
         if info.reason is None:
-            tide_groups.append(TideGroup(info, mode, plan, adopt))
+            tg = TideGroup(info, mode, plan, adopt)
+            tg.plan_options = plan_options
+            tide_groups.append(tg)
     if not tide_groups:
         return None
+    if fit_passes:
+        _fit_passes(tide_groups, nodes, gpus, mode, plan_options)
 
     backend = _backend.make_backend(fab, first.device)
     ctx = CommContext(first.pg, fab, backend, (nodes, gpus))
@@ -221,8 +228,8 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     ctx.user_bytes = _arena.total_user_bytes(ctx.regions, residents)
     for tg in tide_groups:  # gradients in another dtype get their own plan
         for dtype in tg.grad_dtypes[1:]:
-            tg.extra_plans.append(make_plan(**_plan_args(tg, dtype, nodes, gpus, mode, plan_options)))
-    plan_args = [_plan_args(tg, dtype, nodes, gpus, mode, plan_options)
+            tg.extra_plans.append(make_plan(**_plan_args(tg, dtype, nodes, gpus, mode, tg.plan_options)))
+    plan_args = [_plan_args(tg, dtype, nodes, gpus, mode, tg.plan_options)
                  for tg in tide_groups for dtype in tg.grad_dtypes]
     ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, fab)
 
@@ -233,7 +240,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     for tg in tide_groups:
         tg.ctx = ctx
         for dtype in tg.grad_dtypes:
-            args = _plan_args(tg, dtype, nodes, gpus, mode, plan_options)
+            args = _plan_args(tg, dtype, nodes, gpus, mode, tg.plan_options)
             del args["nodes"], args["gpus_per_node"]  # the communicator's own
             tg.handles[dtype] = comm.register_group(args.pop("shapes"), **args)
         tg.handle = tg.handles[tg.grad_dtype]
@@ -256,6 +263,28 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
                            for p in tg.layout]
             tg.resident_ptrs = [t.data_ptr() for t in tg.resident]
     return ctx
+
+
+def _fit_passes(tide_groups: list[TideGroup], nodes: int, gpus: int, mode: str,
+                plan_options: Mapping[str, Any]) -> None:
+    """Give each group the fewest reduce-scatter passes whose scratch fits in
+    what the arena reserves anyway: the largest group's at DEFAULT_PASSES.
+    Every pass costs the host a fixed set of stream operations per chunk
+    (waits, a copy batch, signals, a sum launch: about 35 µs per chunk on an
+    H200 host), and the 4K-token steps are host-bound (BENCHMARKS.md, session
+    5), so groups much smaller than the largest (the MoE-like layers against
+    its 233 M-parameter embedding and LM head) run fewer passes at no memory
+    cost. Passes never change the bits. Only when plan_options names no passes."""
+    budget = scratch_bytes([_plan_args(tg, d, nodes, gpus, mode, plan_options)
+                            for tg in tide_groups for d in tg.grad_dtypes])
+    for tg in tide_groups:
+        for passes in range(1, int(plan_options["passes"])):
+            options = {**plan_options, "passes": passes}
+            need = scratch_bytes([_plan_args(tg, d, nodes, gpus, mode, options) for d in tg.grad_dtypes])
+            if need <= budget:
+                tg.plan_options = options
+                tg.plan = make_plan(**_plan_args(tg, tg.grad_dtype, nodes, gpus, mode, options))
+                break
 
 
 def _plan_args(tg: TideGroup, grad_dtype: torch.dtype, nodes: int, gpus: int, mode: str,

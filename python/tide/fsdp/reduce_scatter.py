@@ -134,15 +134,15 @@ class ReduceScatterCall(_ReduceScatterBase):
             # Park the gradients in the vacated region; FSDP2 drops its references
             # right after this returns, which frees them at once.
             tg.backend.before_region_write(region)
-            for p, g in zip(index, grads):
-                out = tg.ag_outputs[p]
-                view = out[: g.numel()]
-                # The region backs the unsharded Parameter: like FSDP2's copy-out, keep
-                # its version counter so saved references to it stay valid.
-                with torch.autograd._unsafe_preserve_version_counter(out):
-                    view.copy_(g.view(-1))
+            outs = tuple(tg.ag_outputs[p] for p in index)
+            views = [out[: g.numel()] for out, g in zip(outs, grads)]
+            # The region backs the unsharded Parameters: like FSDP2's copy-out, keep
+            # their version counters so saved references to them stay valid.
+            with torch.autograd._unsafe_preserve_version_counter(outs):
+                torch._foreach_copy_(views, [g.view(-1) for g in grads])
+            for p, view in zip(index, views):
                 ptrs[p] = view.data_ptr()
-                self.slot_views.append(view)
+            self.slot_views.extend(views)
             self.region = region
             tg.stats["rs_slot_reuse"] += 1
         else:

@@ -18,6 +18,7 @@ class TideGroup:
         self.info = info
         self.mode = mode
         self.plan = plan
+        self.plan_options: dict = {}  # make_plan options of this group's plans (passes may be its own)
         self.adopt = adopt and info.adoptable
         self.params = list(info.group.fsdp_params)
         self.index = {id(fp): i for i, fp in enumerate(self.params)}
