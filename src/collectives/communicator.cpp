@@ -96,7 +96,6 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   const int me = ep_.rank();
   const int node = t.nodeOf(me);
   const int local = t.localOf(me);
-  const int64_t s = g.shardBytes;
   if (landingOffset < 0 || layout_.overlaps(landingOffset, g.unshardedBytes()) ||
       landingOffset + g.unshardedBytes() > ep_.arenaBytes())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
@@ -116,6 +115,23 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   for (int i = 0; i < t.gpusPerNode; ++i)
     ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
 
+  const std::vector<uint64_t> arrived = agRailRounds(plan, shard, v, entry);
+  agLocalCopies(plan, shard, landingOffset, v, entry, arrived);
+
+  if (!injected(Fault::kSkipCompletionFence))
+    for (int i = 0; i < t.gpusPerNode; ++i)
+      ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
+  return ep_.record(kCallerQueue);
+}
+
+// The rails' share of TIDE-AG (across nodes only): Bruck rounds that bring
+// every other node's shards into this rank's stage. Returns, per scatter
+// group, the net-queue event after which its stage slots have arrived.
+std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v,
+                                                 uint64_t entry) {
+  const plan::Topology& t = plan.group.topo;
+  const int me = ep_.rank();
+  const int64_t s = plan.group.shardBytes;
   // Rails: Bruck rounds with lead-based pacing and per-round stage credits.
   // Two-sided rails carry no signal across nodes; a round's bytes land when
   // the receiver posts its receives, which it does in round order (the lead)
@@ -175,7 +191,21 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
       }
     }
   }
+  return arrived;
+}
 
+// The copy engines' share of TIDE-AG: this rank's shard into every local
+// landing (its own, unless in place, and the node-local peers'), then the
+// stage slots as they arrive; then the done signals and the stage credits.
+void Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
+                                 uint64_t entry, const std::vector<uint64_t>& arrived) {
+  const plan::GroupLayout& g = plan.group;
+  const plan::Topology& t = g.topo;
+  const int me = ep_.rank();
+  const int node = t.nodeOf(me);
+  const int local = t.localOf(me);
+  const bool inPlace = shard == nullptr;
+  const bool twoSided = ep_.railsTwoSided();
   // Copy engines: own shard into every local landing, then the stage slots.
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   if (injected(Fault::kSkipCompletionFence)) ep_.delay(kCopyQueue, kFaultRaceSeconds);
@@ -241,11 +271,6 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
       for (const plan::AgRound& r : plan.ag.rounds)
         ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);
   }
-
-  if (!injected(Fault::kSkipCompletionFence))
-    for (int i = 0; i < t.gpusPerNode; ++i)
-      ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
-  return ep_.record(kCallerQueue);
 }
 
 // ------------------------------------------------------------------ TIDE-RS

@@ -57,6 +57,10 @@ class Communicator {
                                         int stagingSlot);
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
   void checkPlan(const plan::Plan& plan) const;
+  // TIDE-AG's two halves, issued in this order (communicator.cpp).
+  std::vector<uint64_t> agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v, uint64_t entry);
+  void agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
+                     uint64_t entry, const std::vector<uint64_t>& arrived);
   void stageChunk(const plan::Plan& plan, const std::vector<const void*>& grads, uint64_t seq, int pass,
                   int block);
   void rsSingleNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
