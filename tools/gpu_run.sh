@@ -209,8 +209,10 @@ if wanted e2e && command -v nvidia-smi >/dev/null; then
   DMON_PID=$!
 fi
 # shellcheck disable=SC2086
+# Rounds of one step per system: the 4K steps are host-bound and the host's speed drifts between
+# rounds (BENCHMARKS.md, session 5), so each system's step sits next to stock's.
 run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS \
-  --steps 30 --warmup 5 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
+  --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
 [[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }
 # The table of the step's log, if it ran ($LOGS starts empty).
 [[ -f $LOGS/fsdp_e2e.log ]] && { grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true; }
