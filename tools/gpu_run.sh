@@ -225,10 +225,10 @@ NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC run_2gpu memprobe comm_memory 90 to
 # host-bound: what a system saves on the host is what it saves), about 30 s per model.
 # HOSTPROF_ARGS adds options (--python: Python functions by inclusive host time too).
 # shellcheck disable=SC2086
-run_2gpu hostprof host_profile_moe 120 tools/profile_fsdp_host.py --model moe --tokens 4096 \
+run_2gpu hostprof host_profile_moe 120 -m tide.bench.host_profile --model moe --tokens 4096 \
   --systems stock tide-in-place tide-slot-reuse ${HOSTPROF_ARGS:-}
 # shellcheck disable=SC2086
-run_2gpu hostprof host_profile_llama 120 tools/profile_fsdp_host.py --model llama --tokens 4096 \
+run_2gpu hostprof host_profile_llama 120 -m tide.bench.host_profile --model llama --tokens 4096 \
   --systems stock tide-in-place tide-slot-reuse ${HOSTPROF_ARGS:-}
 
 # ---- baselines and TIDE (torchrun, one process per GPU)

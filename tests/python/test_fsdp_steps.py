@@ -15,7 +15,7 @@ from fsdp_harness import run_job
 SYSTEMS = ["stock", "pg-alloc", "tide-in-place", "tide-slot-reuse"]
 STEPS, WARMUP = 4, 2
 LOSS_STEPS = 8
-SCENARIOS = ["timing_run", "loss_curve_run"]
+SCENARIOS = ["timing_run", "loss_curve_run", "host_profile_run"]
 
 
 # ------------------------------------------------------------------ run inside the workers
@@ -35,6 +35,15 @@ def timing_run(ctx) -> None:
 def loss_curve_run(ctx) -> None:
     _main(ctx, "--model", "llama", "--loss-curve", str(LOSS_STEPS), "--loss-window", "4", "--lr", "3e-3",
           "--systems", "stock", "tide-in-place", "tide-slot-reuse", "--json", f"{ctx.tmp}/curve.json")
+
+
+def host_profile_run(ctx) -> None:
+    from tide.bench import host_profile
+
+    results = host_profile.main(["--tiny", "--device", "cpu", "--model", "llama", "--tokens", "64", "--steps", "2",
+                                 "--systems", "stock", "tide-in-place", "--python"])
+    if ctx.rank == 0:
+        Path(f"{ctx.tmp}/host_profile.json").write_text(json.dumps(results))
 
 
 # ------------------------------------------------------------------ tests (parent process)
@@ -88,3 +97,21 @@ def test_loss_curve_stays_within_stock_spread(job):
     for name in ("tide-in-place", "tide-slot-reuse"):
         assert curve["curves"][name] == pytest.approx(a, rel=1e-5, abs=1e-6)
         assert curve["systems"][name]["within_spread"]
+
+
+def test_host_profile_splits_the_step_by_phase_and_function(job):
+    """tide.bench.host_profile: per system, the step's host time, FSDP2's phases (all-gathers in the
+    forward and backward, reduce-scatters) and, with --python, the adapter's functions for TIDE only."""
+    report = _load(job, "host_profile_run", "host_profile.json")
+    assert set(report) == {"stock", "tide-in-place"}, list(report)
+    for name, res in report.items():
+        assert res["host_ms"] > 0, (name, res["host_ms"])
+        phases = res["phases"]
+        for phase in ("FSDP::pre_forward", "FSDP::all_gather", "FSDP::post_backward_reduce"):
+            ms, calls = phases[phase]
+            assert ms > 0 and calls > 0, (name, phase, phases[phase])
+        assert phases["FSDP::pre_forward"][0] <= res["host_ms"], (name, phases["FSDP::pre_forward"], res["host_ms"])
+        assert res["ops"], name
+    adapter = [f for _ms, _calls, f in report["tide-in-place"]["functions"] if f.startswith("tide/fsdp/")]
+    assert any("all_gather.py" in f for f in adapter) and any("reduce_scatter.py" in f for f in adapter), adapter
+    assert not [f for _ms, _calls, f in report["stock"]["functions"] if f.startswith("tide/fsdp/")]

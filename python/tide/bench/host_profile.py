@@ -8,7 +8,7 @@ a few steps of each system, after warm-up, and prints per step:
     groups), side by side for every system;
   - the operators with the most self host time, per system.
 
-  python -m torch.distributed.run --standalone --nproc_per_node=2 tools/profile_fsdp_host.py \
+  python -m torch.distributed.run --standalone --nproc_per_node=2 -m tide.bench.host_profile \
       --model moe --tokens 4096
 """
 
@@ -89,7 +89,9 @@ def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
     return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
+    """Profiles every system of --systems; prints the tables on rank 0 and returns
+    {system: {"host_ms", "phases": {phase: [ms, calls]}, "ops", "functions"}} (per step)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="moe", choices=["llama", "moe"])
     p.add_argument("--tokens", type=int, default=4096)
@@ -97,11 +99,12 @@ def main() -> None:
     p.add_argument("--systems", nargs="+", default=["stock", "tide-in-place"])
     p.add_argument("--top", type=int, default=25, help="operators listed per system")
     p.add_argument("--tiny", action="store_true", help="the CPU test model (as fsdp_steps --tiny)")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--python", action="store_true",
                    help="also trace Python calls (with_stack) and list the adapter's, FSDP2's, autograd's and "
                         "the optimizer's functions by inclusive host time (the tracer slows every call)")
-    args = p.parse_args()
-    fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens)]
+    args = p.parse_args(argv)
+    fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens), "--device", args.device]
                                   + (["--tiny"] if args.tiny else []))
     env, _ = fsdp_steps.setup(fargs)
     cfg = fsdp_steps.model_config(args.model, fargs)
@@ -120,7 +123,7 @@ def main() -> None:
         del system
         torch.cuda.empty_cache() if env.cuda else None
     if env.rank != 0:
-        return
+        return results
     names = list(results)
     print(f"# host time per step (ms), {args.model} at {args.tokens} tokens per GPU, rank 0, "
           f"{args.steps} profiled steps (the profiler adds a little to each operator)")
@@ -147,6 +150,7 @@ def main() -> None:
             for ms, calls, key in results[n]["functions"]:
                 if ADAPTER_FUNCS.search(key) and ms >= 0.01:
                     print(f"{ms:>9.2f} {calls:>7.0f}  {key[:110]}")
+    return results
 
 
 if __name__ == "__main__":
