@@ -208,9 +208,9 @@ if wanted e2e && command -v nvidia-smi >/dev/null; then
   nvidia-smi dmon -s pc -d 1 -o T >"$LOGS/fsdp_e2e_dmon.log" 2>&1 &
   DMON_PID=$!
 fi
-# shellcheck disable=SC2086
 # Rounds of one step per system: the 4K steps are host-bound and the host's speed drifts between
 # rounds (BENCHMARKS.md, session 5), so each system's step sits next to stock's.
+# shellcheck disable=SC2086
 run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS \
   --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
 [[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }

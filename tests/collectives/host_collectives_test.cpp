@@ -724,12 +724,6 @@ TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {
   }
 }
 
-}  // namespace
-}  // namespace tide
-
-namespace tide {
-namespace {
-
 // All-gather in place (no shard pointer: the shard already sits in the own
 // landing rows, where the FSDP2 adapter casts it): the landing is the packed
 // run's, byte for byte, and the own landing is not copied again.

@@ -68,7 +68,7 @@ def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
     for b in batches[:3]:
         system.step(*b)
     env.sync()
-    dist.barrier()
+    env.barrier()
     with profile(activities=[ProfilerActivity.CPU], with_stack=with_python) as prof:
         t0 = time.perf_counter()
         for b in batches[3:3 + steps]:
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
         results[name] = profile_system(system, batches, args.steps, env, args.python)
         system.close(env)
         del system
-        torch.cuda.empty_cache() if env.cuda else None
+        if env.cuda:
+            torch.cuda.empty_cache()
     if env.rank != 0:
         return results
     names = list(results)

@@ -212,9 +212,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             continue
         groups.check_layout(info, plan)
         if info.reason is None:
-            tg = TideGroup(info, mode, plan, adopt)
-            tg.plan_options = plan_options
-            tide_groups.append(tg)
+            tide_groups.append(TideGroup(info, mode, plan, adopt, plan_options))
     if not tide_groups:
         return None
     if fit_passes:

@@ -14,11 +14,11 @@ from tide.fsdp.groups import GroupInfo
 class TideGroup:
     """One FSDPParamGroup that runs on TIDE."""
 
-    def __init__(self, info: GroupInfo, mode: str, plan: dict, adopt: bool):
+    def __init__(self, info: GroupInfo, mode: str, plan: dict, adopt: bool, plan_options: dict):
         self.info = info
         self.mode = mode
         self.plan = plan
-        self.plan_options: dict = {}  # make_plan options of this group's plans (passes may be its own)
+        self.plan_options = plan_options  # make_plan options of this group's plans (passes may be its own)
         self.adopt = adopt and info.adoptable
         self.params = list(info.group.fsdp_params)
         self.index = {id(fp): i for i, fp in enumerate(self.params)}
