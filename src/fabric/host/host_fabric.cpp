@@ -21,11 +21,20 @@ HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, Hos
 }
 
 HostEndpoint::~HostEndpoint() {
-  // Stop every queue before joining any: a running task may wait on another
-  // queue of this rank, which must still exist while it does.
+  requestStop();
+  joinQueues();
+}
+
+void HostEndpoint::requestStop() {
   stopping_ = true;
   for (auto& q : queues_) q->requestStop();
-  for (auto& q : queues_) q.reset();
+}
+
+void HostEndpoint::joinQueues() {
+  // Every worker is joined before any queue is destroyed: a running task may
+  // be inside waitCompleted() on another queue of this rank, and must have
+  // left its mutex before that queue goes.
+  for (auto& q : queues_) q->join();
 }
 
 std::byte* HostEndpoint::peerArena(int peerRank) {
@@ -540,6 +549,12 @@ HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions option
     endpoints_.push_back(std::make_unique<HostEndpoint>(topo, r, mem, options));
 }
 
-HostWorld::~HostWorld() { endpoints_.clear(); }
+HostWorld::~HostWorld() {
+  // All ranks stop before any is torn down, so a rank's waits on its peers
+  // give up at once rather than at their deadlines.
+  for (auto& ep : endpoints_) ep->requestStop();
+  for (auto& ep : endpoints_) ep->joinQueues();
+  endpoints_.clear();
+}
 
 }  // namespace tide::fabric::host

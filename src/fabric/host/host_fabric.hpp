@@ -54,6 +54,10 @@ class HostEndpoint final : public Endpoint {
  public:
   HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options);
   ~HostEndpoint() override;
+  // Tear-down in two steps (the destructor does both): every queue stops
+  // taking work and its waits give up; then every worker is joined.
+  void requestStop();
+  void joinQueues();
 
   int rank() const override { return rank_; }
   const plan::Topology& topology() const override { return topo_; }

@@ -6,9 +6,11 @@ namespace tide::fabric::host {
 
 WorkQueue::WorkQueue() : worker_([this] { run(); }) {}
 
-WorkQueue::~WorkQueue() {
+WorkQueue::~WorkQueue() { join(); }
+
+void WorkQueue::join() {
   requestStop();
-  worker_.join();
+  if (worker_.joinable()) worker_.join();
 }
 
 void WorkQueue::requestStop() {

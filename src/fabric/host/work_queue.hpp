@@ -31,8 +31,13 @@ class WorkQueue {
   std::exception_ptr failure() const;
 
   // Tear-down, step 1 of 2: the worker drops what has not started, and
-  // waitCompleted() stops blocking. The destructor then joins.
+  // waitCompleted() stops blocking.
   void requestStop();
+  // Tear-down, step 2 of 2: stops and joins the worker (idempotent). A task of
+  // another queue may still be inside waitCompleted() on this one until that
+  // queue's worker is joined too, so owners join every queue before
+  // destroying any.
+  void join();
   bool stopping() const;
 
   // Blocks until completed() >= seq, `deadline` passes or a stop is
