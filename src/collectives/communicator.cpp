@@ -217,10 +217,14 @@ void Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int6
   // this one writes the peers'; the done signals wait for both.
   std::vector<CopyDesc> ownDescs, peerDescs;
   for (const CopyDesc& d : localDescs) (d.dst.rank == me ? ownDescs : peerDescs).push_back(d);
-  ep_.waitEvent(kOwnCopyQueue, kCallerQueue, entry);
-  if (injected(Fault::kSkipCompletionFence)) ep_.delay(kOwnCopyQueue, kFaultRaceSeconds);
-  ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));
-  const uint64_t ownDone = ep_.record(kOwnCopyQueue);
+  // In place there is nothing to copy there, and its queue stays out of the call.
+  uint64_t ownDone = 0;
+  if (!ownDescs.empty()) {
+    ep_.waitEvent(kOwnCopyQueue, kCallerQueue, entry);
+    if (injected(Fault::kSkipCompletionFence)) ep_.delay(kOwnCopyQueue, kFaultRaceSeconds);
+    ep_.copy(kOwnCopyQueue, toCopyOps(ownDescs, shard, landingOffset, nullptr, 0));
+    ownDone = ep_.record(kOwnCopyQueue);
+  }
   // On one node the rail queue is idle during TIDE-AG: when the peer writes
   // are small on average (groups of many small parameters pay a copy
   // engine's fixed cost once per parameter and peer), they are split over it
@@ -261,7 +265,7 @@ void Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int6
   }
   // Condition 2 (parameters ready) is the peers' done signals; condition 3
   // (stage reusable) is the credit to each round's sender.
-  ep_.waitEvent(kCopyQueue, kOwnCopyQueue, ownDone);
+  if (ownDone > 0) ep_.waitEvent(kCopyQueue, kOwnCopyQueue, ownDone);
   if (split) ep_.waitEvent(kCopyQueue, kNetQueue, splitDone);
   for (int i = 0; i < t.gpusPerNode; ++i) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
   if (!injected(Fault::kDropCredit)) {

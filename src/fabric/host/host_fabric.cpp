@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
 
 namespace tide::fabric::host {
@@ -83,11 +84,7 @@ Clock::time_point HostEndpoint::deadline() const {
 }
 
 void HostEndpoint::fail(FabricError::Kind kind, const std::string& message) {
-  int expected = 0;
-  if (mem_.failed && mem_.failed->compare_exchange_strong(expected, 1) && mem_.failure) {
-    std::strncpy(mem_.failure, message.c_str(), RankMemory::kFailureBytes - 1);
-    mem_.failure[RankMemory::kFailureBytes - 1] = '\0';
-  }
+  if (mem_.failed) recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes, message);
   throw FabricError(kind, message);
 }
 
@@ -97,12 +94,8 @@ void HostEndpoint::failStopOnError(F&& body) {
     body();
   } catch (const FabricError& e) {
     // The first failure of the job is what every other rank reports.
-    int expected = 0;
-    if (e.kind() != FabricError::Kind::kPeerFailure && mem_.failed &&
-        mem_.failed->compare_exchange_strong(expected, 1) && mem_.failure) {
-      std::strncpy(mem_.failure, e.what(), RankMemory::kFailureBytes - 1);
-      mem_.failure[RankMemory::kFailureBytes - 1] = '\0';
-    }
+    if (e.kind() != FabricError::Kind::kPeerFailure && mem_.failed)
+      recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes, e.what());
     throw;
   }
 }
@@ -110,7 +103,7 @@ void HostEndpoint::failStopOnError(F&& body) {
 void HostEndpoint::stallOnce() {
   if (faults_.stallSeconds > 0 && !stalled_.exchange(true)) {
     std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
-    if (mem_.failed && mem_.failed->load())
+    if (jobFailed(mem_.failed))
       throw FabricError(FabricError::Kind::kPeerFailure,
                         "rank " + std::to_string(rank_) + ": woke from an injected stall after the job failed");
   }
@@ -307,7 +300,7 @@ void HostEndpoint::flushRails() {
   submit(q, label, [this, group = std::move(group), call](int task) {
     RailMailbox& box = *mem_.mailbox;
     const auto end = deadline();
-    auto stop = [this] { return stopping_.load() || (mem_.failed && mem_.failed->load()); };
+    auto stop = [this] { return stopping_.load() || jobFailed(mem_.failed); };
     auto gaveUp = [&](const std::string& what) {
       if (stop())
         throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + " in " + call +
@@ -394,10 +387,10 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
       if (stopping_)
         throw FabricError(FabricError::Kind::kPeerFailure,
                           "rank " + std::to_string(rank_) + " in " + call + ": the endpoint is shutting down");
-      if (mem_.failed && mem_.failed->load())
-        throw FabricError(FabricError::Kind::kPeerFailure,
-                          "rank " + std::to_string(rank_) + " in " + call + ": stopped, a peer failed: " +
-                              (mem_.failure ? std::string(mem_.failure) : std::string("?")));
+      if (jobFailed(mem_.failed))
+        throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + " in " + call +
+                                                               ": stopped, a peer failed: " +
+                                                               firstFailure(*mem_.failed, mem_.failure));
       if (Clock::now() > end)
         fail(FabricError::Kind::kTimeout,
              "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +

@@ -8,6 +8,8 @@
 #include <random>
 #include <system_error>
 
+#include "fabric/host/failure_record.hpp"
+
 namespace tide::fabric::host {
 namespace {
 
@@ -157,9 +159,7 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
   } catch (const std::exception& e) {
     // Peers that got further stop at once instead of at their deadline.
     if (ControlBlock* control = segments_.empty() ? nullptr : controlOf(segments_[0])) {
-      int expected = 0;
-      if (control->failed.compare_exchange_strong(expected, 1))
-        std::strncpy(control->failure, (context + " failed: " + e.what()).c_str(), sizeof control->failure - 1);
+      recordFirstFailure(control->failed, control->failure, sizeof control->failure, context + " failed: " + e.what());
     }
     unlinkAllNames();
     segments_.clear();
