@@ -149,7 +149,7 @@ CUDA_SCENARIOS = [
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
     "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint", "divide_factors", "hooks",
     "guard_mismatch", "refusals", "shard_group_of_one", "arena_accounting", "prefetch_inversion",
-    "read_done_release",
+    "read_done_release", "grads_released_with_fsdp_state",
 ]
 
 

@@ -979,6 +979,64 @@ def read_done_release(ctx):
         _uninstall_all()
 
 
+def grads_released_with_fsdp_state(ctx):
+    """install(release_grads=...): In-Place gradients read by a reduce-scatter
+    are gone when FSDP2's foreach_reduce returns ("read-done": released at the
+    call's read-done point, on CUDA through record_stream), or live on with
+    FSDP2's reduce-scatter state ("with-fsdp-state") and are gone once
+    backward has returned; training matches stock either way, with gradient
+    accumulation."""
+    from tide.fsdp import reduce_scatter as rs_mod
+    orig_take, orig_reduce = rs_mod.ReduceScatterCall.take_grads, dispatch.foreach_reduce
+    pending: list = []                  # weak references to the current call's inputs read in place
+    seen: list[tuple[str, list]] = []   # per call: release_grads, those references
+    box = {"release": None}
+
+    def take_grads(self, unsharded_grads):
+        out = orig_take(self, unsharded_grads)
+        pending.extend(weakref.ref(t) for t in self.keep)
+        return out
+
+    def foreach_reduce(*a, **k):
+        out = orig_reduce(*a, **k)
+        if pending:  # a TIDE call (stock ones take no gradients here)
+            gc.collect()
+            alive = sum(r() is not None for r in pending)
+            if box["release"] == "read-done":
+                assert alive == 0, f"{alive} of {len(pending)} inputs outlived foreach_reduce (read-done)"
+            else:
+                assert alive == len(pending), f"{alive} of {len(pending)} inputs retained with FSDP2's state"
+            seen.append((box["release"], list(pending)))
+            pending.clear()
+        return out
+
+    # install binds dispatch's functions into FSDP2 by their module names.
+    foreach_reduce._tide_dispatch = True
+    rs_mod.ReduceScatterCall.take_grads = take_grads
+    dispatch.foreach_reduce = foreach_reduce
+    try:
+        for release in ("read-done", "with-fsdp-state"):
+            box["release"] = release
+            _, _, rep, st = train(ctx, transformer, steps=2, micro=2, expect_groups=4,
+                                  install_kw={"release_grads": release})
+            assert rep["release_grads"] == release, rep
+            retained = st.get("rs_inputs_retained", 0)
+            assert (retained == st["reduce_scatters"] > 0) if release == "with-fsdp-state" else retained == 0, st
+    finally:
+        rs_mod.ReduceScatterCall.take_grads = orig_take
+        dispatch.foreach_reduce = orig_reduce
+    gc.collect()
+    assert {m for m, _ in seen} == {"read-done", "with-fsdp-state"}, seen
+    left = sum(r() is not None for _, refs in seen for r in refs)
+    assert left == 0, f"{left} reduce-scatter inputs outlived backward"
+    try:
+        tide.fsdp.install(nn.Linear(2, 2), release_grads="at-once")
+    except ValueError as e:
+        assert "release_grads" in str(e), e
+    else:
+        raise AssertionError("an unknown release_grads was accepted")
+
+
 def arena_accounting(ctx):
     """report() prints, and arena_bytes() returns, what the fabric holds for
     the arena outside torch's allocator (here: the shared-memory segment,
@@ -1039,6 +1097,7 @@ TWO_RANKS = [
     "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
+    "grads_released_with_fsdp_state",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

@@ -3,7 +3,7 @@
 
     python -m torch.distributed.run --nproc_per_node=2 -m tide.bench.fsdp_steps \\
         [--model llama moe] [--tokens 4096 16384] [--steps 30] [--warmup 5] \\
-        [--systems stock pg-alloc tide-in-place tide-slot-reuse] [--json PATH] [--tiny]
+        [--systems stock pg-alloc tide-in-place tide-slot-reuse tide-late-free] [--json PATH] [--tiny]
     python -m torch.distributed.run --nproc_per_node=2 -m tide.bench.fsdp_steps \\
         --loss-curve 200 [--model llama] [--set layers=8]          # the loss-curve experiment
 
@@ -74,6 +74,7 @@ import torch.distributed as dist
 from tide.bench import models
 from tide.bench.calibration import PLAN_OPTIONS
 from tide.bench.fsdp_systems import (
+    DEFAULT_SYSTEMS,
     SYSTEMS,
     TIDE_MODES,
     Env,
@@ -122,8 +123,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--memory-intervals", action="store_true",
                    help="memory phase: also hook every decoder layer and report the three intervals between "
                         "layer hooks with the highest allocator peak (which point of the step sets the peak)")
-    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
-                   help="systems to compare (stock always runs: it is the reference)")
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(DEFAULT_SYSTEMS),
+                   help="systems to compare (stock always runs: it is the reference; default: "
+                        f"{' '.join(DEFAULT_SYSTEMS)})")
     p.add_argument("--loss-curve", type=int, default=0, metavar="N",
                    help="run the N-step loss-curve experiment (first --model, first --tokens) instead of timing")
     p.add_argument("--loss-window", type=int, default=20, help="steps per loss-curve window (default 20)")
@@ -469,9 +471,10 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
             c["never_slower"] = med <= s_med
         mem = res.get("memory") or {}
         if name in TIDE_MODES and "device_peak_adjusted" in mem and "device_peak_adjusted" in s_mem:
-            limit = s_mem["device_peak_adjusted"] + (0 if name == "tide-slot-reuse" else mem["arena_bytes"])
+            slot_reuse = TIDE_MODES[name] == "slot-reuse"
+            limit = s_mem["device_peak_adjusted"] + (0 if slot_reuse else mem["arena_bytes"])
             c["memory_limit_bytes"] = limit
-            c["memory_met"] = (mem["device_peak_adjusted"] < limit if name == "tide-slot-reuse"
+            c["memory_met"] = (mem["device_peak_adjusted"] < limit if slot_reuse
                                else mem["device_peak_adjusted"] <= limit)
         checks["systems"][name] = c
     for res in results.values():

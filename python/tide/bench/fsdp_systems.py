@@ -10,6 +10,9 @@
                    reason, where the running torch lacks the switch.
   tide-in-place    the same model with tide.fsdp.install(model, mode="in-place").
   tide-slot-reuse  the same with mode="slot-reuse".
+  tide-late-free   In-Place with release_grads="with-fsdp-state": gradients read in place are
+                   freed with FSDP2's own reduce-scatter state instead of through one
+                   record_stream each (not in the default set; for an A/B of the host cost).
 
 Every system draws its weights from the same seed on the same device, so all start from the same
 parameters, and trains on the same batches (`SyntheticData`), so their losses match step by step up
@@ -32,8 +35,10 @@ from tide.bench import models
 
 log = logging.getLogger("tide.bench.fsdp")
 
-SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse")
-TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse"}
+SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free")
+DEFAULT_SYSTEMS = SYSTEMS[:4]
+TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse", "tide-late-free": "in-place"}
+TIDE_INSTALL_OPTIONS = {"tide-late-free": {"release_grads": "with-fsdp-state"}}
 PG_ALLOC_API = "set_allocate_memory_from_process_group_for_comm"
 
 
@@ -213,7 +218,8 @@ def build_system(name: str, cfg: models.ModelConfig, env: Env, train: TrainConfi
             import tide.fsdp
 
             system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name], timeout_s=train.tide_timeout_s,
-                                                   plan_options=train.tide_plan)
+                                                   plan_options=train.tide_plan,
+                                                   **TIDE_INSTALL_OPTIONS.get(name, {}))
         except Exception as e:  # noqa: BLE001 - e.g. no libtide: the same on every rank, reported as a skip
             log.warning("tide.bench: %s: tide.fsdp.install failed: %s: %s", name, type(e).__name__, e)
             system.tide_report = {"installed": False, "reason": "install_failed",

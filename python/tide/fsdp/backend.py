@@ -18,7 +18,10 @@ outlives any tensor that views it.
 Reduce-scatter inputs are released at the call's read-done point
 (Communicator.wait_inputs_read), not at its end: In-Place gradients go back
 to the allocator, and a Slot-Reuse region may be gathered into again, while
-the network phase still runs. With `poison_read_inputs` set (install's
+the network phase still runs. With release_grads "with-fsdp-state" the
+inputs read in place are instead returned to the caller, which hands them to
+FSDP2's reduce-scatter state (reduce_scatter.py): no record_stream and no
+allocator event per gradient, at the cost of holding them one group longer. With `poison_read_inputs` set (install's
 check_read_done) every input is overwritten with NaN right there, which
 proves that read-done is honest: any later read reaches the output.
 """
@@ -63,12 +66,19 @@ def _poison(keep: list, slot_views: list) -> None:
                 v.fill_(float("nan"))
 
 
+def _retained(backend: Any, keep: list) -> list:
+    """The inputs read in place that the reduce-scatter call hands to FSDP2's
+    reduce-scatter state (release_grads "with-fsdp-state"); none otherwise."""
+    return list(keep) if backend.release_grads == "with-fsdp-state" else []
+
+
 class HostBackend:
     fabric = "host"
 
     def __init__(self, device: torch.device):
         self.device = device
         self.poison_read_inputs = False
+        self.release_grads = "read-done"
 
     def create_comm(self, pg: Any, nodes: int, gpus_per_node: int, arena_bytes: int, timeout_s: float) -> Communicator:
         rank = pg.rank()
@@ -107,16 +117,19 @@ class HostBackend:
         pass
 
     def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
-                       keep: list, slot_views: list, region: Region | None) -> None:
+                       keep: list, slot_views: list, region: Region | None) -> list:
         """keep: torch tensors read in place (gradients, zeros), released at
         read-done (the list is emptied); slot_views: the gradients' copies in
-        `region` (Slot-Reuse)."""
+        `region` (Slot-Reuse). Returns what the caller must hold as long as
+        FSDP2 holds its reduce-scatter input (release_grads "with-fsdp-state")."""
         comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=0)
         comm.wait_inputs_read()  # the host blocks until the inputs are read; the network phase may still run
         if self.poison_read_inputs:
             _poison(keep, slot_views)
+        retained = _retained(self, keep)
         keep.clear()
         comm.synchronize()
+        return retained
 
     def on_reshard(self, region: Region) -> None:
         pass
@@ -138,6 +151,7 @@ class CudaBackend:
     def __init__(self, device: torch.device):
         self.device = device
         self.poison_read_inputs = False
+        self.release_grads = "read-done"
         self._read_stream: torch.cuda.Stream | None = None
 
     def read_stream(self) -> torch.cuda.Stream:
@@ -189,22 +203,28 @@ class CudaBackend:
             stream.wait_event(event)
 
     def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
-                       keep: list, slot_views: list, region: Region | None) -> None:
+                       keep: list, slot_views: list, region: Region | None) -> list:
         stream = torch.cuda.current_stream(self.device)  # FSDP2's reduce-scatter stream
         comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=stream.cuda_stream)
-        # The read stream waits for read-done only, not for the network phase.
-        read = self.read_stream()
-        comm.wait_inputs_read(read.cuda_stream)
-        if self.poison_read_inputs:
-            with torch.cuda.stream(read):
-                _poison(keep, slot_views)
-        # The caching allocator may hand the gradients out again once the read
-        # stream passes this point (their frees are recorded on it).
-        for t in keep:
-            t.record_stream(read)
+        retained = _retained(self, keep)
+        if self.poison_read_inputs or not retained or region is not None:
+            # The read stream waits for read-done only, not for the network phase.
+            read = self.read_stream()
+            comm.wait_inputs_read(read.cuda_stream)
+            if self.poison_read_inputs:
+                with torch.cuda.stream(read):
+                    _poison(keep, slot_views)
+            if self.poison_read_inputs or not retained:
+                # The caching allocator may hand the gradients out again once the
+                # read stream passes this point (their frees are recorded on it).
+                for t in keep:
+                    t.record_stream(read)
+            if region is not None:  # Slot-Reuse: the next all-gather into the region waits for the reads only
+                region.free_events.append(read.record_event())
+        # Else FSDP2 orders its compute stream after this whole reduce-scatter
+        # before it drops its input, and the retained tensors with it.
         keep.clear()
-        if region is not None:  # Slot-Reuse: the next all-gather into the region waits for the reads only
-            region.free_events.append(read.record_event())
+        return retained
 
     def on_reshard(self, region: Region) -> None:
         region.free_events.append(torch.cuda.current_stream(self.device).record_event())

@@ -24,6 +24,7 @@ from tide.plan import make_plan, scratch_bytes
 log = logging.getLogger("tide.fsdp")
 
 MODES = ("in-place", "slot-reuse")
+RELEASE_GRADS = ("read-done", "with-fsdp-state")
 
 _installed: weakref.WeakKeyDictionary[torch.nn.Module, Installation] = weakref.WeakKeyDictionary()
 _refused: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
@@ -35,6 +36,7 @@ class Installation:
         self.ring = ring
         self.inversion: str = "off"  # backward prefetch inversion: "on" or "off (why)"
         self.check_read_done = False
+        self.release_grads = "read-done"
         self.infos: list[groups.GroupInfo] = []
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
@@ -44,8 +46,8 @@ class Installation:
 
 def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None = None, *,
             topology: tuple[int, int] | None = None, ring: bool = True, adopt: bool = True,
-            invert_prefetch: bool = True, check_read_done: bool = False, timeout_s: float = 120.0,
-            plan_options: Mapping[str, Any] | None = None) -> dict:
+            invert_prefetch: bool = True, check_read_done: bool = False, release_grads: str = "read-done",
+            timeout_s: float = 120.0, plan_options: Mapping[str, Any] | None = None) -> dict:
     """Run FSDP2's all-gather and reduce-scatter on TIDE for every parameter
     group of `model` (the root module, after fully_shard) that meets the
     contract; the others stay stock, one logged line each naming the reason.
@@ -66,6 +68,15 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     check_read_done: debug: overwrite every reduce-scatter input with NaN at
         the call's read-done point (where TIDE releases it); a dishonest
         read-done then shows up in the gradients. Costs one fill per input.
+    release_grads: when reduce-scatter inputs read in place (In-Place
+        gradients) go back to the allocator. "read-done": at the call's
+        read-done point, through one record_stream per gradient (the
+        allocator then records and polls one event per gradient).
+        "with-fsdp-state": together with FSDP2's own reduce-scatter input,
+        i.e. at the next group's post-backward or the end of backward, after
+        FSDP2 made the compute stream wait for the reduce-scatter; no event
+        per gradient, but the gradients live one group longer (still less
+        than stock, whose fp32 reduce-scatter input lives as long).
     timeout_s: deadline of every TIDE wait (fail stop).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width
@@ -83,6 +94,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
     if owned:
         raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
+    if release_grads not in RELEASE_GRADS:
+        raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
     if fabric not in (None, "host", "cuda"):
         raise ValueError(f"fabric must be 'host', 'cuda' or None, got {fabric!r}")
     if model in _installed:
@@ -100,6 +113,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
 
     inst = Installation(mode, ring)
     inst.check_read_done = check_read_done
+    inst.release_grads = release_grads
     names = {id(m): n for n, m in model.named_modules()}
     seen: set[int] = set()
     for module in model.modules():
@@ -143,6 +157,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     inst.inversion = _inversion_status(mode, invert_prefetch)
     for ctx in inst.contexts:
         ctx.backend.poison_read_inputs = check_read_done
+        ctx.backend.release_grads = release_grads
     for tg in inst.tide_groups:
         _apply(tg)
         if inst.inversion == "on":
@@ -440,7 +455,7 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
                              "params": len(info.group.fsdp_params)})
         out.update(reason=None, message="", mode=inst.mode, ring=inst.ring, groups=rows,
                    arenas=[c.summary() for c in inst.contexts], prefetch_inversion=inst.inversion,
-                   check_read_done=inst.check_read_done)
+                   check_read_done=inst.check_read_done, release_grads=inst.release_grads)
     if echo:
         _print(out, file or sys.stdout)
     return out

@@ -12,9 +12,11 @@ per-call `ReduceScatterCall` as its reduce-scatter comm, which
   - receives the per-parameter gradients in foreach_reduce_scatter_copy_in
     (rebound in _fsdp_collectives) and keeps pointers to them where autograd
     left them (In-Place), or copies them into the group's vacated region and
-    lets FSDP2 free them at once (Slot-Reuse); either way the inputs are
-    released at the call's read-done point, before its network phase ends
-    (backend.py);
+    lets FSDP2 free them at once (Slot-Reuse); inputs read in place are
+    released at the call's read-done point, before its network phase ends,
+    or (install's release_grads="with-fsdp-state") handed to FSDP2's
+    reduce-scatter state with the placeholder, which FSDP2 drops once its
+    compute stream has waited for the call (backend.py);
   - runs TIDE-RS into FSDP2's packed fp32 per-rank output with the divide
     factor folded into alpha.
 
@@ -164,8 +166,14 @@ class ReduceScatterCall(_ReduceScatterBase):
                   and output_tensor.numel() == tg.out_elems)
         out = output_tensor if direct else torch.empty(tg.out_elems, dtype=torch.float32,
                                                        device=output_tensor.device)
-        tg.backend.reduce_scatter(tg.comm, self.handle, self.ptrs, out, self.alpha, self.keep, self.slot_views,
-                                  self.region)
+        retained = tg.backend.reduce_scatter(tg.comm, self.handle, self.ptrs, out, self.alpha, self.keep,
+                                             self.slot_views, self.region)
+        if retained:
+            # FSDP2 returns the marker as this call's reduce-scatter input and keeps
+            # it in its reduce-scatter state until the compute stream has waited
+            # for the call; the inputs read in place go with it.
+            self.marker._tide_retained_inputs = retained
+            tg.stats["rs_inputs_retained"] += 1
         if tg.backend.poison_read_inputs:
             tg.stats["rs_inputs_poisoned"] += 1
         if not direct:
