@@ -220,8 +220,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             info.reason, info.detail = "bad_topology", f"{nodes}x{gpus} for a shard group of {world} ranks"
             continue
         try:
-            plan = make_plan(_shapes(info), nodes=nodes, gpus_per_node=gpus, dtype=info.dtype_name,
-                             grad_dtype=info.dtype_name, mode=mode, **plan_options)
+            plan = make_plan(**_plan_args(info, info.ag_dtype, nodes, gpus, mode, plan_options))
         except TideError as e:
             info.reason, info.detail = e.reason, e.message
             continue
@@ -241,8 +240,8 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     ctx.user_bytes = _arena.total_user_bytes(ctx.regions, residents)
     for tg in tide_groups:  # gradients in another dtype get their own plan
         for dtype in tg.grad_dtypes[1:]:
-            tg.extra_plans.append(make_plan(**_plan_args(tg, dtype, nodes, gpus, mode, tg.plan_options)))
-    plan_args = [_plan_args(tg, dtype, nodes, gpus, mode, tg.plan_options)
+            tg.extra_plans.append(make_plan(**_plan_args(tg.info, dtype, nodes, gpus, mode, tg.plan_options)))
+    plan_args = [_plan_args(tg.info, dtype, nodes, gpus, mode, tg.plan_options)
                  for tg in tide_groups for dtype in tg.grad_dtypes]
     ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, fab)
 
@@ -253,7 +252,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     for tg in tide_groups:
         tg.ctx = ctx
         for dtype in tg.grad_dtypes:
-            args = _plan_args(tg, dtype, nodes, gpus, mode, tg.plan_options)
+            args = _plan_args(tg.info, dtype, nodes, gpus, mode, tg.plan_options)
             del args["nodes"], args["gpus_per_node"]  # the communicator's own
             tg.handles[dtype] = comm.register_group(args.pop("shapes"), **args)
         tg.handle = tg.handles[tg.grad_dtype]
@@ -288,29 +287,29 @@ def _fit_passes(tide_groups: list[TideGroup], nodes: int, gpus: int, mode: str,
     5), so groups much smaller than the largest (the MoE-like layers against
     its 233 M-parameter embedding and LM head) run fewer passes at no memory
     cost. Passes never change the bits. Only when plan_options names no passes."""
-    budget = scratch_bytes([_plan_args(tg, d, nodes, gpus, mode, plan_options)
+    budget = scratch_bytes([_plan_args(tg.info, d, nodes, gpus, mode, plan_options)
                             for tg in tide_groups for d in tg.grad_dtypes])
     for tg in tide_groups:
         for passes in range(1, int(plan_options["passes"])):
             options = {**plan_options, "passes": passes}
-            need = scratch_bytes([_plan_args(tg, d, nodes, gpus, mode, options) for d in tg.grad_dtypes])
+            need = scratch_bytes([_plan_args(tg.info, d, nodes, gpus, mode, options) for d in tg.grad_dtypes])
             if need <= budget:
                 tg.plan_options = options
-                tg.plan = make_plan(**_plan_args(tg, tg.grad_dtype, nodes, gpus, mode, options))
+                tg.plan = make_plan(**_plan_args(tg.info, tg.grad_dtype, nodes, gpus, mode, options))
                 break
 
 
-def _plan_args(tg: TideGroup, grad_dtype: torch.dtype, nodes: int, gpus: int, mode: str,
+def _plan_args(info: groups.GroupInfo, grad_dtype: torch.dtype, nodes: int, gpus: int, mode: str,
                plan_options: Mapping[str, Any]) -> dict:
-    """make_plan's arguments for tg's gradients in `grad_dtype`. A gradient
+    """make_plan's arguments for the group's gradients in `grad_dtype`. A gradient
     dtype wider than the all-gather dtype (fp32 gradients of a bf16 group,
     only seen when gradient sync is off) takes proportionally more passes, so
     that its staging is the main plan's (up to chunk rounding), not twice it:
     the arena's scratch is sized for the largest plan, and passes never change
     the bits."""
-    args = dict(shapes=_shapes(tg.info), nodes=nodes, gpus_per_node=gpus, dtype=tg.info.dtype_name,
+    args = dict(shapes=_shapes(info), nodes=nodes, gpus_per_node=gpus, dtype=info.dtype_name,
                 grad_dtype=groups.name_of(grad_dtype), mode=mode, **plan_options)
-    widen = grad_dtype.itemsize // tg.info.ag_dtype.itemsize
+    widen = grad_dtype.itemsize // info.ag_dtype.itemsize
     if widen > 1:
         args["passes"] = max(1, int(plan_options.get("passes", 1))) * widen
     return args
