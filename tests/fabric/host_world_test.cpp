@@ -1,0 +1,93 @@
+// Host fabric life cycle: tearing a world down while waits are pending, and
+// the job's first failure record shared by every rank.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fabric/host/failure_record.hpp"
+#include "fabric/host/host_fabric.hpp"
+
+namespace tide::fabric::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits that can never pass (counters nobody signals, and a queue waiting on
+// such a queue's event) end as soon as the world goes, not at their deadline,
+// and the tear-down neither hangs nor touches a queue it already destroyed
+// (a task in waitCompleted() on a sibling queue must leave before that queue
+// goes). Repeated: the old order failed only under some interleavings.
+TEST(HostWorldTearDown, PendingWaitsEndPromptly) {
+  HostOptions o;
+  o.queues = 8;
+  o.timeoutSeconds = 60.0;
+  for (int round = 0; round < 60; ++round) {
+    const auto start = Clock::now();
+    {
+      HostWorld world(plan::Topology::make(1, 2), 1 << 12, o);
+      for (int r = 0; r < 2; ++r) {
+        Endpoint& ep = world.endpoint(r);
+        ep.wait(1, 0, 1, 1 - r, "a signal nobody sends");
+        // A chain: queue q waits inside queue q-1's waitCompleted(), which waits on q-2's...
+        for (int q = 2; q < o.queues; ++q) ep.waitEvent(q, q - 1, ep.record(q - 1));
+      }
+      // Let the queues start their waits before the world goes (some rounds not).
+      if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(round % 8));
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_LT(seconds, 5.0) << "round " << round << ": tear-down waited for the waits' deadline";
+  }
+}
+
+// Many ranks fail at once: exactly one message is recorded, and a rank that
+// sees the failure reads one whole message, never one being written.
+TEST(FailureRecord, OneWholeMessageWins) {
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> state{0};
+    char buffer[RankMemory::kFailureBytes] = {};
+    constexpr int kWriters = 6;
+    std::vector<std::string> messages;
+    for (int w = 0; w < kWriters; ++w) messages.push_back(std::string(600, static_cast<char>('a' + w)));
+    std::atomic<int> winners{0};
+    std::atomic<bool> go{false};
+    std::vector<std::string> seen(3);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < kWriters; ++w)
+      threads.emplace_back([&, w] {
+        while (!go.load()) std::this_thread::yield();
+        if (recordFirstFailure(state, buffer, sizeof buffer, messages[static_cast<size_t>(w)])) ++winners;
+      });
+    for (size_t r = 0; r < seen.size(); ++r)
+      threads.emplace_back([&, r] {
+        while (!go.load()) std::this_thread::yield();
+        while (!jobFailed(&state)) std::this_thread::yield();
+        seen[r] = firstFailure(state, buffer);
+      });
+    go = true;
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(winners.load(), 1) << "round " << round;
+    const std::string recorded(buffer);
+    ASSERT_EQ(recorded.size(), 600u) << "round " << round;
+    EXPECT_EQ(recorded, std::string(600, recorded[0])) << "round " << round << ": a mixed message";
+    for (const std::string& s : seen) EXPECT_EQ(s, recorded) << "round " << round << ": a reader saw another text";
+  }
+}
+
+TEST(FailureRecord, LongMessagesAreCutToTheBuffer) {
+  std::atomic<int> state{0};
+  char buffer[16];
+  EXPECT_FALSE(jobFailed(&state));
+  EXPECT_FALSE(jobFailed(nullptr));
+  ASSERT_TRUE(recordFirstFailure(state, buffer, sizeof buffer, std::string(100, 'x')));
+  EXPECT_TRUE(jobFailed(&state));
+  EXPECT_EQ(firstFailure(state, buffer), std::string(15, 'x'));
+  EXPECT_FALSE(recordFirstFailure(state, buffer, sizeof buffer, "later"));
+  EXPECT_EQ(firstFailure(state, buffer), std::string(15, 'x'));
+}
+
+}  // namespace
+}  // namespace tide::fabric::host
