@@ -21,9 +21,10 @@ to the allocator, and a Slot-Reuse region may be gathered into again, while
 the network phase still runs. With release_grads "with-fsdp-state" the
 inputs read in place are instead returned to the caller, which hands them to
 FSDP2's reduce-scatter state (reduce_scatter.py): no record_stream and no
-allocator event per gradient, at the cost of holding them one group longer. With `poison_read_inputs` set (install's
-check_read_done) every input is overwritten with NaN right there, which
-proves that read-done is honest: any later read reaches the output.
+allocator event per gradient, at the cost of holding them one group longer.
+With `poison_read_inputs` set (install's check_read_done) every input is
+overwritten with NaN right there, which proves that read-done is honest: any
+later read reaches the output.
 """
 
 from __future__ import annotations
