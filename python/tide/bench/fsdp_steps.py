@@ -522,6 +522,13 @@ def row(kind: str, tokens: int, name: str, res: dict) -> str:
             f"{arena:9.1f}  {f(res.get('max_loss_rdiff_vs_stock'), '10.2e')}  {groups:>11}")
 
 
+def synthetic_batches(env: Env, cfg, args, tokens: int, count: int) -> list:
+    """`count` batches of this rank's share of `tokens` tokens (sequences of at most --seq-len),
+    the same for every system."""
+    data = SyntheticData(cfg.vocab, tokens, min(args.seq_len, tokens), seed=args.data_seed, rank=env.rank)
+    return data.batches(count, env.device)
+
+
 def run_config(env: Env, args, kind: str, tokens: int, out) -> dict:
     cfg = model_config(kind, args)
     train = train_config(args)
@@ -536,8 +543,7 @@ def run_config(env: Env, args, kind: str, tokens: int, out) -> dict:
             skipped[name] = {"status": "skipped", "reason": why}
             out(f"# {name}: skipped: {why}")
     memory_steps = args.memory_steps if args.memory_steps is not None else (2 if env.cuda else 0)
-    data = SyntheticData(cfg.vocab, tokens, seq_len, seed=args.data_seed, rank=env.rank)
-    batches = data.batches(max(args.warmup + args.steps, MEM_WARMUP + memory_steps), env.device)
+    batches = synthetic_batches(env, cfg, args, tokens, max(args.warmup + args.steps, MEM_WARMUP + memory_steps))
     out(f"# {kind} at {tokens} tokens per GPU ({tokens // seq_len} x {seq_len}), {env.world} ranks: "
         f"{models.describe(cfg)}")
     t0 = time.perf_counter()

@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
 from tide.bench import fsdp_steps
-from tide.bench.fsdp_systems import SyntheticData, build_running
+from tide.bench.fsdp_systems import build_running
 
 
 def phase_of(key: str) -> str | None:
@@ -109,9 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     env, _ = fsdp_steps.setup(fargs)
     cfg = fsdp_steps.model_config(args.model, fargs)
     train = fsdp_steps.train_config(fargs)
-    seq_len = min(fargs.seq_len, args.tokens)
-    data = SyntheticData(cfg.vocab, args.tokens, seq_len, seed=0, rank=env.rank)
-    batches = data.batches(3 + args.steps, env.device)
+    batches = fsdp_steps.synthetic_batches(env, cfg, fargs, args.tokens, 3 + args.steps)
     results = {}
     for name in args.systems:
         system, why = build_running(name, cfg, env, train, seed=fargs.seed)
