@@ -35,6 +35,9 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
   TIDE (through the C API, tide.comm, on the CUDA fabric)
     tide_ag          TIDE-AG on one node (M=1, L=N): shards written by copy engines into every
                      rank's parameter-major landing; no copy-out exists
+    tide_ag_in_place the same with this rank's shard already in its own landing rows (the
+                     adapter's cast path): no shard pointer, no copy into the own landing
+                     (Llama group; its interference row shows the bare peer writes' share)
     tide_rs          TIDE-RS: bf16 gradients where they are -> fp32 shard (AVG)
     tide_*_M{M}L{L}  the same on M virtual nodes of L GPUs (Bruck rounds / Latin-square waves,
                      copy-engine rails); Level 2 lands by pulling rows through peer addresses
@@ -515,12 +518,53 @@ class TideAg(Runner):
 
     def wrong(self) -> int:
         self.landing.fill_(0xA5)
+        return self.wrong_after_poison()
+
+    def wrong_after_poison(self) -> int:
         self.run()
         torch.cuda.synchronize()
         expected = ag_expected(self.group, self.shard.device)  # (N, S) rank-major
         # Parameter-major: parameter p's N shards back to back, as FSDP2's copy-out leaves them.
         want = torch.cat([part.reshape(-1) for part in torch.split(expected, self.group.shard_numels, dim=1)])
         return int((self.landing.view(torch.int16) != want.view(torch.int16)).sum())
+
+
+def own_landing_rows(group: Group, rank: int) -> list[tuple[int, int, int]]:
+    """Per parameter, where `rank`'s shard sits: (element offset in the parameter-major landing,
+    element offset in the rank's packed shard, elements)."""
+    spans, base, at = [], 0, 0
+    for numel in group.shard_numels:  # the landing holds p's N shards back to back
+        spans.append((base + rank * numel, at, numel))
+        base += group.ranks * numel
+        at += numel
+    return spans
+
+
+class TideAgInPlace(TideAg):
+    """TIDE-AG in place (one node): this rank's shard already sits in its own rows of the
+    landing, as the FSDP2 adapter's cast leaves it with fp32 master weights, so the call gets
+    no shard pointer and copies nothing into the own landing; the copy engines only write the
+    peers' landings."""
+
+    def __init__(self, group: Group, ctx: TideContext, topo):
+        super().__init__(group, ctx, topo)
+        self.own_rows = [(self.landing.narrow(0, 2 * landing_at, 2 * numel).view(torch.bfloat16),
+                          self.shard.narrow(0, shard_at, numel))
+                         for landing_at, shard_at, numel in own_landing_rows(group, dist.get_rank())]
+        self.place()
+
+    def place(self):
+        for rows, part in self.own_rows:
+            rows.copy_(part)
+        torch.cuda.synchronize()
+
+    def run(self):
+        self.comm.all_gather(self.handle, 0, self.offset, stream=tide_stream())
+
+    def wrong(self) -> int:
+        self.landing.fill_(0xA5)
+        self.place()
+        return super().wrong_after_poison()
 
 
 class TideRs(Runner):
@@ -559,6 +603,9 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
         # the synthetic sweeps would double the run.
         llama_only = topo[0] > 1
         systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t), llama_only=llama_only))
+        if topo[0] == 1:
+            systems.append(System("tide_ag_in_place", "ag", lambda g, t=topo: TideAgInPlace(g, ctx, t),
+                                  llama_only=True))
         systems.append(System(f"tide_rs{tag}", "rs", lambda g, t=topo: TideRs(g, ctx, t), llama_only=llama_only))
         if topo[0] > 1:  # Level 2 landing by copy-engine push instead of pulls through peer addresses
             systems.append(System(f"tide_rs{tag}_push", "rs", lambda g, t=(*topo, "push"): TideRs(g, ctx, t),
