@@ -14,6 +14,7 @@
 #include "plan/plan_json.hpp"
 
 struct tideGroup {
+  const tideComm* owner = nullptr;  // the communicator it was registered on
   tide::plan::Plan plan;
   std::string json;
 };
@@ -181,6 +182,7 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
       return invalid("tideGroupRegister", "the group's topology differs from the communicator's");
     tide::capi::PlanInputs in = tide::capi::parsePlanConfig(config);
     auto g = std::make_unique<tideGroup>();
+    g->owner = comm;
     g->plan = tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options);
     g->json = tide::plan::planToJson(g->plan);
     if (comm->comm && !comm->comm->layout().fits(g->plan)) {
@@ -200,10 +202,16 @@ TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
   return tideSuccess;
 }
 
+namespace {
+// Its plan may fit another communicator's scratch, but the caller mixed up handles.
+constexpr const char* kForeignGroup = "the group was registered on another communicator";
+}  // namespace
+
 TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                                     void* stream) {
   return guarded("tideAllGather", [&]() -> tideResult_t {
     if (!comm || !group) return invalid("tideAllGather", "null argument");  // shard NULL: in place
+    if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
     c.allGather(group->plan, shard, landingOffset);
@@ -215,6 +223,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
                                         float alpha, int accumulate, void* stream) {
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
     if (!comm || !group || !grads || !out) return invalid("tideReduceScatter", "null argument");
+    if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
     tide::collectives::Communicator& c = comm->communicator();
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());
     for (const void* p : g)

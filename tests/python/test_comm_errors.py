@@ -49,6 +49,23 @@ def test_group_for_another_topology_is_refused(tmp_path):
             _capi.check(_capi.library().tideGroupRegister(comm.handle, ctypes.byref(config), ctypes.byref(handle)))
 
 
+def test_group_of_another_communicator_is_refused(tmp_path):
+    """Group handles belong to the communicator that registered them."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with _comm(tmp_path / "a") as a, _comm(tmp_path / "b") as b:
+        group = a.register_group([[8, 4], [3]])
+        b.register_group([[8, 4], [3]])  # the same shapes: its plan would fit b as well
+        off, _ = b.alloc(group.plan["group"]["unsharded_bytes"])
+        shard = np.ones(group.plan["group"]["shard_bytes"], dtype=np.uint8)
+        out = np.zeros(group.plan["group"]["out_bytes"] // 4, dtype=np.float32)
+        grads = [np.ones(n, dtype=np.uint16) for n in (32, 3)]
+        with pytest.raises(_capi.TideError, match="another communicator"):
+            b.all_gather(group, shard.ctypes.data, off)
+        with pytest.raises(_capi.TideError, match="another communicator"):
+            b.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data)
+
+
 def test_wrong_gradient_count_null_shard_and_bad_landing(tmp_path):
     with _comm(tmp_path) as comm:
         group = comm.register_group([[8, 4], [3]])
