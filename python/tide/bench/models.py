@@ -21,7 +21,8 @@ unit the benchmark passes to `fully_shard`.
 The MoE experts run as grouped GEMMs (`torch._grouped_mm`, what torchtitan uses) where the
 running torch has it, else as a loop over experts; `MoEConfig.expert_impl` picks one explicitly.
 Token groups are padded to multiples of 16 rows so every group starts 16-byte aligned (the
-grouped GEMM's weight gradient reduces over that dimension).
+grouped GEMM's weight gradient reduces over that dimension). The grouped path routes without a
+host sync, as torchtitan's does (counts from the sorted expert ids, a static buffer bound).
 """
 
 from __future__ import annotations
@@ -201,10 +202,13 @@ class MoE(nn.Module):
             weights = weights / weights.sum(dim=-1, keepdim=True)
         flat = chosen.reshape(-1)                                    # slot j = token j // k
         order = flat.argsort(stable=True)                            # slots grouped by expert
-        counts = torch.bincount(flat, minlength=e)
+        sorted_expert = flat[order]
+        # Slots per expert from the sorted ids: no host sync (CUDA's bincount reads the ids' min
+        # and max back to the host, two syncs per layer), and deterministic, unlike atomics.
+        starts = torch.searchsorted(sorted_expert, torch.arange(e + 1, device=x.device, dtype=flat.dtype))
+        counts = starts.diff()
         padded = (counts + GROUP_ALIGN - 1) // GROUP_ALIGN * GROUP_ALIGN
         ends = padded.cumsum(0)
-        sorted_expert = flat[order]
         # Row of each sorted slot in the padded buffer: its group's start plus its rank in the group.
         rank_in_group = torch.arange(t * k, device=x.device) - (counts.cumsum(0) - counts)[sorted_expert]
         rows = (ends - padded)[sorted_expert] + rank_in_group
