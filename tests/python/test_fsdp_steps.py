@@ -41,7 +41,7 @@ def host_profile_run(ctx) -> None:
     from tide.bench import host_profile
 
     results = host_profile.main(["--tiny", "--device", "cpu", "--model", "llama", "--tokens", "64", "--steps", "2",
-                                 "--systems", "stock", "tide-in-place", "--python"])
+                                 "--systems", "stock", "tide-in-place", "--python", "--sync-debug"])
     if ctx.rank == 0:
         Path(f"{ctx.tmp}/host_profile.json").write_text(json.dumps(results))
 
@@ -115,3 +115,24 @@ def test_host_profile_splits_the_step_by_phase_and_function(job):
     adapter = [f for _ms, _calls, f in report["tide-in-place"]["functions"] if f.startswith("tide/fsdp/")]
     assert any("all_gather.py" in f for f in adapter) and any("reduce_scatter.py" in f for f in adapter), adapter
     assert not [f for _ms, _calls, f in report["stock"]["functions"] if f.startswith("tide/fsdp/")]
+    # --sync-debug: the CUDA sync debug mode has nothing to report on CPU ranks.
+    assert all(res["syncs"] == [] for res in report.values()), {n: r["syncs"] for n, r in report.items()}
+
+
+def test_sync_warnings_are_counted_per_step_by_line():
+    """host_profile.count_sync_warnings: the sync debug mode's warnings, per step and issuing line,
+    most frequent first; any other warning is not counted."""
+    import warnings
+
+    from tide.bench.host_profile import count_sync_warnings
+
+    def warned(message, filename, lineno):
+        return warnings.WarningMessage(UserWarning(message), UserWarning, filename, lineno)
+
+    sync = "called a synchronizing CUDA operation"
+    caught = ([warned(sync, "/x/site-packages/torch/nn/functional.py", 12)] * 6
+              + [warned(sync, "/work/python/tide/bench/models.py", 204)] * 4
+              + [warned("Full backward hook is firing", "/x/torch/nn/modules/module.py", 3)] * 5)
+    assert count_sync_warnings(caught, steps=2) == [(3.0, "torch/nn/functional.py:12"),
+                                                    (2.0, "tide/bench/models.py:204")]
+    assert count_sync_warnings([], steps=2) == []

@@ -6,7 +6,10 @@ exactly by the host work it saves. This profiles the host (torch.profiler, CPU a
 a few steps of each system, after warm-up, and prints per step:
   - the inclusive host time of each FSDP2 phase (FSDP2's record_function labels, summed over
     groups), side by side for every system;
-  - the operators with the most self host time, per system.
+  - the operators with the most self host time, per system;
+  - with --sync-debug, the operations that made the host wait for the GPU, per step, by the
+    Python line that issued them (torch.cuda.set_sync_debug_mode("warn") over a few more steps;
+    backward's appear at the line that called backward).
 
   python -m torch.distributed.run --standalone --nproc_per_node=2 -m tide.bench.host_profile \
       --model moe --tokens 4096
@@ -20,7 +23,8 @@ import os
 import re
 import tempfile
 import time
-from collections import defaultdict
+import warnings
+from collections import Counter, defaultdict
 
 import torch
 import torch.distributed as dist
@@ -89,9 +93,40 @@ def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
     return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs}
 
 
+SYNC_WARNING = re.compile(r"synchroniz", re.IGNORECASE)
+
+
+def count_sync_warnings(caught: list, steps: int) -> list[tuple[float, str]]:
+    """(syncs per step, 'file:line') from the warnings that torch's sync debug mode raised,
+    most frequent first; other warnings are ignored."""
+    counts: Counter = Counter()
+    for w in caught:
+        if SYNC_WARNING.search(str(w.message)):
+            where = re.sub(r"^.*?/(tide|torch)/", r"\1/", str(w.filename))
+            counts[f"{where}:{w.lineno}"] += 1
+    return sorted(((n / steps, where) for where, n in counts.items()), key=lambda x: (-x[0], x[1]))
+
+
+def host_syncs(system, batches, env) -> list[tuple[float, str]]:
+    """The synchronizing CUDA operations of `len(batches)` training steps (none on CPU)."""
+    if not env.cuda or not batches:
+        return []
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for b in batches:
+                system.step(*b)
+            env.sync()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return count_sync_warnings(caught, len(batches))
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Profiles every system of --systems; prints the tables on rank 0 and returns
-    {system: {"host_ms", "phases": {phase: [ms, calls]}, "ops", "functions"}} (per step)."""
+    {system: {"host_ms", "phases": {phase: [ms, calls]}, "ops", "functions", "syncs"}} (per step)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="moe", choices=["llama", "moe"])
     p.add_argument("--tokens", type=int, default=4096)
@@ -103,13 +138,17 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--python", action="store_true",
                    help="also trace Python calls (with_stack) and list the adapter's, FSDP2's, autograd's and "
                         "the optimizer's functions by inclusive host time (the tracer slows every call)")
+    p.add_argument("--sync-debug", action="store_true",
+                   help="also run 2 steps under torch.cuda.set_sync_debug_mode('warn') and list the operations "
+                        "that made the host wait for the GPU, by Python line (CUDA only)")
     args = p.parse_args(argv)
     fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens), "--device", args.device]
                                   + (["--tiny"] if args.tiny else []))
     env, _ = fsdp_steps.setup(fargs)
     cfg = fsdp_steps.model_config(args.model, fargs)
     train = fsdp_steps.train_config(fargs)
-    batches = fsdp_steps.synthetic_batches(env, cfg, fargs, args.tokens, 3 + args.steps)
+    sync_steps = 2 if args.sync_debug else 0
+    batches = fsdp_steps.synthetic_batches(env, cfg, fargs, args.tokens, 3 + args.steps + sync_steps)
     results = {}
     for name in args.systems:
         system, why = build_running(name, cfg, env, train, seed=fargs.seed)
@@ -117,6 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"# {name}: skipped: {why}", flush=True)
             continue
         results[name] = profile_system(system, batches, args.steps, env, args.python)
+        results[name]["syncs"] = host_syncs(system, batches[3 + args.steps:], env)
         system.close(env)
         del system
         if env.cuda:
@@ -149,6 +189,12 @@ def main(argv: list[str] | None = None) -> dict:
             for ms, calls, key in results[n]["functions"]:
                 if ADAPTER_FUNCS.search(key) and ms >= 0.01:
                     print(f"{ms:>9.2f} {calls:>7.0f}  {key[:110]}")
+    for n in names:
+        if args.sync_debug:
+            syncs = results[n]["syncs"]
+            print(f"\n# {n}: host waits for the GPU per step (sync debug mode): {sum(x for x, _ in syncs):.0f}")
+            for per_step, where in syncs[:args.top]:
+                print(f"{per_step:>9.1f}  {where}")
     return results
 
 
