@@ -1034,6 +1034,7 @@ def grads_released_with_fsdp_state(ctx):
         assert left == 0, f"{left} reduce-scatter inputs outlived backward"
         tide.fsdp.uninstall(mt)
     finally:
+        _uninstall_all()  # while the wrapper is still the bound replacement (a failed step leaves models installed)
         rs_mod.ReduceScatterCall.take_grads = orig_take
         dispatch.foreach_reduce = orig_reduce
     try:

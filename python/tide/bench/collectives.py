@@ -564,7 +564,7 @@ class TideAgInPlace(TideAg):
     def wrong(self) -> int:
         self.landing.fill_(0xA5)
         self.place()
-        return super().wrong_after_poison()
+        return self.wrong_after_poison()
 
 
 class TideRs(Runner):

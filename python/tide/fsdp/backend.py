@@ -208,22 +208,24 @@ class CudaBackend:
         stream = torch.cuda.current_stream(self.device)  # FSDP2's reduce-scatter stream
         comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=stream.cuda_stream)
         retained = _retained(self, keep)
-        if self.poison_read_inputs or not retained or region is not None:
+        # Retained inputs need no stream bookkeeping: FSDP2 orders its compute
+        # stream after this whole reduce-scatter before it drops them. The
+        # poisoning writes them on the read stream, so they are recorded there.
+        free_at_read_done = not retained or self.poison_read_inputs
+        if free_at_read_done or region is not None:
             # The read stream waits for read-done only, not for the network phase.
             read = self.read_stream()
             comm.wait_inputs_read(read.cuda_stream)
             if self.poison_read_inputs:
                 with torch.cuda.stream(read):
                     _poison(keep, slot_views)
-            if self.poison_read_inputs or not retained:
+            if free_at_read_done:
                 # The caching allocator may hand the gradients out again once the
                 # read stream passes this point (their frees are recorded on it).
                 for t in keep:
                     t.record_stream(read)
             if region is not None:  # Slot-Reuse: the next all-gather into the region waits for the reads only
                 region.free_events.append(read.record_event())
-        # Else FSDP2 orders its compute stream after this whole reduce-scatter
-        # before it drops its input, and the retained tensors with it.
         keep.clear()
         return retained
 
