@@ -150,7 +150,9 @@ typedef struct {
   double timeoutSeconds;  /* every wait's deadline */
   const char* fault;      /* fault kind name or NULL ("none") */
   int faultRank;
-  int twoSidedRails;      /* 1: rails as send/recv (each transfer received by its peer), as NCCL's */
+  int rails;              /* how rail transfers travel: 0 one-sided puts with signals (copy engines),
+                             1 send/recv (each transfer received by its peer, as NCCL's),
+                             2 one-sided puts with counted signals and credits (NCCL host RMA) */
 } tideHostRunOptions_t;
 
 /* Runs both collectives for the planned group on CPU ranks (threads), checks

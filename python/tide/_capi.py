@@ -151,7 +151,7 @@ class HostRunOptions(ctypes.Structure):
         ("timeoutSeconds", ctypes.c_double),
         ("fault", ctypes.c_char_p),
         ("faultRank", ctypes.c_int),
-        ("twoSidedRails", ctypes.c_int),
+        ("rails", ctypes.c_int),
     ]
 
 

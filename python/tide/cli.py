@@ -174,8 +174,9 @@ def _add_bench_command(subparsers) -> None:
     cmd.add_argument("--inject", metavar="FAULT", help="inject a fault (see --list-faults)")
     cmd.add_argument("--fault-rank", type=int, default=0, metavar="R")
     cmd.add_argument("--rails", choices=host_bench.RAILS, default="one-sided",
-                     help="host fabric: rails as puts with signals (copy engines, default) or as two-sided "
-                          "send/recv, the path across real nodes")
+                     help="host fabric: rails as puts with signals (copy engines, default), as two-sided "
+                          "send/recv, or as one-sided puts with counted signals and credits (NCCL host RMA); "
+                          "the last two are the paths across real nodes")
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     cmd.set_defaults(run=_run_bench)
 

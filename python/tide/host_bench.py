@@ -13,7 +13,7 @@ from tide import _capi
 from tide.plan import build_plan_config
 
 INPUT_KINDS = {"normal": 0, "integer": 1, "nonfinite": 2}
-RAILS = ("one-sided", "two-sided")
+RAILS = ("one-sided", "two-sided", "rma")  # tideHostRunOptions_t.rails: 0, 1, 2
 
 
 def run_host(
@@ -36,7 +36,8 @@ def run_host(
     only when every output matched; `error` holds a fabric failure (deadline,
     peer failure), empty if none. rails: "one-sided" (puts and signals, as
     copy engines between reachable peers) or "two-sided" (every transfer is
-    received by its peer, as NCCL send/recv across nodes). plan_options are
+    received by its peer, as NCCL send/recv across nodes) or "rma" (one-sided puts with counted
+    signals and receiver credits, as NCCL's host RMA across nodes). plan_options are
     make_plan's options.
     """
     if inputs not in INPUT_KINDS:
@@ -51,7 +52,7 @@ def run_host(
         timeoutSeconds=timeout_s,
         fault=fault.encode() if fault else None,
         faultRank=fault_rank,
-        twoSidedRails=int(rails == "two-sided"),
+        rails=RAILS.index(rails),
     )
     _, report = _capi.host_run(config, options)
     result = json.loads(report)

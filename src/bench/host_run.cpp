@@ -108,7 +108,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   hopt.queues = collectives::kQueuesNeeded + 1;  // + the user's compute queue
   hopt.timeoutSeconds = o.timeoutSeconds;
   hopt.checkProtocol = o.checkProtocol;
-  hopt.twoSidedRails = o.twoSidedRails;
+  hopt.rails = o.rails;
   fabric::host::HostWorld world(g.topo, landingOffset + g.unshardedBytes(), hopt);
   std::vector<std::unique_ptr<collectives::Communicator>> comms;
   for (int r = 0; r < n; ++r) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/faults.hpp"
+#include "fabric/host/host_rails.hpp"
 #include "tide/fabric.hpp"
 #include "tide/plan.hpp"
 
@@ -30,7 +31,7 @@ struct HostRunOptions {
   collectives::FaultConfig fault;
   bool keepOutputs = false;  // return every rank's last outputs (determinism tests)
   bool checkProtocol = false;  // run the protocol checker (slow; tests)
-  bool twoSidedRails = false;  // rails as send/recv, like NCCL's (HostOptions::twoSidedRails)
+  fabric::host::HostRails rails = fabric::host::HostRails::kPut;  // how rails travel (HostOptions::rails)
   bool inPlaceShard = false;   // one node: the host writes each shard into its own landing rows, AG in place
 };
 

@@ -49,7 +49,8 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     o.inputs = static_cast<bench::InputKind>(options->inputKind);
     o.timeoutSeconds = options->timeoutSeconds;
     o.fault.rank = options->faultRank;
-    o.twoSidedRails = options->twoSidedRails != 0;
+    if (options->rails < 0 || options->rails > 2) return capi::invalid("tideHostRun", "rails must be 0, 1 or 2");
+    o.rails = static_cast<fabric::host::HostRails>(options->rails);
     if (o.fault.rank < 0 || o.fault.rank >= o.topo.ranks()) return capi::invalid("tideHostRun", "fault rank out of range");
     bench::HostRunResult r;
     try {
@@ -60,7 +61,7 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     const plan::Plan& p = r.plan;
     nlohmann::json j;
     j["topology"] = {{"nodes", o.topo.nodes}, {"gpus_per_node", o.topo.gpusPerNode}, {"ranks", o.topo.ranks()}};
-    j["rails"] = o.twoSidedRails ? "two-sided" : "one-sided";
+    j["rails"] = fabric::host::hostRailsName(o.rails);
     j["fault"] = collectives::faultName(o.fault.kind);
     j["error"] = r.error;
     j["all_gather"] = {{"check", r.allGather.ok ? "ok" : "failed"},

@@ -577,7 +577,8 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
     o.planOptions.rs.stagingSlots = 1 + static_cast<int>(rng() % 3);
     o.planOptions.rs.mode = rng() % 2 ? plan::Mode::kInPlace : plan::Mode::kSlotReuse;
     o.planOptions.rs.landing = rng() % 2 ? plan::Landing::kPull : plan::Landing::kPush;
-    o.twoSidedRails = rng() % 2 == 0;  // send/recv rails, as across real nodes
+    // Rails as across real nodes half the time: send/recv or RMA puts with counted signals.
+    o.rails = static_cast<fabric::host::HostRails>(rng() % 4 == 3 ? 0 : rng() % 3);
     // Some (M, L, W) put two contributors of a wave on one inbox block; the
     // planner refuses those (its own tests cover that), so draw again.
     try {
@@ -591,7 +592,7 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
                  std::to_string(l) + " W=" +
                  std::to_string(o.planOptions.rs.waveWidth) + " passes=" + std::to_string(o.planOptions.rs.passes) +
                  " landing " + plan::landingName(o.planOptions.rs.landing) +
-                 (o.twoSidedRails ? " two-sided rails" : " one-sided rails"));
+                 " rails " + fabric::host::hostRailsName(o.rails));
     expectOk(bench::runOnHost(o));
   }
 }
@@ -642,10 +643,11 @@ TEST(HostCollectives, OneLandingDirectionPerCommunicator) {
 namespace tide {
 namespace {
 
-// Two-sided rails (the host stand-in for NCCL send/recv across real nodes):
-// every topology with M >= 2, both modes and landings, several passes and
-// wave widths, under the protocol checker, against the references and bit
-// for bit against the one-sided run of the same inputs and plan.
+// Two-sided rails (the host stand-ins for NCCL send/recv and for NCCL host
+// RMA across real nodes): every topology with M >= 2, both modes and
+// landings, several passes and wave widths, under the protocol checker,
+// against the references and bit for bit against the one-sided run of the
+// same inputs and plan.
 TEST(TwoSidedRails, MatchOneSidedBitForBit) {
   struct Case { int m, l, passes, wave; plan::Mode mode; plan::Landing landing; };
   const std::vector<Case> cases = {
@@ -671,16 +673,21 @@ TEST(TwoSidedRails, MatchOneSidedBitForBit) {
     o.planOptions.rs.landing = c.landing;
     const bench::HostRunResult oneSided = bench::runOnHost(o);
     expectOk(oneSided);
-    o.twoSidedRails = true;
-    const bench::HostRunResult twoSided = bench::runOnHost(o);
-    expectOk(twoSided);
-    EXPECT_GT(twoSided.reduceScatter.stats.railPuts, 0);
-    ASSERT_EQ(twoSided.outputs.size(), oneSided.outputs.size());
-    for (size_t i = 0; i < twoSided.outputs.size(); ++i)
-      EXPECT_EQ(0, std::memcmp(twoSided.outputs[i].data(), oneSided.outputs[i].data(),
-                               twoSided.outputs[i].size() * sizeof(float)))
-          << "rank " << i;
-    EXPECT_EQ(twoSided.landings, oneSided.landings);
+    for (fabric::host::HostRails rails : {fabric::host::HostRails::kSendRecv, fabric::host::HostRails::kRma}) {
+      SCOPED_TRACE(std::string("rails ") + fabric::host::hostRailsName(rails));
+      o.rails = rails;
+      const bench::HostRunResult twoSided = bench::runOnHost(o);
+      expectOk(twoSided);
+      EXPECT_GT(twoSided.reduceScatter.stats.railPuts, 0);
+      EXPECT_EQ(twoSided.reduceScatter.stats.railBytes, oneSided.reduceScatter.stats.railBytes);
+      EXPECT_EQ(twoSided.allGather.stats.railBytes, oneSided.allGather.stats.railBytes);
+      ASSERT_EQ(twoSided.outputs.size(), oneSided.outputs.size());
+      for (size_t i = 0; i < twoSided.outputs.size(); ++i)
+        EXPECT_EQ(0, std::memcmp(twoSided.outputs[i].data(), oneSided.outputs[i].data(),
+                                 twoSided.outputs[i].size() * sizeof(float)))
+            << "rank " << i;
+      EXPECT_EQ(twoSided.landings, oneSided.landings);
+    }
   }
 }
 
@@ -690,7 +697,7 @@ TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {
   fabric::host::HostOptions ho;
   ho.queues = 2;
   ho.timeoutSeconds = 0.5;
-  ho.twoSidedRails = true;
+  ho.rails = fabric::host::HostRails::kSendRecv;
   {
     fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
     ASSERT_TRUE(world.endpoint(0).railsTwoSided());
@@ -720,6 +727,102 @@ TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {
       world.endpoint(1).synchronize(1);
     } catch (const fabric::FabricError&) {
       // the sender's send was never delivered: it fails stop too
+    }
+  }
+}
+
+// RMA rails, driven on the fabric directly: a receive no put answers, and a
+// put no receive grants a credit for, fail stop at the deadline naming the
+// peer and what was missing; a lost data signal does too; a rail transfer
+// on a second queue is refused (the counts are per peer, not per queue).
+TEST(RmaRails, MissingPartnersAndLostSignalsFailStop) {
+  fabric::host::HostOptions ho;
+  ho.queues = 2;
+  ho.timeoutSeconds = 0.5;
+  ho.rails = fabric::host::HostRails::kRma;
+  auto expectTimeout = [](fabric::Endpoint& ep, const std::string& needle) {
+    try {
+      ep.synchronize(1);
+      FAIL() << "completed; expected a timeout mentioning '" << needle << "'";
+    } catch (const fabric::FabricError& e) {
+      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kTimeout) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  std::vector<std::byte> src(4096, std::byte{7});
+  {
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    ASSERT_TRUE(world.endpoint(0).railsTwoSided());
+    ASSERT_FALSE(world.endpoint(0).railsByCopy());
+    world.endpoint(0).railRecv(1, 1, 0, 4096, 3, 1);
+    expectTimeout(world.endpoint(0), "rail puts from rank 1 (0 of 1 signals arrived)");
+    EXPECT_EQ(world.endpoint(0).counterValue(3), 0u);
+  }
+  {
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    world.endpoint(1).railPut(1, 0, 0, src.data(), 4096, -1, 0);
+    expectTimeout(world.endpoint(1), "credits for rail puts from rank 0");
+  }
+  {
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    fabric::FabricFaults f;
+    f.loseSignalAfter = 0;
+    world.endpoint(1).setFabricFaults(f);
+    world.endpoint(0).railRecv(1, 1, 0, 4096, 3, 1);
+    world.endpoint(0).record(1);  // ends the receiver's group: its credit goes out
+    world.endpoint(1).railPut(1, 0, 0, src.data(), 4096, -1, 0);
+    world.endpoint(1).synchronize(1);  // the put itself completes: it had its credit
+    expectTimeout(world.endpoint(0), "rail puts from rank 1");
+  }
+  {
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    world.endpoint(0).railRecv(1, 1, 0, 64, -1, 0);
+    try {
+      world.endpoint(0).railRecv(0, 1, 64, 64, -1, 0);
+      FAIL() << "a rail receive on a second queue was accepted";
+    } catch (const fabric::FabricError& e) {
+      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUsage) << e.what();
+    }
+    world.endpoint(0).record(1);  // the accepted receive's group goes out
+    world.endpoint(1).railPut(1, 0, 0, src.data(), 64, -1, 0);
+    world.endpoint(1).synchronizeAll();
+    world.endpoint(0).synchronizeAll();
+    EXPECT_EQ(0, std::memcmp(world.endpoint(0).arena(), src.data(), 64));
+  }
+}
+
+// A group's puts land last first on the host's RMA rails; with several
+// transfers each way in one group, every receive still sees its own bytes
+// and the counters come after all of them.
+TEST(RmaRails, GroupsOfManyTransfersEachWayLandWhole) {
+  fabric::host::HostOptions ho;
+  ho.queues = 2;
+  ho.timeoutSeconds = 5;
+  ho.rails = fabric::host::HostRails::kRma;
+  ho.checkProtocol = true;
+  fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+  std::mt19937_64 rng(freshSeed());
+  constexpr int kMessages = 5, kBytes = 1024;
+  for (int round = 1; round <= 3; ++round) {
+    std::vector<std::vector<std::byte>> src(2 * kMessages, std::vector<std::byte>(kBytes));
+    for (auto& v : src)
+      for (auto& b : v) b = static_cast<std::byte>(rng());
+    for (int r = 0; r < 2; ++r) {
+      fabric::Endpoint& ep = world.endpoint(r);
+      ep.setCallContext("round#" + std::to_string(round));
+      for (int i = 0; i < kMessages; ++i)
+        ep.railPut(1, 1 - r, (i + 1) * kBytes, src[static_cast<size_t>(r * kMessages + i)].data(), kBytes, -1, 0);
+      for (int i = 0; i < kMessages; ++i)
+        ep.railRecv(1, 1 - r, (i + 1) * kBytes, kBytes, i + 1 == kMessages ? 9 : -1, static_cast<uint64_t>(round));
+      ep.record(1);  // ends the group
+    }
+    for (int r = 0; r < 2; ++r) world.endpoint(r).synchronizeAll();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(world.endpoint(r).counterValue(9), static_cast<uint64_t>(round));
+      for (int i = 0; i < kMessages; ++i)
+        EXPECT_EQ(0, std::memcmp(world.endpoint(r).arena() + (i + 1) * kBytes,
+                                 src[static_cast<size_t>((1 - r) * kMessages + i)].data(), kBytes))
+            << "round " << round << " rank " << r << " message " << i;
     }
   }
 }

@@ -46,11 +46,12 @@ def test_bench_checks_pass(topo, rng):
 
 @pytest.mark.parametrize("topo", [("2", "2"), ("4", "1"), ("3", "2")])
 def test_bench_two_sided_rails(topo, rng):
-    """The send/recv rail path (every transfer received by its peer) gives the
-    one-sided run's results: same seed, both checked against the references."""
+    """The send/recv rail path (every transfer received by its peer) and the RMA
+    path (one-sided puts with counted signals and credits) give the one-sided
+    run's results: same seed, all checked against the references."""
     seed = str(rng.seed_value)
     reports = {}
-    for rails in ("one-sided", "two-sided"):
+    for rails in ("one-sided", "two-sided", "rma"):
         r = run_tide("bench", "--fabric", "host", "-M", topo[0], "-L", topo[1], "--preset", "llama-tiny",
                      "--iters", "2", "--seed", seed, "--rails", rails, "--passes", "2", "--json")
         assert r.returncode == 0, r.stderr
@@ -60,8 +61,9 @@ def test_bench_two_sided_rails(topo, rng):
         assert reports[rails]["all_gather"]["check"] == "ok"
         assert reports[rails]["reduce_scatter"]["check"] == "ok"
     # The same bytes cross the rails either way.
-    assert reports["two-sided"]["reduce_scatter"]["traffic"]["rail_bytes"] == \
-        reports["one-sided"]["reduce_scatter"]["traffic"]["rail_bytes"] > 0
+    for rails in ("two-sided", "rma"):
+        assert reports[rails]["reduce_scatter"]["traffic"]["rail_bytes"] == \
+            reports["one-sided"]["reduce_scatter"]["traffic"]["rail_bytes"] > 0
 
 
 def test_bench_human_output():

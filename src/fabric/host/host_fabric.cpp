@@ -15,6 +15,15 @@ namespace tide::fabric::host {
 
 using Clock = std::chrono::steady_clock;
 
+const char* hostRailsName(HostRails rails) {
+  switch (rails) {
+    case HostRails::kPut: return "one-sided";
+    case HostRails::kSendRecv: return "two-sided";
+    case HostRails::kRma: return "rma";
+  }
+  return "?";
+}
+
 HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options)
     : topo_(topo), rank_(rank), mem_(std::move(memory)), options_(options), checker_(options.checker) {
   if (options_.queues < 1) throw FabricError(FabricError::Kind::kUsage, "host fabric needs >= 1 queue");
@@ -228,6 +237,12 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
     stats_.railBytes += bytes;
     stats_.railPuts += 1;
   }
+  if (mem_.rma != nullptr) {
+    // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
+    joinRmaGroup(q);
+    rmaGroup_.deferSend(dstRank, dstOffset, src, bytes);
+    return;
+  }
   if (mem_.mailbox != nullptr) {
     // Two-sided: the receiver's railRecv lands the bytes and sets its own counter.
     if (railQueue_ >= 0 && railQueue_ != q) flushRails();
@@ -267,9 +282,14 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
 
 void HostEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId,
                             uint64_t signalValue) {
-  if (mem_.mailbox == nullptr) Endpoint::railRecv(q, srcRank, dstOffset, bytes, signalId, signalValue);
+  if (!railsTwoSided()) Endpoint::railRecv(q, srcRank, dstOffset, bytes, signalId, signalValue);
   checkRailPeer(srcRank, dstOffset, bytes, "rail receive from");
   if (signalId >= 0) checkCounter(signalId);
+  if (mem_.rma != nullptr) {
+    joinRmaGroup(q);
+    rmaGroup_.deferRecv(srcRank, bytes, signalId, signalValue);
+    return;
+  }
   // Zero bytes: no message (the sender's zero-byte put sends none), only the
   // counter, set in the group's order; it must not end the group, or a group
   // whose sends are received by the rest of the round would wait on itself.
@@ -286,6 +306,10 @@ constexpr int kMailboxAckId = 2 * kCountersPerRank;   // + receiver rank: messag
 }  // namespace
 
 void HostEndpoint::flushRails() {
+  if (mem_.rma != nullptr) {
+    flushRmaRails();
+    return;
+  }
   if (railGroup_.empty()) return;
   std::vector<RailTransfer> group;
   group.swap(railGroup_);
@@ -517,9 +541,12 @@ HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions option
     : topo_(topo), failure_(RankMemory::kFailureBytes, '\0') {
   RankMemory mem;
   mem.arenaBytes = arenaBytes;
-  if (options.twoSidedRails) {
+  if (options.rails == HostRails::kSendRecv) {
     mailbox_ = std::make_unique<RailMailbox>(topo.ranks());
     mem.mailbox = mailbox_.get();
+  } else if (options.rails == HostRails::kRma) {
+    rma_ = std::make_unique<RmaSignalBoard>(topo.ranks());
+    mem.rma = rma_.get();
   }
   mem.failed = &failed_;
   mem.failure = failure_.data();

@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "fabric/host/protocol_checker.hpp"
+#include "fabric/host/host_rails.hpp"
 #include "fabric/host/rail_mailbox.hpp"
+#include "fabric/host/rma_signal_board.hpp"
+#include "fabric/rma_rendezvous.hpp"
 #include "fabric/host/work_queue.hpp"
 #include "tide/fabric.hpp"
 
@@ -36,17 +39,19 @@ struct RankMemory {
   std::vector<std::atomic<uint64_t>*> counters;
   std::vector<Doorbell*> doorbells;  // empty: poll
   int64_t arenaBytes = 0;
-  RailMailbox* mailbox = nullptr;      // two-sided rails (threads mode); null: one-sided puts
+  RailMailbox* mailbox = nullptr;      // send/recv rails (threads mode)
+  RmaSignalBoard* rma = nullptr;       // RMA rails (threads mode); both null: one-sided puts
   std::atomic<int>* failed = nullptr;  // set by the first rank that fails
   char* failure = nullptr;             // first failure message (kFailureBytes)
   static constexpr size_t kFailureBytes = 1024;
 };
 
+
 struct HostOptions {
   int queues = 4;
   double timeoutSeconds = 5.0;
   bool checkProtocol = false;            // HostWorld: run the protocol checker
-  bool twoSidedRails = false;            // HostWorld: rails as send/recv (RailMailbox), like NCCL's
+  HostRails rails = HostRails::kPut;     // HostWorld: how rails travel
   ProtocolChecker* checker = nullptr;    // set by the world that owns it
 };
 
@@ -64,8 +69,8 @@ class HostEndpoint final : public Endpoint {
   std::byte* arena() override { return mem_.arenas[static_cast<size_t>(rank_)]; }
   int64_t arenaBytes() const override { return mem_.arenaBytes; }
   std::byte* peerArena(int peerRank) override;
-  bool railsByCopy() const override { return mem_.mailbox == nullptr; }
-  bool railsTwoSided() const override { return mem_.mailbox != nullptr; }
+  bool railsByCopy() const override { return !railsTwoSided(); }
+  bool railsTwoSided() const override { return mem_.mailbox != nullptr || mem_.rma != nullptr; }
   int numQueues() const override { return static_cast<int>(queues_.size()); }
   void setCallContext(const std::string& call) override;
 
@@ -118,8 +123,19 @@ class HostEndpoint final : public Endpoint {
     uint64_t signalValue = 0;
   };
   void flushRails();
+  // RMA rails: the same group through RmaRendezvous, as one queue task
+  // (rma_rails.cpp); puts of a group land in reverse order, as one-sided
+  // puts may, so that nothing relies on their order.
+  void flushRmaRails();
+  // Rail transfers of the RMA group go on queue q: the first such queue is
+  // the only one (a second would mix its signals into the same per-peer
+  // counts), and a group ends where another queue's call begins.
+  void joinRmaGroup(int q);
   int railQueue_ = -1;
   std::vector<RailTransfer> railGroup_;
+  RmaRendezvous rmaGroup_;
+  int rmaQueue_ = -1;  // the one queue RMA rails use (their counts are per peer, not per queue)
+  std::vector<uint64_t> rmaTaken_;  // per (peer, class): signals the waits before took
 
   plan::Topology topo_;
   int rank_;
@@ -159,6 +175,7 @@ class HostWorld {
   std::vector<std::unique_ptr<Doorbell>> doorbells_;
   std::unique_ptr<ProtocolChecker> checker_;
   std::unique_ptr<RailMailbox> mailbox_;
+  std::unique_ptr<RmaSignalBoard> rma_;
   std::atomic<int> failed_{0};
   std::vector<char> failure_;
   std::vector<std::unique_ptr<HostEndpoint>> endpoints_;

@@ -1,4 +1,4 @@
-// Two-sided rails on the host fabric (HostOptions::twoSidedRails): the
+// Two-sided rails on the host fabric (HostRails::kSendRecv): the
 // stand-in for NCCL send/recv between ranks of one rail, so that the
 // collectives' two-sided path runs, and fails, on CPUs as it would on GPUs.
 // A send posts a message (the sender's address and size) on the (src, dst)
