@@ -103,6 +103,20 @@ run_2gpu() {
   fi
 }
 
+# run_rma NAME TIMEOUT_S CMD...: as run, but a build or NCCL library without
+# host RMA (older than 2.29) is a SKIP that says so, not a failure.
+run_rma() {
+  local name="$1" before=$FAILED
+  if run "$@"; then return 0; fi
+  local why
+  why=$(grep -o -m1 'RMA rails requested but [^")]*' "$LOGS/$name.log")
+  if [[ -n $why ]]; then
+    unset 'SUMMARY[${#SUMMARY[@]}-1]'
+    skip "$name" "$why"
+    FAILED=$before
+  fi
+}
+
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -142,6 +156,8 @@ elif [[ -x $TEST ]]; then
       run "fabric_${NGPU}gpu_M${m}xL$((NGPU / m))" 90 "$TEST" --ranks "$NGPU" --nodes "$m" "${perf[@]}"
     done
     run "fabric_${NGPU}gpu_M${NGPU}xL1_sendrecv" 90 "$TEST" --ranks "$NGPU" --nodes "$NGPU" --rails send-recv
+    # NCCL host RMA rails (NCCL >= 2.29 at build and run time; a SKIP says which is older).
+    run_rma "fabric_${NGPU}gpu_M${NGPU}xL1_rma" 90 "$TEST" --ranks "$NGPU" --nodes "$NGPU" --rails rma
     run "fabric_${NGPU}gpu_M${NGPU}xL1_cp_async" 90 env TIDE_SUM_KERNEL=cp-async "$TEST" --ranks "$NGPU" \
       --nodes "$NGPU"
   else
@@ -166,6 +182,9 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
     # The same checks across the two virtual nodes over NCCL send/recv rails
     # (two-sided: the path across real nodes).
     run collectives_2gpu_sendrecv 240 env TIDE_FABRIC_RAILS=send-recv "$PYTHON" -m torch.distributed.run \
+      --standalone --nproc_per_node=2 tests/gpu/check_collectives.py --multi-node-only
+    # And over NCCL host RMA rails (one-sided puts with counted signals and credits).
+    run_rma collectives_2gpu_rma 240 env TIDE_FABRIC_RAILS=rma "$PYTHON" -m torch.distributed.run \
       --standalone --nproc_per_node=2 tests/gpu/check_collectives.py --multi-node-only
   fi
   if ((NGPU > 2)); then

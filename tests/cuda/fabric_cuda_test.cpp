@@ -1,6 +1,6 @@
 // GPU tests of the CUDA fabric's primitives against CPU references.
 //
-//   tide_cuda_fabric_test --ranks N --nodes M [--rails auto|send-recv] [--timeout-case] [--perf]
+//   tide_cuda_fabric_test --ranks N --nodes M [--rails auto|send-recv|rma] [--timeout-case] [--perf]
 //
 // Forks N ranks (rank r on GPU r) over a virtual topology of M nodes x N/M
 // GPUs and checks, on every rank: copies and 2-D copies into every peer's
@@ -720,11 +720,13 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     o.numCounters = 256;
     o.numQueues = 4;
     o.waitTimeoutSeconds = 30;
-    o.rails = a.rails == "send-recv" ? CudaFabricOptions::Rails::kSendRecv : CudaFabricOptions::Rails::kAuto;
+    o.rails = a.rails == "send-recv" ? CudaFabricOptions::Rails::kSendRecv
+              : a.rails == "rma"     ? CudaFabricOptions::Rails::kRma
+                                     : CudaFabricOptions::Rails::kAuto;
     CudaEndpoint ep(o, id);
     Ctx c{ep, rank, a.ranks};
     TCHECK(ep.arenaBytes() == kArenaBytes, "arena size");
-    TCHECK(ep.railsByCopy() == (a.rails != "send-recv"), "rail mode");
+    TCHECK(ep.railsByCopy() == (a.rails == "auto"), "rail mode");
     testPeerCopies(c);
     ep.resetStats();
     testRingOrdering(c);
@@ -788,7 +790,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--timeout-case") a.timeoutCase = true;
     else if (k == "--perf") a.perf = true;
     else {
-      std::fprintf(stderr, "usage: %s --ranks N --nodes M [--rails auto|send-recv] [--timeout-case] [--perf]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --ranks N --nodes M [--rails auto|send-recv|rma] [--timeout-case] [--perf]\n", argv[0]);
       std::exit(2);
     }
   }

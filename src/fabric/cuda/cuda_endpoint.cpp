@@ -34,8 +34,9 @@ CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   if (std::strcmp(v, "copy-engine") == 0) return CudaFabricOptions::Rails::kCopyEngine;
   if (std::strcmp(v, "send-recv") == 0) return CudaFabricOptions::Rails::kSendRecv;
+  if (std::strcmp(v, "rma") == 0) return CudaFabricOptions::Rails::kRma;
   if (std::strcmp(v, "auto") == 0) return CudaFabricOptions::Rails::kAuto;
-  throwUsage(std::string("TIDE_FABRIC_RAILS=") + v + " (want auto, copy-engine or send-recv)");
+  throwUsage(std::string("TIDE_FABRIC_RAILS=") + v + " (want auto, copy-engine, send-recv or rma)");
 }
 
 int currentDevice() {
@@ -70,15 +71,40 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   bool railPeersReachable = true;
   for (int n = 0; n < topo_.nodes; ++n)
     railPeersReachable &= arena_->peerBase(topo_.rankOf(n, topo_.localOf(rank_))) != nullptr;
-  const CudaFabricOptions::Rails wanted = railsFromEnv(options.rails);
-  railMode_ = (wanted == CudaFabricOptions::Rails::kSendRecv || !railPeersReachable)
-                  ? RailMode::kSendRecv
-                  : RailMode::kCopyEngine;
-  // Every rank takes part in the split (a collective) before any refuses.
-  comms_->splitRails(topo_, railMode_ == RailMode::kSendRecv);
-  if (wanted == CudaFabricOptions::Rails::kCopyEngine && !railPeersReachable)
+  using Rails = CudaFabricOptions::Rails;
+  const Rails wanted = railsFromEnv(options.rails);
+  // Host RMA needs NCCL >= 2.29 at build time (the API) and at run time (the
+  // library loaded, which PyTorch may have brought).
+  const int loaded = comms_->ncclVersion();
+  std::string noRma;
+  if (!TIDE_HAVE_NCCL_RMA)
+    noRma = "built against NCCL headers older than 2.29";
+  else if (loaded < 22900)
+    noRma = "NCCL library " + std::to_string(loaded / 10000) + "." + std::to_string(loaded / 100 % 100) + "." +
+            std::to_string(loaded % 100) + " is older than 2.29";
+  if (wanted == Rails::kSendRecv) {
+    railMode_ = RailMode::kSendRecv;
+    railWhy_ = "requested";
+  } else if (wanted == Rails::kRma || (wanted == Rails::kAuto && !railPeersReachable)) {
+    railMode_ = noRma.empty() ? RailMode::kRma : RailMode::kSendRecv;
+    railWhy_ = noRma.empty() ? (wanted == Rails::kRma ? "requested" : "a rail peer is not load/store reachable")
+                             : "host RMA unavailable: " + noRma;
+  } else {
+    railMode_ = RailMode::kCopyEngine;
+    railWhy_ = "every rail peer is load/store reachable";
+  }
+  // Every rank takes part in the splits (collectives) before any refuses. The
+  // credit split happens wherever RMA rails could be chosen (the same on
+  // every rank: build, library and request), joined only by ranks that chose them.
+  const bool rmaPossible = noRma.empty() && (wanted == Rails::kAuto || wanted == Rails::kRma);
+  comms_->splitRails(topo_, railMode_ != RailMode::kCopyEngine, railMode_ == RailMode::kRma, rmaPossible);
+  if (wanted == Rails::kCopyEngine && !railPeersReachable)
     throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
+  if (wanted == Rails::kRma && !noRma.empty()) throwUsage("RMA rails requested but " + noRma);
   if (railMode_ == RailMode::kSendRecv) sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail());
+#if TIDE_HAVE_NCCL_RMA
+  if (railMode_ == RailMode::kRma) rma_ = std::make_unique<RmaRails>(comms_->rail(), comms_->railCredit(), *arena_);
+#endif
 
   watchdog_ = std::make_unique<WaitWatchdog>(
       rank_, device, envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds));
@@ -94,6 +120,9 @@ CudaEndpoint::~CudaEndpoint() {
     std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: %s\n", rank_, e.what());
   }
   watchdog_.reset();
+#if TIDE_HAVE_NCCL_RMA
+  rma_.reset();  // its window on the rail communicator, before the arena goes
+#endif
   for (EventSlot& e : events_)
     if (e.event != nullptr) cudaEventDestroy(e.event);
   for (cudaStream_t s : own_) cudaStreamDestroy(s);
@@ -111,9 +140,9 @@ void CudaEndpoint::reportChoiceOnce() const {
   std::call_once(once, [this] {
     const int v = comms_->ncclVersion();
     std::fprintf(stderr,
-                 "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s, NCCL %d.%d.%d, "
+                 "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s (%s), NCCL %d.%d.%d, "
                  "%d of %d ranks load/store reachable, wait deadline %.1f s\n",
-                 topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), v / 10000, (v / 100) % 100,
+                 topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), railWhy_.c_str(), v / 10000, (v / 100) % 100,
                  v % 100, arena_->reachablePeers(), topo_.ranks(), watchdog_->timeoutSeconds());
   });
 }
@@ -157,7 +186,14 @@ void CudaEndpoint::beginOp(bool flushRails) {
     if (faults_.stallSeconds > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
   }
-  if (flushRails && sendRecv_ != nullptr) sendRecv_->flush();
+  if (flushRails) flushRailGroup();
+}
+
+void CudaEndpoint::flushRailGroup() {
+  if (sendRecv_ != nullptr) sendRecv_->flush();
+#if TIDE_HAVE_NCCL_RMA
+  if (rma_ != nullptr) rma_->flush();
+#endif
 }
 
 bool CudaEndpoint::dropThisRemoteSignal() {
@@ -273,6 +309,13 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
     if (bytes > 0) sendRecv_->deferSend(s, topo_.nodeOf(dstRank), src, bytes);
     return;
   }
+#if TIDE_HAVE_NCCL_RMA
+  if (railMode_ == RailMode::kRma) {
+    // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
+    rma_->deferSend(s, topo_.nodeOf(dstRank), dstOffset, src, bytes);
+    return;
+  }
+#endif
   std::byte* dst = arena_->peerBase(dstRank) + dstOffset;
   issueCopies(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
   replayAfterPut(s, dst, src, bytes, duplicate);
@@ -308,12 +351,19 @@ void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes
   cudaStream_t s = queue(q);
   topo_.checkRank(srcRank);
   checkArenaRange(dstOffset, bytes, "rail receive");
-  if (railMode_ != RailMode::kSendRecv) return;
+  if (railMode_ == RailMode::kCopyEngine) return;
+  beginOp(/*flushRails=*/false);
+#if TIDE_HAVE_NCCL_RMA
+  if (railMode_ == RailMode::kRma) {
+    if (signalId >= 0) arena_->counter(signalId);  // range check now, not at the flush
+    rma_->deferRecv(s, topo_.nodeOf(srcRank), bytes, signalId, signalValue);
+    return;
+  }
+#endif
   uint64_t* counter = signalId >= 0 ? arena_->counter(signalId) : nullptr;
   // Zero bytes (the sender's zero-byte put sends nothing): only the counter,
   // written with the group's other counters; ending the group here could leave
   // its sends waiting for receives that the rest of the round posts.
-  beginOp(/*flushRails=*/false);
   sendRecv_->deferRecv(s, topo_.nodeOf(srcRank), arena_->base() + dstOffset, bytes, counter, signalValue);
 }
 
@@ -373,7 +423,7 @@ void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
 
 template <typename Done>
 void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
-  if (sendRecv_ != nullptr) sendRecv_->flush();
+  flushRailGroup();
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
   const double limit = 2 * watchdog_->timeoutSeconds() + 10;

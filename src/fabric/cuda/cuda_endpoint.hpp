@@ -10,7 +10,9 @@
 //                  counters in the arena, every wait under a watchdog deadline
 //   sum / land     short-lived fp32 kernels under a CTA budget
 //   rails          copy engine where every rail peer is reachable, else NCCL
-//                  send/recv (two-sided: the receiver posts railRecv)
+//                  host RMA (NCCL >= 2.29 at build and run time), else NCCL
+//                  send/recv; the last two are two-sided to the collectives
+//                  (the receiver posts railRecv)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +27,7 @@
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/rail_transport.hpp"
+#include "fabric/cuda/rma_rails.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
 #include "fabric/cuda/wait_watchdog.hpp"
 #include "tide/fabric.hpp"
@@ -32,7 +35,7 @@
 namespace tide::fabric::cuda {
 
 struct CudaFabricOptions {
-  enum class Rails { kAuto, kCopyEngine, kSendRecv };
+  enum class Rails { kAuto, kCopyEngine, kSendRecv, kRma };
 
   plan::Topology topology;
   int rank = 0;
@@ -43,7 +46,7 @@ struct CudaFabricOptions {
   double waitTimeoutSeconds = 60;  // env TIDE_FABRIC_WAIT_TIMEOUT_S overrides
   int sumCtas = 16;                // CTA budgets of the two kernels
   int landCtas = 16;
-  Rails rails = Rails::kAuto;      // env TIDE_FABRIC_RAILS=auto|copy-engine|send-recv overrides
+  Rails rails = Rails::kAuto;      // env TIDE_FABRIC_RAILS=auto|copy-engine|send-recv|rma overrides
 };
 
 class CudaEndpoint final : public Endpoint {
@@ -61,7 +64,7 @@ class CudaEndpoint final : public Endpoint {
   int64_t arenaBytes() const override { return arena_->userBytes(); }
   std::byte* peerArena(int peerRank) override;
   bool railsByCopy() const override { return railMode_ == RailMode::kCopyEngine; }
-  bool railsTwoSided() const override { return railMode_ == RailMode::kSendRecv; }
+  bool railsTwoSided() const override { return railMode_ != RailMode::kCopyEngine; }
   int numQueues() const override { return static_cast<int>(streams_.size()); }
   void setCallContext(const std::string& call) override { call_ = call; }
 
@@ -152,6 +155,11 @@ class CudaEndpoint final : public Endpoint {
   std::vector<cudaStream_t> own_;
   std::vector<cudaStream_t> streams_;
   std::unique_ptr<SendRecvRails> sendRecv_;
+#if TIDE_HAVE_NCCL_RMA
+  std::unique_ptr<RmaRails> rma_;
+#endif
+  std::string railWhy_;  // why these rails (reported once)
+  void flushRailGroup();
   std::unique_ptr<WaitWatchdog> watchdog_;
   std::vector<EventSlot> events_;
   uint64_t nextEvent_ = 1;

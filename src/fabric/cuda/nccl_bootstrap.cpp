@@ -1,5 +1,7 @@
 #include "fabric/cuda/nccl_bootstrap.hpp"
 
+#include "fabric/cuda/rma_rails.hpp"  // TIDE_HAVE_NCCL_RMA
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -76,7 +78,7 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
 
 NcclComms::~NcclComms() { release(); }
 
-void NcclComms::splitRails(const plan::Topology& topo, bool join) {
+void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool creditSplit) {
   if (rail_ != nullptr) throw std::logic_error("NcclComms::splitRails called twice");
   // Rail l joins local rank l of every node, ordered by node. NCCL's default
   // channel count: these communicators carry the rails' bulk data. A rank
@@ -86,13 +88,24 @@ void NcclComms::splitRails(const plan::Topology& topo, bool join) {
   // and ~0.4 GiB of device memory on an H200 with no byte ever sent over it.
   ncclConfig_t railConfig = NCCL_CONFIG_INITIALIZER;
   railConfig.blocking = 1;
-  TIDE_NCCL_CHECK(ncclCommSplit(world_, join ? topo.localOf(rank_) : NCCL_SPLIT_NOCOLOR, topo.nodeOf(rank_),
-                                &rail_, &railConfig));
+  const int color = join ? topo.localOf(rank_) : NCCL_SPLIT_NOCOLOR;
+#if TIDE_HAVE_NCCL_RMA
+  if (rma) railConfig.numRmaCtx = 1;  // host RMA needs one context (ctx 0)
+#else
+  if (rma) throw std::logic_error("RMA rails need NCCL >= 2.29 headers");
+#endif
+  TIDE_NCCL_CHECK(ncclCommSplit(world_, color, topo.nodeOf(rank_), &rail_, &railConfig));
+  // RMA rails count signals per (communicator, peer): credits go on a
+  // communicator of their own so that they never count as data arrivals.
+  if (rma && !creditSplit) throw std::logic_error("RMA rails need the credit split");
+  if (creditSplit)
+    TIDE_NCCL_CHECK(ncclCommSplit(world_, rma ? color : NCCL_SPLIT_NOCOLOR, topo.nodeOf(rank_), &railCredit_,
+                                  &railConfig));
 }
 
 void NcclComms::release() noexcept {
   cudaSetDevice(device_);
-  for (ncclComm_t* c : {&rail_, &world_}) {
+  for (ncclComm_t* c : {&railCredit_, &rail_, &world_}) {
     if (*c == nullptr) continue;
     ncclCommFinalize(*c);
     ncclCommDestroy(*c);

@@ -32,9 +32,14 @@ class NcclComms {
   ncclComm_t world() const { return world_; }
   // Collective over the world communicator, once, after construction: the
   // rail communicator of this rank (color = local rank, key = node) when
-  // `join`, none (rail() stays null) otherwise.
-  void splitRails(const plan::Topology& topo, bool join);
+  // `join`, none (rail() stays null) otherwise. With `rma` (NCCL >= 2.29
+  // only), the rail communicator has RMA contexts and a second one,
+  // railCredit(), joins the same ranks for the credits of RMA rails. A
+  // split is collective: `creditSplit` (the second split, joined only with
+  // `rma`) must be the same on every rank.
+  void splitRails(const plan::Topology& topo, bool join, bool rma = false, bool creditSplit = false);
   ncclComm_t rail() const { return rail_; }
+  ncclComm_t railCredit() const { return railCredit_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
   int device() const { return device_; }
@@ -53,6 +58,7 @@ class NcclComms {
   int ncclVersion_ = 0;
   ncclComm_t world_ = nullptr;
   ncclComm_t rail_ = nullptr;
+  ncclComm_t railCredit_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;  // device scratch for bootstrap collectives
   LsaTeam lsa_;

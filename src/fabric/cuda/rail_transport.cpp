@@ -6,7 +6,12 @@
 namespace tide::fabric::cuda {
 
 const char* railModeName(RailMode mode) {
-  return mode == RailMode::kCopyEngine ? "copy-engine" : "nccl-send-recv";
+  switch (mode) {
+    case RailMode::kCopyEngine: return "copy-engine";
+    case RailMode::kSendRecv: return "nccl-send-recv";
+    case RailMode::kRma: return "nccl-host-rma";
+  }
+  return "?";
 }
 
 void SendRecvRails::deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes) {

@@ -19,7 +19,8 @@
 
 namespace tide::fabric::cuda {
 
-enum class RailMode : int { kCopyEngine = 0, kSendRecv = 1 };
+// kRma: NCCL host RMA (rma_rails.hpp), two-sided to the collectives like kSendRecv.
+enum class RailMode : int { kCopyEngine = 0, kSendRecv = 1, kRma = 2 };
 const char* railModeName(RailMode mode);
 
 class SendRecvRails {

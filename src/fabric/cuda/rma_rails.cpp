@@ -1,0 +1,112 @@
+#include "fabric/cuda/rma_rails.hpp"
+
+#if TIDE_HAVE_NCCL_RMA
+
+#include <stdexcept>
+#include <vector>
+
+#include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/stream_memops.hpp"
+#include "fabric/cuda/symmetric_arena.hpp"
+#include "tide/fabric.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+
+// One group's ops on its stream, in RmaRendezvous's order.
+class NcclRmaOps final : public RmaRailOps {
+ public:
+  NcclRmaOps(ncclComm_t data, ncclComm_t credit, ncclWindow_t window, SymmetricArena& arena, cudaStream_t s)
+      : data_(data), credit_(credit), window_(window), arena_(arena), s_(s) {}
+  ~NcclRmaOps() override = default;
+
+  void grantCredit(int peer) override { TIDE_NCCL_CHECK(ncclSignal(peer, 0, 0, 0, credit_, s_)); }
+  void awaitCredits(const std::vector<PeerCount>& from) override { await(from, credit_); }
+  void putWithSignal(int peer, int64_t dstOffset, const void* src, int64_t bytes) override {
+    puts_.push_back({peer, dstOffset, src, bytes});
+  }
+  void awaitPuts(const std::vector<PeerCount>& from) override {
+    issuePuts();
+    await(from, data_);
+  }
+  void setCounter(int id, uint64_t value) override {
+    issuePuts();
+    StreamMemOps::get().write(s_, arena_.counter(id), value);
+  }
+  // The group's puts as one NCCL group, so that they progress together.
+  void issuePuts() {
+    if (puts_.empty()) return;
+    TIDE_NCCL_CHECK(ncclGroupStart());
+    ncclResult_t issued = ncclSuccess;
+    for (const Put& p : puts_) {
+      if (issued != ncclSuccess) break;
+      issued = ncclPutSignal(p.src, static_cast<size_t>(p.bytes), ncclUint8, p.peer, window_,
+                             static_cast<size_t>(p.dstOffset), 0, 0, 0, data_, s_);
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    puts_.clear();
+    TIDE_NCCL_CHECK(issued);
+    TIDE_NCCL_CHECK(ended);
+  }
+
+ private:
+  struct Put {
+    int peer;
+    int64_t dstOffset;
+    const void* src;
+    int64_t bytes;
+  };
+  void await(const std::vector<PeerCount>& from, ncclComm_t comm) {
+    std::vector<ncclWaitSignalDesc_t> descs;
+    for (const PeerCount& pc : from) descs.push_back({pc.count, pc.peer, 0, 0});
+    TIDE_NCCL_CHECK(ncclWaitSignal(static_cast<int>(descs.size()), descs.data(), comm, s_));
+  }
+  ncclComm_t data_;
+  ncclComm_t credit_;
+  ncclWindow_t window_;
+  SymmetricArena& arena_;
+  cudaStream_t s_;
+  std::vector<Put> puts_;
+};
+
+}  // namespace
+
+RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, SymmetricArena& arena)
+    : data_(data), credit_(credit), arena_(arena) {
+  TIDE_NCCL_CHECK(ncclCommWindowRegister(data_, arena_.base(), static_cast<size_t>(arena_.windowBytes()), &window_,
+                                         NCCL_WIN_DEFAULT));
+}
+
+RmaRails::~RmaRails() {
+  if (window_ != nullptr) ncclCommWindowDeregister(data_, window_);
+}
+
+void RmaRails::joinStream(cudaStream_t stream) {
+  if (stream_ == nullptr) stream_ = stream;
+  if (stream != stream_)
+    throw FabricError(FabricError::Kind::kUsage,
+                      "RMA rail transfer on a second stream: signal counts are per peer, so rails must stay on "
+                      "one queue");
+}
+
+void RmaRails::deferSend(cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src, int64_t bytes) {
+  joinStream(stream);
+  group_.deferSend(railPeer, dstOffset, src, bytes);
+}
+
+void RmaRails::deferRecv(cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value) {
+  joinStream(stream);
+  group_.deferRecv(railPeer, bytes, signalId, value);
+}
+
+void RmaRails::flush() {
+  if (!group_.pending()) return;
+  NcclRmaOps ops(data_, credit_, window_, arena_, stream_);
+  group_.flush(ops);
+  ops.issuePuts();
+}
+
+}  // namespace tide::fabric::cuda
+
+#endif  // TIDE_HAVE_NCCL_RMA

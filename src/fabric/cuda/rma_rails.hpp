@@ -1,0 +1,62 @@
+// Rails over NCCL's host RMA (ncclPutSignal / ncclSignal / ncclWaitSignal,
+// NCCL >= 2.29): one-sided puts by copy engines (NVLink) or the proxy
+// (network), no SM. Two-sided to the collectives, like send/recv: the
+// receiver posts railRecv, and RmaRendezvous turns each group of rail
+// transfers into credits, puts after their credits, whole-group arrival
+// counts and counter writes (src/fabric/rma_rendezvous.hpp says why that is
+// sound with per-peer counts). Data signals and credits travel on two rail
+// communicators, so that neither counts the other's.
+//
+// Compiled only against NCCL >= 2.29 headers (TIDE_HAVE_NCCL_RMA); the
+// endpoint takes it at run time when the loaded library is >= 2.29 too.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdint>
+
+#include "fabric/rma_rendezvous.hpp"
+
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 22900
+#define TIDE_HAVE_NCCL_RMA 1
+#else
+#define TIDE_HAVE_NCCL_RMA 0
+#endif
+
+namespace tide::fabric::cuda {
+
+class SymmetricArena;
+
+#if TIDE_HAVE_NCCL_RMA
+class RmaRails {
+ public:
+  // Collective over `data`: registers the arena there, the window the puts
+  // target. `data` and `credit` join the same ranks (the rail), each created
+  // with RMA contexts (ncclConfig_t::numRmaCtx >= 1).
+  RmaRails(ncclComm_t data, ncclComm_t credit, SymmetricArena& arena);
+  ~RmaRails();
+  RmaRails(const RmaRails&) = delete;
+  RmaRails& operator=(const RmaRails&) = delete;
+
+  // The group's stream: every rail transfer of this endpoint goes on one
+  // stream (the counts are per peer, not per stream); another one throws.
+  void deferSend(cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src, int64_t bytes);
+  // After the group's receives land: counter `signalId` := value (< 0: none).
+  void deferRecv(cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value);
+  bool pending() const { return group_.pending(); }
+  // Issues the deferred group on its stream.
+  void flush();
+
+ private:
+  void joinStream(cudaStream_t stream);
+  ncclComm_t data_;
+  ncclComm_t credit_;
+  SymmetricArena& arena_;
+  ncclWindow_t window_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  RmaRendezvous group_;
+};
+#endif
+
+}  // namespace tide::fabric::cuda
