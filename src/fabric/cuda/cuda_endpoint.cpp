@@ -77,9 +77,9 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   // library loaded, which PyTorch may have brought).
   const int loaded = comms_->ncclVersion();
   std::string noRma;
-  if (!TIDE_HAVE_NCCL_RMA)
-    noRma = "built against NCCL headers older than 2.29";
-  else if (loaded < 22900)
+  if (!NcclRmaApi::get().ok())
+    noRma = NcclRmaApi::get().missing;
+  else if (loaded < NCCL_VERSION(2, 29, 0))
     noRma = "NCCL library " + std::to_string(loaded / 10000) + "." + std::to_string(loaded / 100 % 100) + "." +
             std::to_string(loaded % 100) + " is older than 2.29";
   if (wanted == Rails::kSendRecv) {

@@ -1,8 +1,39 @@
 #include "fabric/cuda/rma_rails.hpp"
 
+#include <dlfcn.h>
+
+namespace tide::fabric::cuda {
+
+const NcclRmaApi& NcclRmaApi::get() {
+  static const NcclRmaApi api = [] {
+    NcclRmaApi a;
+#if TIDE_HAVE_NCCL_RMA
+    // The libnccl.so.2 this process already loaded (through libtide's link
+    // or PyTorch's), whichever came first.
+    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) {
+      a.missing = "libnccl.so.2 is not loaded under that name";
+      return a;
+    }
+    a.putSignal = dlsym(lib, "ncclPutSignal");
+    a.signal = dlsym(lib, "ncclSignal");
+    a.waitSignal = dlsym(lib, "ncclWaitSignal");
+    if (a.putSignal == nullptr || a.signal == nullptr || a.waitSignal == nullptr)
+      a.missing = "the loaded NCCL library has no ncclPutSignal/ncclSignal/ncclWaitSignal";
+#else
+    a.missing = "built against NCCL headers older than 2.29";
+#endif
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace tide::fabric::cuda
+
 #if TIDE_HAVE_NCCL_RMA
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fabric/cuda/cuda_check.hpp"
@@ -14,6 +45,23 @@ namespace tide::fabric::cuda {
 
 namespace {
 
+// NcclRmaApi's entry points with their types (the declarations of nccl.h).
+struct TypedRmaApi {
+  decltype(&ncclPutSignal) putSignal;
+  decltype(&ncclSignal) signal;
+  decltype(&ncclWaitSignal) waitSignal;
+};
+const TypedRmaApi& api() {
+  static const TypedRmaApi typed = [] {
+    const NcclRmaApi& a = NcclRmaApi::get();
+    if (!a.ok()) throw std::logic_error(std::string("NCCL host RMA used without its API: ") + a.missing);
+    return TypedRmaApi{reinterpret_cast<decltype(&ncclPutSignal)>(a.putSignal),
+                       reinterpret_cast<decltype(&ncclSignal)>(a.signal),
+                       reinterpret_cast<decltype(&ncclWaitSignal)>(a.waitSignal)};
+  }();
+  return typed;
+}
+
 // One group's ops on its stream, in RmaRendezvous's order.
 class NcclRmaOps final : public RmaRailOps {
  public:
@@ -21,7 +69,7 @@ class NcclRmaOps final : public RmaRailOps {
       : data_(data), credit_(credit), window_(window), arena_(arena), s_(s) {}
   ~NcclRmaOps() override = default;
 
-  void grantCredit(int peer) override { TIDE_NCCL_CHECK(ncclSignal(peer, 0, 0, 0, credit_, s_)); }
+  void grantCredit(int peer) override { TIDE_NCCL_CHECK(api().signal(peer, 0, 0, 0, credit_, s_)); }
   void awaitCredits(const std::vector<PeerCount>& from) override { await(from, credit_); }
   void putWithSignal(int peer, int64_t dstOffset, const void* src, int64_t bytes) override {
     puts_.push_back({peer, dstOffset, src, bytes});
@@ -41,7 +89,7 @@ class NcclRmaOps final : public RmaRailOps {
     ncclResult_t issued = ncclSuccess;
     for (const Put& p : puts_) {
       if (issued != ncclSuccess) break;
-      issued = ncclPutSignal(p.src, static_cast<size_t>(p.bytes), ncclUint8, p.peer, window_,
+      issued = api().putSignal(p.src, static_cast<size_t>(p.bytes), ncclUint8, p.peer, window_,
                              static_cast<size_t>(p.dstOffset), 0, 0, 0, data_, s_);
     }
     const ncclResult_t ended = ncclGroupEnd();
@@ -60,7 +108,7 @@ class NcclRmaOps final : public RmaRailOps {
   void await(const std::vector<PeerCount>& from, ncclComm_t comm) {
     std::vector<ncclWaitSignalDesc_t> descs;
     for (const PeerCount& pc : from) descs.push_back({pc.count, pc.peer, 0, 0});
-    TIDE_NCCL_CHECK(ncclWaitSignal(static_cast<int>(descs.size()), descs.data(), comm, s_));
+    TIDE_NCCL_CHECK(api().waitSignal(static_cast<int>(descs.size()), descs.data(), comm, s_));
   }
   ncclComm_t data_;
   ncclComm_t credit_;

@@ -18,7 +18,7 @@
 
 #include "fabric/rma_rendezvous.hpp"
 
-#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 22900
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
 #define TIDE_HAVE_NCCL_RMA 1
 #else
 #define TIDE_HAVE_NCCL_RMA 0
@@ -27,6 +27,19 @@
 namespace tide::fabric::cuda {
 
 class SymmetricArena;
+
+// Host RMA entry points of the NCCL library loaded in this process, looked
+// up at run time, so that a build against NCCL >= 2.29 headers still loads
+// beside an older library (PyTorch's) and takes send/recv rails there.
+// Empty when this build or that library lacks them; `missing` says which.
+struct NcclRmaApi {
+  void* putSignal = nullptr;
+  void* signal = nullptr;
+  void* waitSignal = nullptr;
+  const char* missing = nullptr;
+  bool ok() const { return missing == nullptr; }
+  static const NcclRmaApi& get();
+};
 
 #if TIDE_HAVE_NCCL_RMA
 class RmaRails {
