@@ -9,14 +9,21 @@
 # multicast stays off: NCCL_NVLS_ENABLE=0.
 #
 #   tools/gpu_run.sh [--skip-bench] [--bench-args "..."] [--only step,step,...] [--budget S]
+#                    [--nccl-src DIR]
 #
 # --budget S (default 570): the whole script ends within S seconds. A step's
 # time limit is cut to what is left, and a step with under 45 s left is
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
 #
-# Steps: build fabric collectives fsdp e2e loss memprobe hostprof bench (--only picks some; build
+# Steps: build fabric collectives fsdp e2e loss memprobe hostprof bench rma (--only picks some; build
 # always runs).
+#
+# rma (needs --nccl-src DIR, an NCCL >= 2.29 source tree, e.g. `git archive` of NVIDIA/nccl
+# into build/nccl-src, carried to the device): builds that NCCL (tools/build_nccl.sh, about
+# 70 s) and TIDE against it in build/gpu-rma, then runs tide_nccl_rma_probe on every GPU and,
+# on 2+ GPUs, the fabric test over RMA rails (virtual nodes). The machine's own NCCL (2.28.9
+# on the device) predates host RMA.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,13 +42,15 @@ SKIP_BENCH=0
 BENCH_ARGS=""
 ONLY=""
 BUDGET=570
+NCCL_SRC=""
 while (($#)); do
   case "$1" in
     --skip-bench) SKIP_BENCH=1 ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
     --only) ONLY=",$2," ; shift ;;
     --budget) BUDGET="$2"; shift ;;
-    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"] [--only step,...]" >&2; exit 2 ;;
+    --nccl-src) NCCL_SRC="$2"; shift ;;
+    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"] [--only step,...] [--budget S] [--nccl-src DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -249,6 +258,33 @@ run_2gpu hostprof host_profile_moe 120 -m tide.bench.host_profile --model moe --
 # shellcheck disable=SC2086
 run_2gpu hostprof host_profile_llama 120 -m tide.bench.host_profile --model llama --tokens 4096 \
   --systems stock tide-in-place tide-slot-reuse ${HOSTPROF_ARGS:-}
+
+# ---- NCCL host RMA rails on an NCCL built from source (--nccl-src)
+if ! wanted rma; then
+  skip rma "not in --only"
+elif [[ -z $NCCL_SRC ]] || ((NGPU < 1)); then
+  skip rma "needs --nccl-src DIR (NCCL >= 2.29 source) and a GPU"
+else
+  build_rma() {
+    bash tools/build_nccl.sh "$NCCL_SRC" build/nccl 90 &&
+      NCCL_HOME="$PWD/build/nccl" cmake -S . -B build/gpu-rma -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90a -DPython3_EXECUTABLE="$(command -v "$PYTHON")" &&
+      cmake --build build/gpu-rma --target tide_cuda_fabric_test tide_nccl_rma_probe -j "$(nproc)"
+  }
+  export -f build_rma
+  export NCCL_SRC
+  if run rma_build 300 bash -c build_rma; then
+    run "rma_probe_${NGPU}gpu" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" build/gpu-rma/tests/cuda/tide_nccl_rma_probe \
+      --ranks "$NGPU"
+    if ((NGPU >= 2)); then
+      run "fabric_${NGPU}gpu_M${NGPU}xL1_rma_built" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" \
+        build/gpu-rma/tests/cuda/tide_cuda_fabric_test --ranks "$NGPU" --nodes "$NGPU" --rails rma
+    else
+      run rma_fabric_1gpu 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" build/gpu-rma/tests/cuda/tide_cuda_fabric_test \
+        --ranks 1 --nodes 1 --rails rma
+    fi
+  fi
+fi
 
 # ---- baselines and TIDE (torchrun, one process per GPU)
 if ((SKIP_BENCH)) || ! wanted bench; then

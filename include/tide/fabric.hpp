@@ -125,6 +125,10 @@ class Endpoint {
   // puts and receives form one group (any other call on the endpoint closes
   // it), so the opposite transfers of one round cannot deadlock.
   virtual bool railsTwoSided() const { return false; }
+  // Do rail puts read only from this rank's arena? (NCCL host RMA wants both
+  // ends of a put in a registered window.) Then the collectives copy a source
+  // that lies elsewhere into their scratch first.
+  virtual bool railSourcesInArena() const { return false; }
 
   virtual int numQueues() const = 0;
 

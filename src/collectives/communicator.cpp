@@ -141,6 +141,15 @@ std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const v
   if (t.nodes > 1) {
     ep_.waitEvent(kNetQueue, kCallerQueue, entry);
     if (twoSided && agStageFree_ > 0) ep_.waitEvent(kNetQueue, kCopyQueue, agStageFree_);
+    // Rails that read only from the arena send the shard from a copy in the
+    // scratch, made on this queue (the previous call's puts from it come first).
+    const std::byte* shardSource = static_cast<const std::byte*>(shard);
+    const bool shardInArena = shardSource >= ep_.arena() && shardSource + s <= ep_.arena() + ep_.arenaBytes();
+    if (ep_.railSourcesInArena() && !shardInArena) {
+      std::byte* copy = ep_.arena() + layout_.railSource;
+      ep_.copy(kNetQueue, {fabric::CopyOp{copy, shard, s, 1, 0, 0}});
+      shardSource = copy;
+    }
     for (const plan::AgRound& r : plan.ag.rounds) {
       const int target = t.railPeer(me, -r.firstSlot);
       const int source = t.railPeer(me, r.firstSlot);
@@ -165,8 +174,7 @@ std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const v
       for (size_t k = 0; k + 1 < cuts.size(); ++k)
         if (cuts[k] < cuts[k + 1] && cuts[k] < r.bytes) chunks.push_back({cuts[k], cuts[k + 1]});
       for (const auto& [lo, hi] : chunks) {
-        const std::byte* src = lo < s ? static_cast<const std::byte*>(shard) + lo
-                                      : ep_.arena() + layout_.stage + (lo - s);
+        const std::byte* src = lo < s ? shardSource + lo : ep_.arena() + layout_.stage + (lo - s);
         ep_.railPut(kNetQueue, target, stageDst + lo, src, hi - lo, -1, 0);
         if (!twoSided)
           for (auto& m : marks)

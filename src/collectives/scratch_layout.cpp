@@ -24,6 +24,7 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
         throw std::invalid_argument("groups of one communicator must share one Level 2 landing direction (pull or push)");
       multiNode = true;
       s.landing = p->rs.landing;
+      s.railSourceBytes = std::max(s.railSourceBytes, p->group.shardBytes);
       s.blocksPerGeneration = std::max(s.blocksPerGeneration, p->group.topo.gpusPerNode);
       s.sparesPerBank = std::max(s.sparesPerBank, p->rs.spareBlocks);
     }
@@ -34,6 +35,8 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   int64_t at = s.base;
   s.stage = at;
   at += alignUp(s.stageBytes);
+  s.railSource = at;
+  at += alignUp(s.railSourceBytes);
   s.staging = at;
   at += s.stagingSlots * s.stagingSlotBytes;
   s.outbox = at;
@@ -54,7 +57,7 @@ bool ScratchLayout::fits(const plan::Plan& p) const {
   if (p.ag.stageBytes > stageBytes) return false;
   if (peers && (p.rs.stagingSlotBytes > stagingSlotBytes || p.rs.stagingSlots > stagingSlots)) return false;
   if (nodes && (p.rs.blockBytes > blockBytes || p.rs.outboxBlocks > outboxBlocks ||
-                p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank || p.rs.landing != landing ||
+                p.group.shardBytes > railSourceBytes || p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank || p.rs.landing != landing ||
                 p.group.topo.gpusPerNode > blocksPerGeneration))
     return false;
   return true;

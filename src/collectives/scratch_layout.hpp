@@ -12,6 +12,12 @@ namespace tide::collectives {
 struct ScratchLayout {
   int64_t stage = 0;          // AG receive stage
   int64_t stageBytes = 0;
+  // AG across nodes: this rank's shard, copied here before the rails send it
+  // where the fabric's rail puts read only from the arena (NCCL host RMA:
+  // both ends of a put in a registered window). Sized for the largest
+  // multi-node group's shard; unused elsewhere.
+  int64_t railSource = 0;
+  int64_t railSourceBytes = 0;
   int64_t staging = 0;        // RS Level 1 staging slots
   int64_t stagingSlotBytes = 0;
   int stagingSlots = 0;

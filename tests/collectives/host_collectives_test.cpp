@@ -749,18 +749,32 @@ TEST(RmaRails, MissingPartnersAndLostSignalsFailStop) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  std::vector<std::byte> src(4096, std::byte{7});
+  // Puts read from the sender's arena, as NCCL's host RMA reads only from a registered window.
+  constexpr int64_t kSrc = 1 << 15;
+  auto source = [&](fabric::host::HostWorld& world, int rank) {
+    std::byte* p = world.endpoint(rank).arena() + kSrc;
+    std::memset(p, 7, 4096);
+    return p;
+  };
   {
     fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
     ASSERT_TRUE(world.endpoint(0).railsTwoSided());
     ASSERT_FALSE(world.endpoint(0).railsByCopy());
+    ASSERT_TRUE(world.endpoint(0).railSourcesInArena());
+    std::vector<std::byte> outside(64, std::byte{1});
+    try {
+      world.endpoint(1).railPut(1, 0, 0, outside.data(), 64, -1, 0);
+      FAIL() << "an RMA rail put from outside the arena was accepted";
+    } catch (const fabric::FabricError& e) {
+      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUsage) << e.what();
+    }
     world.endpoint(0).railRecv(1, 1, 0, 4096, 3, 1);
     expectTimeout(world.endpoint(0), "rail puts from rank 1 (0 of 1 signals arrived)");
     EXPECT_EQ(world.endpoint(0).counterValue(3), 0u);
   }
   {
     fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
-    world.endpoint(1).railPut(1, 0, 0, src.data(), 4096, -1, 0);
+    world.endpoint(1).railPut(1, 0, 0, source(world, 1), 4096, -1, 0);
     expectTimeout(world.endpoint(1), "credits for rail puts from rank 0");
   }
   {
@@ -770,7 +784,7 @@ TEST(RmaRails, MissingPartnersAndLostSignalsFailStop) {
     world.endpoint(1).setFabricFaults(f);
     world.endpoint(0).railRecv(1, 1, 0, 4096, 3, 1);
     world.endpoint(0).record(1);  // ends the receiver's group: its credit goes out
-    world.endpoint(1).railPut(1, 0, 0, src.data(), 4096, -1, 0);
+    world.endpoint(1).railPut(1, 0, 0, source(world, 1), 4096, -1, 0);
     world.endpoint(1).synchronize(1);  // the put itself completes: it had its credit
     expectTimeout(world.endpoint(0), "rail puts from rank 1");
   }
@@ -784,10 +798,11 @@ TEST(RmaRails, MissingPartnersAndLostSignalsFailStop) {
       EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUsage) << e.what();
     }
     world.endpoint(0).record(1);  // the accepted receive's group goes out
-    world.endpoint(1).railPut(1, 0, 0, src.data(), 64, -1, 0);
+    const std::byte* from = source(world, 1);
+    world.endpoint(1).railPut(1, 0, 0, from, 64, -1, 0);
     world.endpoint(1).synchronizeAll();
     world.endpoint(0).synchronizeAll();
-    EXPECT_EQ(0, std::memcmp(world.endpoint(0).arena(), src.data(), 64));
+    EXPECT_EQ(0, std::memcmp(world.endpoint(0).arena(), from, 64));
   }
 }
 
@@ -804,14 +819,18 @@ TEST(RmaRails, GroupsOfManyTransfersEachWayLandWhole) {
   std::mt19937_64 rng(freshSeed());
   constexpr int kMessages = 5, kBytes = 1024;
   for (int round = 1; round <= 3; ++round) {
+    // Each message's bytes, drawn fresh, and in its sender's arena (RMA puts read only from there).
     std::vector<std::vector<std::byte>> src(2 * kMessages, std::vector<std::byte>(kBytes));
     for (auto& v : src)
       for (auto& b : v) b = static_cast<std::byte>(rng());
+    auto at = [&](int r, int i) { return world.endpoint(r).arena() + (1 << 15) + i * kBytes; };
+    for (int r = 0; r < 2; ++r)
+      for (int i = 0; i < kMessages; ++i)
+        std::memcpy(at(r, i), src[static_cast<size_t>(r * kMessages + i)].data(), kBytes);
     for (int r = 0; r < 2; ++r) {
       fabric::Endpoint& ep = world.endpoint(r);
       ep.setCallContext("round#" + std::to_string(round));
-      for (int i = 0; i < kMessages; ++i)
-        ep.railPut(1, 1 - r, (i + 1) * kBytes, src[static_cast<size_t>(r * kMessages + i)].data(), kBytes, -1, 0);
+      for (int i = 0; i < kMessages; ++i) ep.railPut(1, 1 - r, (i + 1) * kBytes, at(r, i), kBytes, -1, 0);
       for (int i = 0; i < kMessages; ++i)
         ep.railRecv(1, 1 - r, (i + 1) * kBytes, kBytes, i + 1 == kMessages ? 9 : -1, static_cast<uint64_t>(round));
       ep.record(1);  // ends the group

@@ -254,7 +254,11 @@ void testRailPuts(Ctx& c) {
   if (topo.nodes < 2) return;
   const int64_t bytes = kMiB + 5;
   const std::vector<uint8_t> mine = pattern(c.rank, 2, bytes);
-  auto* src = deviceAlloc<uint8_t>(bytes);
+  auto* buffer = deviceAlloc<uint8_t>(bytes);
+  // RMA rails read only from the arena (a registered window): there, the
+  // source sits in the copy region, done with by now.
+  uint8_t* src = c.ep.railSourcesInArena() ? reinterpret_cast<uint8_t*>(c.ep.arena() + kCopyRegion + 14 * kMiB)
+                                           : buffer;
   upload(src, mine.data(), bytes);
   fill(c.ep.arena() + kRailRegion, kPoisonByte, 16 * kMiB);
   c.ep.barrier();
@@ -291,7 +295,7 @@ void testRailPuts(Ctx& c) {
   }
   const int64_t puts = (topo.nodes - 1) * (twoSided ? 2 : 1);
   TCHECK(c.ep.stats().railPuts == puts, "railPuts " + std::to_string(c.ep.stats().railPuts));
-  TCUDA(cudaFree(src));
+  TCUDA(cudaFree(buffer));
   c.ep.barrier();
   if (c.ep.railsByCopy()) testDuplicatePut(c);
 }

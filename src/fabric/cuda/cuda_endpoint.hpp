@@ -65,6 +65,7 @@ class CudaEndpoint final : public Endpoint {
   std::byte* peerArena(int peerRank) override;
   bool railsByCopy() const override { return railMode_ == RailMode::kCopyEngine; }
   bool railsTwoSided() const override { return railMode_ != RailMode::kCopyEngine; }
+  bool railSourcesInArena() const override { return railMode_ == RailMode::kRma; }
   int numQueues() const override { return static_cast<int>(streams_.size()); }
   void setCallContext(const std::string& call) override { call_ = call; }
 

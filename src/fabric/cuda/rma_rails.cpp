@@ -122,8 +122,10 @@ class NcclRmaOps final : public RmaRailOps {
 
 RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, SymmetricArena& arena)
     : data_(data), credit_(credit), arena_(arena) {
+  // Symmetric: NCCL 2.30 refuses a put whose source or destination lies in
+  // any other kind of window (tide_nccl_rma_probe).
   TIDE_NCCL_CHECK(ncclCommWindowRegister(data_, arena_.base(), static_cast<size_t>(arena_.windowBytes()), &window_,
-                                         NCCL_WIN_DEFAULT));
+                                         NCCL_WIN_COLL_SYMMETRIC));
 }
 
 RmaRails::~RmaRails() {
@@ -139,6 +141,10 @@ void RmaRails::joinStream(cudaStream_t stream) {
 }
 
 void RmaRails::deferSend(cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src, int64_t bytes) {
+  const auto* from = static_cast<const std::byte*>(src);
+  if (bytes > 0 && (from < arena_.base() || from + bytes > arena_.base() + arena_.windowBytes()))
+    throw FabricError(FabricError::Kind::kUsage,
+                      "RMA rail put from outside the arena: NCCL host RMA reads only from a registered window");
   joinStream(stream);
   group_.deferSend(railPeer, dstOffset, src, bytes);
 }

@@ -239,6 +239,12 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
   if (mem_.rma != nullptr) {
     // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
+    // Like NCCL's host RMA, a put reads only from a registered window: the arena.
+    const auto* from = static_cast<const std::byte*>(src);
+    if (bytes > 0 && (from < arena() || from + bytes > arena() + mem_.arenaBytes))
+      throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) +
+                                                       ": RMA rail put from outside the arena (host RMA reads "
+                                                       "only from a registered window)");
     joinRmaGroup(q);
     rmaGroup_.deferSend(dstRank, dstOffset, src, bytes);
     return;

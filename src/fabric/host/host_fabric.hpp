@@ -71,6 +71,7 @@ class HostEndpoint final : public Endpoint {
   std::byte* peerArena(int peerRank) override;
   bool railsByCopy() const override { return !railsTwoSided(); }
   bool railsTwoSided() const override { return mem_.mailbox != nullptr || mem_.rma != nullptr; }
+  bool railSourcesInArena() const override { return mem_.rma != nullptr; }
   int numQueues() const override { return static_cast<int>(queues_.size()); }
   void setCallContext(const std::string& call) override;
 
