@@ -483,6 +483,24 @@ TEST(SharedWorldBootstrap, RefusesTheProtocolChecker) {
   EXPECT_THROW(SharedWorld(plan::Topology::make(1, 1), 0, 4096, store, options), FabricError);
 }
 
+// So do the two-sided rails' stand-ins (send/recv, RMA), whose state lives in
+// one process too: asked for, they are refused, not replaced by one-sided puts.
+TEST(SharedWorldBootstrap, RefusesTwoSidedRails) {
+  for (fabric::host::HostRails rails : {fabric::host::HostRails::kSendRecv, fabric::host::HostRails::kRma}) {
+    TempDir dir;
+    FileStore store(dir.path());
+    fabric::host::HostOptions options;
+    options.rails = rails;
+    try {
+      SharedWorld(plan::Topology::make(2, 1), 0, 4096, store, options);
+      FAIL() << "multi-process mode accepted rails " << fabric::host::hostRailsName(rails);
+    } catch (const FabricError& e) {
+      EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
+      EXPECT_NE(std::string(e.what()).find(fabric::host::hostRailsName(rails)), std::string::npos) << e.what();
+    }
+  }
+}
+
 // ---------------------------------------------------------------- the store
 
 TEST(FileStore, GetTimesOutWithAClearError) {

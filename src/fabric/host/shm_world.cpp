@@ -151,6 +151,12 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
     throw FabricError(FabricError::Kind::kUsage,
                       "the protocol checker needs every rank in one process (HostWorld); "
                       "multi-process mode runs without it");
+  // The send/recv and RMA stand-ins keep their messages and counts in one
+  // process's memory too: refuse rather than run one-sided rails unasked.
+  if (options.rails != HostRails::kPut)
+    throw FabricError(FabricError::Kind::kUsage, std::string("host rails '") + hostRailsName(options.rails) +
+                                                     "' need every rank in one process (HostWorld); "
+                                                     "multi-process mode has one-sided rails only");
   const std::string context = "rank " + std::to_string(rank) + ": multi-process host fabric bootstrap";
   try {
     // Worlds that the same ranks build one after another get their own keys.
