@@ -806,6 +806,33 @@ TEST(RmaRails, MissingPartnersAndLostSignalsFailStop) {
   }
 }
 
+// The multi-node faults over RMA rails (and, beside them, send/recv rails):
+// each is caught, by a deadline or by the references, as over one-sided rails.
+// (A dropped credit and a replayed put have no counterpart on two-sided rails:
+// no credit crosses nodes there, and the RMA stand-in replays nothing.)
+TEST(RmaRails, MultiNodeFaultsAreDetected) {
+  for (fabric::host::HostRails rails : {fabric::host::HostRails::kSendRecv, fabric::host::HostRails::kRma})
+    for (FaultCase c : {FaultCase{collectives::Fault::kLoseSignal, {2, 2}, plan::Mode::kInPlace},
+                        FaultCase{collectives::Fault::kCorruptStagedChunk, {2, 2}, plan::Mode::kInPlace},
+                        FaultCase{collectives::Fault::kSkipStaleZeroing, {5, 2}, plan::Mode::kInPlace},
+                        FaultCase{collectives::Fault::kReuseOutboxEarly, {9, 2}, plan::Mode::kSlotReuse},
+                        FaultCase{collectives::Fault::kStallPeer, {2, 1}, plan::Mode::kInPlace}}) {
+      const uint64_t seed = freshSeed();
+      SCOPED_TRACE(std::string(collectives::faultName(c.fault)) + " rails " + fabric::host::hostRailsName(rails) +
+                   " seed=" + std::to_string(seed));
+      HostRunOptions o = baseOptions(c.topo.m, c.topo.l, seed);
+      o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
+      o.planOptions.rs.mode = c.mode;
+      if (c.mode == plan::Mode::kSlotReuse) o.planOptions.rs.roundWidth = 1;
+      o.iters = 2;
+      o.timeoutSeconds = 1.0;
+      o.rails = rails;
+      o.fault = {c.fault, 0};
+      const bench::HostRunResult r = bench::runOnHost(o);
+      EXPECT_TRUE(!r.error.empty() || !r.allGather.ok || !r.reduceScatter.ok) << "fault passed silently";
+    }
+}
+
 // A group's puts land last first on the host's RMA rails; with several
 // transfers each way in one group, every receive still sees its own bytes
 // and the counters come after all of them.
