@@ -192,7 +192,7 @@ void CudaEndpoint::beginOp(bool flushRails) {
 void CudaEndpoint::flushRailGroup() {
   if (sendRecv_ != nullptr) sendRecv_->flush();
 #if TIDE_HAVE_NCCL_RMA
-  if (rma_ != nullptr) rma_->flush();
+  if (rma_ != nullptr) rma_->flush(*watchdog_, call_, rmaQueue_);
 #endif
 }
 
@@ -313,6 +313,7 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   if (railMode_ == RailMode::kRma) {
     // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
     rma_->deferSend(s, topo_.nodeOf(dstRank), dstOffset, src, bytes);
+    rmaQueue_ = q;
     return;
   }
 #endif
@@ -357,6 +358,7 @@ void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes
   if (railMode_ == RailMode::kRma) {
     if (signalId >= 0) arena_->counter(signalId);  // range check now, not at the flush
     rma_->deferRecv(s, topo_.nodeOf(srcRank), bytes, signalId, signalValue);
+    rmaQueue_ = q;
     return;
   }
 #endif

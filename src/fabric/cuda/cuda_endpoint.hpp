@@ -67,7 +67,11 @@ class CudaEndpoint final : public Endpoint {
   bool railsTwoSided() const override { return railMode_ != RailMode::kCopyEngine; }
   bool railSourcesInArena() const override { return railMode_ == RailMode::kRma; }
   int numQueues() const override { return static_cast<int>(streams_.size()); }
-  void setCallContext(const std::string& call) override { call_ = call; }
+  // A pending rail group goes out under the call that made it.
+  void setCallContext(const std::string& call) override {
+    flushRailGroup();
+    call_ = call;
+  }
 
   void copy(int q, const std::vector<CopyOp>& ops) override;
   void sum(int q, const SumOp& op) override;
@@ -160,6 +164,7 @@ class CudaEndpoint final : public Endpoint {
   std::unique_ptr<RmaRails> rma_;
 #endif
   std::string railWhy_;  // why these rails (reported once)
+  int rmaQueue_ = -1;    // the queue of the pending RMA rail group
   void flushRailGroup();
   std::unique_ptr<WaitWatchdog> watchdog_;
   std::vector<EventSlot> events_;

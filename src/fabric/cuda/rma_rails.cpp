@@ -32,6 +32,7 @@ const NcclRmaApi& NcclRmaApi::get() {
 
 #if TIDE_HAVE_NCCL_RMA
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ const NcclRmaApi& NcclRmaApi::get() {
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
+#include "fabric/cuda/wait_watchdog.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::cuda {
@@ -65,18 +67,20 @@ const TypedRmaApi& api() {
 // One group's ops on its stream, in RmaRendezvous's order.
 class NcclRmaOps final : public RmaRailOps {
  public:
-  NcclRmaOps(ncclComm_t data, ncclComm_t credit, ncclWindow_t window, SymmetricArena& arena, cudaStream_t s)
-      : data_(data), credit_(credit), window_(window), arena_(arena), s_(s) {}
+  NcclRmaOps(ncclComm_t data, ncclComm_t credit, ncclWindow_t window, SymmetricArena& arena, cudaStream_t s,
+             WaitWatchdog& watchdog, const std::string& call, int queue)
+      : data_(data), credit_(credit), window_(window), arena_(arena), s_(s), watchdog_(watchdog), call_(call),
+        queue_(queue) {}
   ~NcclRmaOps() override = default;
 
   void grantCredit(int peer) override { TIDE_NCCL_CHECK(api().signal(peer, 0, 0, 0, credit_, s_)); }
-  void awaitCredits(const std::vector<PeerCount>& from) override { await(from, credit_); }
+  void awaitCredits(const std::vector<PeerCount>& from) override { await(from, credit_, "credits"); }
   void putWithSignal(int peer, int64_t dstOffset, const void* src, int64_t bytes) override {
     puts_.push_back({peer, dstOffset, src, bytes});
   }
   void awaitPuts(const std::vector<PeerCount>& from) override {
     issuePuts();
-    await(from, data_);
+    await(from, data_, "rail puts");
   }
   void setCounter(int id, uint64_t value) override {
     issuePuts();
@@ -105,16 +109,27 @@ class NcclRmaOps final : public RmaRailOps {
     const void* src;
     int64_t bytes;
   };
-  void await(const std::vector<PeerCount>& from, ncclComm_t comm) {
+  void await(const std::vector<PeerCount>& from, ncclComm_t comm, const char* what) {
     std::vector<ncclWaitSignalDesc_t> descs;
-    for (const PeerCount& pc : from) descs.push_back({pc.count, pc.peer, 0, 0});
+    std::ostringstream awaited;
+    awaited << "NCCL signals (" << what << ") from rail peers";
+    for (const PeerCount& pc : from) {
+      descs.push_back({pc.count, pc.peer, 0, 0});
+      awaited << ' ' << pc.peer << " x" << pc.count;
+    }
+    watchdog_.before(s_);
     TIDE_NCCL_CHECK(api().waitSignal(static_cast<int>(descs.size()), descs.data(), comm, s_));
+    watchdog_.after(s_, WaitRecord{.call = call_, .queue = queue_, .counterId = -1, .value = 0,
+                                   .peer = from.front().peer, .what = awaited.str(), .counter = nullptr});
   }
   ncclComm_t data_;
   ncclComm_t credit_;
   ncclWindow_t window_;
   SymmetricArena& arena_;
   cudaStream_t s_;
+  WaitWatchdog& watchdog_;
+  const std::string& call_;
+  int queue_;
   std::vector<Put> puts_;
 };
 
@@ -154,9 +169,9 @@ void RmaRails::deferRecv(cudaStream_t stream, int railPeer, int64_t bytes, int s
   group_.deferRecv(railPeer, bytes, signalId, value);
 }
 
-void RmaRails::flush() {
+void RmaRails::flush(WaitWatchdog& watchdog, const std::string& call, int queue) {
   if (!group_.pending()) return;
-  NcclRmaOps ops(data_, credit_, window_, arena_, stream_);
+  NcclRmaOps ops(data_, credit_, window_, arena_, stream_, watchdog, call, queue);
   group_.flush(ops);
   ops.issuePuts();
 }

@@ -15,6 +15,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <string>
 
 #include "fabric/rma_rendezvous.hpp"
 
@@ -27,6 +28,7 @@
 namespace tide::fabric::cuda {
 
 class SymmetricArena;
+class WaitWatchdog;
 
 // Host RMA entry points of the NCCL library loaded in this process, looked
 // up at run time, so that a build against NCCL >= 2.29 headers still loads
@@ -58,8 +60,10 @@ class RmaRails {
   // After the group's receives land: counter `signalId` := value (< 0: none).
   void deferRecv(cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value);
   bool pending() const { return group_.pending(); }
-  // Issues the deferred group on its stream.
-  void flush();
+  // Issues the deferred group on its stream; its waits for credits and data
+  // signals are watched like counter waits (a peer that never signals fails
+  // stop at the deadline, naming call `call` and queue `queue`).
+  void flush(WaitWatchdog& watchdog, const std::string& call, int queue);
 
  private:
   void joinStream(cudaStream_t stream);

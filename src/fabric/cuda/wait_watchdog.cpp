@@ -160,15 +160,20 @@ std::string WaitWatchdog::readCounter(const uint64_t* addr) {
   return out;  // the stream and pinned word are left alone: the process is about to abort
 }
 
+std::string WaitRecord::awaited() const {
+  if (counter == nullptr) return what + " (peer " + std::to_string(peer) + ")";
+  return "counter " + std::to_string(counterId) + " >= " + std::to_string(value) + " (peer " + std::to_string(peer) +
+         ", " + what + ")";
+}
+
 void WaitWatchdog::failStop(const Pending& p, double waited) {
   const WaitRecord& r = p.record;
-  const std::string now = readCounter(r.counter);
+  const std::string now = r.counter != nullptr ? "; counter is " + readCounter(r.counter) : "";
   std::fprintf(stderr,
-               "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: wait for counter %d "
-               ">= %" PRIu64 " (peer %d, %s) not satisfied after %.1f s (deadline %.1f s); counter is %s. "
-               "A blocked GPU stream cannot be released: aborting the process (fail stop).\n",
-               rank_, device_, r.call.c_str(), r.queue, r.counterId, r.value, r.peer, r.what.c_str(),
-               waited, timeout_, now.c_str());
+               "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: wait for %s not satisfied "
+               "after %.1f s (deadline %.1f s)%s. A blocked GPU stream cannot be released: aborting the process "
+               "(fail stop).\n",
+               rank_, device_, r.call.c_str(), r.queue, r.awaited().c_str(), waited, timeout_, now.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -177,10 +182,9 @@ void WaitWatchdog::failStopBefore(const Pending& p, double waited) {
   const WaitRecord& r = p.record;
   std::fprintf(stderr,
                "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: the work enqueued before "
-               "the wait for counter %d >= %" PRIu64 " (peer %d, %s) has not finished after %.1f s (a copy or "
-               "kernel that does not end, or an event wait on a blocked queue). Aborting the process (fail "
-               "stop).\n",
-               rank_, device_, r.call.c_str(), r.queue, r.counterId, r.value, r.peer, r.what.c_str(), waited);
+               "the wait for %s has not finished after %.1f s (a copy or kernel that does not end, or an event "
+               "wait on a blocked queue). Aborting the process (fail stop).\n",
+               rank_, device_, r.call.c_str(), r.queue, r.awaited().c_str(), waited);
   std::fflush(stderr);
   std::abort();
 }

@@ -26,7 +26,10 @@ struct WaitRecord {
   uint64_t value = 0;
   int peer = -1;
   std::string what;
-  const uint64_t* counter = nullptr;  // device address, read for the message
+  const uint64_t* counter = nullptr;  // device address, read for the message; null: not a
+                                      // counter wait (NCCL's ncclWaitSignal), `what` says what
+  // "counter 5 >= 3" or, without a counter, `what` alone.
+  std::string awaited() const;
 };
 
 class WaitWatchdog {
