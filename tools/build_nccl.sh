@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds NCCL from a source tree for one GPU architecture, with only the
-# device kernels TIDE itself calls (its bootstrap's all-gather and int32
-# all-reduce, send/recv rails), so that a machine whose NCCL predates host
+# device kernels TIDE and its GPU checks call (all-gather, broadcast, sum
+# all-reduces on rings and trees, send/recv), so that a machine whose NCCL predates host
 # RMA (< 2.29; the device image has 2.28.9) can run TIDE's RMA rails: the
 # NCCL wheels (344 MB) are far larger than what a device call can carry,
 # a source tree is about 8 MB.
@@ -10,8 +10,8 @@
 #
 # The library lands in OUT_DIR/lib, the headers in OUT_DIR/include; point
 # the TIDE build at it with NCCL_HOME=OUT_DIR. Other collectives are not
-# built: a process that also runs PyTorch's NCCL collectives must not load
-# this library in their place.
+# built: a PyTorch process may preload it (LD_PRELOAD) for object
+# broadcasts, all-gathers and barriers, not for a training job.
 set -euo pipefail
 src="${1:?source dir}" out="${2:?output dir}" arch="${3:-90}"
 mkdir -p "$out"
@@ -19,5 +19,5 @@ out="$(cd "$out" && pwd)"
 cd "$src"
 make -j"$(nproc)" src.build BUILDDIR="$out" \
   NVCC_GENCODE="-gencode=arch=compute_${arch},code=sm_${arch}" \
-  ONLY_FUNCS="AllGather * *|AllReduce Sum i32 * *|SendRecv"
+  ONLY_FUNCS="AllGather * *|Broadcast * *|AllReduce Sum * RING *|AllReduce Sum * TREE *|SendRecv"
 ls -la "$out/lib"

@@ -269,17 +269,24 @@ else
     bash tools/build_nccl.sh "$NCCL_SRC" build/nccl 90 &&
       NCCL_HOME="$PWD/build/nccl" cmake -S . -B build/gpu-rma -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90a -DPython3_EXECUTABLE="$(command -v "$PYTHON")" &&
-      cmake --build build/gpu-rma --target tide_cuda_fabric_test tide_nccl_rma_probe -j "$(nproc)"
+      cmake --build build/gpu-rma --target tide tide_cuda_fabric_test tide_nccl_rma_probe -j "$(nproc)"
   }
   export -f build_rma
   export NCCL_SRC
   if run rma_build 300 bash -c build_rma; then
     run "rma_probe_${NGPU}gpu" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" build/gpu-rma/tests/cuda/tide_nccl_rma_probe \
       --ranks "$NGPU"
+    # TIDE-AG and TIDE-RS over RMA rails against the host fabric, bit for bit (PyTorch runs on
+    # the preloaded NCCL for its object broadcasts and all-gathers).
+    RMA_PY=(env LD_PRELOAD="$PWD/build/nccl/lib/libnccl.so.2" TIDE_LIBRARY="$PWD/build/gpu-rma/libtide.so"
+      TIDE_FABRIC_RAILS=rma "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU"
+      tests/gpu/check_collectives.py)
     if ((NGPU >= 2)); then
       run "fabric_${NGPU}gpu_M${NGPU}xL1_rma_built" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" \
         build/gpu-rma/tests/cuda/tide_cuda_fabric_test --ranks "$NGPU" --nodes "$NGPU" --rails rma
+      run "collectives_${NGPU}gpu_rma_built" 240 "${RMA_PY[@]}" --multi-node-only
     else
+      run rma_collectives_1gpu 240 "${RMA_PY[@]}"
       run rma_fabric_1gpu 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" build/gpu-rma/tests/cuda/tide_cuda_fabric_test \
         --ranks 1 --nodes 1 --rails rma
     fi
