@@ -98,6 +98,20 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   // every rank: build, library and request), joined only by ranks that chose them.
   const bool rmaPossible = noRma.empty() && (wanted == Rails::kAuto || wanted == Rails::kRma);
   comms_->splitRails(topo_, railMode_ != RailMode::kCopyEngine, railMode_ == RailMode::kRma, rmaPossible);
+  if (rmaPossible) {
+    // NCCL may still decline host RMA on the communicator (no symmetric
+    // memory; across hosts, no RMA proxy): every rank hears it, and the rails
+    // fall back to send/recv together, saying why (or refuse where RMA was asked for).
+    const std::string unsupported = comms_->railRmaUnsupported();
+    if (!unsupported.empty()) {
+      if (noRma.empty()) noRma = unsupported;
+      if (railMode_ == RailMode::kRma) {
+        railMode_ = RailMode::kSendRecv;
+        railWhy_ = "host RMA unavailable: " + unsupported;
+      }
+      comms_->resplitRailsForSendRecv(topo_, railMode_ == RailMode::kSendRecv);
+    }
+  }
   if (wanted == Rails::kCopyEngine && !railPeersReachable)
     throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
   if (wanted == Rails::kRma && !noRma.empty()) throwUsage("RMA rails requested but " + noRma);

@@ -1,7 +1,15 @@
 #include "fabric/cuda/nccl_bootstrap.hpp"
 
 #include "fabric/cuda/rma_rails.hpp"  // TIDE_HAVE_NCCL_RMA
+// ncclCommQueryProperties and its hostRmaSupport field: NCCL >= 2.29.4.
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE > NCCL_VERSION(2, 29, 3)
+#define TIDE_HAVE_NCCL_RMA_QUERY 1
+#include <nccl_device.h>
+#else
+#define TIDE_HAVE_NCCL_RMA_QUERY 0
+#endif
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -90,7 +98,13 @@ void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool
   railConfig.blocking = 1;
   const int color = join ? topo.localOf(rank_) : NCCL_SPLIT_NOCOLOR;
 #if TIDE_HAVE_NCCL_RMA
-  if (rma) railConfig.numRmaCtx = 1;  // host RMA needs one context (ctx 0)
+  if (rma) {
+    railConfig.numRmaCtx = 1;  // host RMA needs one context (ctx 0)
+    // Host RMA moves data with copy engines or NCCL's proxy, never with the
+    // communicator's channels: one channel keeps their device buffers small.
+    railConfig.minCTAs = 1;
+    railConfig.maxCTAs = 1;
+  }
 #else
   if (rma) throw std::logic_error("RMA rails need NCCL >= 2.29 headers");
 #endif
@@ -101,6 +115,53 @@ void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool
   if (creditSplit)
     TIDE_NCCL_CHECK(ncclCommSplit(world_, rma ? color : NCCL_SPLIT_NOCOLOR, topo.nodeOf(rank_), &railCredit_,
                                   &railConfig));
+}
+
+std::string NcclComms::railRmaUnsupported() {
+  std::string why;
+#if TIDE_HAVE_NCCL_RMA_QUERY
+  if (rail_ != nullptr) {
+    // ncclCommQueryProperties reports hostRmaSupport from NCCL 2.29.4 on;
+    // looked up at run time like the RMA calls (older 2.29 libraries lack the field).
+    using Query = ncclResult_t (*)(ncclComm_t, ncclCommProperties_t*);
+    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    auto query = lib != nullptr ? reinterpret_cast<Query>(dlsym(lib, "ncclCommQueryProperties")) : nullptr;
+    if (query != nullptr && ncclVersion_ > NCCL_VERSION(2, 29, 3)) {
+      ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+      const ncclResult_t r = query(rail_, &props);
+      if (r != ncclSuccess)
+        why = std::string("ncclCommQueryProperties failed: ") + ncclGetErrorString(r);
+      else if (!props.hostRmaSupport)
+        why = "NCCL reports no host RMA support on the rail communicator (it needs symmetric memory, and "
+              "across hosts an RMA proxy: NCCL_GIN_TYPE)";
+    }
+  }
+#endif
+  const int refusing = sumOverWorld(why.empty() ? 0 : 1);
+  if (refusing > 0 && why.empty())
+    why = std::to_string(refusing) + " other rank(s) have no host RMA on their rail communicator";
+  return why;
+}
+
+void NcclComms::resplitRailsForSendRecv(const plan::Topology& topo, bool join) {
+  for (ncclComm_t* c : {&railCredit_, &rail_}) {
+    if (*c == nullptr) continue;
+    ncclCommFinalize(*c);
+    ncclCommDestroy(*c);
+    *c = nullptr;
+  }
+  splitRails(topo, join, /*rma=*/false, /*creditSplit=*/false);
+}
+
+int NcclComms::sumOverWorld(int value) {
+  TIDE_CUDA_CHECK(cudaSetDevice(device_));
+  int* dev = reinterpret_cast<int*>(scratch_);
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(dev, &value, sizeof(int), cudaMemcpyHostToDevice, stream_));
+  TIDE_NCCL_CHECK(ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, world_, stream_));
+  int sum = 0;
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(&sum, dev, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return sum;
 }
 
 void NcclComms::release() noexcept {

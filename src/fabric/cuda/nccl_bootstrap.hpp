@@ -40,6 +40,15 @@ class NcclComms {
   void splitRails(const plan::Topology& topo, bool join, bool rma = false, bool creditSplit = false);
   ncclComm_t rail() const { return rail_; }
   ncclComm_t railCredit() const { return railCredit_; }
+  // Collective over the world communicator, after splitRails(..., rma):
+  // whether NCCL grants host RMA on every rank's rail communicator
+  // (ncclCommQueryProperties' hostRmaSupport where the library has it; NCCL
+  // also wants symmetric memory, and across hosts its RMA proxy). Empty when
+  // every rank's does; else why not, as this rank sees it.
+  std::string railRmaUnsupported();
+  // Collective over the world communicator: the RMA rail communicators are
+  // replaced by a plain one for send/recv rails (joined when `join`).
+  void resplitRailsForSendRecv(const plan::Topology& topo, bool join);
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
   int device() const { return device_; }
@@ -48,6 +57,8 @@ class NcclComms {
 
   // Host-side barrier over the world communicator (a one-int all-reduce).
   void barrier();
+  // Sum of `value` over every rank (a one-int all-reduce on the world communicator).
+  int sumOverWorld(int value);
 
  private:
   void release() noexcept;
