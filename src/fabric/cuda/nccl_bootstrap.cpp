@@ -9,7 +9,6 @@
 #define TIDE_HAVE_NCCL_RMA_QUERY 0
 #endif
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -124,8 +123,7 @@ std::string NcclComms::railRmaUnsupported() {
     // ncclCommQueryProperties reports hostRmaSupport from NCCL 2.29.4 on;
     // looked up at run time like the RMA calls (older 2.29 libraries lack the field).
     using Query = ncclResult_t (*)(ncclComm_t, ncclCommProperties_t*);
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
-    auto query = lib != nullptr ? reinterpret_cast<Query>(dlsym(lib, "ncclCommQueryProperties")) : nullptr;
+    const auto query = reinterpret_cast<Query>(NcclRmaApi::get().queryProperties);
     if (query != nullptr && ncclVersion_ > NCCL_VERSION(2, 29, 3)) {
       ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
       const ncclResult_t r = query(rail_, &props);

@@ -18,6 +18,7 @@ const NcclRmaApi& NcclRmaApi::get() {
     a.putSignal = dlsym(lib, "ncclPutSignal");
     a.signal = dlsym(lib, "ncclSignal");
     a.waitSignal = dlsym(lib, "ncclWaitSignal");
+    a.queryProperties = dlsym(lib, "ncclCommQueryProperties");
     if (a.putSignal == nullptr || a.signal == nullptr || a.waitSignal == nullptr)
       a.missing = "the loaded NCCL library has no ncclPutSignal/ncclSignal/ncclWaitSignal";
 #else

@@ -38,6 +38,7 @@ struct NcclRmaApi {
   void* putSignal = nullptr;
   void* signal = nullptr;
   void* waitSignal = nullptr;
+  void* queryProperties = nullptr;  // ncclCommQueryProperties, optional (null: cannot ask)
   const char* missing = nullptr;
   bool ok() const { return missing == nullptr; }
   static const NcclRmaApi& get();
