@@ -7,8 +7,15 @@
 // sound with per-peer counts). Data signals and credits travel on two rail
 // communicators, so that neither counts the other's.
 //
+// NCCL wants both ends of a put in a window registered with
+// NCCL_WIN_COLL_SYMMETRIC (tide_nccl_rma_probe, NCCL 2.30.7): the arena is
+// registered so on the data communicator, and puts from anywhere else are
+// refused here (the collectives copy such a source into their scratch first,
+// Endpoint::railSourcesInArena).
+//
 // Compiled only against NCCL >= 2.29 headers (TIDE_HAVE_NCCL_RMA); the
-// endpoint takes it at run time when the loaded library is >= 2.29 too.
+// endpoint takes it at run time when the loaded library has the calls, is
+// >= 2.29, and grants host RMA on every rank's rail communicator.
 #pragma once
 
 #include <cuda_runtime.h>
