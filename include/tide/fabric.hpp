@@ -129,6 +129,9 @@ class Endpoint {
   // ends of a put in a registered window.) Then the collectives copy a source
   // that lies elsewhere into their scratch first.
   virtual bool railSourcesInArena() const { return false; }
+  // How rail transfers travel on this endpoint, and why, in words (e.g.
+  // "nccl-send-recv (host RMA unavailable: ...)"): the run-time choice, for reports.
+  virtual std::string railsDescription() const = 0;
 
   virtual int numQueues() const = 0;
 

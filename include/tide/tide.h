@@ -140,6 +140,11 @@ tideResult_t tideCommSynchronize(tideComm_t comm);
  * fabric's ncclMemAlloc symmetric window (arenaBytes, counters, alignment),
  * the host fabric's shared-memory segment. */
 tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes);
+/* How this rank's rails travel, chosen at run time, and why, e.g.
+ * "copy-engine (every rail peer is load/store reachable)", "nccl-host-rma
+ * (requested)", "nccl-send-recv (host RMA unavailable: ...)". *name stays
+ * valid until the communicator is destroyed. */
+tideResult_t tideCommGetRails(tideComm_t comm, const char** name);
 
 /* ------------------------------------------------------------ host-fabric runs */
 

@@ -203,10 +203,12 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideCommSynchronize.argtypes = [CommHandle]
     lib.tideCommWaitInputsRead.argtypes = [CommHandle, ctypes.c_void_p]
     lib.tideCommReservedBytes.argtypes = [CommHandle, ctypes.POINTER(ctypes.c_int64)]
+    lib.tideCommGetRails.argtypes = [CommHandle, ctypes.POINTER(ctypes.c_char_p)]
     lib.tideScratchBytes.argtypes = [ctypes.POINTER(PlanConfig), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
     for name in ("tideScratchBytes", "tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
                  "tideGroupRegister", "tideGroupGetJson", "tideAllGather", "tideReduceScatter",
-                 "tideCommSynchronize", "tideCommWaitInputsRead", "tideCommReservedBytes"):
+                 "tideCommSynchronize", "tideCommWaitInputsRead", "tideCommReservedBytes",
+                 "tideCommGetRails"):
         getattr(lib, name).restype = _c_enum
 
 

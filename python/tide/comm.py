@@ -129,6 +129,15 @@ class Communicator:
     def synchronize(self) -> None:
         _capi.check(_capi.library().tideCommSynchronize(self.handle))
 
+    @property
+    def rails(self) -> str:
+        """How this rank's rails travel, chosen at run time, and why, e.g.
+        "copy-engine (every rail peer is load/store reachable)" or
+        "nccl-send-recv (host RMA unavailable: ...)"."""
+        out = ctypes.c_char_p()
+        _capi.check(_capi.library().tideCommGetRails(self.handle, ctypes.byref(out)))
+        return out.value.decode()
+
     def reserved_bytes(self) -> int:
         """Bytes the fabric holds for this rank's arena outside any framework
         allocator: the CUDA fabric's ncclMemAlloc window (arena, counters,

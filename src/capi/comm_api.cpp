@@ -23,6 +23,7 @@ struct tideComm {
   tide::capi::FabricHandle fabric;
   std::vector<std::unique_ptr<tideGroup>> groups;
   int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
+  std::string rails;    // tideCommGetRails' answer, kept for the pointer handed out
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
 
@@ -250,6 +251,15 @@ TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
   if (!comm || !bytes) return invalid("tideCommReservedBytes", "null argument");
   *bytes = comm->fabric.reservedBytes;
   return tideSuccess;
+}
+
+TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
+  return guarded("tideCommGetRails", [&]() -> tideResult_t {
+    if (!comm || !name) return invalid("tideCommGetRails", "null argument");
+    if (comm->rails.empty()) comm->rails = comm->fabric.endpoint->railsDescription();
+    *name = comm->rails.c_str();
+    return tideSuccess;
+  });
 }
 
 TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {

@@ -394,6 +394,8 @@ def transformer_bf16_mixed_precision(ctx):
     assert all(g["shard_in_place"] for g in tide_groups(rep)), rep
     assert st.get("ag_in_place", 0) > 0 and not st.get("ag_copied"), st
     assert rep["arenas"][0]["shard_buffer_bytes"] == 0, rep["arenas"]
+    # The fabric's run-time choice of rails, with its reason (one node: copies or the host's puts).
+    assert rep["arenas"][0]["rails"].split(" ")[0] in ("host-puts", "copy-engine"), rep["arenas"]
     # Virtual nodes: the rails send one contiguous shard, cast into the shared buffer.
     _, _, rep, st = train(ctx, transformer, mp_policy=mp_policy, tol=BF16, expect_groups=4,
                           topology=(ctx.world, 1))

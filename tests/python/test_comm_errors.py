@@ -91,3 +91,14 @@ def test_groups_registered_after_the_first_collective_that_fit(tmp_path):
         # One rank uses no staging and no blocks, so any later group fits.
         later = comm.register_group([[64, 64]])
         assert later.plan["group"]["params"] == 1
+
+
+def test_rails_query_reports_the_choice_and_refuses_null(tmp_path):
+    import ctypes
+
+    with _comm(tmp_path) as comm:
+        assert comm.rails == comm.rails  # stable: the same answer from the kept string
+        assert comm.rails.startswith("host-puts"), comm.rails
+        lib = _capi.library()
+        assert lib.tideCommGetRails(comm.handle, None) == _capi.Result.INVALID_ARGUMENT
+        assert lib.tideCommGetRails(None, ctypes.byref(ctypes.c_char_p())) == _capi.Result.INVALID_ARGUMENT

@@ -132,6 +132,8 @@ def _read_done_rank(rank, nodes, gpus, store, seed, fault, results):
         with Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=arena, fabric="host",
                           store_dir=store, timeout_s=20) as comm:
             assert comm.reserved_bytes() >= arena, comm.reserved_bytes()
+            # Multi-process host worlds have one-sided rails only: the choice is reported.
+            assert comm.rails.startswith("host-puts"), comm.rails
             group = comm.register_group(SHAPES)
             plan = group.plan
             mismatches = 0

@@ -469,7 +469,8 @@ def _print(rep: dict, file) -> None:
       + (", read-done check on" if rep.get("check_read_done") else "") + "\n")
     for a in rep["arenas"]:
         regions = ", ".join(f"{r['name']} {r['bytes']} B" for r in a["regions"])
-        w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}): {a['arena_bytes']} B per rank "
+        w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}, rails {a['rails']}): "
+          f"{a['arena_bytes']} B per rank "
           f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
           f"scratch ~{a['scratch_bytes_estimate']} B; shard buffer {a['shard_buffer_bytes']} B in torch memory); "
           f"{a['reserved_bytes']} B held outside torch's allocator\n")

@@ -184,6 +184,7 @@ class CommContext:
             "ranks": self.topology[0] * self.topology[1],
             "topology": list(self.topology),
             "fabric": self.fabric,
+            "rails": self.comm.rails if self.comm is not None else None,  # the fabric's run-time choice
             "arena_bytes": self.arena_bytes,
             "reserved_bytes": self.reserved_bytes,
             "scratch_bytes_estimate": self.scratch_bytes,

@@ -66,6 +66,7 @@ class CudaEndpoint final : public Endpoint {
   bool railsByCopy() const override { return railMode_ == RailMode::kCopyEngine; }
   bool railsTwoSided() const override { return railMode_ != RailMode::kCopyEngine; }
   bool railSourcesInArena() const override { return railMode_ == RailMode::kRma; }
+  std::string railsDescription() const override { return std::string(railModeName(railMode_)) + " (" + railWhy_ + ")"; }
   int numQueues() const override { return static_cast<int>(streams_.size()); }
   // A pending rail group goes out under the call that made it.
   void setCallContext(const std::string& call) override {

@@ -47,6 +47,12 @@ void HostEndpoint::joinQueues() {
   for (auto& q : queues_) q->join();
 }
 
+std::string HostEndpoint::railsDescription() const {
+  if (mem_.rma != nullptr) return "host-rma (emulated NCCL host RMA)";
+  if (mem_.mailbox != nullptr) return "host-send-recv (emulated NCCL send/recv)";
+  return "host-puts (one-sided puts with signals, as copy engines)";
+}
+
 std::byte* HostEndpoint::peerArena(int peerRank) {
   topo_.checkRank(peerRank);
   return mem_.arenas[static_cast<size_t>(peerRank)];

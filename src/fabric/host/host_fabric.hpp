@@ -72,6 +72,7 @@ class HostEndpoint final : public Endpoint {
   bool railsByCopy() const override { return !railsTwoSided(); }
   bool railsTwoSided() const override { return mem_.mailbox != nullptr || mem_.rma != nullptr; }
   bool railSourcesInArena() const override { return mem_.rma != nullptr; }
+  std::string railsDescription() const override;
   int numQueues() const override { return static_cast<int>(queues_.size()); }
   void setCallContext(const std::string& call) override;
 
