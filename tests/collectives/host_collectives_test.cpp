@@ -616,6 +616,25 @@ TEST(ProtocolChecker, SmallOutboxIssuesSendsBeforeReuse) {
   }
 }
 
+// Across nodes the scratch holds one shard for rails that read only from the
+// arena (RMA): sized for the largest multi-node group, none on one node.
+TEST(HostCollectives, ScratchHoldsARailSourceShardAcrossNodes) {
+  const std::vector<plan::ParamSpec> small = {{{64, 8}, DType::kBF16}}, large = {{{640, 8}, DType::kBF16}};
+  const plan::Plan a = plan::makePlan(plan::Topology::make(2, 2), small, DType::kBF16);
+  const plan::Plan b = plan::makePlan(plan::Topology::make(2, 2), large, DType::kBF16);
+  const plan::Plan oneNode = plan::makePlan(plan::Topology::make(1, 4), large, DType::kBF16);
+  const collectives::ScratchLayout both = collectives::ScratchLayout::forPlans({&a, &b});
+  EXPECT_EQ(both.railSourceBytes, b.group.shardBytes);
+  EXPECT_GE(both.railSource, both.stage + both.stageBytes);
+  EXPECT_LE(both.railSource + both.railSourceBytes, both.staging);
+  EXPECT_TRUE(both.fits(a) && both.fits(b));
+  collectives::ScratchLayout short1 = collectives::ScratchLayout::forPlans({&b});
+  ASSERT_TRUE(short1.fits(b));
+  short1.railSourceBytes -= 1;  // everything else as b needs
+  EXPECT_FALSE(short1.fits(b));
+  EXPECT_EQ(collectives::ScratchLayout::forPlans({&oneNode}).railSourceBytes, 0);
+}
+
 // One Level 2 landing direction per communicator: a push landing leaves the
 // inbox unzeroed, which a pull landing reads, so the scratch refuses the mix;
 // one-node groups have no Level 2 and mix with either.
