@@ -75,6 +75,9 @@ int probe(int rank, int ranks, const ncclUniqueId& id) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   config.numRmaCtx = 1;
+  // As TIDE's RMA rail communicators (NcclComms::splitRails): one channel.
+  config.minCTAs = 1;
+  config.maxCTAs = 1;
   ncclComm_t data = nullptr, credit = nullptr;
   PNCCL(ncclCommInitRankConfig(&data, ranks, id, rank, &config));
   PNCCL(ncclCommSplit(data, 0, rank, &credit, &config));
