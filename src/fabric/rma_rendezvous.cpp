@@ -26,7 +26,7 @@ std::vector<PeerCount> perPeer(const std::vector<T>& transfers) {
 }  // namespace
 
 void RmaRendezvous::flush(RmaRailOps& ops) {
-  std::vector<Send> sends;
+  std::vector<RmaPut> sends;
   std::vector<Recv> recvs;
   sends.swap(sends_);
   recvs.swap(recvs_);
@@ -34,7 +34,7 @@ void RmaRendezvous::flush(RmaRailOps& ops) {
     if (r.bytes > 0) ops.grantCredit(r.peer);
   if (!sends.empty()) {
     ops.awaitCredits(perPeer(sends));
-    for (const Send& s : sends) ops.putWithSignal(s.peer, s.dstOffset, s.src, s.bytes);
+    for (const RmaPut& s : sends) ops.putWithSignal(s);
   }
   const std::vector<PeerCount> arrivals = perPeer(recvs);
   if (!arrivals.empty()) ops.awaitPuts(arrivals);

@@ -35,6 +35,14 @@
 
 namespace tide::fabric {
 
+// One put: `bytes` from this rank's `src` into `peer`'s window at `dstOffset`.
+struct RmaPut {
+  int peer = 0;
+  int64_t dstOffset = 0;
+  const void* src = nullptr;
+  int64_t bytes = 0;
+};
+
 struct PeerCount {
   int peer = 0;
   int count = 0;
@@ -48,7 +56,7 @@ class RmaRailOps {
   virtual ~RmaRailOps() = default;
   virtual void grantCredit(int peer) = 0;
   virtual void awaitCredits(const std::vector<PeerCount>& from) = 0;
-  virtual void putWithSignal(int peer, int64_t dstOffset, const void* src, int64_t bytes) = 0;
+  virtual void putWithSignal(const RmaPut& put) = 0;
   virtual void awaitPuts(const std::vector<PeerCount>& from) = 0;
   virtual void setCounter(int id, uint64_t value) = 0;
 };
@@ -63,19 +71,13 @@ class RmaRendezvous {
   void flush(RmaRailOps& ops);
 
  private:
-  struct Send {
-    int peer;
-    int64_t dstOffset;
-    const void* src;
-    int64_t bytes;
-  };
   struct Recv {
     int peer;
     int64_t bytes;
     int signalId;
     uint64_t value;
   };
-  std::vector<Send> sends_;
+  std::vector<RmaPut> sends_;
   std::vector<Recv> recvs_;
 };
 

@@ -436,12 +436,8 @@ struct FaultCase {
   plan::Mode mode;
 };
 
-class Faults : public ::testing::TestWithParam<FaultCase> {};
-
-TEST_P(Faults, AreDetected) {
-  const FaultCase c = GetParam();
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE(std::string(collectives::faultName(c.fault)) + " seed=" + std::to_string(seed));
+// A run of two calls that injects c.fault on rank 0, with short deadlines.
+HostRunOptions faultRun(const FaultCase& c, uint64_t seed) {
   HostRunOptions o = baseOptions(c.topo.m, c.topo.l, seed);
   o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
   o.planOptions.rs.mode = c.mode;
@@ -449,7 +445,16 @@ TEST_P(Faults, AreDetected) {
   o.iters = 2;
   o.timeoutSeconds = 1.0;
   o.fault = {c.fault, 0};
-  const bench::HostRunResult r = bench::runOnHost(o);
+  return o;
+}
+
+class Faults : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(Faults, AreDetected) {
+  const FaultCase c = GetParam();
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(std::string(collectives::faultName(c.fault)) + " seed=" + std::to_string(seed));
+  const bench::HostRunResult r = bench::runOnHost(faultRun(c, seed));
   const bool detected = !r.error.empty() || !r.allGather.ok || !r.reduceScatter.ok;
   EXPECT_TRUE(detected) << "fault passed silently";
 }
@@ -839,14 +844,8 @@ TEST(RmaRails, MultiNodeFaultsAreDetected) {
       const uint64_t seed = freshSeed();
       SCOPED_TRACE(std::string(collectives::faultName(c.fault)) + " rails " + fabric::host::hostRailsName(rails) +
                    " seed=" + std::to_string(seed));
-      HostRunOptions o = baseOptions(c.topo.m, c.topo.l, seed);
-      o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
-      o.planOptions.rs.mode = c.mode;
-      if (c.mode == plan::Mode::kSlotReuse) o.planOptions.rs.roundWidth = 1;
-      o.iters = 2;
-      o.timeoutSeconds = 1.0;
+      HostRunOptions o = faultRun(c, seed);
       o.rails = rails;
-      o.fault = {c.fault, 0};
       const bench::HostRunResult r = bench::runOnHost(o);
       EXPECT_TRUE(!r.error.empty() || !r.allGather.ok || !r.reduceScatter.ok) << "fault passed silently";
     }

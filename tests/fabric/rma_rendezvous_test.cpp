@@ -16,9 +16,7 @@ class Recorder final : public RmaRailOps {
  public:
   void grantCredit(int peer) override { add() << "credit " << peer; }
   void awaitCredits(const std::vector<PeerCount>& from) override { list(add() << "await-credits", from); }
-  void putWithSignal(int peer, int64_t dstOffset, const void*, int64_t bytes) override {
-    add() << "put " << peer << " @" << dstOffset << " " << bytes;
-  }
+  void putWithSignal(const RmaPut& p) override { add() << "put " << p.peer << " @" << p.dstOffset << " " << p.bytes; }
   void awaitPuts(const std::vector<PeerCount>& from) override { list(add() << "await-puts", from); }
   void setCounter(int id, uint64_t value) override { add() << "counter " << id << "=" << value; }
   std::vector<std::string> lines() const {

@@ -97,8 +97,14 @@ def test_rails_query_reports_the_choice_and_refuses_null(tmp_path):
     import ctypes
 
     with _comm(tmp_path) as comm:
-        assert comm.rails == comm.rails  # stable: the same answer from the kept string
         assert comm.rails.startswith("host-puts"), comm.rails
         lib = _capi.library()
+        # The answer is kept by the communicator: the same string, at the same address, each time.
+        first, again = ctypes.c_char_p(), ctypes.c_char_p()
+        assert lib.tideCommGetRails(comm.handle, ctypes.byref(first)) == _capi.Result.SUCCESS
+        assert lib.tideCommGetRails(comm.handle, ctypes.byref(again)) == _capi.Result.SUCCESS
+        address = ctypes.cast(first, ctypes.c_void_p).value
+        assert address is not None and address == ctypes.cast(again, ctypes.c_void_p).value
+        assert first.value.decode() == comm.rails
         assert lib.tideCommGetRails(comm.handle, None) == _capi.Result.INVALID_ARGUMENT
         assert lib.tideCommGetRails(None, ctypes.byref(ctypes.c_char_p())) == _capi.Result.INVALID_ARGUMENT

@@ -206,7 +206,7 @@ void CudaEndpoint::beginOp(bool flushRails) {
 void CudaEndpoint::flushRailGroup() {
   if (sendRecv_ != nullptr) sendRecv_->flush();
 #if TIDE_HAVE_NCCL_RMA
-  if (rma_ != nullptr) rma_->flush(*watchdog_, call_, rmaQueue_);
+  if (rma_ != nullptr) rma_->flush(*watchdog_, call_);
 #endif
 }
 
@@ -326,8 +326,7 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
 #if TIDE_HAVE_NCCL_RMA
   if (railMode_ == RailMode::kRma) {
     // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
-    rma_->deferSend(s, topo_.nodeOf(dstRank), dstOffset, src, bytes);
-    rmaQueue_ = q;
+    rma_->deferSend(q, s, topo_.nodeOf(dstRank), dstOffset, src, bytes);
     return;
   }
 #endif
@@ -371,8 +370,7 @@ void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes
 #if TIDE_HAVE_NCCL_RMA
   if (railMode_ == RailMode::kRma) {
     if (signalId >= 0) arena_->counter(signalId);  // range check now, not at the flush
-    rma_->deferRecv(s, topo_.nodeOf(srcRank), bytes, signalId, signalValue);
-    rmaQueue_ = q;
+    rma_->deferRecv(q, s, topo_.nodeOf(srcRank), bytes, signalId, signalValue);
     return;
   }
 #endif

@@ -165,7 +165,6 @@ class CudaEndpoint final : public Endpoint {
   std::unique_ptr<RmaRails> rma_;
 #endif
   std::string railWhy_;  // why these rails (reported once)
-  int rmaQueue_ = -1;    // the queue of the pending RMA rail group
   void flushRailGroup();
   std::unique_ptr<WaitWatchdog> watchdog_;
   std::vector<EventSlot> events_;

@@ -15,9 +15,9 @@ const NcclRmaApi& NcclRmaApi::get() {
       a.missing = "libnccl.so.2 is not loaded under that name";
       return a;
     }
-    a.putSignal = dlsym(lib, "ncclPutSignal");
-    a.signal = dlsym(lib, "ncclSignal");
-    a.waitSignal = dlsym(lib, "ncclWaitSignal");
+    a.putSignal = reinterpret_cast<decltype(a.putSignal)>(dlsym(lib, "ncclPutSignal"));
+    a.signal = reinterpret_cast<decltype(a.signal)>(dlsym(lib, "ncclSignal"));
+    a.waitSignal = reinterpret_cast<decltype(a.waitSignal)>(dlsym(lib, "ncclWaitSignal"));
     a.queryProperties = dlsym(lib, "ncclCommQueryProperties");
     if (a.putSignal == nullptr || a.signal == nullptr || a.waitSignal == nullptr)
       a.missing = "the loaded NCCL library has no ncclPutSignal/ncclSignal/ncclWaitSignal";
@@ -48,21 +48,11 @@ namespace tide::fabric::cuda {
 
 namespace {
 
-// NcclRmaApi's entry points with their types (the declarations of nccl.h).
-struct TypedRmaApi {
-  decltype(&ncclPutSignal) putSignal;
-  decltype(&ncclSignal) signal;
-  decltype(&ncclWaitSignal) waitSignal;
-};
-const TypedRmaApi& api() {
-  static const TypedRmaApi typed = [] {
-    const NcclRmaApi& a = NcclRmaApi::get();
-    if (!a.ok()) throw std::logic_error(std::string("NCCL host RMA used without its API: ") + a.missing);
-    return TypedRmaApi{reinterpret_cast<decltype(&ncclPutSignal)>(a.putSignal),
-                       reinterpret_cast<decltype(&ncclSignal)>(a.signal),
-                       reinterpret_cast<decltype(&ncclWaitSignal)>(a.waitSignal)};
-  }();
-  return typed;
+// The entry points; RmaRails exists only where the endpoint found them.
+const NcclRmaApi& api() {
+  const NcclRmaApi& a = NcclRmaApi::get();
+  if (!a.ok()) throw std::logic_error(std::string("NCCL host RMA used without its API: ") + a.missing);
+  return a;
 }
 
 // One group's ops on its stream, in RmaRendezvous's order.
@@ -76,9 +66,7 @@ class NcclRmaOps final : public RmaRailOps {
 
   void grantCredit(int peer) override { TIDE_NCCL_CHECK(api().signal(peer, 0, 0, 0, credit_, s_)); }
   void awaitCredits(const std::vector<PeerCount>& from) override { await(from, credit_, "credits"); }
-  void putWithSignal(int peer, int64_t dstOffset, const void* src, int64_t bytes) override {
-    puts_.push_back({peer, dstOffset, src, bytes});
-  }
+  void putWithSignal(const RmaPut& put) override { puts_.push_back(put); }
   void awaitPuts(const std::vector<PeerCount>& from) override {
     issuePuts();
     await(from, data_, "rail puts");
@@ -92,7 +80,7 @@ class NcclRmaOps final : public RmaRailOps {
     if (puts_.empty()) return;
     TIDE_NCCL_CHECK(ncclGroupStart());
     ncclResult_t issued = ncclSuccess;
-    for (const Put& p : puts_) {
+    for (const RmaPut& p : puts_) {
       if (issued != ncclSuccess) break;
       issued = api().putSignal(p.src, static_cast<size_t>(p.bytes), ncclUint8, p.peer, window_,
                              static_cast<size_t>(p.dstOffset), 0, 0, 0, data_, s_);
@@ -104,12 +92,6 @@ class NcclRmaOps final : public RmaRailOps {
   }
 
  private:
-  struct Put {
-    int peer;
-    int64_t dstOffset;
-    const void* src;
-    int64_t bytes;
-  };
   void await(const std::vector<PeerCount>& from, ncclComm_t comm, const char* what) {
     std::vector<ncclWaitSignalDesc_t> descs;
     std::ostringstream awaited;
@@ -131,7 +113,7 @@ class NcclRmaOps final : public RmaRailOps {
   WaitWatchdog& watchdog_;
   const std::string& call_;
   int queue_;
-  std::vector<Put> puts_;
+  std::vector<RmaPut> puts_;
 };
 
 }  // namespace
@@ -148,31 +130,35 @@ RmaRails::~RmaRails() {
   if (window_ != nullptr) ncclCommWindowDeregister(data_, window_);
 }
 
-void RmaRails::joinStream(cudaStream_t stream) {
-  if (stream_ == nullptr) stream_ = stream;
+void RmaRails::joinQueue(int queue, cudaStream_t stream) {
+  if (stream_ == nullptr) {
+    queue_ = queue;
+    stream_ = stream;
+  }
   if (stream != stream_)
     throw FabricError(FabricError::Kind::kUsage,
                       "RMA rail transfer on a second stream: signal counts are per peer, so rails must stay on "
                       "one queue");
 }
 
-void RmaRails::deferSend(cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src, int64_t bytes) {
+void RmaRails::deferSend(int queue, cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src,
+                         int64_t bytes) {
   const auto* from = static_cast<const std::byte*>(src);
   if (bytes > 0 && (from < arena_.base() || from + bytes > arena_.base() + arena_.windowBytes()))
     throw FabricError(FabricError::Kind::kUsage,
                       "RMA rail put from outside the arena: NCCL host RMA reads only from a registered window");
-  joinStream(stream);
+  joinQueue(queue, stream);
   group_.deferSend(railPeer, dstOffset, src, bytes);
 }
 
-void RmaRails::deferRecv(cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value) {
-  joinStream(stream);
+void RmaRails::deferRecv(int queue, cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value) {
+  joinQueue(queue, stream);
   group_.deferRecv(railPeer, bytes, signalId, value);
 }
 
-void RmaRails::flush(WaitWatchdog& watchdog, const std::string& call, int queue) {
+void RmaRails::flush(WaitWatchdog& watchdog, const std::string& call) {
   if (!group_.pending()) return;
-  NcclRmaOps ops(data_, credit_, window_, arena_, stream_, watchdog, call, queue);
+  NcclRmaOps ops(data_, credit_, window_, arena_, stream_, watchdog, call, queue_);
   group_.flush(ops);
   ops.issuePuts();
 }

@@ -42,10 +42,12 @@ class WaitWatchdog;
 // beside an older library (PyTorch's) and takes send/recv rails there.
 // Empty when this build or that library lacks them; `missing` says which.
 struct NcclRmaApi {
-  void* putSignal = nullptr;
-  void* signal = nullptr;
-  void* waitSignal = nullptr;
-  void* queryProperties = nullptr;  // ncclCommQueryProperties, optional (null: cannot ask)
+#if TIDE_HAVE_NCCL_RMA
+  decltype(&ncclPutSignal) putSignal = nullptr;
+  decltype(&ncclSignal) signal = nullptr;
+  decltype(&ncclWaitSignal) waitSignal = nullptr;
+#endif
+  void* queryProperties = nullptr;  // ncclCommQueryProperties (nccl_device.h), optional: null, cannot ask
   const char* missing = nullptr;
   bool ok() const { return missing == nullptr; }
   static const NcclRmaApi& get();
@@ -62,23 +64,25 @@ class RmaRails {
   RmaRails(const RmaRails&) = delete;
   RmaRails& operator=(const RmaRails&) = delete;
 
-  // The group's stream: every rail transfer of this endpoint goes on one
-  // stream (the counts are per peer, not per stream); another one throws.
-  void deferSend(cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src, int64_t bytes);
+  // The group's queue: every rail transfer of this endpoint goes on one
+  // queue, `queue` with its `stream` (the counts are per peer, not per
+  // stream); another one throws.
+  void deferSend(int queue, cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src, int64_t bytes);
   // After the group's receives land: counter `signalId` := value (< 0: none).
-  void deferRecv(cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value);
+  void deferRecv(int queue, cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value);
   bool pending() const { return group_.pending(); }
   // Issues the deferred group on its stream; its waits for credits and data
   // signals are watched like counter waits (a peer that never signals fails
-  // stop at the deadline, naming call `call` and queue `queue`).
-  void flush(WaitWatchdog& watchdog, const std::string& call, int queue);
+  // stop at the deadline, naming call `call` and the group's queue).
+  void flush(WaitWatchdog& watchdog, const std::string& call);
 
  private:
-  void joinStream(cudaStream_t stream);
+  void joinQueue(int queue, cudaStream_t stream);
   ncclComm_t data_;
   ncclComm_t credit_;
   SymmetricArena& arena_;
   ncclWindow_t window_ = nullptr;
+  int queue_ = -1;
   cudaStream_t stream_ = nullptr;
   RmaRendezvous group_;
 };

@@ -49,9 +49,7 @@ void HostEndpoint::flushRmaRails() {
       void awaitCredits(const std::vector<PeerCount>& from) override {
         await(from, RmaSignalBoard::kCredit, kRmaCreditId, "credits for rail puts");
       }
-      void putWithSignal(int peer, int64_t dstOffset, const void* src, int64_t bytes) override {
-        pending_.push_back({peer, dstOffset, src, bytes});
-      }
+      void putWithSignal(const RmaPut& put) override { pending_.push_back(put); }
       void awaitPuts(const std::vector<PeerCount>& from) override {
         land();
         await(from, RmaSignalBoard::kData, kRmaDataId, "rail puts");
@@ -79,12 +77,6 @@ void HostEndpoint::flushRmaRails() {
       }
 
      private:
-      struct Put {
-        int peer;
-        int64_t dstOffset;
-        const void* src;
-        int64_t bytes;
-      };
       RmaSignalBoard& board() { return *ep_.mem_.rma; }
       // The checker hears of the signal before the peer can see the count
       // (this rank is the count's only writer, so the next value is known).
@@ -119,7 +111,7 @@ void HostEndpoint::flushRmaRails() {
       HostEndpoint& ep_;
       int task_;
       const std::string& call_;
-      std::vector<Put> pending_;
+      std::vector<RmaPut> pending_;
     };
     Ops ops(*this, task, call);
     group.flush(ops);
