@@ -510,6 +510,14 @@ void testSum(Ctx& c) {
   SumCase many{true, 8, 130, 1, 300, false, false, 1.0f};
   runSumCase(c, many, seed++);
   ++cases;
+  // Rows of many tiles: a pipelined kernel's stages wrap around several times
+  // at one CTA (the TMA kernel's tile is 8 KB of each source).
+  for (const SumCase& big : {SumCase{true, 2, 1, 3, 300000, false, true, 0.5f},
+                             SumCase{false, 4, 2, 1, 200000, false, false, -0.25f},
+                             SumCase{true, 1, 1, 1, 1 << 20, false, false, 1.0f}}) {
+    runSumCase(c, big, seed++);
+    ++cases;
+  }
   // The vector path is taken where it should be.
   namespace k = fabric::cuda::kernels;
   const void* aligned[1] = {reinterpret_cast<const void*>(uintptr_t{512})};
@@ -686,6 +694,21 @@ void perf(Ctx& c) {
     const double bytes = static_cast<double>(elems) * (2.0 * k + 4.0);
     std::printf("[rank %d] perf sum bf16 K=%d E=64Mi ctas=%3d: %8.1f us, %7.1f GB/s (%.1f GB/s per CTA)\n", c.rank,
                 k, ctas, ms * 1e3, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / ctas);
+  }
+  // Four sources (a node of four GPUs), E = 32 Mi.
+  SumOp op4 = op;
+  op4.pieces[0].elems = elems / 2;
+  op4.pieces[0].dstPitch = elems / 2;
+  op4.pieces[0].sources.clear();
+  for (int i = 0; i < 4; ++i)
+    op4.pieces[0].sources.push_back(
+        SumSource{srcs[static_cast<size_t>(i % k)] + (i < k ? 0 : elems / 2), elems / 2, {elems / 2}});
+  for (int ctas : {4, 16, 32, 132}) {
+    c.ep.setCtaBudget(ctas, ctas);
+    const double ms = medianMs(c.ep, 1, 10, [&] { c.ep.sum(1, op4); });
+    const double bytes = static_cast<double>(elems / 2) * (2.0 * 4 + 4.0);
+    std::printf("[rank %d] perf sum bf16 K=4 E=32Mi ctas=%3d: %8.1f us, %7.1f GB/s (%.1f GB/s per CTA)\n", c.rank,
+                ctas, ms * 1e3, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / ctas);
   }
   // Landing: fp32 sources, one per rank, pulled through LSA addresses (E = 16 Mi).
   const int64_t landElems = 16 * kMiB;

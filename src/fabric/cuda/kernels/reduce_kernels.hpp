@@ -66,6 +66,8 @@ static_assert(sizeof(SumLaunch) <= 32764, "CUDA kernel parameters are limited to
 // chunk of one group: a piece per parameter, L sources each) fit this one's
 // 3 KB, and go out in it.
 using SumLaunchCompact = SumTable<16, 64, 256>;
+bool fitsCompactSumLaunch(const SumLaunch& p);
+SumLaunchCompact compactSumLaunch(const SumLaunch& p);  // the entries in use; the caller checked they fit
 
 // Builds a SumLaunch piece by piece. add() returns false when the piece does
 // not fit (the caller launches and starts a new one).

@@ -9,6 +9,7 @@
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
 #include "fabric/cuda/kernels/sum_pipelined.hpp"
+#include "fabric/cuda/kernels/sum_tma.hpp"
 
 namespace tide::fabric::cuda::kernels {
 
@@ -180,8 +181,14 @@ void launchTable(const P& p, SourceType type, unsigned grid, cudaStream_t stream
   }
 }
 
-// The same table with only the entries in use (the caller checked they fit).
-SumLaunchCompact compactOf(const SumLaunch& p) {
+}  // namespace
+
+bool fitsCompactSumLaunch(const SumLaunch& p) {
+  return p.numPieces <= SumLaunchCompact::kMaxPieces && p.numSources <= SumLaunchCompact::kMaxSources &&
+         p.numValid <= SumLaunchCompact::kMaxValid;
+}
+
+SumLaunchCompact compactSumLaunch(const SumLaunch& p) {
   SumLaunchCompact c;
   c.numPieces = p.numPieces;
   c.accumulate = p.accumulate;
@@ -195,8 +202,6 @@ SumLaunchCompact compactOf(const SumLaunch& p) {
   std::copy_n(p.valid, p.numValid, c.valid);
   return c;
 }
-
-}  // namespace
 
 bool sumPieceVectorizable(const float* dst, int64_t dstPitch, int64_t rows, int numSources,
                           const void* const* srcPtrs, const int64_t* srcPitches, SourceType type) {
@@ -259,27 +264,43 @@ bool SumLaunchBuilder::add(float* dst, int64_t dstPitch, int64_t rows, int64_t e
   return true;
 }
 
-// TIDE_SUM_KERNEL: "registers" (default) or "cp-async" (sum_pipelined_kernel.cu,
-// opt-in until it is measured faster); read once per process, said once.
-bool pipelinedSumChosen() {
-  static const bool chosen = [] {
+// TIDE_SUM_KERNEL: "registers" (default), "cp-async" (sum_pipelined_kernel.cu)
+// or "tma" (sum_tma_kernel.cu), opt-in until measured faster; read once per
+// process, said once.
+enum class SumKernelChoice { kRegisters, kCpAsync, kTma };
+
+SumKernelChoice sumKernelChoice() {
+  static const SumKernelChoice chosen = [] {
     const char* v = std::getenv("TIDE_SUM_KERNEL");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "registers") == 0) return false;
-    if (std::strcmp(v, "cp-async") != 0)
-      throw std::invalid_argument(std::string("TIDE_SUM_KERNEL=") + v + ": expected registers or cp-async");
-    std::fprintf(stderr, "[tide] sum kernel: cp.async pipeline (TIDE_SUM_KERNEL=cp-async)\n");
-    return true;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "registers") == 0) return SumKernelChoice::kRegisters;
+    if (std::strcmp(v, "cp-async") == 0) {
+      std::fprintf(stderr, "[tide] sum kernel: cp.async pipeline (TIDE_SUM_KERNEL=cp-async)\n");
+      return SumKernelChoice::kCpAsync;
+    }
+    if (std::strcmp(v, "tma") == 0) {
+      std::fprintf(stderr, "[tide] sum kernel: warp-specialized TMA pipeline (TIDE_SUM_KERNEL=tma)\n");
+      return SumKernelChoice::kTma;
+    }
+    throw std::invalid_argument(std::string("TIDE_SUM_KERNEL=") + v + ": expected registers, cp-async or tma");
   }();
   return chosen;
 }
 
 void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
   if (p.numPieces == 0 || p.totalWork == 0) return;
-  if (pipelinedSumChosen() && launchSumPipelined(p, type, ctas, stream)) return;
+  switch (sumKernelChoice()) {
+    case SumKernelChoice::kCpAsync:
+      if (launchSumPipelined(p, type, ctas, stream)) return;
+      break;
+    case SumKernelChoice::kTma:
+      if (launchSumTma(p, type, ctas, stream)) return;
+      break;
+    case SumKernelChoice::kRegisters:
+      break;
+  }
   const unsigned grid = gridFor(p.totalWork, ctas);
-  if (p.numPieces <= SumLaunchCompact::kMaxPieces && p.numSources <= SumLaunchCompact::kMaxSources &&
-      p.numValid <= SumLaunchCompact::kMaxValid) {
-    launchTable(compactOf(p), type, grid, stream);
+  if (fitsCompactSumLaunch(p)) {
+    launchTable(compactSumLaunch(p), type, grid, stream);
   } else {
     launchTable(p, type, grid, stream);
   }

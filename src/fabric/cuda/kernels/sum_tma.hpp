@@ -1,0 +1,14 @@
+// The TMA variant of the Level 1 sum (sum_tma_kernel.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "fabric/cuda/kernels/reduce_kernels.hpp"
+
+namespace tide::fabric::cuda::kernels {
+
+// Launches the TMA sum when every piece is vectorizable and has 1..4 sources;
+// false (nothing launched) otherwise.
+bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream);
+
+}  // namespace tide::fabric::cuda::kernels

@@ -1,0 +1,315 @@
+// Level 1 fp32 sum, warp-specialized TMA pipeline (opt-in: TIDE_SUM_KERNEL=tma).
+//
+// The register kernel keeps about 64 KB in flight per CTA, bounded by its
+// registers; the cp.async kernel 128 KB, but every 16 bytes are still one
+// instruction of one thread. Here one producer thread moves whole tiles (8 KB
+// of each source row, plus the destination tile when accumulating) into a
+// ring of shared-memory stages with bulk copies (cp.async.bulk, executed by
+// the TMA unit), each stage completing an mbarrier by bytes; eight consumer
+// warps wait on a stage, sum it and store fp32 to global, then release it.
+// About 128 KB stay in flight per CTA for a handful of instructions, and the
+// consumers never wait on global loads.
+//
+// Tiles that are not whole (row ends, sources cut by `valid`) skip the bulk
+// copy: the consumers read them from global memory as the register kernel
+// does. The arithmetic and order per element are sumChunk's (sources in
+// order from +0, then alpha, then the destination), so the bits equal the
+// other kernels'. Built for 1..4 sources on vectorizable pieces; everything
+// else is left to the register kernel (launchSumTma returns false).
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/kernels/fp32_steps.cuh"
+#include "fabric/cuda/kernels/sum_tma.hpp"
+
+namespace tide::fabric::cuda::kernels {
+
+namespace {
+
+constexpr int kTileBytes = 8192;               // of each source row per stage
+constexpr int kVectorsPerTile = kTileBytes / 16;
+constexpr int kConsumerWarps = 8;
+constexpr int kConsumerThreads = kConsumerWarps * 32;
+constexpr int kTmaThreads = kConsumerThreads + 32;  // warp 0 produces
+constexpr int kMaxStages = 16;
+constexpr int kInFlightBytes = 128 * 1024;
+
+template <SourceType S>
+inline constexpr int64_t kTileElems = kTileBytes / static_cast<int64_t>(sizeof(typename Source<S>::Raw));
+
+template <SourceType S, int K, bool kAcc>
+struct StageShape {
+  static constexpr int kSourceBytes = K * kTileBytes;
+  static constexpr int kDstBytes = kAcc ? static_cast<int>(kTileElems<S>) * 4 : 0;
+  static constexpr int kBytes = kSourceBytes + kDstBytes;
+  static constexpr int kCount = std::clamp(kInFlightBytes / kBytes, 2, kMaxStages);
+  static constexpr int kSmemBytes = kCount * kBytes;
+};
+
+// ---- mbarrier and bulk-copy primitives (sm_90 PTX)
+
+__device__ __forceinline__ uint32_t smemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void barrierInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smemAddress(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void barrierArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smemAddress(bar)) : "memory");
+}
+
+// The producer's arrival, announcing the bytes its bulk copies will complete.
+__device__ __forceinline__ void barrierArriveExpectBytes(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smemAddress(bar)), "r"(bytes)
+               : "memory");
+}
+
+// Returns once the phase of parity `parity` has completed.
+__device__ __forceinline__ void barrierWait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smemAddress(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// Global -> shared, `bytes` (a multiple of 16, both addresses 16-byte aligned),
+// completing `bar` by its byte count.
+__device__ __forceinline__ void bulkLoad(void* smemDst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smemAddress(smemDst)),
+      "l"(src), "r"(bytes), "r"(smemAddress(bar))
+      : "memory");
+}
+
+// ---- the tiles of one CTA
+
+struct Tile {
+  const SumPieceDesc* piece;
+  int row;
+  int64_t x0;
+  bool whole;  // T elements of the row, every source valid over all of them: bulk-copied
+};
+
+// Calls f(tile) for every tile of this CTA, in the same order in every warp:
+// tiles are numbered over the pieces in order and dealt round-robin to CTAs.
+template <SourceType S, int K, class P, class F>
+__device__ __forceinline__ void forEachTile(const P& p, F&& f) {
+  constexpr int64_t T = kTileElems<S>;
+  const int64_t grid = gridDim.x;
+  int64_t begin = 0;
+  for (int i = 0; i < p.numPieces; ++i) {
+    const SumPieceDesc& pc = p.pieces[i];
+    const int64_t perRow = (pc.elems + T - 1) / T;
+    const int64_t tiles = perRow * pc.rows;
+    int64_t t = (static_cast<int64_t>(blockIdx.x) - begin % grid + grid) % grid;
+    for (; t < tiles; t += grid) {
+      Tile tile;
+      tile.piece = &pc;
+      tile.row = static_cast<int>(t / perRow);
+      tile.x0 = (t - tile.row * perRow) * T;
+      tile.whole = tile.x0 + T <= pc.elems;
+      const int32_t* valid = p.valid + pc.firstValid + tile.row;
+#pragma unroll
+      for (int k = 0; k < K; ++k) tile.whole = tile.whole && valid[k * pc.rows] >= tile.x0 + T;
+      f(tile);
+    }
+    begin += tiles;
+  }
+}
+
+template <SourceType S, int K, bool kAcc, class P>
+__device__ __forceinline__ void produce(const P& p, uint8_t* ring, uint64_t* full, uint64_t* empty) {
+  using Raw = typename Source<S>::Raw;
+  using Shape = StageShape<S, K, kAcc>;
+  int n = 0;
+  forEachTile<S, K>(p, [&](const Tile& tile) {
+    const int stage = n % Shape::kCount;
+    const int round = n / Shape::kCount;
+    ++n;
+    if (round > 0) barrierWait(&empty[stage], static_cast<uint32_t>((round - 1) & 1));
+    if (!tile.whole) {
+      barrierArrive(&full[stage]);  // the consumers read this tile from global memory
+      return;
+    }
+    uint8_t* buf = ring + static_cast<size_t>(stage) * Shape::kBytes;
+    barrierArriveExpectBytes(&full[stage], Shape::kBytes);
+    const SumSourceDesc* src = p.sources + tile.piece->firstSource;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      bulkLoad(buf + k * kTileBytes, static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch + tile.x0,
+               kTileBytes, &full[stage]);
+    if constexpr (kAcc)
+      bulkLoad(buf + Shape::kSourceBytes, tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0,
+               Shape::kDstBytes, &full[stage]);
+  });
+}
+
+// One consumer thread's chunks of a whole tile, from shared memory.
+template <SourceType S, int K, bool kAcc>
+__device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* buf, int tid, float alpha) {
+  constexpr int V = Source<S>::kVec;
+  using Shape = StageShape<S, K, kAcc>;
+  const uint4* raw = reinterpret_cast<const uint4*>(buf);
+  const float4* dstTile = reinterpret_cast<const float4*>(buf + Shape::kSourceBytes);
+  float* out = tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0;
+  for (int j = tid; j < kVectorsPerTile; j += kConsumerThreads) {
+    float s[V];
+    zeroInit(s);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float v[V];
+      Source<S>::fromRaw(raw[k * kVectorsPerTile + j], v);
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
+    }
+    float d[V];
+#pragma unroll
+    for (int i = 0; i < V; i += 4) {
+      float4 old = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if constexpr (kAcc) old = dstTile[(j * V + i) / 4];
+      d[i] = scaleInto(old.x, s[i], alpha, kAcc);
+      d[i + 1] = scaleInto(old.y, s[i + 1], alpha, kAcc);
+      d[i + 2] = scaleInto(old.z, s[i + 2], alpha, kAcc);
+      d[i + 3] = scaleInto(old.w, s[i + 3], alpha, kAcc);
+    }
+#pragma unroll
+    for (int i = 0; i < V; i += 4)
+      *reinterpret_cast<float4*>(out + j * V + i) = make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]);
+  }
+}
+
+// One consumer thread's chunks of a cut tile, from global memory (the
+// register kernel's edge path).
+template <SourceType S, int K, bool kAcc, class P>
+__device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid) {
+  using Raw = typename Source<S>::Raw;
+  constexpr int V = Source<S>::kVec;
+  const SumPieceDesc& pc = *tile.piece;
+  const SumSourceDesc* src = p.sources + pc.firstSource;
+  const int32_t* valid = p.valid + pc.firstValid + tile.row;
+  const int64_t left = pc.elems - tile.x0;
+  const int64_t elems = left < kTileElems<S> ? left : kTileElems<S>;
+  const int64_t chunks = (elems + V - 1) / V;
+  for (int64_t j = tid; j < chunks; j += kConsumerThreads) {
+    const int64_t x0 = tile.x0 + j * V;
+    const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
+    float s[V];
+    zeroInit(s);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float v[V];
+      loadChunk<S, V, true>(static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch, x0, width,
+                            valid[k * pc.rows], v);
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
+    }
+    writeScaled<V>(pc.dst + tile.row * pc.dstPitch + x0, true, width, s, p.alpha, kAcc);
+  }
+}
+
+template <SourceType S, int K, bool kAcc, class P>
+__global__ void __launch_bounds__(kTmaThreads) sumTmaKernel(const __grid_constant__ P p) {
+  using Shape = StageShape<S, K, kAcc>;
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ __align__(8) uint64_t full[Shape::kCount];
+  __shared__ __align__(8) uint64_t empty[Shape::kCount];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Shape::kCount; ++s) {
+      barrierInit(&full[s], 1);
+      barrierInit(&empty[s], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if (warp == 0) {
+    if (threadIdx.x == 0) produce<S, K, kAcc>(p, ring, full, empty);
+    return;
+  }
+  const int tid = static_cast<int>(threadIdx.x) - 32;
+  int n = 0;
+  forEachTile<S, K>(p, [&](const Tile& tile) {
+    const int stage = n % Shape::kCount;
+    const uint32_t parity = static_cast<uint32_t>((n / Shape::kCount) & 1);
+    ++n;
+    barrierWait(&full[stage], parity);
+    if (tile.whole) {
+      sumWholeTile<S, K, kAcc>(tile, ring + static_cast<size_t>(stage) * Shape::kBytes, tid, p.alpha);
+    } else {
+      sumCutTile<S, K, kAcc>(p, tile, tid);
+    }
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) barrierArrive(&empty[stage]);
+  });
+}
+
+template <SourceType S, int K, bool kAcc, class P>
+void launchShaped(const P& p, unsigned grid, cudaStream_t stream) {
+  using Shape = StageShape<S, K, kAcc>;
+  // More than 48 KB of dynamic shared memory needs an opt-in, per device
+  // (ranks of one process may drive several GPUs).
+  static std::atomic<uint64_t> configured{0};
+  int device = 0;
+  TIDE_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if ((configured.load() & bit) == 0) {
+    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Shape::kSmemBytes));
+    configured.fetch_or(bit);
+  }
+  sumTmaKernel<S, K, kAcc, P><<<grid, kTmaThreads, Shape::kSmemBytes, stream>>>(p);
+}
+
+template <SourceType S, class P>
+bool launchForSources(const P& p, unsigned grid, cudaStream_t stream) {
+  const bool acc = p.accumulate != 0;
+  switch (p.sourcesPerPiece) {
+#define TIDE_TMA_CASE(K)                                                                          \
+  case K:                                                                                         \
+    acc ? launchShaped<S, K, true>(p, grid, stream) : launchShaped<S, K, false>(p, grid, stream); \
+    return true;
+    TIDE_TMA_CASE(1)
+    TIDE_TMA_CASE(2)
+    TIDE_TMA_CASE(3)
+    TIDE_TMA_CASE(4)
+#undef TIDE_TMA_CASE
+    default:
+      return false;
+  }
+}
+
+template <class P>
+bool launchTable(const P& p, SourceType type, unsigned grid, cudaStream_t stream) {
+  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16>(p, grid, stream)
+                                   : launchForSources<SourceType::kFP32>(p, grid, stream);
+}
+
+}  // namespace
+
+bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
+  if (p.sourcesPerPiece < 1 || p.sourcesPerPiece > 4) return false;
+  for (int i = 0; i < p.numPieces; ++i)
+    if (!p.pieces[i].vectorized) return false;
+  const int64_t tileElems = type == SourceType::kBF16 ? kTileElems<SourceType::kBF16> : kTileElems<SourceType::kFP32>;
+  int64_t tiles = 0;
+  for (int i = 0; i < p.numPieces; ++i)
+    tiles += p.pieces[i].rows * ((p.pieces[i].elems + tileElems - 1) / tileElems);
+  if (tiles == 0) return true;
+  const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ctas > 0 ? ctas : 1));
+  const bool launched = fitsCompactSumLaunch(p) ? launchTable(compactSumLaunch(p), type, grid, stream)
+                                                : launchTable(p, type, grid, stream);
+  if (launched) TIDE_CUDA_CHECK(cudaGetLastError());
+  return launched;
+}
+
+}  // namespace tide::fabric::cuda::kernels
