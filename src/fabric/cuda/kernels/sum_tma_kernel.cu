@@ -19,6 +19,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
@@ -28,24 +32,31 @@ namespace tide::fabric::cuda::kernels {
 
 namespace {
 
-constexpr int kTileBytes = 8192;               // of each source row per stage
-constexpr int kVectorsPerTile = kTileBytes / 16;
-constexpr int kConsumerWarps = 8;
-constexpr int kConsumerThreads = kConsumerWarps * 32;
-constexpr int kTmaThreads = kConsumerThreads + 32;  // warp 0 produces
 constexpr int kMaxStages = 16;
-constexpr int kInFlightBytes = 128 * 1024;
+constexpr int kInFlightBytes = 160 * 1024;
+constexpr int kMaxSmemBytes = 200 * 1024;
 
-template <SourceType S>
-inline constexpr int64_t kTileElems = kTileBytes / static_cast<int64_t>(sizeof(typename Source<S>::Raw));
+// Tile bytes of each source row per stage, and consumer warps (warp 0 produces).
+template <int kTileBytesT, int kConsumerWarpsT>
+struct Config {
+  static constexpr int kTileBytes = kTileBytesT;
+  static constexpr int kConsumerWarps = kConsumerWarpsT;
+  static constexpr int kConsumerThreads = kConsumerWarps * 32;
+  static constexpr int kThreads = kConsumerThreads + 32;
+};
+using DefaultConfig = Config<8192, 8>;
 
-template <SourceType S, int K, bool kAcc>
+template <SourceType S, class C>
+inline constexpr int64_t kTileElems = C::kTileBytes / static_cast<int64_t>(sizeof(typename Source<S>::Raw));
+
+template <SourceType S, int K, bool kAcc, class C>
 struct StageShape {
-  static constexpr int kSourceBytes = K * kTileBytes;
-  static constexpr int kDstBytes = kAcc ? static_cast<int>(kTileElems<S>) * 4 : 0;
+  static constexpr int kSourceBytes = K * C::kTileBytes;
+  static constexpr int kDstBytes = kAcc ? static_cast<int>(kTileElems<S, C>) * 4 : 0;
   static constexpr int kBytes = kSourceBytes + kDstBytes;
-  static constexpr int kCount = std::clamp(kInFlightBytes / kBytes, 2, kMaxStages);
+  static constexpr int kCount = std::clamp(std::min(kInFlightBytes, kMaxSmemBytes) / kBytes, 2, kMaxStages);
   static constexpr int kSmemBytes = kCount * kBytes;
+  static_assert(kSmemBytes <= kMaxSmemBytes, "two stages must fit in shared memory");
 };
 
 // ---- mbarrier and bulk-copy primitives (sm_90 PTX)
@@ -101,9 +112,9 @@ struct Tile {
 
 // Calls f(tile) for every tile of this CTA, in the same order in every warp:
 // tiles are numbered over the pieces in order and dealt round-robin to CTAs.
-template <SourceType S, int K, class P, class F>
+template <SourceType S, int K, class C, class P, class F>
 __device__ __forceinline__ void forEachTile(const P& p, F&& f) {
-  constexpr int64_t T = kTileElems<S>;
+  constexpr int64_t T = kTileElems<S, C>;
   const int64_t grid = gridDim.x;
   int64_t begin = 0;
   for (int i = 0; i < p.numPieces; ++i) {
@@ -111,85 +122,109 @@ __device__ __forceinline__ void forEachTile(const P& p, F&& f) {
     const int64_t perRow = (pc.elems + T - 1) / T;
     const int64_t tiles = perRow * pc.rows;
     int64_t t = (static_cast<int64_t>(blockIdx.x) - begin % grid + grid) % grid;
+    // Walk rows and offsets incrementally: no 64-bit division per tile.
+    int64_t row = t / perRow;
+    int64_t col = t - row * perRow;
+    const int64_t rowStep = grid / perRow, colStep = grid - rowStep * perRow;
     for (; t < tiles; t += grid) {
       Tile tile;
       tile.piece = &pc;
-      tile.row = static_cast<int>(t / perRow);
-      tile.x0 = (t - tile.row * perRow) * T;
+      tile.row = static_cast<int>(row);
+      tile.x0 = col * T;
       tile.whole = tile.x0 + T <= pc.elems;
       const int32_t* valid = p.valid + pc.firstValid + tile.row;
 #pragma unroll
       for (int k = 0; k < K; ++k) tile.whole = tile.whole && valid[k * pc.rows] >= tile.x0 + T;
       f(tile);
+      row += rowStep;
+      col += colStep;
+      if (col >= perRow) {
+        col -= perRow;
+        ++row;
+      }
     }
     begin += tiles;
   }
 }
 
-template <SourceType S, int K, bool kAcc, class P>
+template <SourceType S, int K, bool kAcc, class C, class P>
 __device__ __forceinline__ void produce(const P& p, uint8_t* ring, uint64_t* full, uint64_t* empty) {
   using Raw = typename Source<S>::Raw;
-  using Shape = StageShape<S, K, kAcc>;
-  int n = 0;
-  forEachTile<S, K>(p, [&](const Tile& tile) {
-    const int stage = n % Shape::kCount;
-    const int round = n / Shape::kCount;
-    ++n;
-    if (round > 0) barrierWait(&empty[stage], static_cast<uint32_t>((round - 1) & 1));
-    if (!tile.whole) {
-      barrierArrive(&full[stage]);  // the consumers read this tile from global memory
-      return;
-    }
-    uint8_t* buf = ring + static_cast<size_t>(stage) * Shape::kBytes;
-    barrierArriveExpectBytes(&full[stage], Shape::kBytes);
-    const SumSourceDesc* src = p.sources + tile.piece->firstSource;
+  using Shape = StageShape<S, K, kAcc, C>;
+  int stage = 0;
+  uint32_t parity = 0;  // of the phase of empty[stage] this tile waits for
+  bool firstRound = true;
+  forEachTile<S, K, C>(p, [&](const Tile& tile) {
+    if (!firstRound) barrierWait(&empty[stage], parity);
+    if (tile.whole) {
+      uint8_t* buf = ring + static_cast<size_t>(stage) * Shape::kBytes;
+      barrierArriveExpectBytes(&full[stage], Shape::kBytes);
+      const SumSourceDesc* src = p.sources + tile.piece->firstSource;
 #pragma unroll
-    for (int k = 0; k < K; ++k)
-      bulkLoad(buf + k * kTileBytes, static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch + tile.x0,
-               kTileBytes, &full[stage]);
-    if constexpr (kAcc)
-      bulkLoad(buf + Shape::kSourceBytes, tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0,
-               Shape::kDstBytes, &full[stage]);
+      for (int k = 0; k < K; ++k)
+        bulkLoad(buf + k * C::kTileBytes, static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch + tile.x0,
+                 C::kTileBytes, &full[stage]);
+      if constexpr (kAcc)
+        bulkLoad(buf + Shape::kSourceBytes, tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0,
+                 Shape::kDstBytes, &full[stage]);
+    } else {
+      barrierArrive(&full[stage]);  // the consumers read this tile from global memory
+    }
+    if (++stage == Shape::kCount) {
+      stage = 0;
+      parity ^= firstRound ? 0u : 1u;
+      firstRound = false;
+    }
   });
 }
 
-// One consumer thread's chunks of a whole tile, from shared memory.
-template <SourceType S, int K, bool kAcc>
+// Four elements of source k at quad q of a whole tile in shared memory.
+template <SourceType S>
+__device__ __forceinline__ void quadOf(const uint8_t* tile, int q, float (&v)[4]) {
+  if constexpr (S == SourceType::kBF16) {
+    const uint2 w = reinterpret_cast<const uint2*>(tile)[q];
+    v[0] = __uint_as_float(w.x << 16);
+    v[1] = __uint_as_float(w.x & 0xffff0000u);
+    v[2] = __uint_as_float(w.y << 16);
+    v[3] = __uint_as_float(w.y & 0xffff0000u);
+  } else {
+    const uint4 w = reinterpret_cast<const uint4*>(tile)[q];
+    v[0] = __uint_as_float(w.x);
+    v[1] = __uint_as_float(w.y);
+    v[2] = __uint_as_float(w.z);
+    v[3] = __uint_as_float(w.w);
+  }
+}
+
+// One consumer thread's quads (four elements) of a whole tile, from shared
+// memory; a warp's stores cover 512 contiguous bytes.
+template <SourceType S, int K, bool kAcc, class C>
 __device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* buf, int tid, float alpha) {
-  constexpr int V = Source<S>::kVec;
-  using Shape = StageShape<S, K, kAcc>;
-  const uint4* raw = reinterpret_cast<const uint4*>(buf);
+  using Shape = StageShape<S, K, kAcc, C>;
+  constexpr int kQuads = static_cast<int>(kTileElems<S, C>) / 4;
   const float4* dstTile = reinterpret_cast<const float4*>(buf + Shape::kSourceBytes);
-  float* out = tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0;
-  for (int j = tid; j < kVectorsPerTile; j += kConsumerThreads) {
-    float s[V];
+  float4* out = reinterpret_cast<float4*>(tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0);
+#pragma unroll 4
+  for (int q = tid; q < kQuads; q += C::kConsumerThreads) {
+    float s[4];
     zeroInit(s);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      float v[V];
-      Source<S>::fromRaw(raw[k * kVectorsPerTile + j], v);
+      float v[4];
+      quadOf<S>(buf + k * C::kTileBytes, q, v);
 #pragma unroll
-      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
+      for (int i = 0; i < 4; ++i) s[i] = __fadd_rn(s[i], v[i]);
     }
-    float d[V];
-#pragma unroll
-    for (int i = 0; i < V; i += 4) {
-      float4 old = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if constexpr (kAcc) old = dstTile[(j * V + i) / 4];
-      d[i] = scaleInto(old.x, s[i], alpha, kAcc);
-      d[i + 1] = scaleInto(old.y, s[i + 1], alpha, kAcc);
-      d[i + 2] = scaleInto(old.z, s[i + 2], alpha, kAcc);
-      d[i + 3] = scaleInto(old.w, s[i + 3], alpha, kAcc);
-    }
-#pragma unroll
-    for (int i = 0; i < V; i += 4)
-      *reinterpret_cast<float4*>(out + j * V + i) = make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]);
+    float4 d = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if constexpr (kAcc) d = dstTile[q];
+    out[q] = make_float4(scaleInto(d.x, s[0], alpha, kAcc), scaleInto(d.y, s[1], alpha, kAcc),
+                         scaleInto(d.z, s[2], alpha, kAcc), scaleInto(d.w, s[3], alpha, kAcc));
   }
 }
 
 // One consumer thread's chunks of a cut tile, from global memory (the
 // register kernel's edge path).
-template <SourceType S, int K, bool kAcc, class P>
+template <SourceType S, int K, bool kAcc, class C, class P>
 __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid) {
   using Raw = typename Source<S>::Raw;
   constexpr int V = Source<S>::kVec;
@@ -197,9 +232,9 @@ __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid
   const SumSourceDesc* src = p.sources + pc.firstSource;
   const int32_t* valid = p.valid + pc.firstValid + tile.row;
   const int64_t left = pc.elems - tile.x0;
-  const int64_t elems = left < kTileElems<S> ? left : kTileElems<S>;
+  const int64_t elems = left < kTileElems<S, C> ? left : kTileElems<S, C>;
   const int64_t chunks = (elems + V - 1) / V;
-  for (int64_t j = tid; j < chunks; j += kConsumerThreads) {
+  for (int64_t j = tid; j < chunks; j += C::kConsumerThreads) {
     const int64_t x0 = tile.x0 + j * V;
     const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
     float s[V];
@@ -216,16 +251,16 @@ __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid
   }
 }
 
-template <SourceType S, int K, bool kAcc, class P>
-__global__ void __launch_bounds__(kTmaThreads) sumTmaKernel(const __grid_constant__ P p) {
-  using Shape = StageShape<S, K, kAcc>;
+template <SourceType S, int K, bool kAcc, class C, class P>
+__global__ void __launch_bounds__(C::kThreads) sumTmaKernel(const __grid_constant__ P p) {
+  using Shape = StageShape<S, K, kAcc, C>;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ __align__(8) uint64_t full[Shape::kCount];
   __shared__ __align__(8) uint64_t empty[Shape::kCount];
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kCount; ++s) {
       barrierInit(&full[s], 1);
-      barrierInit(&empty[s], kConsumerWarps);
+      barrierInit(&empty[s], C::kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -233,29 +268,31 @@ __global__ void __launch_bounds__(kTmaThreads) sumTmaKernel(const __grid_constan
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   if (warp == 0) {
-    if (threadIdx.x == 0) produce<S, K, kAcc>(p, ring, full, empty);
+    if (threadIdx.x == 0) produce<S, K, kAcc, C>(p, ring, full, empty);
     return;
   }
   const int tid = static_cast<int>(threadIdx.x) - 32;
-  int n = 0;
-  forEachTile<S, K>(p, [&](const Tile& tile) {
-    const int stage = n % Shape::kCount;
-    const uint32_t parity = static_cast<uint32_t>((n / Shape::kCount) & 1);
-    ++n;
+  int stage = 0;
+  uint32_t parity = 0;
+  forEachTile<S, K, C>(p, [&](const Tile& tile) {
     barrierWait(&full[stage], parity);
     if (tile.whole) {
-      sumWholeTile<S, K, kAcc>(tile, ring + static_cast<size_t>(stage) * Shape::kBytes, tid, p.alpha);
+      sumWholeTile<S, K, kAcc, C>(tile, ring + static_cast<size_t>(stage) * Shape::kBytes, tid, p.alpha);
     } else {
-      sumCutTile<S, K, kAcc>(p, tile, tid);
+      sumCutTile<S, K, kAcc, C>(p, tile, tid);
     }
     __syncwarp();
     if ((threadIdx.x & 31) == 0) barrierArrive(&empty[stage]);
+    if (++stage == Shape::kCount) {
+      stage = 0;
+      parity ^= 1u;
+    }
   });
 }
 
-template <SourceType S, int K, bool kAcc, class P>
+template <SourceType S, int K, bool kAcc, class C, class P>
 void launchShaped(const P& p, unsigned grid, cudaStream_t stream) {
-  using Shape = StageShape<S, K, kAcc>;
+  using Shape = StageShape<S, K, kAcc, C>;
   // More than 48 KB of dynamic shared memory needs an opt-in, per device
   // (ranks of one process may drive several GPUs).
   static std::atomic<uint64_t> configured{0};
@@ -263,20 +300,20 @@ void launchShaped(const P& p, unsigned grid, cudaStream_t stream) {
   TIDE_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = uint64_t{1} << (device & 63);
   if ((configured.load() & bit) == 0) {
-    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Shape::kSmemBytes));
+    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, C, P>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
     configured.fetch_or(bit);
   }
-  sumTmaKernel<S, K, kAcc, P><<<grid, kTmaThreads, Shape::kSmemBytes, stream>>>(p);
+  sumTmaKernel<S, K, kAcc, C, P><<<grid, C::kThreads, Shape::kSmemBytes, stream>>>(p);
 }
 
-template <SourceType S, class P>
+template <SourceType S, class C, class P>
 bool launchForSources(const P& p, unsigned grid, cudaStream_t stream) {
   const bool acc = p.accumulate != 0;
   switch (p.sourcesPerPiece) {
-#define TIDE_TMA_CASE(K)                                                                          \
-  case K:                                                                                         \
-    acc ? launchShaped<S, K, true>(p, grid, stream) : launchShaped<S, K, false>(p, grid, stream); \
+#define TIDE_TMA_CASE(K)                                                                                \
+  case K:                                                                                               \
+    acc ? launchShaped<S, K, true, C>(p, grid, stream) : launchShaped<S, K, false, C>(p, grid, stream); \
     return true;
     TIDE_TMA_CASE(1)
     TIDE_TMA_CASE(2)
@@ -288,10 +325,40 @@ bool launchForSources(const P& p, unsigned grid, cudaStream_t stream) {
   }
 }
 
-template <class P>
-bool launchTable(const P& p, SourceType type, unsigned grid, cudaStream_t stream) {
-  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16>(p, grid, stream)
-                                   : launchForSources<SourceType::kFP32>(p, grid, stream);
+template <class C>
+int64_t tilesOf(const SumLaunch& p, SourceType type) {
+  const int64_t t = type == SourceType::kBF16 ? kTileElems<SourceType::kBF16, C> : kTileElems<SourceType::kFP32, C>;
+  int64_t tiles = 0;
+  for (int i = 0; i < p.numPieces; ++i) tiles += p.pieces[i].rows * ((p.pieces[i].elems + t - 1) / t);
+  return tiles;
+}
+
+template <class C>
+bool launchWith(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
+  const int64_t tiles = tilesOf<C>(p, type);
+  if (tiles == 0) return true;
+  const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ctas > 0 ? ctas : 1));
+  if (fitsCompactSumLaunch(p)) {
+    const SumLaunchCompact c = compactSumLaunch(p);
+    return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(c, grid, stream)
+                                     : launchForSources<SourceType::kFP32, C>(c, grid, stream);
+  }
+  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(p, grid, stream)
+                                   : launchForSources<SourceType::kFP32, C>(p, grid, stream);
+}
+
+// Measurement only (TIDE_SUM_TMA_SHAPE=tile_kb:warps, read once): the shapes
+// compared on the device before one was kept.
+int shapeChoice() {
+  static const int choice = [] {
+    const char* v = std::getenv("TIDE_SUM_TMA_SHAPE");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "8:8") == 0) return 0;
+    if (std::strcmp(v, "16:8") == 0) return 1;
+    if (std::strcmp(v, "8:16") == 0) return 2;
+    if (std::strcmp(v, "16:16") == 0) return 3;
+    throw std::invalid_argument(std::string("TIDE_SUM_TMA_SHAPE=") + v + ": expected 8:8, 16:8, 8:16 or 16:16");
+  }();
+  return choice;
 }
 
 }  // namespace
@@ -300,14 +367,13 @@ bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t st
   if (p.sourcesPerPiece < 1 || p.sourcesPerPiece > 4) return false;
   for (int i = 0; i < p.numPieces; ++i)
     if (!p.pieces[i].vectorized) return false;
-  const int64_t tileElems = type == SourceType::kBF16 ? kTileElems<SourceType::kBF16> : kTileElems<SourceType::kFP32>;
-  int64_t tiles = 0;
-  for (int i = 0; i < p.numPieces; ++i)
-    tiles += p.pieces[i].rows * ((p.pieces[i].elems + tileElems - 1) / tileElems);
-  if (tiles == 0) return true;
-  const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ctas > 0 ? ctas : 1));
-  const bool launched = fitsCompactSumLaunch(p) ? launchTable(compactSumLaunch(p), type, grid, stream)
-                                                : launchTable(p, type, grid, stream);
+  bool launched = false;
+  switch (shapeChoice()) {
+    case 1: launched = launchWith<Config<16384, 8>>(p, type, ctas, stream); break;
+    case 2: launched = launchWith<Config<8192, 16>>(p, type, ctas, stream); break;
+    case 3: launched = launchWith<Config<16384, 16>>(p, type, ctas, stream); break;
+    default: launched = launchWith<DefaultConfig>(p, type, ctas, stream); break;
+  }
   if (launched) TIDE_CUDA_CHECK(cudaGetLastError());
   return launched;
 }
