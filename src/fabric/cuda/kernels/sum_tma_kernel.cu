@@ -33,7 +33,7 @@ namespace tide::fabric::cuda::kernels {
 namespace {
 
 constexpr int kMaxStages = 16;
-constexpr int kInFlightBytes = 160 * 1024;
+constexpr int kInFlightBytes = 200 * 1024;
 constexpr int kMaxSmemBytes = 200 * 1024;
 
 // Tile bytes of each source row per stage, and consumer warps (warp 0 produces).
@@ -44,15 +44,22 @@ struct Config {
   static constexpr int kConsumerThreads = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumerThreads + 32;
 };
-using DefaultConfig = Config<8192, 8>;
+using DefaultConfig = Config<16384, 8>;
 
-template <SourceType S, class C>
-inline constexpr int64_t kTileElems = C::kTileBytes / static_cast<int64_t>(sizeof(typename Source<S>::Raw));
-
+// The stage of a kernel: K source tiles (and the destination tile when
+// accumulating), as many stages as kInFlightBytes holds; the tile shrinks
+// from the configured size until two stages fit in shared memory.
 template <SourceType S, int K, bool kAcc, class C>
 struct StageShape {
-  static constexpr int kSourceBytes = K * C::kTileBytes;
-  static constexpr int kDstBytes = kAcc ? static_cast<int>(kTileElems<S, C>) * 4 : 0;
+  static constexpr int kItem = static_cast<int>(sizeof(typename Source<S>::Raw));
+  static constexpr int stageBytesFor(int tile) { return K * tile + (kAcc ? tile / kItem * 4 : 0); }
+  static constexpr int fittingTile(int tile) {
+    return 2 * stageBytesFor(tile) <= kMaxSmemBytes || tile <= 1024 ? tile : fittingTile(tile / 2);
+  }
+  static constexpr int kTileBytes = fittingTile(C::kTileBytes);
+  static constexpr int64_t kTileElems = kTileBytes / kItem;
+  static constexpr int kSourceBytes = K * kTileBytes;
+  static constexpr int kDstBytes = kAcc ? static_cast<int>(kTileElems) * 4 : 0;
   static constexpr int kBytes = kSourceBytes + kDstBytes;
   static constexpr int kCount = std::clamp(std::min(kInFlightBytes, kMaxSmemBytes) / kBytes, 2, kMaxStages);
   static constexpr int kSmemBytes = kCount * kBytes;
@@ -112,9 +119,9 @@ struct Tile {
 
 // Calls f(tile) for every tile of this CTA, in the same order in every warp:
 // tiles are numbered over the pieces in order and dealt round-robin to CTAs.
-template <SourceType S, int K, class C, class P, class F>
+template <class Shape, int K, class P, class F>
 __device__ __forceinline__ void forEachTile(const P& p, F&& f) {
-  constexpr int64_t T = kTileElems<S, C>;
+  constexpr int64_t T = Shape::kTileElems;
   const int64_t grid = gridDim.x;
   int64_t begin = 0;
   for (int i = 0; i < p.numPieces; ++i) {
@@ -154,7 +161,7 @@ __device__ __forceinline__ void produce(const P& p, uint8_t* ring, uint64_t* ful
   int stage = 0;
   uint32_t parity = 0;  // of the phase of empty[stage] this tile waits for
   bool firstRound = true;
-  forEachTile<S, K, C>(p, [&](const Tile& tile) {
+  forEachTile<StageShape<S, K, kAcc, C>, K>(p, [&](const Tile& tile) {
     if (!firstRound) barrierWait(&empty[stage], parity);
     if (tile.whole) {
       uint8_t* buf = ring + static_cast<size_t>(stage) * Shape::kBytes;
@@ -162,8 +169,9 @@ __device__ __forceinline__ void produce(const P& p, uint8_t* ring, uint64_t* ful
       const SumSourceDesc* src = p.sources + tile.piece->firstSource;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        bulkLoad(buf + k * C::kTileBytes, static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch + tile.x0,
-                 C::kTileBytes, &full[stage]);
+        bulkLoad(buf + k * Shape::kTileBytes,
+                 static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch + tile.x0, Shape::kTileBytes,
+                 &full[stage]);
       if constexpr (kAcc)
         bulkLoad(buf + Shape::kSourceBytes, tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0,
                  Shape::kDstBytes, &full[stage]);
@@ -201,7 +209,7 @@ __device__ __forceinline__ void quadOf(const uint8_t* tile, int q, float (&v)[4]
 template <SourceType S, int K, bool kAcc, class C>
 __device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* buf, int tid, float alpha) {
   using Shape = StageShape<S, K, kAcc, C>;
-  constexpr int kQuads = static_cast<int>(kTileElems<S, C>) / 4;
+  constexpr int kQuads = static_cast<int>(Shape::kTileElems) / 4;
   const float4* dstTile = reinterpret_cast<const float4*>(buf + Shape::kSourceBytes);
   float4* out = reinterpret_cast<float4*>(tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0);
 #pragma unroll 4
@@ -211,7 +219,7 @@ __device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* bu
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       float v[4];
-      quadOf<S>(buf + k * C::kTileBytes, q, v);
+      quadOf<S>(buf + k * Shape::kTileBytes, q, v);
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[i] = __fadd_rn(s[i], v[i]);
     }
@@ -232,7 +240,8 @@ __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid
   const SumSourceDesc* src = p.sources + pc.firstSource;
   const int32_t* valid = p.valid + pc.firstValid + tile.row;
   const int64_t left = pc.elems - tile.x0;
-  const int64_t elems = left < kTileElems<S, C> ? left : kTileElems<S, C>;
+  constexpr int64_t T = StageShape<S, K, kAcc, C>::kTileElems;
+  const int64_t elems = left < T ? left : T;
   const int64_t chunks = (elems + V - 1) / V;
   for (int64_t j = tid; j < chunks; j += C::kConsumerThreads) {
     const int64_t x0 = tile.x0 + j * V;
@@ -274,7 +283,7 @@ __global__ void __launch_bounds__(C::kThreads) sumTmaKernel(const __grid_constan
   const int tid = static_cast<int>(threadIdx.x) - 32;
   int stage = 0;
   uint32_t parity = 0;
-  forEachTile<S, K, C>(p, [&](const Tile& tile) {
+  forEachTile<StageShape<S, K, kAcc, C>, K>(p, [&](const Tile& tile) {
     barrierWait(&full[stage], parity);
     if (tile.whole) {
       sumWholeTile<S, K, kAcc, C>(tile, ring + static_cast<size_t>(stage) * Shape::kBytes, tid, p.alpha);
@@ -291,8 +300,13 @@ __global__ void __launch_bounds__(C::kThreads) sumTmaKernel(const __grid_constan
 }
 
 template <SourceType S, int K, bool kAcc, class C, class P>
-void launchShaped(const P& p, unsigned grid, cudaStream_t stream) {
+void launchShaped(const P& p, int ctas, cudaStream_t stream) {
   using Shape = StageShape<S, K, kAcc, C>;
+  int64_t tiles = 0;
+  for (int i = 0; i < p.numPieces; ++i)
+    tiles += p.pieces[i].rows * ((p.pieces[i].elems + Shape::kTileElems - 1) / Shape::kTileElems);
+  if (tiles == 0) return;
+  const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ctas > 0 ? ctas : 1));
   // More than 48 KB of dynamic shared memory needs an opt-in, per device
   // (ranks of one process may drive several GPUs).
   static std::atomic<uint64_t> configured{0};
@@ -308,12 +322,12 @@ void launchShaped(const P& p, unsigned grid, cudaStream_t stream) {
 }
 
 template <SourceType S, class C, class P>
-bool launchForSources(const P& p, unsigned grid, cudaStream_t stream) {
+bool launchForSources(const P& p, int ctas, cudaStream_t stream) {
   const bool acc = p.accumulate != 0;
   switch (p.sourcesPerPiece) {
 #define TIDE_TMA_CASE(K)                                                                                \
   case K:                                                                                               \
-    acc ? launchShaped<S, K, true, C>(p, grid, stream) : launchShaped<S, K, false, C>(p, grid, stream); \
+    acc ? launchShaped<S, K, true, C>(p, ctas, stream) : launchShaped<S, K, false, C>(p, ctas, stream); \
     return true;
     TIDE_TMA_CASE(1)
     TIDE_TMA_CASE(2)
@@ -326,25 +340,14 @@ bool launchForSources(const P& p, unsigned grid, cudaStream_t stream) {
 }
 
 template <class C>
-int64_t tilesOf(const SumLaunch& p, SourceType type) {
-  const int64_t t = type == SourceType::kBF16 ? kTileElems<SourceType::kBF16, C> : kTileElems<SourceType::kFP32, C>;
-  int64_t tiles = 0;
-  for (int i = 0; i < p.numPieces; ++i) tiles += p.pieces[i].rows * ((p.pieces[i].elems + t - 1) / t);
-  return tiles;
-}
-
-template <class C>
 bool launchWith(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
-  const int64_t tiles = tilesOf<C>(p, type);
-  if (tiles == 0) return true;
-  const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ctas > 0 ? ctas : 1));
   if (fitsCompactSumLaunch(p)) {
     const SumLaunchCompact c = compactSumLaunch(p);
-    return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(c, grid, stream)
-                                     : launchForSources<SourceType::kFP32, C>(c, grid, stream);
+    return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(c, ctas, stream)
+                                     : launchForSources<SourceType::kFP32, C>(c, ctas, stream);
   }
-  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(p, grid, stream)
-                                   : launchForSources<SourceType::kFP32, C>(p, grid, stream);
+  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(p, ctas, stream)
+                                   : launchForSources<SourceType::kFP32, C>(p, ctas, stream);
 }
 
 // Measurement only (TIDE_SUM_TMA_SHAPE=tile_kb:warps, read once): the shapes
@@ -352,11 +355,11 @@ bool launchWith(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stre
 int shapeChoice() {
   static const int choice = [] {
     const char* v = std::getenv("TIDE_SUM_TMA_SHAPE");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "8:8") == 0) return 0;
-    if (std::strcmp(v, "16:8") == 0) return 1;
-    if (std::strcmp(v, "8:16") == 0) return 2;
-    if (std::strcmp(v, "16:16") == 0) return 3;
-    throw std::invalid_argument(std::string("TIDE_SUM_TMA_SHAPE=") + v + ": expected 8:8, 16:8, 8:16 or 16:16");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "16:8") == 0) return 0;
+    if (std::strcmp(v, "32:8") == 0) return 1;
+    if (std::strcmp(v, "32:4") == 0) return 2;
+    if (std::strcmp(v, "64:8") == 0) return 3;
+    throw std::invalid_argument(std::string("TIDE_SUM_TMA_SHAPE=") + v + ": expected 16:8, 32:8, 32:4 or 64:8");
   }();
   return choice;
 }
@@ -369,9 +372,9 @@ bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t st
     if (!p.pieces[i].vectorized) return false;
   bool launched = false;
   switch (shapeChoice()) {
-    case 1: launched = launchWith<Config<16384, 8>>(p, type, ctas, stream); break;
-    case 2: launched = launchWith<Config<8192, 16>>(p, type, ctas, stream); break;
-    case 3: launched = launchWith<Config<16384, 16>>(p, type, ctas, stream); break;
+    case 1: launched = launchWith<Config<32768, 8>>(p, type, ctas, stream); break;
+    case 2: launched = launchWith<Config<32768, 4>>(p, type, ctas, stream); break;
+    case 3: launched = launchWith<Config<65536, 8>>(p, type, ctas, stream); break;
     default: launched = launchWith<DefaultConfig>(p, type, ctas, stream); break;
   }
   if (launched) TIDE_CUDA_CHECK(cudaGetLastError());
