@@ -153,9 +153,9 @@ if ! wanted fabric; then
   skip fabric_tests "not in --only"
 elif [[ -x $TEST ]]; then
   run fabric_1gpu 90 "$TEST" --ranks 1 --nodes 1 --timeout-case --perf
-  # The opt-in sum kernels (cp.async, TMA): the same sum cases and the same --perf sweep.
+  # The other sum kernels (the default is TMA): the same sum cases and the same --perf sweep.
+  run fabric_1gpu_registers 90 env TIDE_SUM_KERNEL=registers "$TEST" --ranks 1 --nodes 1 --perf
   run fabric_1gpu_cp_async 90 env TIDE_SUM_KERNEL=cp-async "$TEST" --ranks 1 --nodes 1 --perf
-  run fabric_1gpu_tma 90 env TIDE_SUM_KERNEL=tma "$TEST" --ranks 1 --nodes 1 --perf
   if ((NGPU >= 2)); then
     # Every virtual topology of this host's GPUs (M nodes x L GPUs, L <= 8; on
     # 4 GPUs M1L4, M2L2, M4L1), then the send/recv rails on one GPU per node.
@@ -170,7 +170,7 @@ elif [[ -x $TEST ]]; then
     run_rma "fabric_${NGPU}gpu_M${NGPU}xL1_rma" 90 "$TEST" --ranks "$NGPU" --nodes "$NGPU" --rails rma
     run "fabric_${NGPU}gpu_M${NGPU}xL1_cp_async" 90 env TIDE_SUM_KERNEL=cp-async "$TEST" --ranks "$NGPU" \
       --nodes "$NGPU"
-    run "fabric_${NGPU}gpu_M1xL${NGPU}_tma" 90 env TIDE_SUM_KERNEL=tma "$TEST" --ranks "$NGPU" --nodes 1
+    run "fabric_${NGPU}gpu_M1xL${NGPU}_registers" 90 env TIDE_SUM_KERNEL=registers "$TEST" --ranks "$NGPU" --nodes 1
   else
     skip fabric_2gpu "one GPU"
   fi
@@ -187,12 +187,12 @@ if ! wanted collectives; then
 elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   run collectives_1gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=1 \
     tests/gpu/check_collectives.py
-  # The opt-in TMA sum kernel inside the collectives (M1L1: one source per sum).
-  run collectives_1gpu_tma 240 env TIDE_SUM_KERNEL=tma "$PYTHON" -m torch.distributed.run --standalone \
-    --nproc_per_node=1 tests/gpu/check_collectives.py
+  # The register sum kernel inside the collectives (the default is TMA).
+  run collectives_1gpu_registers 240 env TIDE_SUM_KERNEL=registers "$PYTHON" -m torch.distributed.run \
+    --standalone --nproc_per_node=1 tests/gpu/check_collectives.py
   if ((NGPU >= 2)); then
-    run collectives_2gpu_tma 300 env TIDE_SUM_KERNEL=tma "$PYTHON" -m torch.distributed.run --standalone \
-      --nproc_per_node=2 tests/gpu/check_collectives.py
+    run collectives_2gpu_registers 300 env TIDE_SUM_KERNEL=registers "$PYTHON" -m torch.distributed.run \
+      --standalone --nproc_per_node=2 tests/gpu/check_collectives.py
     run collectives_2gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
       tests/gpu/check_collectives.py
     # The same checks across the two virtual nodes over NCCL send/recv rails

@@ -264,24 +264,25 @@ bool SumLaunchBuilder::add(float* dst, int64_t dstPitch, int64_t rows, int64_t e
   return true;
 }
 
-// TIDE_SUM_KERNEL: "registers" (default), "cp-async" (sum_pipelined_kernel.cu)
-// or "tma" (sum_tma_kernel.cu), opt-in until measured faster; read once per
-// process, said once.
+// TIDE_SUM_KERNEL: "tma" (default; sum_tma_kernel.cu, where it applies, else
+// this file's register kernel), "registers" or "cp-async"
+// (sum_pipelined_kernel.cu). Read once per process; a choice other than the
+// default is said once.
 enum class SumKernelChoice { kRegisters, kCpAsync, kTma };
 
 SumKernelChoice sumKernelChoice() {
   static const SumKernelChoice chosen = [] {
     const char* v = std::getenv("TIDE_SUM_KERNEL");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "registers") == 0) return SumKernelChoice::kRegisters;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "tma") == 0) return SumKernelChoice::kTma;
+    if (std::strcmp(v, "registers") == 0) {
+      std::fprintf(stderr, "[tide] sum kernel: registers (TIDE_SUM_KERNEL=registers)\n");
+      return SumKernelChoice::kRegisters;
+    }
     if (std::strcmp(v, "cp-async") == 0) {
       std::fprintf(stderr, "[tide] sum kernel: cp.async pipeline (TIDE_SUM_KERNEL=cp-async)\n");
       return SumKernelChoice::kCpAsync;
     }
-    if (std::strcmp(v, "tma") == 0) {
-      std::fprintf(stderr, "[tide] sum kernel: warp-specialized TMA pipeline (TIDE_SUM_KERNEL=tma)\n");
-      return SumKernelChoice::kTma;
-    }
-    throw std::invalid_argument(std::string("TIDE_SUM_KERNEL=") + v + ": expected registers, cp-async or tma");
+    throw std::invalid_argument(std::string("TIDE_SUM_KERNEL=") + v + ": expected tma, registers or cp-async");
   }();
   return chosen;
 }

@@ -7,7 +7,7 @@
 
 namespace tide::fabric::cuda::kernels {
 
-// Launches the TMA sum when every piece is vectorizable and has 1..4 sources;
+// Launches the TMA sum when every piece is vectorizable and has 1..8 sources;
 // false (nothing launched) otherwise.
 bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream);
 

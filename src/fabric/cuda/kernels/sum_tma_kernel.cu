@@ -1,28 +1,27 @@
-// Level 1 fp32 sum, warp-specialized TMA pipeline (opt-in: TIDE_SUM_KERNEL=tma).
+// Level 1 fp32 sum, warp-specialized TMA pipeline: the default where it
+// applies (TIDE_SUM_KERNEL=registers or cp-async chooses the others).
 //
 // The register kernel keeps about 64 KB in flight per CTA, bounded by its
-// registers; the cp.async kernel 128 KB, but every 16 bytes are still one
-// instruction of one thread. Here one producer thread moves whole tiles (8 KB
-// of each source row, plus the destination tile when accumulating) into a
-// ring of shared-memory stages with bulk copies (cp.async.bulk, executed by
-// the TMA unit), each stage completing an mbarrier by bytes; eight consumer
-// warps wait on a stage, sum it and store fp32 to global, then release it.
-// About 128 KB stay in flight per CTA for a handful of instructions, and the
-// consumers never wait on global loads.
+// registers, and reached 53 GB/s per CTA on an H200; the cp.async kernel 38.
+// Here one producer thread moves whole tiles (16 KB of each source row, plus
+// the destination tile when accumulating) into a ring of shared-memory
+// stages with bulk copies (cp.async.bulk, executed by the TMA unit), each
+// stage completing an mbarrier by its bytes; eight consumer warps wait on a
+// stage, sum it and store fp32 to global (a warp's stores cover 512
+// contiguous bytes), then release it. About 200 KB stay in flight per CTA for
+// a handful of instructions, and the consumers never wait on global loads:
+// 98 GB/s per CTA with two bf16 sources, 115 with four.
 //
 // Tiles that are not whole (row ends, sources cut by `valid`) skip the bulk
 // copy: the consumers read them from global memory as the register kernel
 // does. The arithmetic and order per element are sumChunk's (sources in
 // order from +0, then alpha, then the destination), so the bits equal the
-// other kernels'. Built for 1..4 sources on vectorizable pieces; everything
-// else is left to the register kernel (launchSumTma returns false).
+// other kernels'. Built for 1..8 sources (a node's GPUs) on vectorizable
+// pieces; everything else is left to the register kernel (launchSumTma
+// returns false).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
@@ -33,37 +32,37 @@ namespace tide::fabric::cuda::kernels {
 namespace {
 
 constexpr int kMaxStages = 16;
-constexpr int kInFlightBytes = 200 * 1024;
-constexpr int kMaxSmemBytes = 200 * 1024;
+constexpr int kSmemBudget = 200 * 1024;  // of the 227 KB an H200 CTA may take
 
-// Tile bytes of each source row per stage, and consumer warps (warp 0 produces).
-template <int kTileBytesT, int kConsumerWarpsT>
+// 16 KB of each source row per stage and eight consumer warps (warp 0
+// produces): on one H200, tiles of 8 KB reached 66 GB/s per CTA with two bf16
+// sources, 16 KB 98, 32 KB and 64 KB no more; sixteen consumer warps were
+// slower, four no faster (BENCHMARKS.md, session 8).
 struct Config {
-  static constexpr int kTileBytes = kTileBytesT;
-  static constexpr int kConsumerWarps = kConsumerWarpsT;
+  static constexpr int kTileBytes = 16384;
+  static constexpr int kConsumerWarps = 8;
   static constexpr int kConsumerThreads = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumerThreads + 32;
 };
-using DefaultConfig = Config<16384, 8>;
 
 // The stage of a kernel: K source tiles (and the destination tile when
-// accumulating), as many stages as kInFlightBytes holds; the tile shrinks
+// accumulating), as many stages as kSmemBudget holds; the tile shrinks
 // from the configured size until two stages fit in shared memory.
-template <SourceType S, int K, bool kAcc, class C>
+template <SourceType S, int K, bool kAcc>
 struct StageShape {
   static constexpr int kItem = static_cast<int>(sizeof(typename Source<S>::Raw));
   static constexpr int stageBytesFor(int tile) { return K * tile + (kAcc ? tile / kItem * 4 : 0); }
   static constexpr int fittingTile(int tile) {
-    return 2 * stageBytesFor(tile) <= kMaxSmemBytes || tile <= 1024 ? tile : fittingTile(tile / 2);
+    return 2 * stageBytesFor(tile) <= kSmemBudget || tile <= 1024 ? tile : fittingTile(tile / 2);
   }
-  static constexpr int kTileBytes = fittingTile(C::kTileBytes);
+  static constexpr int kTileBytes = fittingTile(Config::kTileBytes);
   static constexpr int64_t kTileElems = kTileBytes / kItem;
   static constexpr int kSourceBytes = K * kTileBytes;
   static constexpr int kDstBytes = kAcc ? static_cast<int>(kTileElems) * 4 : 0;
   static constexpr int kBytes = kSourceBytes + kDstBytes;
-  static constexpr int kCount = std::clamp(std::min(kInFlightBytes, kMaxSmemBytes) / kBytes, 2, kMaxStages);
+  static constexpr int kCount = std::clamp(kSmemBudget / kBytes, 2, kMaxStages);
   static constexpr int kSmemBytes = kCount * kBytes;
-  static_assert(kSmemBytes <= kMaxSmemBytes, "two stages must fit in shared memory");
+  static_assert(kSmemBytes <= kSmemBudget, "two stages must fit in shared memory");
 };
 
 // ---- mbarrier and bulk-copy primitives (sm_90 PTX)
@@ -154,14 +153,14 @@ __device__ __forceinline__ void forEachTile(const P& p, F&& f) {
   }
 }
 
-template <SourceType S, int K, bool kAcc, class C, class P>
+template <SourceType S, int K, bool kAcc, class P>
 __device__ __forceinline__ void produce(const P& p, uint8_t* ring, uint64_t* full, uint64_t* empty) {
   using Raw = typename Source<S>::Raw;
-  using Shape = StageShape<S, K, kAcc, C>;
+  using Shape = StageShape<S, K, kAcc>;
   int stage = 0;
   uint32_t parity = 0;  // of the phase of empty[stage] this tile waits for
   bool firstRound = true;
-  forEachTile<StageShape<S, K, kAcc, C>, K>(p, [&](const Tile& tile) {
+  forEachTile<StageShape<S, K, kAcc>, K>(p, [&](const Tile& tile) {
     if (!firstRound) barrierWait(&empty[stage], parity);
     if (tile.whole) {
       uint8_t* buf = ring + static_cast<size_t>(stage) * Shape::kBytes;
@@ -206,14 +205,14 @@ __device__ __forceinline__ void quadOf(const uint8_t* tile, int q, float (&v)[4]
 
 // One consumer thread's quads (four elements) of a whole tile, from shared
 // memory; a warp's stores cover 512 contiguous bytes.
-template <SourceType S, int K, bool kAcc, class C>
+template <SourceType S, int K, bool kAcc>
 __device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* buf, int tid, float alpha) {
-  using Shape = StageShape<S, K, kAcc, C>;
+  using Shape = StageShape<S, K, kAcc>;
   constexpr int kQuads = static_cast<int>(Shape::kTileElems) / 4;
   const float4* dstTile = reinterpret_cast<const float4*>(buf + Shape::kSourceBytes);
   float4* out = reinterpret_cast<float4*>(tile.piece->dst + tile.row * tile.piece->dstPitch + tile.x0);
 #pragma unroll 4
-  for (int q = tid; q < kQuads; q += C::kConsumerThreads) {
+  for (int q = tid; q < kQuads; q += Config::kConsumerThreads) {
     float s[4];
     zeroInit(s);
 #pragma unroll
@@ -232,7 +231,7 @@ __device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* bu
 
 // One consumer thread's chunks of a cut tile, from global memory (the
 // register kernel's edge path).
-template <SourceType S, int K, bool kAcc, class C, class P>
+template <SourceType S, int K, bool kAcc, class P>
 __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid) {
   using Raw = typename Source<S>::Raw;
   constexpr int V = Source<S>::kVec;
@@ -240,10 +239,10 @@ __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid
   const SumSourceDesc* src = p.sources + pc.firstSource;
   const int32_t* valid = p.valid + pc.firstValid + tile.row;
   const int64_t left = pc.elems - tile.x0;
-  constexpr int64_t T = StageShape<S, K, kAcc, C>::kTileElems;
+  constexpr int64_t T = StageShape<S, K, kAcc>::kTileElems;
   const int64_t elems = left < T ? left : T;
   const int64_t chunks = (elems + V - 1) / V;
-  for (int64_t j = tid; j < chunks; j += C::kConsumerThreads) {
+  for (int64_t j = tid; j < chunks; j += Config::kConsumerThreads) {
     const int64_t x0 = tile.x0 + j * V;
     const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
     float s[V];
@@ -260,16 +259,16 @@ __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid
   }
 }
 
-template <SourceType S, int K, bool kAcc, class C, class P>
-__global__ void __launch_bounds__(C::kThreads) sumTmaKernel(const __grid_constant__ P p) {
-  using Shape = StageShape<S, K, kAcc, C>;
+template <SourceType S, int K, bool kAcc, class P>
+__global__ void __launch_bounds__(Config::kThreads) sumTmaKernel(const __grid_constant__ P p) {
+  using Shape = StageShape<S, K, kAcc>;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ __align__(8) uint64_t full[Shape::kCount];
   __shared__ __align__(8) uint64_t empty[Shape::kCount];
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kCount; ++s) {
       barrierInit(&full[s], 1);
-      barrierInit(&empty[s], C::kConsumerWarps);
+      barrierInit(&empty[s], Config::kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -277,18 +276,18 @@ __global__ void __launch_bounds__(C::kThreads) sumTmaKernel(const __grid_constan
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   if (warp == 0) {
-    if (threadIdx.x == 0) produce<S, K, kAcc, C>(p, ring, full, empty);
+    if (threadIdx.x == 0) produce<S, K, kAcc>(p, ring, full, empty);
     return;
   }
   const int tid = static_cast<int>(threadIdx.x) - 32;
   int stage = 0;
   uint32_t parity = 0;
-  forEachTile<StageShape<S, K, kAcc, C>, K>(p, [&](const Tile& tile) {
+  forEachTile<StageShape<S, K, kAcc>, K>(p, [&](const Tile& tile) {
     barrierWait(&full[stage], parity);
     if (tile.whole) {
-      sumWholeTile<S, K, kAcc, C>(tile, ring + static_cast<size_t>(stage) * Shape::kBytes, tid, p.alpha);
+      sumWholeTile<S, K, kAcc>(tile, ring + static_cast<size_t>(stage) * Shape::kBytes, tid, p.alpha);
     } else {
-      sumCutTile<S, K, kAcc, C>(p, tile, tid);
+      sumCutTile<S, K, kAcc>(p, tile, tid);
     }
     __syncwarp();
     if ((threadIdx.x & 31) == 0) barrierArrive(&empty[stage]);
@@ -299,9 +298,9 @@ __global__ void __launch_bounds__(C::kThreads) sumTmaKernel(const __grid_constan
   });
 }
 
-template <SourceType S, int K, bool kAcc, class C, class P>
+template <SourceType S, int K, bool kAcc, class P>
 void launchShaped(const P& p, int ctas, cudaStream_t stream) {
-  using Shape = StageShape<S, K, kAcc, C>;
+  using Shape = StageShape<S, K, kAcc>;
   int64_t tiles = 0;
   for (int i = 0; i < p.numPieces; ++i)
     tiles += p.pieces[i].rows * ((p.pieces[i].elems + Shape::kTileElems - 1) / Shape::kTileElems);
@@ -314,69 +313,52 @@ void launchShaped(const P& p, int ctas, cudaStream_t stream) {
   TIDE_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = uint64_t{1} << (device & 63);
   if ((configured.load() & bit) == 0) {
-    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, C, P>,
+    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, P>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
     configured.fetch_or(bit);
   }
-  sumTmaKernel<S, K, kAcc, C, P><<<grid, C::kThreads, Shape::kSmemBytes, stream>>>(p);
+  sumTmaKernel<S, K, kAcc, P><<<grid, Config::kThreads, Shape::kSmemBytes, stream>>>(p);
 }
 
-template <SourceType S, class C, class P>
+template <SourceType S, class P>
 bool launchForSources(const P& p, int ctas, cudaStream_t stream) {
   const bool acc = p.accumulate != 0;
   switch (p.sourcesPerPiece) {
 #define TIDE_TMA_CASE(K)                                                                                \
   case K:                                                                                               \
-    acc ? launchShaped<S, K, true, C>(p, ctas, stream) : launchShaped<S, K, false, C>(p, ctas, stream); \
+    acc ? launchShaped<S, K, true>(p, ctas, stream) : launchShaped<S, K, false>(p, ctas, stream); \
     return true;
     TIDE_TMA_CASE(1)
     TIDE_TMA_CASE(2)
     TIDE_TMA_CASE(3)
     TIDE_TMA_CASE(4)
+    TIDE_TMA_CASE(5)
+    TIDE_TMA_CASE(6)
+    TIDE_TMA_CASE(7)
+    TIDE_TMA_CASE(8)
 #undef TIDE_TMA_CASE
     default:
       return false;
   }
 }
 
-template <class C>
-bool launchWith(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
+bool launchAll(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
   if (fitsCompactSumLaunch(p)) {
     const SumLaunchCompact c = compactSumLaunch(p);
-    return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(c, ctas, stream)
-                                     : launchForSources<SourceType::kFP32, C>(c, ctas, stream);
+    return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16>(c, ctas, stream)
+                                     : launchForSources<SourceType::kFP32>(c, ctas, stream);
   }
-  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16, C>(p, ctas, stream)
-                                   : launchForSources<SourceType::kFP32, C>(p, ctas, stream);
-}
-
-// Measurement only (TIDE_SUM_TMA_SHAPE=tile_kb:warps, read once): the shapes
-// compared on the device before one was kept.
-int shapeChoice() {
-  static const int choice = [] {
-    const char* v = std::getenv("TIDE_SUM_TMA_SHAPE");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "16:8") == 0) return 0;
-    if (std::strcmp(v, "32:8") == 0) return 1;
-    if (std::strcmp(v, "32:4") == 0) return 2;
-    if (std::strcmp(v, "64:8") == 0) return 3;
-    throw std::invalid_argument(std::string("TIDE_SUM_TMA_SHAPE=") + v + ": expected 16:8, 32:8, 32:4 or 64:8");
-  }();
-  return choice;
+  return type == SourceType::kBF16 ? launchForSources<SourceType::kBF16>(p, ctas, stream)
+                                   : launchForSources<SourceType::kFP32>(p, ctas, stream);
 }
 
 }  // namespace
 
 bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
-  if (p.sourcesPerPiece < 1 || p.sourcesPerPiece > 4) return false;
+  if (p.sourcesPerPiece < 1 || p.sourcesPerPiece > 8) return false;
   for (int i = 0; i < p.numPieces; ++i)
     if (!p.pieces[i].vectorized) return false;
-  bool launched = false;
-  switch (shapeChoice()) {
-    case 1: launched = launchWith<Config<32768, 8>>(p, type, ctas, stream); break;
-    case 2: launched = launchWith<Config<32768, 4>>(p, type, ctas, stream); break;
-    case 3: launched = launchWith<Config<65536, 8>>(p, type, ctas, stream); break;
-    default: launched = launchWith<DefaultConfig>(p, type, ctas, stream); break;
-  }
+  const bool launched = launchAll(p, type, ctas, stream);
   if (launched) TIDE_CUDA_CHECK(cudaGetLastError());
   return launched;
 }
