@@ -22,9 +22,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
@@ -301,19 +298,6 @@ __global__ void __launch_bounds__(Config::kThreads) sumTmaKernel(const __grid_co
   });
 }
 
-// Measurement only (TIDE_SUM_CLUSTER=1|2|4, read once; default 1): CTAs per
-// thread-block cluster.
-unsigned clusterWidth() {
-  static const unsigned width = [] {
-    const char* v = std::getenv("TIDE_SUM_CLUSTER");
-    if (v == nullptr || *v == '\0') return 1u;
-    const int w = std::atoi(v);
-    if (w != 1 && w != 2 && w != 4) throw std::invalid_argument(std::string("TIDE_SUM_CLUSTER=") + v + ": expected 1, 2 or 4");
-    return static_cast<unsigned>(w);
-  }();
-  return width;
-}
-
 template <SourceType S, int K, bool kAcc, class P>
 void launchShaped(const P& p, int ctas, cudaStream_t stream) {
   using Shape = StageShape<S, K, kAcc>;
@@ -333,26 +317,7 @@ void launchShaped(const P& p, int ctas, cudaStream_t stream) {
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
     configured.fetch_or(bit);
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(Config::kThreads);
-  config.dynamicSmemBytes = Shape::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute cluster = {};
-  const unsigned pair = clusterWidth();
-  if (pair > 1 && grid >= pair) {
-    // CTAs in clusters of `pair` land on SMs of one GPC together, so a small
-    // budget takes whole SM pairs instead of breaking pairs that a clustered
-    // GEMM needs. The grid is cut to a multiple of the cluster.
-    config.gridDim = dim3(grid / pair * pair);
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = pair;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-  }
-  TIDE_CUDA_CHECK(cudaLaunchKernelEx(&config, sumTmaKernel<S, K, kAcc, P>, p));
+  sumTmaKernel<S, K, kAcc, P><<<grid, Config::kThreads, Shape::kSmemBytes, stream>>>(p);
 }
 
 template <SourceType S, class P>
