@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(Config::kThreads) sumTmaKernel(const __grid_co
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kCount; ++s) {
       barrierInit(&full[s], 1);
-      barrierInit(&empty[s], Config::kConsumerWarps);
+      barrierInit(&empty[s], Config::kConsumerThreads);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -289,8 +289,10 @@ __global__ void __launch_bounds__(Config::kThreads) sumTmaKernel(const __grid_co
     } else {
       sumCutTile<S, K, kAcc>(p, tile, tid);
     }
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) barrierArrive(&empty[stage]);
+    // Every consumer thread releases its own reads of the stage (an arrival
+    // orders only the arriving thread's accesses) before the producer
+    // bulk-copies the next tile over it.
+    barrierArrive(&empty[stage]);
     if (++stage == Shape::kCount) {
       stage = 0;
       parity ^= 1u;
