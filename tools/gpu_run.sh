@@ -16,8 +16,8 @@
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
 #
-# Steps: build fabric collectives fsdp e2e loss memprobe hostprof bench rma (--only picks some; build
-# always runs).
+# Steps: build fabric sanitize collectives fsdp e2e loss memprobe hostprof bench rma (--only picks
+# some; build always runs).
 #
 # rma (needs --nccl-src DIR, an NCCL >= 2.29 source tree, e.g. `git archive` of NVIDIA/nccl
 # into build/nccl-src, carried to the device): builds that NCCL (tools/build_nccl.sh, about
@@ -176,6 +176,21 @@ elif [[ -x $TEST ]]; then
   fi
 else
   skip fabric_tests "no test binary (build failed or CUDA fabric skipped)"
+fi
+
+# ---- compute-sanitizer on the fabric's kernels (one GPU): memory errors, shared-memory races
+# (the TMA sum's mbarrier stages), barrier misuse. NCCL's own probes for kernel images of other
+# architectures are CUDA API errors by design, so memcheck leaves API errors out.
+SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if ! wanted sanitize; then
+  skip sanitize "not in --only"
+elif [[ -x $TEST && -x $SANITIZER ]]; then
+  run sanitize_memcheck 150 "$SANITIZER" --tool memcheck --report-api-errors no --error-exitcode 1 \
+    "$TEST" --ranks 1 --nodes 1
+  run sanitize_racecheck 150 "$SANITIZER" --tool racecheck --error-exitcode 1 "$TEST" --ranks 1 --nodes 1
+  run sanitize_synccheck 150 "$SANITIZER" --tool synccheck --error-exitcode 1 "$TEST" --ranks 1 --nodes 1
+else
+  skip sanitize "no test binary or no compute-sanitizer"
 fi
 
 # The Python package from the tree, over the libtide just built (CUDA fabric included).
