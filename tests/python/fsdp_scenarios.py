@@ -20,6 +20,7 @@ import tide.fsdp
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+import torch.utils.checkpoint
 from tide.fsdp import dispatch, guards
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
@@ -130,6 +131,32 @@ class LinearModel(nn.Module):
 
 def transformer(n_blocks: int = 3) -> Model:
     return Model([Block() for _ in range(n_blocks)])
+
+
+class CheckpointedModel(Model):
+    """Every block's activations recomputed in backward (torch.utils.checkpoint,
+    non-reentrant), as most large-model training runs: a block's forward runs
+    again inside backward, over the parameters its pre-backward all-gather
+    brought back into the arena."""
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=False)
+        return self.out(self.norm(x))
+
+
+def checkpointed_transformer(n_blocks: int = 4) -> Model:
+    return CheckpointedModel([Block() for _ in range(n_blocks)])
+
+
+def checkpoint_wrapped_transformer(n_blocks: int = 4) -> Model:
+    """Blocks wrapped by checkpoint_wrapper before fully_shard (torchtitan's
+    way): FSDP2 shards the wrappers."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    m = transformer(n_blocks)
+    m.blocks = nn.ModuleList([checkpoint_wrapper(b) for b in m.blocks])
+    return m
 
 
 # ------------------------------------------------------------------ helpers
@@ -507,6 +534,20 @@ def frozen_parameters(ctx):
         _, mt, _, st = train(ctx, build, expect_groups=4, mode=mode)
         assert st.get("rs_partial", 0) > 0, st
         assert mt.blocks[1].norm.weight.grad is None
+
+
+def activation_checkpointing(ctx):
+    """Activations recomputed in backward: each block's forward runs a second
+    time between its pre-backward all-gather and its reduce-scatter, reading
+    the ring slot its parameters were gathered into; with the checkpoint
+    inside the model's forward and with checkpoint_wrapper modules, both
+    modes, fp32 and bf16 mixed precision; results as stock's."""
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for build in (checkpointed_transformer, checkpoint_wrapped_transformer):
+        for mode in ("in-place", "slot-reuse"):
+            _, _, rep, st = train(ctx, build, expect_groups=5, mode=mode)
+            assert st["all_gathers"] >= 3 * 9, st  # forward and backward gathers of 4 blocks, 3 steps
+        train(ctx, build, expect_groups=5, mp_policy=mp_policy, tol=BF16)
 
 
 def reshard_after_forward_false(ctx):
@@ -1107,7 +1148,7 @@ TWO_RANKS = [
     "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
-    "grads_released_with_fsdp_state",
+    "grads_released_with_fsdp_state", "activation_checkpointing",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
