@@ -550,6 +550,77 @@ def activation_checkpointing(ctx):
         train(ctx, build, expect_groups=5, mp_policy=mp_policy, tol=BF16)
 
 
+def explicit_forward_prefetch(ctx):
+    """set_modules_to_forward_prefetch one block ahead (FSDP2's documented
+    pattern): block i's pre-forward gathers block i+1 into the other ring
+    slot while block i still uses its own; as stock, both modes."""
+    def prefetch_next(m):
+        blocks = list(m.blocks)
+        for a, b in zip(blocks, blocks[1:]):
+            a.set_modules_to_forward_prefetch([b])
+    for mode in ("in-place", "slot-reuse"):
+        train(ctx, lambda: transformer(4), expect_groups=5, mode=mode, configure=prefetch_next)
+
+
+def user_unshard_for_eval(ctx):
+    """The user gathers the whole model for a no-grad evaluation
+    (model.unshard(), then reshard()) between training steps: the root's
+    unshard gathers only the root group; the blocks gather in their forward."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
+        x = batches(ctx, 1, seed=50 + s)[0]
+        ys = []
+        for m in (ms, mt):
+            m.unshard()
+            with torch.no_grad():
+                ys.append(m(x))
+            m.reshard()
+        compare(ys[0], ys[1], f"eval {s}", tight(ctx, FP32))
+    assert stats(mt)["all_gathers"] > 0
+    tide.fsdp.uninstall(mt)
+
+
+class TiedLM(nn.Module):
+    """Token embedding tied to the output projection (tie_word_embeddings):
+    one parameter used twice, in the root group."""
+
+    def __init__(self, vocab: int = 11, d: int = 24, n_blocks: int = 3):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n_blocks)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, tokens):
+        x = self.emb(tokens)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x))
+
+
+def tied_embeddings(ctx):
+    """A tied embedding / output weight in the root group: its gradient sums
+    both uses before the reduce-scatter, as stock; both modes."""
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(TiedLM, ctx, mesh_1d(ctx))
+        assert mt.head.weight is mt.emb.weight
+        assert_all_tide(install(mt, ctx, mode=mode), 4)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(3):
+            g = torch.Generator().manual_seed(100 * s + ctx.rank)
+            tokens = torch.randint(0, 11, (6, 5), generator=g).to(ctx.device)
+            step_both(ms, mt, opts, [tokens], tol=tight(ctx, FP32), what=f"{mode} step {s}",
+                      loss_fn=lambda y: nn.functional.cross_entropy(y.flatten(0, 1).float(),
+                                                                    torch.arange(y.shape[0] * y.shape[1],
+                                                                                 device=y.device) % 11))
+        assert mt.head.weight is mt.emb.weight
+        tide.fsdp.uninstall(mt)
+
+
 def reshard_after_forward_false(ctx):
     """Blocks keep their parameters after forward: one pinned region each,
     except the last block, folded into the ring."""
@@ -1148,7 +1219,8 @@ TWO_RANKS = [
     "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
-    "grads_released_with_fsdp_state", "activation_checkpointing",
+    "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
+    "user_unshard_for_eval", "tied_embeddings",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
