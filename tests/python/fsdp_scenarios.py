@@ -550,6 +550,22 @@ def activation_checkpointing(ctx):
         train(ctx, build, expect_groups=5, mp_policy=mp_policy, tol=BF16)
 
 
+def compiled_blocks(ctx):
+    """Blocks compiled with torch.compile before fully_shard (torchtitan's
+    way): FSDP2's hooks run around the compiled forwards, TIDE gathers into
+    the parameters the compiled graphs read. aot_eager on CPU (dynamo and
+    AOTAutograd, no C++ toolchain needed), inductor on GPUs; both modes."""
+    backend = "aot_eager" if device_type(ctx) == "cpu" else "inductor"
+
+    def build():
+        m = transformer(3)
+        for b in m.blocks:
+            b.compile(backend=backend)
+        return m
+    for mode in ("in-place", "slot-reuse"):
+        train(ctx, build, expect_groups=4, mode=mode, tol=FP32_LOOSE)
+
+
 def explicit_forward_prefetch(ctx):
     """set_modules_to_forward_prefetch one block ahead (FSDP2's documented
     pattern): block i's pre-forward gathers block i+1 into the other ring
@@ -1220,7 +1236,7 @@ TWO_RANKS = [
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
-    "user_unshard_for_eval", "tied_embeddings",
+    "user_unshard_for_eval", "tied_embeddings", "compiled_blocks",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
