@@ -881,8 +881,8 @@ def one_rank_stays_stock(ctx):
 
 
 def refusals(ctx):
-    """install on a non-root module or a plain module changes nothing, says
-    why, and does not raise."""
+    """install on a non-root module, a plain module or a model still on the
+    meta device changes nothing, says why, and does not raise."""
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     opts = optimizers(ms, mt, "adam", 1e-2)
     step_both(ms, mt, opts, batches(ctx, 1), tol=None, what="stock step")  # FSDP2 picks its root
@@ -894,6 +894,20 @@ def refusals(ctx):
     step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=None, what="stock step 2")
     assert_all_tide(install(mt, ctx), 4)  # on the root, after training started: fine
     step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="tide step")
+    tide.fsdp.uninstall(mt)
+
+    # Deferred initialization: sharded on the meta device, installed too early.
+    with torch.device("meta"):
+        mm = transformer()
+    shard(mm, mesh_1d(ctx))
+    rep = tide.fsdp.install(mm, timeout_s=TIMEOUT_S)
+    assert not rep["installed"] and rep["reason"] == "meta_device", rep
+    assert "to_empty" in rep["message"], rep
+    mm.to_empty(device=ctx.device)
+    set_model_state_dict(mm, get_model_state_dict(ms))
+    assert_all_tide(install(mm, ctx), 4)  # once the weights exist: fine
+    opts = optimizers(ms, mm, "adam", 1e-2)
+    step_both(ms, mm, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="tide step after meta init")
 
 
 # ------------------------------------------------------------------ four ranks

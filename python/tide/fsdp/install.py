@@ -111,6 +111,13 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if getattr(state, "_is_root", None) is False:
         return _refuse(model, "not_root", "install on the root FSDP2 module (the one whose forward runs first)")
 
+    on_meta = [n for n, p in model.named_parameters() if p.device.type == "meta"]
+    if on_meta:
+        # Deferred initialization (build on meta, fully_shard, to_empty, init
+        # weights): there is no storage to plan for or adopt yet.
+        return _refuse(model, "meta_device", f"{len(on_meta)} parameters are on the meta device (e.g. "
+                       f"'{on_meta[0]}'): install after model.to_empty(...) and the weights' initialization")
+
     inst = Installation(mode, ring)
     inst.check_read_done = check_read_done
     inst.release_grads = release_grads
