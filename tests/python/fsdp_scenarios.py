@@ -599,6 +599,30 @@ def user_unshard_for_eval(ctx):
     tide.fsdp.uninstall(mt)
 
 
+def two_models(ctx):
+    """Two FSDP2 models with TIDE in one process (a student In-Place, a
+    teacher Slot-Reuse), trained in turn, the teacher also run without
+    grad between the student's steps; uninstalling one leaves the other on
+    TIDE."""
+    ms1, mt1 = make_pair(transformer, ctx, mesh_1d(ctx))
+    ms2, mt2 = make_pair(lambda: transformer(2), ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt1, ctx), 4)
+    assert_all_tide(install(mt2, ctx, mode="slot-reuse"), 3)
+    o1, o2 = optimizers(ms1, mt1, "adam", 1e-2), optimizers(ms2, mt2, "adam", 1e-2)
+    tol = tight(ctx, FP32)
+    for s in range(3):
+        step_both(ms1, mt1, o1, batches(ctx, 1, seed=s), tol=tol, what=f"student step {s}")
+        step_both(ms2, mt2, o2, batches(ctx, 1, seed=10 + s), tol=tol, what=f"teacher step {s}")
+        with torch.no_grad():
+            x = batches(ctx, 1, seed=20 + s)[0]
+            compare(ms2(x), mt2(x), f"teacher forward {s}", tol)
+    assert tide.fsdp.uninstall(mt1)
+    before = stats(mt2)["reduce_scatters"]
+    step_both(ms2, mt2, o2, batches(ctx, 1, seed=30), tol=tol, what="teacher after the student's uninstall")
+    assert stats(mt2)["reduce_scatters"] > before
+    tide.fsdp.uninstall(mt2)
+
+
 class TiedLM(nn.Module):
     """Token embedding tied to the output projection (tie_word_embeddings):
     one parameter used twice, in the root group."""
@@ -1250,7 +1274,7 @@ TWO_RANKS = [
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
-    "user_unshard_for_eval", "tied_embeddings", "compiled_blocks",
+    "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
