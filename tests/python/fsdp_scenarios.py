@@ -599,6 +599,28 @@ def user_unshard_for_eval(ctx):
     tide.fsdp.uninstall(mt)
 
 
+def gradient_clipping(ctx):
+    """clip_grad_norm_ over the sharded gradients TIDE wrote (a norm all-reduce
+    of DTensor shards) before each step: the same total norm and clipped
+    gradients as stock."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    tol = tight(ctx, FP32)
+    for s in range(3):
+        x = batches(ctx, 1, seed=s)[0]
+        norms = []
+        for m, o in zip((ms, mt), opts):
+            m(x).pow(2).mean().backward()
+            norms.append(torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm=0.05).full_tensor())
+            o.step()
+            o.zero_grad()
+        assert norms[0].item() > 0.05, norms  # the clip acts
+        compare(norms[0], norms[1], f"step {s} total norm", tol)
+        compare_models(ms, mt, f"step {s}", tol)
+    tide.fsdp.uninstall(mt)
+
+
 def two_models(ctx):
     """Two FSDP2 models with TIDE in one process (a student In-Place, a
     teacher Slot-Reuse), trained in turn, the teacher also run without
@@ -1274,7 +1296,7 @@ TWO_RANKS = [
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
-    "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models",
+    "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
