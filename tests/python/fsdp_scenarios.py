@@ -61,6 +61,23 @@ class Block(nn.Module):
         return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
 
 
+class TinyParamBlock(Block):
+    """With a 2-element and a 1-element parameter: on four ranks some hold
+    no element of them (empty shards, padding only)."""
+
+    def __init__(self, d: int = 24):
+        super().__init__(d)
+        self.gate = nn.Parameter(torch.randn(2) * 0.1)
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        # Per-feature shifts and a scaled branch: the final LayerNorm cancels
+        # neither, so both get real gradients (a uniform shift or scale would
+        # get exactly zero, and Adam would amplify rounding noise).
+        h = self.fc2(torch.relu(self.fc1(self.norm(x))))
+        return x + self.scale * h + self.gate.repeat(x.shape[-1] // 2)
+
+
 class Shard1Block(nn.Module):
     """Matrices sharded on dim 1 (shard_placement_fn); dims divisible by 4."""
 
@@ -619,6 +636,17 @@ def gradient_clipping(ctx):
         compare(norms[0], norms[1], f"step {s} total norm", tol)
         compare_models(ms, mt, f"step {s}", tol)
     tide.fsdp.uninstall(mt)
+
+
+def params_smaller_than_world(ctx):
+    """Parameters with fewer elements than ranks (a gate of 2, a scale of 1):
+    empty shards on some ranks, zero-byte copies; both modes, and bf16 mixed
+    precision."""
+    build = lambda: Model([TinyParamBlock() for _ in range(3)])  # noqa: E731
+    for mode in ("in-place", "slot-reuse"):
+        train(ctx, build, expect_groups=4, mode=mode)
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    train(ctx, build, expect_groups=4, mp_policy=mp_policy, tol=BF16)
 
 
 def two_models(ctx):
@@ -1297,10 +1325,11 @@ TWO_RANKS = [
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
+    "params_smaller_than_world",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
-    "prefetch_inversion", "read_done_release",
+    "prefetch_inversion", "read_done_release", "params_smaller_than_world",
 ]
