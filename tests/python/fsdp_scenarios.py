@@ -649,6 +649,39 @@ def params_smaller_than_world(ctx):
     train(ctx, build, expect_groups=4, mp_policy=mp_policy, tol=BF16)
 
 
+class SkippingModel(Model):
+    """Runs every block but `skip` (layer drop, conditional computation)."""
+
+    skip: int | None = None
+
+    def forward(self, x):
+        x = self.inp(x)
+        for i, b in enumerate(self.blocks):
+            if i != self.skip:
+                x = b(x)
+        return self.out(self.norm(x))
+
+
+def conditional_execution(ctx):
+    """A block skipped in some steps: its neighbours, which share a ring slot,
+    run back to back, and FSDP2's backward prefetch asks for one while the
+    other still holds the slot. The prefetch is deferred (the group gathers at
+    its own unshard) and every step matches stock, in both modes. Uninstalling
+    gives FSDP2 its own _prefetch_unshard back."""
+    build = lambda: SkippingModel([Block() for _ in range(4)])  # noqa: E731
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(build, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s, skip in enumerate([None, 1, None, 2, 0]):
+            ms.skip = mt.skip = skip
+            step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"{mode} step {s}")
+        assert stats(mt).get("prefetch_deferred", 0) >= 2, stats(mt)
+        assert tide.fsdp.uninstall(mt)
+    cls = guards.internals().param_group.FSDPParamGroup
+    assert not getattr(cls.__dict__["_prefetch_unshard"].__func__, "_tide_dispatch", False)
+
+
 def two_models(ctx):
     """Two FSDP2 models with TIDE in one process (a student In-Place, a
     teacher Slot-Reuse), trained in turn, the teacher also run without
@@ -899,24 +932,34 @@ def guard_mismatch(ctx):
 
 
 def no_ring_no_adopt_explicit_prefetch(ctx):
-    """Explicit backward prefetch of two blocks keeps three blocks unsharded
-    at once: the two-slot ring refuses with a clear error (before writing
-    anything), and ring=False (one region per group) trains like stock.
-    adopt=False copies the shards into a buffer each all-gather."""
+    """Explicit backward prefetch of two blocks would keep three blocks
+    unsharded at once. With the two-slot ring, the prefetch into a slot that
+    is still held is deferred to the group's own unshard (one warning naming
+    both groups), and training matches stock. An unshard that is not a
+    prefetch, into a slot another group holds, raises RegionConflict before
+    anything is written. ring=False (one region per group) honours the
+    prefetch; adopt=False copies the shards into a buffer each all-gather."""
     from tide.fsdp.all_gather import RegionConflict
 
     def prefetch_two(m):
         m.blocks[2].set_modules_to_backward_prefetch([m.blocks[1], m.blocks[0]])
 
-    _, m1 = make_pair(transformer, ctx, mesh_1d(ctx))
-    prefetch_two(m1)
+    _, _, _, st = train(ctx, transformer, configure=prefetch_two, expect_groups=4, micro=2)
+    assert st.get("prefetch_deferred", 0) > 0, st
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "is deferred" in m]
+    assert lines and "'blocks.0'" in lines[0] and "'blocks.2' holds the slot" in lines[0], lines
+
+    # The user gathers two groups of one slot at once.
+    ms, m1 = make_pair(transformer, ctx, mesh_1d(ctx))
     assert_all_tide(install(m1, ctx), 4)
+    step_both(ms, m1, optimizers(ms, m1, "sgd", 1e-2), batches(ctx, 1), tol=tight(ctx, FP32), what="step")
+    m1.blocks[0].unshard()
     try:
-        m1(batches(ctx, 1)[0]).pow(2).mean().backward()
+        m1.blocks[2].unshard()
         raise AssertionError("expected a ring slot conflict")
     except RegionConflict as e:
-        assert "'blocks.0' needs it while 'blocks.2'" in str(e) and "ring=False" in str(e), e
-    m1.reset_iter_state()
+        assert "'blocks.2' needs it while 'blocks.0'" in str(e) and "ring=False" in str(e), e
+    m1.blocks[0].reshard()
     assert tide.fsdp.uninstall(m1)
 
     _, _, rep, st = train(ctx, transformer, configure=prefetch_two, expect_groups=4, ring=False, adopt=False,
@@ -1325,7 +1368,7 @@ TWO_RANKS = [
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
-    "params_smaller_than_world",
+    "params_smaller_than_world", "conditional_execution",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

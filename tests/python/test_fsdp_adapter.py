@@ -60,6 +60,22 @@ def test_guards_accept_this_torch():
 
     assert guards.check_torch() is None
     assert guards.check_prefetch_inversion() is None
+    assert guards.check_prefetch_unshard() is None
+
+
+def test_prefetch_unshard_guard_refuses_another_signature(monkeypatch):
+    """A torch whose _prefetch_unshard takes other arguments, or is no longer
+    a static method, is not wrapped (conflicting prefetches then raise, as
+    before)."""
+    from tide.fsdp import guards
+
+    cls = guards.internals().param_group.FSDPParamGroup
+    monkeypatch.setattr(cls, "_prefetch_unshard", staticmethod(lambda group, pass_type, extra=None: None))
+    reason, message = guards.check_prefetch_unshard()
+    assert reason == "torch_internals" and "differs" in message, message
+    monkeypatch.setattr(cls, "_prefetch_unshard", lambda self, target, pass_type: None)
+    reason, message = guards.check_prefetch_unshard()
+    assert reason == "torch_internals" and "static method" in message, message
 
 
 def test_prefetch_inversion_guard_refuses_other_backward_orders(monkeypatch):

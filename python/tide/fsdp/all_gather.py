@@ -29,6 +29,23 @@ class RegionConflict(RuntimeError):
     """A group needs a ring slot that another unsharded group still uses."""
 
 
+def region_holder(tg):
+    """The group that keeps tg's region from being gathered into now (one
+    with an all-gather pending, or unsharded and not yet past its backward),
+    or None when claim_region would succeed. Changes nothing."""
+    it = guards.internals()
+    for other in tg.region.members:
+        if other is tg:
+            continue
+        group = other.info.group
+        if group._all_gather_result is not None:
+            return other
+        if group.is_sharded or group._training_state == it.TrainingState.POST_BACKWARD:
+            continue
+        return other
+    return None
+
+
 def claim_region(tg) -> None:
     """Make tg's region free for its all-gather: every other group in it must
     be sharded. A group whose backward already ran (POST_BACKWARD; e.g. with

@@ -12,6 +12,15 @@ foreach_reduce is also where In-Place groups invert the backward prefetch
 (prefetch.py): FSDP2 calls it from post_backward after the group resharded,
 so the next group's all-gather can be issued there, ahead of this
 reduce-scatter.
+
+FSDPParamGroup._prefetch_unshard (a static method, bound on the class) is
+where a prefetch that would gather into a ring slot another group still
+holds is deferred: groups that run out of module order (a module skipped or
+run twice in a step, explicit prefetch deeper than one) make FSDP2 prefetch
+a group whose slot is taken. The prefetch is dropped, with one warning per
+pair of groups, and the group gathers at its own unshard, once the holder
+has resharded; the step runs as stock's, with less overlap. An unshard that
+is not a prefetch still raises RegionConflict.
 """
 
 from __future__ import annotations
@@ -94,7 +103,28 @@ def foreach_reduce_scatter_copy_in(unsharded_grads, reduce_scatter_input, world_
     return _originals["foreach_reduce_scatter_copy_in"](unsharded_grads, reduce_scatter_input, world_size)
 
 
-for _fn in (foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce, foreach_reduce_scatter_copy_in):
+def prefetch_unshard(target_fsdp_param_group, pass_type):
+    tg = lookup(target_fsdp_param_group.fsdp_params)
+    if tg is not None and tg.info.group is target_fsdp_param_group:
+        holder = _ag.region_holder(tg)
+        if holder is not None:
+            _defer_prefetch(tg, holder, pass_type)
+            return None
+    return _originals["_prefetch_unshard"].__func__(target_fsdp_param_group, pass_type)
+
+
+def _defer_prefetch(tg, holder, pass_type) -> None:
+    tg.stats["prefetch_deferred"] += 1
+    if holder.info.fqn not in tg.deferrals_logged:
+        tg.deferrals_logged.add(holder.info.fqn)
+        log.warning("tide.fsdp: ring %s: the %s prefetch of group '%s' is deferred to its own unshard while "
+                    "'%s' holds the slot (the groups ran out of module order: a module skipped or run twice, "
+                    "or prefetch deeper than one); ring=False gives every group its own region",
+                    tg.region.name, pass_type, tg.info.fqn, holder.info.fqn)
+
+
+for _fn in (foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce, foreach_reduce_scatter_copy_in,
+            prefetch_unshard):
     _fn._tide_dispatch = True
 
 # (module attribute holder, name, replacement)
@@ -119,6 +149,10 @@ def activate() -> None:
     for module, name, replacement in _bindings():
         _originals[name] = getattr(it.collectives, name)  # the originals live in _fsdp_collectives
         setattr(module, name, replacement)
+    cls = it.param_group.FSDPParamGroup
+    if guards.check_prefetch_unshard() is None:
+        _originals["_prefetch_unshard"] = cls.__dict__["_prefetch_unshard"]
+        cls._prefetch_unshard = staticmethod(prefetch_unshard)
 
 
 def deactivate_if_unused() -> None:
@@ -129,4 +163,11 @@ def deactivate_if_unused() -> None:
             setattr(module, name, _originals[name])
         else:
             log.warning("tide.fsdp: %s.%s was rebound by someone else; leaving it", module.__name__, name)
+    original = _originals.get("_prefetch_unshard")
+    if original is not None:
+        cls = guards.internals().param_group.FSDPParamGroup
+        if cls.__dict__.get("_prefetch_unshard").__func__ is prefetch_unshard:
+            cls._prefetch_unshard = original
+        else:
+            log.warning("tide.fsdp: FSDPParamGroup._prefetch_unshard was rebound by someone else; leaving it")
     _originals.clear()

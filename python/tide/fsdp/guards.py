@@ -189,6 +189,27 @@ def check_torch() -> tuple[str, str] | None:
     return None
 
 
+def check_prefetch_unshard() -> tuple[str, str] | None:
+    """None if FSDPParamGroup._prefetch_unshard is the static method
+    (target_fsdp_param_group, pass_type) that dispatch.py wraps to defer a
+    prefetch into a taken ring slot, else (reason, message). A mismatch only
+    leaves such prefetches raising RegionConflict; TIDE still runs."""
+    cls = internals().param_group.FSDPParamGroup
+    raw = cls.__dict__.get("_prefetch_unshard")
+    if not isinstance(raw, staticmethod):
+        return "torch_internals", "FSDPParamGroup._prefetch_unshard is not a static method"
+    if getattr(raw.__func__, "_tide_dispatch", False):
+        return None  # already ours (another installed model)
+    try:
+        names = _names(raw.__func__)
+    except (TypeError, ValueError) as e:
+        return "torch_internals", f"FSDPParamGroup._prefetch_unshard unreadable: {e}"
+    if names != ("target_fsdp_param_group", "pass_type"):
+        return "torch_internals", (f"FSDPParamGroup._prefetch_unshard{names} differs from "
+                                   "(target_fsdp_param_group, pass_type)")
+    return None
+
+
 # Backward prefetch inversion (prefetch.py) leans on how FSDP2 orders
 # backward: the group pops its post-forward index and prefetches the group
 # before it in that order; post_backward reshards before it reduce-scatters.

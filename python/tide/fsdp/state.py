@@ -50,6 +50,7 @@ class TideGroup:
         self._dtypes_checked = False
         self.stats: Counter = Counter()
         self.stock_calls_logged: set[str] = set()
+        self.deferrals_logged: set[str] = set()  # holders whose slot deferred this group's prefetch
         # Backward prefetch inversion (prefetch.py): on, or why not.
         self.invert_prefetch = False
         self.inversion_off: str | None = None
