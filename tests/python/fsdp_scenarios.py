@@ -649,34 +649,37 @@ def params_smaller_than_world(ctx):
     train(ctx, build, expect_groups=4, mp_policy=mp_policy, tol=BF16)
 
 
-class SkippingModel(Model):
-    """Runs every block but `skip` (layer drop, conditional computation)."""
+class OrderedBlocksModel(Model):
+    """Runs its blocks in `order` (None: each once, in module order): a
+    block left out (layer drop, conditional computation) or run twice
+    (weights shared across positions)."""
 
-    skip: int | None = None
+    order: tuple[int, ...] | None = None
 
     def forward(self, x):
         x = self.inp(x)
-        for i, b in enumerate(self.blocks):
-            if i != self.skip:
-                x = b(x)
+        for i in self.order if self.order is not None else range(len(self.blocks)):
+            x = self.blocks[i](x)
         return self.out(self.norm(x))
 
 
 def conditional_execution(ctx):
-    """A block skipped in some steps: its neighbours, which share a ring slot,
-    run back to back, and FSDP2's backward prefetch asks for one while the
-    other still holds the slot. The prefetch is deferred (the group gathers at
-    its own unshard) and every step matches stock, in both modes. Uninstalling
-    gives FSDP2 its own _prefetch_unshard back."""
-    build = lambda: SkippingModel([Block() for _ in range(4)])  # noqa: E731
+    """Blocks out of module order: one skipped in some steps, one run twice.
+    Groups that share a ring slot then run back to back, and FSDP2's
+    backward prefetch asks for one while the other still holds the slot.
+    The prefetch is deferred (the group gathers at its own unshard) and
+    every step matches stock, in both modes. Uninstalling gives FSDP2 its
+    own _prefetch_unshard back."""
+    build = lambda: OrderedBlocksModel([Block() for _ in range(4)])  # noqa: E731
+    orders = [None, (0, 2, 3), None, (0, 1, 3), (1, 2, 3), (0, 1, 2, 1, 3)]
     for mode in ("in-place", "slot-reuse"):
         ms, mt = make_pair(build, ctx, mesh_1d(ctx))
         assert_all_tide(install(mt, ctx, mode=mode), 5)
         opts = optimizers(ms, mt, "adam", 1e-2)
-        for s, skip in enumerate([None, 1, None, 2, 0]):
-            ms.skip = mt.skip = skip
-            step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"{mode} step {s}")
-        assert stats(mt).get("prefetch_deferred", 0) >= 2, stats(mt)
+        for s, order in enumerate(orders):
+            ms.order = mt.order = order
+            step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"{mode} step {s} {order}")
+        assert stats(mt).get("prefetch_deferred", 0) >= 3, stats(mt)
         assert tide.fsdp.uninstall(mt)
     cls = guards.internals().param_group.FSDPParamGroup
     assert not getattr(cls.__dict__["_prefetch_unshard"].__func__, "_tide_dispatch", False)
