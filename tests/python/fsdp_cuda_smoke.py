@@ -145,7 +145,8 @@ def main() -> int:
 # checkpoints, install/uninstall/install, divide factors, hooks, per-group passes, frozen parameters, the folded
 # last block, guards and refusals, activation checkpointing, explicit forward prefetch, a user's
 # unshard for evaluation, tied embeddings, compiled blocks, two models with TIDE in one process,
-# gradient clipping, parameters with fewer elements than ranks, blocks skipped or run twice in a step. Ordered from plain training to the adapter's own machinery.
+# gradient clipping, parameters with fewer elements than ranks, blocks skipped or run twice in a
+# step. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
