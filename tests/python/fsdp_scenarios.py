@@ -598,7 +598,8 @@ def explicit_forward_prefetch(ctx):
 def user_unshard_for_eval(ctx):
     """The user gathers the whole model for a no-grad evaluation
     (model.unshard(), then reshard()) between training steps: the root's
-    unshard gathers only the root group; the blocks gather in their forward."""
+    unshard gathers only the root group; the blocks gather in their forward.
+    Then a forward under inference_mode in eval mode, and training goes on."""
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     assert_all_tide(install(mt, ctx), 4)
     opts = optimizers(ms, mt, "adam", 1e-2)
@@ -612,6 +613,14 @@ def user_unshard_for_eval(ctx):
                 ys.append(m(x))
             m.reshard()
         compare(ys[0], ys[1], f"eval {s}", tight(ctx, FP32))
+        ys = []
+        for m in (ms, mt):  # and under inference_mode, in eval mode
+            m.eval()
+            with torch.inference_mode():
+                ys.append(m(x).clone())
+            m.train()
+        compare(ys[0], ys[1], f"inference {s}", tight(ctx, FP32))
+    step_both(ms, mt, opts, batches(ctx, 1, seed=9), tol=tight(ctx, FP32), what="step after inference")
     assert stats(mt)["all_gathers"] > 0
     tide.fsdp.uninstall(mt)
 
