@@ -737,6 +737,44 @@ class TiedLM(nn.Module):
         return self.head(self.norm(x))
 
 
+class EmbeddingLM(nn.Module):
+    def __init__(self, vocab: int = 11, d: int = 24, n_blocks: int = 3):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n_blocks)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        x = self.emb(tokens)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x))
+
+
+def embedding_not_unsharded_in_backward(ctx):
+    """The embedding in its own group with set_unshard_in_backward(False)
+    (its backward needs no weights): the group is gathered in forward only,
+    and its gradient is reduce-scattered from where autograd left it; both
+    modes, as stock."""
+    for mode in ("in-place", "slot-reuse"):
+        models = []
+        for _ in range(2):
+            torch.manual_seed(1234)
+            m = EmbeddingLM().to(ctx.device)
+            fully_shard(m.emb, mesh=mesh_1d(ctx))
+            m.emb.set_unshard_in_backward(False)
+            models.append(shard(m, mesh_1d(ctx)))
+        ms, mt = models
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(3):
+            g = torch.Generator().manual_seed(100 * s + ctx.rank)
+            tokens = torch.randint(0, 11, (6, 5), generator=g).to(ctx.device)
+            step_both(ms, mt, opts, [tokens], tol=tight(ctx, FP32), what=f"{mode} step {s}")
+        tide.fsdp.uninstall(mt)
+
+
 def tied_embeddings(ctx):
     """A tied embedding / output weight in the root group: its gradient sums
     both uses before the reduce-scatter, as stock; both modes."""
@@ -1380,7 +1418,7 @@ TWO_RANKS = [
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
-    "params_smaller_than_world", "conditional_execution",
+    "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
