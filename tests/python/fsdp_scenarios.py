@@ -1106,6 +1106,75 @@ def fsdp4_integer_exact(ctx):
           configure=sum_reduction, topology=(2, 2), expect_groups=3)
 
 
+class ExpertBlock(nn.Module):
+    """A dense layer and a stack of experts: integer-exact, linear only."""
+
+    def __init__(self, d: int = 4, experts: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.experts = nn.Parameter(torch.zeros(experts, d, d))
+
+    def forward(self, x):
+        return x + self.fc(x) + torch.einsum("rd,edh->rh", x, self.experts)
+
+
+class ExpertModel(nn.Module):
+    def __init__(self, d: int = 4, n_blocks: int = 2):
+        super().__init__()
+        self.inp = nn.Linear(5, d)
+        self.blocks = nn.ModuleList([ExpertBlock(d) for _ in range(n_blocks)])
+        self.out = nn.Linear(d, 3)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(x)
+
+
+def fsdp4_experts_on_a_sub_mesh(ctx):
+    """Expert tensors sharded on a 2-rank sub-mesh (shard_placement_fn
+    returning a ShardPlacementResult, torch >= 2.13), the rest on all four
+    ranks: two parameter groups per block, on two process groups, each with
+    its own communicator. Integer data and weights, SUM: bit for bit, both
+    modes."""
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
+    except ImportError:
+        return  # this torch has one mesh per module
+    mesh = mesh_1d(ctx)
+    sub = init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("ep", "efsdp"))["efsdp"]
+    experts_mesh = FSDPMeshInfo(mesh=sub, shard_mesh_dim=0)
+
+    def placement(p):
+        return ShardPlacementResult(Shard(0), experts_mesh) if p.dim() == 3 else None
+
+    for mode in ("in-place", "slot-reuse"):
+        pair = []
+        for _ in range(2):
+            torch.manual_seed(1234)
+            m = ExpertModel()
+            with torch.no_grad():
+                for p in m.parameters():
+                    p.copy_(torch.randint(-1, 2, p.shape, dtype=p.dtype))
+            m = m.to(ctx.device)
+            for b in m.blocks:
+                fully_shard(b, mesh=mesh, shard_placement_fn=placement)
+            fully_shard(m, mesh=mesh)
+            sum_reduction(m)
+            pair.append(m)
+        ms, mt = pair
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 5)
+        ranks = sorted(g["plan"]["topology"][0] * g["plan"]["topology"][1] for g in rep["groups"])
+        assert ranks == [2, 2, 4, 4, 4], ranks  # the experts' groups gather over the sub-mesh
+        opts = optimizers(ms, mt, "sign", 1e-2)
+        for s in range(3):
+            xs = batches(ctx, 1, d_in=5, integer=True, seed=s)
+            step_both(ms, mt, opts, xs, tol=None, loss_fn=int_loss, what=f"{mode} step {s}")
+        tide.fsdp.uninstall(mt)
+
+
 def hsdp_in_place(ctx):
     """2x2 mesh: TIDE reduce-scatters in each shard group, FSDP2 all-reduces
     across replicas (gloo)."""
@@ -1424,5 +1493,5 @@ ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
-    "prefetch_inversion", "read_done_release", "params_smaller_than_world",
+    "prefetch_inversion", "read_done_release", "params_smaller_than_world", "fsdp4_experts_on_a_sub_mesh",
 ]
