@@ -51,20 +51,17 @@ def claim_region(tg) -> None:
     be sharded. A group whose backward already ran (POST_BACKWARD; e.g. with
     reshard_after_backward=False) is resharded here, as FSDP2 would do at
     the end of its post-backward; anything else is a conflict (the execution
-    order differs from the module order the ring was laid out in)."""
-    it = guards.internals()
+    order differs from the module order the ring was laid out in), raised
+    before any group is touched."""
+    holder = region_holder(tg)
+    if holder is not None:
+        group = holder.info.group
+        what = ("has an all-gather pending" if group._all_gather_result is not None
+                else f"is unsharded ({group._training_state.name})")
+        raise RegionConflict(_conflict(tg, holder, what))
     for other in tg.region.members:
-        if other is tg:
-            continue
-        group = other.info.group
-        if group._all_gather_result is not None:
-            raise RegionConflict(_conflict(tg, other, "has an all-gather pending"))
-        if group.is_sharded:
-            continue
-        if group._training_state == it.TrainingState.POST_BACKWARD:
-            group._to_sharded()
-            continue
-        raise RegionConflict(_conflict(tg, other, f"is unsharded ({group._training_state.name})"))
+        if other is not tg and not other.info.group.is_sharded:
+            other.info.group._to_sharded()
 
 
 def _conflict(tg, other, what: str) -> str:
