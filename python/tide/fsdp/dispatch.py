@@ -150,9 +150,13 @@ def activate() -> None:
         _originals[name] = getattr(it.collectives, name)  # the originals live in _fsdp_collectives
         setattr(module, name, replacement)
     cls = it.param_group.FSDPParamGroup
-    if guards.check_prefetch_unshard() is None:
+    problem = guards.check_prefetch_unshard()
+    if problem is None:
         _originals["_prefetch_unshard"] = cls.__dict__["_prefetch_unshard"]
         cls._prefetch_unshard = staticmethod(prefetch_unshard)
+    else:
+        log.info("tide.fsdp: prefetches into a held ring slot will raise RegionConflict, not be deferred: %s (%s)",
+                 *problem)
 
 
 def deactivate_if_unused() -> None:
@@ -166,7 +170,7 @@ def deactivate_if_unused() -> None:
     original = _originals.get("_prefetch_unshard")
     if original is not None:
         cls = guards.internals().param_group.FSDPParamGroup
-        if cls.__dict__.get("_prefetch_unshard").__func__ is prefetch_unshard:
+        if getattr(cls.__dict__.get("_prefetch_unshard"), "__func__", None) is prefetch_unshard:
             cls._prefetch_unshard = original
         else:
             log.warning("tide.fsdp: FSDPParamGroup._prefetch_unshard was rebound by someone else; leaving it")
