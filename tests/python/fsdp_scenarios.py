@@ -794,6 +794,39 @@ def tied_embeddings(ctx):
         tide.fsdp.uninstall(mt)
 
 
+def reshard_after_forward_changed(ctx):
+    """set_reshard_after_forward between steps, on the root (all blocks) and
+    on one block: a ring group that now keeps its parameters gets a region of
+    its own, a pinned group that reshards again goes back into the ring
+    (TIDE is laid out again, with the install's options), and every step
+    matches stock; both modes."""
+    def regions(m):
+        return {g["fqn"]: g["region"] for g in tide.fsdp.report(m, echo=False)["groups"]}
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tol, what=f"{mode} step 0")
+        for flip, want in (
+                (lambda m: m.set_reshard_after_forward(False),
+                 {"blocks.0": "pinned:blocks.0", "blocks.1": "pinned:blocks.1", "blocks.2": "pinned:blocks.2",
+                  "blocks.3": "slot0"}),
+                (lambda m: m.set_reshard_after_forward(True),
+                 {"blocks.0": "slot0", "blocks.1": "slot1", "blocks.2": "slot0", "blocks.3": "slot1"}),
+                (lambda m: m.blocks[1].set_reshard_after_forward(False),
+                 {"blocks.0": "slot0", "blocks.1": "pinned:blocks.1", "blocks.2": "slot1", "blocks.3": "slot0"})):
+            for m in (ms, mt):
+                flip(m)
+            got = regions(mt)
+            assert all(got[k] == v for k, v in want.items()), got
+            for s in range(2):
+                step_both(ms, mt, opts, batches(ctx, 1, seed=10 + s), tol=tol, what=f"{mode} after {got}")
+        assert tide.fsdp.uninstall(mt)
+        assert "set_reshard_after_forward" not in mt.__dict__
+
+
 def reshard_after_forward_false(ctx):
     """Blocks keep their parameters after forward: one pinned region each,
     except the last block, folded into the ring."""
@@ -1488,6 +1521,7 @@ TWO_RANKS = [
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
+    "reshard_after_forward_changed",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

@@ -103,20 +103,24 @@ def release_collectively(ctx: Any) -> bool:
     return False
 
 
+def ring_members_of(groups: list, *, ring: bool) -> list:
+    """The groups (in execution order) that share the two ring slots: every
+    non-root group that reshards after forward, and the last block even if
+    it keeps its parameters (folded into the ring, App. F)."""
+    if not ring:
+        return []
+    non_root = [g for g in groups if not g.info.is_root]
+    last = non_root[-1] if non_root else None
+    return [g for g in non_root if g.info.group._reshard_after_forward or g is last]
+
+
 def assign_regions(groups: list, *, ring: bool) -> list[Region]:
     """Regions for TideGroups given in execution order; sets `tg.region`.
 
     groups: objects with `.info` (GroupInfo) and `.unsharded_bytes`.
     """
-    pinned, ring_members = [], []
-    non_root = [g for g in groups if not g.info.is_root]
-    last = non_root[-1] if non_root else None
-    for g in groups:
-        keeps_params = not g.info.group._reshard_after_forward
-        if not ring or g.info.is_root or (keeps_params and g is not last):
-            pinned.append(g)
-        else:
-            ring_members.append(g)
+    ring_members = ring_members_of(groups, ring=ring)
+    pinned = [g for g in groups if not any(g is m for m in ring_members)]
     regions: list[Region] = []
     if ring_members:
         slots = [Region(f"slot{i}", 0) for i in range(min(2, len(ring_members)))]

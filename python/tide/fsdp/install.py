@@ -40,6 +40,8 @@ class Installation:
         self.infos: list[groups.GroupInfo] = []
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
+        self.options: dict[str, Any] = {}         # install()'s arguments, to lay out again
+        self.watched: list[torch.nn.Module] = []  # modules whose set_reshard_after_forward is wrapped
 
 
 # ------------------------------------------------------------------ install
@@ -176,6 +178,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         dispatch.activate()
     _installed[model] = inst
     _refused.pop(model, None)
+    inst.options = dict(mode=mode, fabric=fabric, topology=topology, ring=ring, adopt=adopt,
+                        invert_prefetch=invert_prefetch, check_read_done=check_read_done,
+                        release_grads=release_grads, timeout_s=timeout_s, plan_options=plan_options)
+    _watch_reshard_after_forward(model, inst)
     for info in inst.infos:
         if info.reason is not None:
             log.warning("tide.fsdp: group '%s' stays on stock FSDP2: %s (%s)", info.fqn, info.reason, info.detail)
@@ -183,6 +189,51 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
              len(inst.tide_groups), len(inst.infos), mode,
              "+".join(str(c.arena_bytes) for c in inst.contexts) or "0")
     return report(model, echo=False)
+
+
+def _watch_reshard_after_forward(model: torch.nn.Module, inst) -> None:
+    """The ring layout follows each group's reshard_after_forward at install.
+    FSDPModule.set_reshard_after_forward on any of the model's FSDP modules
+    may later make a ring group keep its parameters after forward, while the
+    next group of its slot needs the slot: the wrapper lays TIDE out again
+    (uninstall, install with the same options) when that happens."""
+    it = guards.internals()
+    for module in model.modules():
+        if it.get_module_fsdp_state(module) is None or not hasattr(module, "set_reshard_after_forward"):
+            continue
+        stock = module.set_reshard_after_forward
+
+        def set_reshard_after_forward(*args, _stock=stock, **kwargs):
+            result = _stock(*args, **kwargs)
+            _relayout_if_needed(model)
+            return result
+
+        module.set_reshard_after_forward = set_reshard_after_forward
+        inst.watched.append(module)
+
+
+def _unwatch(inst) -> None:
+    for module in inst.watched:
+        module.__dict__.pop("set_reshard_after_forward", None)
+    inst.watched = []
+
+
+def _relayout_if_needed(model: torch.nn.Module) -> None:
+    """Lays TIDE out again when the groups' reshard_after_forward no longer
+    gives the ring the installed members: a ring group that now keeps its
+    parameters needs a region of its own (else the next group of its slot
+    finds it taken), and a pinned group that now reshards can share a slot
+    again (the memory of its region comes back)."""
+    inst = _installed.get(model)
+    if inst is None:
+        return
+    in_ring = {id(tg) for ctx in inst.contexts for tg in _arena.ring_members_of(ctx.groups, ring=inst.ring)}
+    moved = [tg.info.fqn for tg in inst.tide_groups if (id(tg) in in_ring) != tg.region.name.startswith("slot")]
+    if not moved:
+        return
+    log.warning("tide.fsdp: reshard_after_forward changed for %s: laying TIDE out again", ", ".join(moved))
+    uninstall(model)  # raises if mid-iteration: change reshard_after_forward between steps
+    install(model, **inst.options)
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -405,6 +456,7 @@ def uninstall(model: torch.nn.Module) -> bool:
         group = tg.info.group
         if group._all_gather_result is not None or group._training_state != it.TrainingState.IDLE:
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}' is mid-iteration; uninstall between steps")
+    _unwatch(inst)
     for ctx in inst.contexts:
         ctx.shard_buffer = None
         if ctx.fabric == "cuda":  # the last reduce-scatters may still read the arena
