@@ -827,6 +827,37 @@ def reshard_after_forward_changed(ctx):
         assert "set_reshard_after_forward" not in mt.__dict__
 
 
+def custom_comm_after_install(ctx):
+    """A block given its own all-gather comm after install (set_custom_all_gather):
+    TIDE is laid out again and that group runs stock on the user's comm, named
+    in the report; the others stay on TIDE, and training matches stock."""
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather
+
+    class CountingAllGather(DefaultAllGather):
+        calls = 0
+
+        def __call__(self, *args, **kwargs):
+            CountingAllGather.calls += 1
+            return super().__call__(*args, **kwargs)
+
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    if not hasattr(mt.blocks[1], "set_custom_all_gather"):
+        return  # this torch has no custom comms
+    assert_all_tide(install(mt, ctx), 4)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    tol = tight(ctx, FP32)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tol, what="step 0")
+    for m in (ms, mt):
+        m.blocks[1].set_custom_all_gather(CountingAllGather())
+    rep = tide.fsdp.report(mt, echo=False)
+    reasons = {g["fqn"]: g["reason"] for g in rep["groups"]}
+    assert reasons == {"<root>": None, "blocks.0": None, "blocks.1": "custom_comm", "blocks.2": None}, reasons
+    CountingAllGather.calls = 0
+    step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tol, what="step 1")
+    assert CountingAllGather.calls == 4, CountingAllGather.calls  # forward and backward, both models
+    tide.fsdp.uninstall(mt)
+
+
 def reshard_after_forward_false(ctx):
     """Blocks keep their parameters after forward: one pinned region each,
     except the last block, folded into the ring."""
@@ -1521,7 +1552,7 @@ TWO_RANKS = [
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
-    "reshard_after_forward_changed",
+    "reshard_after_forward_changed", "custom_comm_after_install",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

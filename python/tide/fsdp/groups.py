@@ -69,6 +69,15 @@ def ag_dtype_of(fsdp_param: Any) -> Any:
     return orig if orig is not None else fsdp_param.sharded_param.dtype
 
 
+def has_custom_comms(group) -> bool:
+    """Whether FSDP2 was given its own all-gather or reduce-scatter comm for
+    this group (set_custom_all_gather, set_custom_reduce_scatter, process-group
+    or symmetric-memory allocation): such a group stays stock."""
+    it = guards.internals()
+    return (type(group._all_gather_comm) is not it.DefaultAllGather
+            or type(group._reduce_scatter_comm) is not it.DefaultReduceScatter)
+
+
 def describe(group: Any, *, order: int, is_root: bool, fqn: str) -> GroupInfo:
     """GroupInfo with the contract verdict (reason None = eligible, pending the plan check)."""
     info = GroupInfo(group=group, fqn=fqn, order=order, is_root=is_root)
@@ -95,8 +104,7 @@ def describe(group: Any, *, order: int, is_root: bool, fqn: str) -> GroupInfo:
         return refuse("unsupported_device", f"device {group.device}")
     if getattr(group, "_use_post_forward_mesh", False):
         return refuse("reshard_to_smaller_mesh", "reshard_after_forward=<int> reshards to a smaller mesh")
-    if type(group._all_gather_comm) is not it.DefaultAllGather or \
-            type(group._reduce_scatter_comm) is not it.DefaultReduceScatter:
+    if has_custom_comms(group):
         return refuse("custom_comm", f"comms {type(group._all_gather_comm).__name__} / "
                                      f"{type(group._reduce_scatter_comm).__name__} are not FSDP2's defaults")
 

@@ -41,7 +41,7 @@ class Installation:
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
         self.options: dict[str, Any] = {}         # install()'s arguments, to lay out again
-        self.watched: list[torch.nn.Module] = []  # modules whose set_reshard_after_forward is wrapped
+        self.watched: list[tuple[torch.nn.Module, str]] = []  # FSDP modules' setters wrapped (_LAYOUT_SETTERS)
 
 
 # ------------------------------------------------------------------ install
@@ -181,7 +181,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     inst.options = dict(mode=mode, fabric=fabric, topology=topology, ring=ring, adopt=adopt,
                         invert_prefetch=invert_prefetch, check_read_done=check_read_done,
                         release_grads=release_grads, timeout_s=timeout_s, plan_options=plan_options)
-    _watch_reshard_after_forward(model, inst)
+    _watch_layout_setters(model, inst)
     for info in inst.infos:
         if info.reason is not None:
             log.warning("tide.fsdp: group '%s' stays on stock FSDP2: %s (%s)", info.fqn, info.reason, info.detail)
@@ -191,48 +191,59 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     return report(model, echo=False)
 
 
-def _watch_reshard_after_forward(model: torch.nn.Module, inst) -> None:
-    """The ring layout follows each group's reshard_after_forward at install.
-    FSDPModule.set_reshard_after_forward on any of the model's FSDP modules
-    may later make a ring group keep its parameters after forward, while the
-    next group of its slot needs the slot: the wrapper lays TIDE out again
-    (uninstall, install with the same options) when that happens."""
+# FSDPModule setters after which the installed layout may no longer hold: the
+# ring's members follow reshard_after_forward, and a group given its own comm
+# must run stock.
+_LAYOUT_SETTERS = ("set_reshard_after_forward", "set_custom_all_gather", "set_custom_reduce_scatter",
+                   "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm")
+
+
+def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
+    """Wraps _LAYOUT_SETTERS on the model's FSDP modules (those this torch
+    has): after the stock setter, TIDE is laid out again if needed."""
     it = guards.internals()
     for module in model.modules():
-        if it.get_module_fsdp_state(module) is None or not hasattr(module, "set_reshard_after_forward"):
+        if it.get_module_fsdp_state(module) is None:
             continue
-        stock = module.set_reshard_after_forward
+        for name in _LAYOUT_SETTERS:
+            stock = getattr(module, name, None)
+            if stock is None:
+                continue
 
-        def set_reshard_after_forward(*args, _stock=stock, **kwargs):
-            result = _stock(*args, **kwargs)
-            _relayout_if_needed(model)
-            return result
+            def setter(*args, _stock=stock, **kwargs):
+                result = _stock(*args, **kwargs)
+                _relayout_if_needed(model)
+                return result
 
-        module.set_reshard_after_forward = set_reshard_after_forward
-        inst.watched.append(module)
+            setattr(module, name, setter)
+            inst.watched.append((module, name))
 
 
 def _unwatch(inst) -> None:
-    for module in inst.watched:
-        module.__dict__.pop("set_reshard_after_forward", None)
+    for module, name in inst.watched:
+        module.__dict__.pop(name, None)
     inst.watched = []
 
 
 def _relayout_if_needed(model: torch.nn.Module) -> None:
-    """Lays TIDE out again when the groups' reshard_after_forward no longer
-    gives the ring the installed members: a ring group that now keeps its
-    parameters needs a region of its own (else the next group of its slot
-    finds it taken), and a pinned group that now reshards can share a slot
-    again (the memory of its region comes back)."""
+    """Lays TIDE out again (uninstall, install with the same options) when
+    the installed layout no longer holds: the groups' reshard_after_forward
+    no longer gives the ring its installed members (a ring group that now
+    keeps its parameters needs a region of its own, else the next group of
+    its slot finds it taken; a pinned group that reshards again can share a
+    slot), or a TIDE group was given its own comm (it must run stock)."""
     inst = _installed.get(model)
     if inst is None:
         return
     in_ring = {id(tg) for ctx in inst.contexts for tg in _arena.ring_members_of(ctx.groups, ring=inst.ring)}
     moved = [tg.info.fqn for tg in inst.tide_groups if (id(tg) in in_ring) != tg.region.name.startswith("slot")]
-    if not moved:
+    custom = [tg.info.fqn for tg in inst.tide_groups if groups.has_custom_comms(tg.info.group)]
+    if not moved and not custom:
         return
-    log.warning("tide.fsdp: reshard_after_forward changed for %s: laying TIDE out again", ", ".join(moved))
-    uninstall(model)  # raises if mid-iteration: change reshard_after_forward between steps
+    log.warning("tide.fsdp: laying TIDE out again: %s",
+                "; ".join(part for part in (moved and f"reshard_after_forward changed for {', '.join(moved)}",
+                                            custom and f"{', '.join(custom)} given their own comms") if part))
+    uninstall(model)  # raises if mid-iteration: change these settings between steps
     install(model, **inst.options)
 
 
