@@ -799,7 +799,7 @@ def reshard_after_forward_changed(ctx):
     on one block: a ring group that now keeps its parameters gets a region of
     its own, a pinned group that reshards again goes back into the ring
     (TIDE is laid out again, with the install's options), and every step
-    matches stock; both modes."""
+    matches stock; both modes. Inside a forward the change is refused."""
     def regions(m):
         return {g["fqn"]: g["region"] for g in tide.fsdp.report(m, echo=False)["groups"]}
 
@@ -825,6 +825,19 @@ def reshard_after_forward_changed(ctx):
                 step_both(ms, mt, opts, batches(ctx, 1, seed=10 + s), tol=tol, what=f"{mode} after {got}")
         assert tide.fsdp.uninstall(mt)
         assert "set_reshard_after_forward" not in mt.__dict__
+
+    # Changed mid-iteration (inside a forward): refused with a message that says when it can change.
+    _, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 5)
+    hook = mt.blocks[1].register_forward_pre_hook(lambda *_: mt.blocks[0].set_reshard_after_forward(False))
+    try:
+        mt(batches(ctx, 1)[0])
+        raise AssertionError("expected the layout change to be refused")
+    except RuntimeError as e:
+        assert "mid-iteration" in str(e) and "between steps" in str(e), e
+    hook.remove()
+    mt.reset_iter_state()
+    assert tide.fsdp.uninstall(mt)
 
 
 def custom_comm_after_install(ctx):

@@ -243,7 +243,13 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     log.warning("tide.fsdp: laying TIDE out again: %s",
                 "; ".join(part for part in (moved and f"reshard_after_forward changed for {', '.join(moved)}",
                                             custom and f"{', '.join(custom)} given their own comms") if part))
-    uninstall(model)  # raises if mid-iteration: change these settings between steps
+    it = guards.internals()
+    busy = [tg.info.fqn for tg in inst.tide_groups
+            if tg.info.group._all_gather_result is not None or tg.info.group._training_state != it.TrainingState.IDLE]
+    if busy:
+        raise RuntimeError(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
+                           f"(group '{busy[0]}' is busy): change it between steps")
+    uninstall(model)
     install(model, **inst.options)
 
 
