@@ -843,7 +843,8 @@ def reshard_after_forward_changed(ctx):
 def custom_comm_after_install(ctx):
     """A block given its own all-gather comm after install (set_custom_all_gather):
     TIDE is laid out again and that group runs stock on the user's comm, named
-    in the report; the others stay on TIDE, and training matches stock."""
+    in the report; the others stay on TIDE, and training matches stock. With
+    FSDP2's own comm back, the group returns to TIDE."""
     from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather
 
     class CountingAllGather(DefaultAllGather):
@@ -868,6 +869,13 @@ def custom_comm_after_install(ctx):
     CountingAllGather.calls = 0
     step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tol, what="step 1")
     assert CountingAllGather.calls == 4, CountingAllGather.calls  # forward and backward, both models
+    # FSDP2's own comm back (process-group allocation toggled off): the group returns to TIDE.
+    if hasattr(mt.blocks[1], "set_allocate_memory_from_process_group_for_comm"):
+        for m in (ms, mt):
+            guards.param_groups(m.blocks[1]._get_fsdp_state())[0]._all_gather_comm = DefaultAllGather()
+            m.blocks[1].set_allocate_memory_from_process_group_for_comm(False)
+        assert_all_tide(tide.fsdp.report(mt, echo=False), 4)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tol, what="step 2")
     tide.fsdp.uninstall(mt)
 
 

@@ -231,18 +231,22 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     no longer gives the ring its installed members (a ring group that now
     keeps its parameters needs a region of its own, else the next group of
     its slot finds it taken; a pinned group that reshards again can share a
-    slot), or a TIDE group was given its own comm (it must run stock)."""
+    slot), a TIDE group was given its own comm (it must run stock), or a
+    group that stayed stock for its own comm has FSDP2's back."""
     inst = _installed.get(model)
     if inst is None:
         return
     in_ring = {id(tg) for ctx in inst.contexts for tg in _arena.ring_members_of(ctx.groups, ring=inst.ring)}
     moved = [tg.info.fqn for tg in inst.tide_groups if (id(tg) in in_ring) != tg.region.name.startswith("slot")]
     custom = [tg.info.fqn for tg in inst.tide_groups if groups.has_custom_comms(tg.info.group)]
-    if not moved and not custom:
+    default = [info.fqn for info in inst.infos
+               if info.reason == "custom_comm" and not groups.has_custom_comms(info.group)]
+    if not moved and not custom and not default:
         return
+    changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
+               (default, "FSDP2's own comms back for")]
     log.warning("tide.fsdp: laying TIDE out again: %s",
-                "; ".join(part for part in (moved and f"reshard_after_forward changed for {', '.join(moved)}",
-                                            custom and f"{', '.join(custom)} given their own comms") if part))
+                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns))
     it = guards.internals()
     busy = [tg.info.fqn for tg in inst.tide_groups
             if tg.info.group._all_gather_result is not None or tg.info.group._training_state != it.TrainingState.IDLE]
