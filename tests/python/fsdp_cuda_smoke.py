@@ -147,7 +147,7 @@ def main() -> int:
 # unshard for evaluation, tied embeddings, compiled blocks, two models with TIDE in one process,
 # gradient clipping, parameters with fewer elements than ranks, blocks skipped or run twice in a
 # step, an embedding group not gathered in backward, reshard_after_forward changed between steps, a
-# custom comm set after install. Ordered from plain training to the adapter's own machinery.
+# custom comm set after install, the root alone sharded. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -156,7 +156,7 @@ CUDA_SCENARIOS = [
     "read_done_release", "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
-    "reshard_after_forward_changed", "custom_comm_after_install",
+    "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
 ]
 
 

@@ -571,7 +571,8 @@ def compiled_blocks(ctx):
     """Blocks compiled with torch.compile before fully_shard (torchtitan's
     way): FSDP2's hooks run around the compiled forwards, TIDE gathers into
     the parameters the compiled graphs read. aot_eager on CPU (dynamo and
-    AOTAutograd, no C++ toolchain needed), inductor on GPUs; both modes."""
+    AOTAutograd, no C++ toolchain needed), inductor on GPUs; both modes.
+    Then the whole model compiled after install."""
     backend = "aot_eager" if device_type(ctx) == "cpu" else "inductor"
 
     def build():
@@ -581,6 +582,45 @@ def compiled_blocks(ctx):
         return m
     for mode in ("in-place", "slot-reuse"):
         train(ctx, build, expect_groups=4, mode=mode, tol=FP32_LOOSE)
+
+    # The whole model compiled after install (dynamo runs FSDP2's hooks outside its graphs).
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    cs, ct = torch.compile(ms, backend=backend), torch.compile(mt, backend=backend)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(3):
+        x = batches(ctx, 1, seed=s)[0]
+        losses = [c(x).pow(2).mean() for c in (cs, ct)]
+        for loss in losses:
+            loss.backward()
+        compare(losses[0].detach(), losses[1].detach(), f"compiled model step {s} loss", FP32)
+        compare_models(ms, mt, f"compiled model step {s}", FP32, grads=True)
+        for o in opts:
+            o.step()
+            o.zero_grad()
+    assert stats(mt)["reduce_scatters"] > 0
+    tide.fsdp.uninstall(mt)
+
+
+def root_only(ctx):
+    """fully_shard on the root alone: one group with every parameter, in a
+    region of its own; both modes."""
+    def build_and_shard():
+        pair = []
+        for _ in range(2):
+            torch.manual_seed(1234)
+            pair.append(fully_shard(transformer().to(ctx.device), mesh=mesh_1d(ctx)))
+        return pair
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = build_and_shard()
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 1)
+        assert rep["groups"][0]["region"] == "pinned:<root>", rep["groups"]
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(3):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"{mode} step {s}")
+        tide.fsdp.uninstall(mt)
 
 
 def explicit_forward_prefetch(ctx):
@@ -1573,7 +1613,7 @@ TWO_RANKS = [
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
-    "reshard_after_forward_changed", "custom_comm_after_install",
+    "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
