@@ -511,7 +511,7 @@ void testSum(Ctx& c) {
   runSumCase(c, many, seed++);
   ++cases;
   // Rows of many tiles: a pipelined kernel's stages wrap around several times
-  // at one CTA (the TMA kernel's tile is 8 KB of each source).
+  // at one CTA (the TMA kernel's tile is 16 KB of each source).
   for (const SumCase& big : {SumCase{true, 2, 1, 3, 300000, false, true, 0.5f},
                              SumCase{false, 4, 2, 1, 200000, false, false, -0.25f},
                              SumCase{true, 1, 1, 1, 1 << 20, false, false, 1.0f}}) {

@@ -758,17 +758,19 @@ def two_models(ctx):
     tide.fsdp.uninstall(mt2)
 
 
-class TiedLM(nn.Module):
-    """Token embedding tied to the output projection (tie_word_embeddings):
-    one parameter used twice, in the root group."""
+class TokenLM(nn.Module):
+    """Token embedding, blocks, output projection; with `tie`, the projection
+    is the embedding's weight (tie_word_embeddings): one parameter used
+    twice, in the root group."""
 
-    def __init__(self, vocab: int = 11, d: int = 24, n_blocks: int = 3):
+    def __init__(self, vocab: int = 11, d: int = 24, n_blocks: int = 3, tie: bool = False):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList([Block(d) for _ in range(n_blocks)])
         self.norm = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.emb.weight
+        self.head = nn.Linear(d, vocab, bias=not tie)
+        if tie:
+            self.head.weight = self.emb.weight
 
     def forward(self, tokens):
         x = self.emb(tokens)
@@ -777,19 +779,9 @@ class TiedLM(nn.Module):
         return self.head(self.norm(x))
 
 
-class EmbeddingLM(nn.Module):
-    def __init__(self, vocab: int = 11, d: int = 24, n_blocks: int = 3):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.blocks = nn.ModuleList([Block(d) for _ in range(n_blocks)])
-        self.norm = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab)
-
-    def forward(self, tokens):
-        x = self.emb(tokens)
-        for b in self.blocks:
-            x = b(x)
-        return self.head(self.norm(x))
+def token_batch(ctx, step: int, vocab: int = 11) -> torch.Tensor:
+    g = torch.Generator().manual_seed(100 * step + ctx.rank)
+    return torch.randint(0, vocab, (6, 5), generator=g).to(ctx.device)
 
 
 def embedding_not_unsharded_in_backward(ctx):
@@ -801,7 +793,7 @@ def embedding_not_unsharded_in_backward(ctx):
         models = []
         for _ in range(2):
             torch.manual_seed(1234)
-            m = EmbeddingLM().to(ctx.device)
+            m = TokenLM().to(ctx.device)
             fully_shard(m.emb, mesh=mesh_1d(ctx))
             m.emb.set_unshard_in_backward(False)
             models.append(shard(m, mesh_1d(ctx)))
@@ -809,9 +801,7 @@ def embedding_not_unsharded_in_backward(ctx):
         assert_all_tide(install(mt, ctx, mode=mode), 5)
         opts = optimizers(ms, mt, "adam", 1e-2)
         for s in range(3):
-            g = torch.Generator().manual_seed(100 * s + ctx.rank)
-            tokens = torch.randint(0, 11, (6, 5), generator=g).to(ctx.device)
-            step_both(ms, mt, opts, [tokens], tol=tight(ctx, FP32), what=f"{mode} step {s}")
+            step_both(ms, mt, opts, [token_batch(ctx, s)], tol=tight(ctx, FP32), what=f"{mode} step {s}")
         tide.fsdp.uninstall(mt)
 
 
@@ -819,14 +809,12 @@ def tied_embeddings(ctx):
     """A tied embedding / output weight in the root group: its gradient sums
     both uses before the reduce-scatter, as stock; both modes."""
     for mode in ("in-place", "slot-reuse"):
-        ms, mt = make_pair(TiedLM, ctx, mesh_1d(ctx))
+        ms, mt = make_pair(lambda: TokenLM(tie=True), ctx, mesh_1d(ctx))
         assert mt.head.weight is mt.emb.weight
         assert_all_tide(install(mt, ctx, mode=mode), 4)
         opts = optimizers(ms, mt, "adam", 1e-2)
         for s in range(3):
-            g = torch.Generator().manual_seed(100 * s + ctx.rank)
-            tokens = torch.randint(0, 11, (6, 5), generator=g).to(ctx.device)
-            step_both(ms, mt, opts, [tokens], tol=tight(ctx, FP32), what=f"{mode} step {s}",
+            step_both(ms, mt, opts, [token_batch(ctx, s)], tol=tight(ctx, FP32), what=f"{mode} step {s}",
                       loss_fn=lambda y: nn.functional.cross_entropy(y.flatten(0, 1).float(),
                                                                     torch.arange(y.shape[0] * y.shape[1],
                                                                                  device=y.device) % 11))

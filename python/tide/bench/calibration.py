@@ -15,8 +15,8 @@ H200_PAIR: two H200s on NVLink (nvidia-h200-x2), from BENCHMARKS.md:
 With these, the solver gives the Llama-3.1-8B layer on one node half the sum
 CTAs it gave the register kernel at 50 GB/s per CTA (47): the sum keeps pace
 with bf16 pushes at 390 GB/s (4 bytes of sum traffic per pushed byte, times
-the default skew 1.5); the collectives driver also measures fixed budgets of
-4, 16, 32 and 66 beside it.
+the default skew 1.5); the collectives driver also measures the fixed budgets
+of RS_CTA_SWEEP (collectives.py) beside it.
 """
 
 from __future__ import annotations

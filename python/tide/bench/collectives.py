@@ -437,8 +437,9 @@ TIDE_PLAN = H200_PAIR
 
 # Sum-CTA budgets measured beside the solver's choice for TIDE-RS on the Llama group. 4: the SMs
 # the interference GEMM leaves free (128 CTAs, one per SM, on 132 SMs), so the sums never push it
-# into a second wave; what remains of its slowdown is HBM traffic. The TMA sum kernel's CTAs take
-# 200 KB of shared memory, so no GEMM CTA shares their SMs; the register kernel's share them.
+# into a second wave; what remains of its slowdown is HBM traffic. No GEMM CTA shares an SM with a
+# sum CTA of either kernel (the GEMM's CTA takes the whole register file), so from 8 sum CTAs on the
+# GEMM needs a second wave (BENCHMARKS.md, session 8).
 RS_CTA_SWEEP = (2, 4, 8, 16, 32, 66)
 
 

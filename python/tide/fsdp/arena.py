@@ -120,7 +120,8 @@ def assign_regions(groups: list, *, ring: bool) -> list[Region]:
     groups: objects with `.info` (GroupInfo) and `.unsharded_bytes`.
     """
     ring_members = ring_members_of(groups, ring=ring)
-    pinned = [g for g in groups if not any(g is m for m in ring_members)]
+    in_ring = {id(g) for g in ring_members}
+    pinned = [g for g in groups if id(g) not in in_ring]
     regions: list[Region] = []
     if ring_members:
         slots = [Region(f"slot{i}", 0) for i in range(min(2, len(ring_members)))]

@@ -140,11 +140,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                 return _refuse(model, "lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
             fqn = group._module_fqn or ", ".join(names.get(id(m), "?") for m in group.modules) or "<root>"
             inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn))
-    for info in inst.infos:
-        if info.reason is None:
-            group = info.group
-            if group._all_gather_result is not None or group._training_state != it.TrainingState.IDLE:
-                return _refuse(model, "not_idle", f"group '{info.fqn}' is mid-iteration; install between steps")
+    busy = _first_busy([info for info in inst.infos if info.reason is None])
+    if busy is not None:
+        return _refuse(model, "not_idle", f"group '{busy}' is mid-iteration; install between steps")
 
     # Per shard process group: plans, arena, communicator.
     buckets: OrderedDict[int, list[groups.GroupInfo]] = OrderedDict()
@@ -247,14 +245,22 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
                (default, "FSDP2's own comms back for")]
     log.warning("tide.fsdp: laying TIDE out again: %s",
                 "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns))
-    it = guards.internals()
-    busy = [tg.info.fqn for tg in inst.tide_groups
-            if tg.info.group._all_gather_result is not None or tg.info.group._training_state != it.TrainingState.IDLE]
-    if busy:
+    busy = _first_busy([tg.info for tg in inst.tide_groups])
+    if busy is not None:
         raise RuntimeError(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
-                           f"(group '{busy[0]}' is busy): change it between steps")
+                           f"(group '{busy}' is busy): change it between steps")
     uninstall(model)
     install(model, **inst.options)
+
+
+def _first_busy(infos: list[groups.GroupInfo]) -> str | None:
+    """The name of the first group mid-iteration (an all-gather pending, or
+    not IDLE), or None: install, uninstall and a new layout wait for none."""
+    it = guards.internals()
+    for info in infos:
+        if info.group._all_gather_result is not None or info.group._training_state != it.TrainingState.IDLE:
+            return info.fqn
+    return None
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -472,11 +478,9 @@ def uninstall(model: torch.nn.Module) -> bool:
     inst = _installed.get(model)
     if inst is None:
         return False
-    it = guards.internals()
-    for tg in inst.tide_groups:
-        group = tg.info.group
-        if group._all_gather_result is not None or group._training_state != it.TrainingState.IDLE:
-            raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}' is mid-iteration; uninstall between steps")
+    busy = _first_busy([tg.info for tg in inst.tide_groups])
+    if busy is not None:
+        raise RuntimeError(f"tide.fsdp: group '{busy}' is mid-iteration; uninstall between steps")
     _unwatch(inst)
     for ctx in inst.contexts:
         ctx.shard_buffer = None

@@ -39,6 +39,11 @@ CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
   throwUsage(std::string("TIDE_FABRIC_RAILS=") + v + " (want auto, copy-engine, send-recv or rma)");
 }
 
+// NCCL_VERSION_CODE form (major * 10000 + minor * 100 + patch) as "2.28.9".
+std::string ncclVersionString(int code) {
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
 int currentDevice() {
   int d = 0;
   TIDE_CUDA_CHECK(cudaGetDevice(&d));
@@ -80,8 +85,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   if (!NcclRmaApi::get().ok())
     noRma = NcclRmaApi::get().missing;
   else if (loaded < NCCL_VERSION(2, 29, 0))
-    noRma = "NCCL library " + std::to_string(loaded / 10000) + "." + std::to_string(loaded / 100 % 100) + "." +
-            std::to_string(loaded % 100) + " is older than 2.29";
+    noRma = "NCCL library " + ncclVersionString(loaded) + " is older than 2.29";
   if (wanted == Rails::kSendRecv) {
     railMode_ = RailMode::kSendRecv;
     railWhy_ = "requested";
@@ -152,12 +156,12 @@ void CudaEndpoint::reportChoiceOnce() const {
   static std::once_flag once;
   if (rank_ != 0) return;
   std::call_once(once, [this] {
-    const int v = comms_->ncclVersion();
     std::fprintf(stderr,
-                 "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s (%s), NCCL %d.%d.%d, "
+                 "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s (%s), NCCL %s, "
                  "%d of %d ranks load/store reachable, wait deadline %.1f s\n",
-                 topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), railWhy_.c_str(), v / 10000, (v / 100) % 100,
-                 v % 100, arena_->reachablePeers(), topo_.ranks(), watchdog_->timeoutSeconds());
+                 topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), railWhy_.c_str(),
+                 ncclVersionString(comms_->ncclVersion()).c_str(), arena_->reachablePeers(), topo_.ranks(),
+                 watchdog_->timeoutSeconds());
   });
 }
 

@@ -15,45 +15,6 @@ namespace tide::fabric::cuda::kernels {
 
 namespace {
 
-// One chunk (V elements of one row) of one piece. K > 0: K sources, all loads
-// issued before the adds; K == 0: the piece's count, one source at a time.
-template <SourceType S, int K, bool kVec, class P>
-__device__ __forceinline__ void sumChunk(const P& p, const SumPieceDesc& pc, int64_t c) {
-  using Raw = typename Source<S>::Raw;
-  constexpr int V = kVec ? Source<S>::kVec : 1;
-  const int r = pc.rows == 1 ? 0 : static_cast<int>(c / pc.chunksPerRow);
-  const int64_t x0 = (c - r * pc.chunksPerRow) * V;
-  const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
-  const SumSourceDesc* src = p.sources + pc.firstSource;
-  const int32_t* valid = p.valid + pc.firstValid + r;
-
-  // Elements past `valid` load as 0 and add +0, which changes no bit: s starts
-  // at +0 and a round-to-nearest sum is never -0 unless both terms are.
-  float s[V];
-  zeroInit(s);
-  if constexpr (K > 0) {
-    float v[K][V];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      loadChunk<S, V, kVec>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
-                            valid[k * pc.rows], v[k]);
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[k][i]);
-  } else {
-    for (int k = 0; k < pc.numSources; ++k) {
-      float v[V];
-      loadChunk<S, V, kVec>(static_cast<const Raw*>(src[k].ptr) + r * src[k].pitch, x0, width,
-                            valid[k * pc.rows], v);
-#pragma unroll
-      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
-    }
-  }
-
-  writeScaled<V>(pc.dst + r * pc.dstPitch + x0, kVec, width, s, p.alpha, p.accumulate != 0);
-}
-
 // How many chunks a thread keeps in flight: one 16-byte load per source per
 // chunk is too little to cover memory latency (about 30 GB/s per CTA), so a
 // thread issues the loads of U chunks before it adds and stores any of them.

@@ -230,34 +230,17 @@ __device__ __forceinline__ void sumWholeTile(const Tile& tile, const uint8_t* bu
   }
 }
 
-// One consumer thread's chunks of a cut tile, from global memory (the
-// register kernel's edge path).
+// One consumer thread's chunks of a cut tile, from global memory: the
+// register kernel's per-chunk sum (sumChunk), in the piece's chunk numbering.
 template <SourceType S, int K, bool kAcc, class P>
 __device__ __forceinline__ void sumCutTile(const P& p, const Tile& tile, int tid) {
-  using Raw = typename Source<S>::Raw;
   constexpr int V = Source<S>::kVec;
-  const SumPieceDesc& pc = *tile.piece;
-  const SumSourceDesc* src = p.sources + pc.firstSource;
-  const int32_t* valid = p.valid + pc.firstValid + tile.row;
-  const int64_t left = pc.elems - tile.x0;
   constexpr int64_t T = StageShape<S, K, kAcc>::kTileElems;
-  const int64_t elems = left < T ? left : T;
-  const int64_t chunks = (elems + V - 1) / V;
-  for (int64_t j = tid; j < chunks; j += Config::kConsumerThreads) {
-    const int64_t x0 = tile.x0 + j * V;
-    const int width = pc.elems - x0 < V ? static_cast<int>(pc.elems - x0) : V;
-    float s[V];
-    zeroInit(s);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      float v[V];
-      loadChunk<S, V, true>(static_cast<const Raw*>(src[k].ptr) + tile.row * src[k].pitch, x0, width,
-                            valid[k * pc.rows], v);
-#pragma unroll
-      for (int i = 0; i < V; ++i) s[i] = __fadd_rn(s[i], v[i]);
-    }
-    writeScaled<V>(pc.dst + tile.row * pc.dstPitch + x0, true, width, s, p.alpha, kAcc);
-  }
+  const SumPieceDesc& pc = *tile.piece;
+  const int64_t left = pc.elems - tile.x0;
+  const int64_t chunks = ((left < T ? left : T) + V - 1) / V;
+  const int64_t first = tile.row * pc.chunksPerRow + tile.x0 / V;
+  for (int64_t j = tid; j < chunks; j += Config::kConsumerThreads) sumChunk<S, K, true>(p, pc, first + j);
 }
 
 template <SourceType S, int K, bool kAcc, class P>
