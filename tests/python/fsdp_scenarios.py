@@ -831,9 +831,13 @@ def reshard_after_forward_changed(ctx):
     def regions(m):
         return {g["fqn"]: g["region"] for g in tide.fsdp.report(m, echo=False)["groups"]}
 
+    def passes(m):
+        return {g["fqn"]: g["plan"]["rs_passes"] for g in tide.fsdp.report(m, echo=False)["groups"]}
+
     for mode in ("in-place", "slot-reuse"):
         ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
         assert_all_tide(install(mt, ctx, mode=mode), 5)
+        installed_passes = passes(mt)  # a new layout keeps the install's options, and so its plans
         opts = optimizers(ms, mt, "adam", 1e-2)
         tol = tight(ctx, FP32)
         step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tol, what=f"{mode} step 0")
@@ -849,6 +853,7 @@ def reshard_after_forward_changed(ctx):
                 flip(m)
             got = regions(mt)
             assert all(got[k] == v for k, v in want.items()), got
+            assert passes(mt) == installed_passes, (passes(mt), installed_passes)
             for s in range(2):
                 step_both(ms, mt, opts, batches(ctx, 1, seed=10 + s), tol=tol, what=f"{mode} after {got}")
         assert tide.fsdp.uninstall(mt)

@@ -91,6 +91,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    given_plan_options = plan_options  # as the caller gave them: a new layout installs with these
     fit_passes = "passes" not in (plan_options or {})
     plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
@@ -178,7 +179,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     _refused.pop(model, None)
     inst.options = dict(mode=mode, fabric=fabric, topology=topology, ring=ring, adopt=adopt,
                         invert_prefetch=invert_prefetch, check_read_done=check_read_done,
-                        release_grads=release_grads, timeout_s=timeout_s, plan_options=plan_options)
+                        release_grads=release_grads, timeout_s=timeout_s, plan_options=given_plan_options)
     _watch_layout_setters(model, inst)
     for info in inst.infos:
         if info.reason is not None:
