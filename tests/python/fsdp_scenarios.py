@@ -617,7 +617,10 @@ def root_only(ctx):
         rep = install(mt, ctx, mode=mode)
         assert_all_tide(rep, 1)
         assert rep["groups"][0]["region"] == "pinned:<root>", rep["groups"]
-        opts = optimizers(ms, mt, "adam", 1e-2)
+        # SGD, not Adam: on GPUs cuBLAS may sum a near-zero gradient in another order for
+        # parameters at other addresses, and Adam's first step turns a last-bit difference
+        # there into a visible one (2 H200s, session 9: 1 of 432 elements off by 4e-5).
+        opts = optimizers(ms, mt, "sgd", 0.05)
         for s in range(3):
             step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"{mode} step {s}")
         tide.fsdp.uninstall(mt)
@@ -862,14 +865,23 @@ def reshard_after_forward_changed(ctx):
     # Changed mid-iteration (inside a forward): refused with a message that says when it can change.
     _, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
     assert_all_tide(install(mt, ctx), 5)
-    hook = mt.blocks[1].register_forward_pre_hook(lambda *_: mt.blocks[0].set_reshard_after_forward(False))
-    try:
-        mt(batches(ctx, 1)[0])
-        raise AssertionError("expected the layout change to be refused")
-    except RuntimeError as e:
-        assert "mid-iteration" in str(e) and "between steps" in str(e), e
+    # The hook catches the refusal so the step finishes as usual: torch < 2.13 has no
+    # reset_iter_state to recover from a forward aborted mid-flight.
+    refusals = []
+
+    def change_layout(*_):
+        try:
+            mt.blocks[0].set_reshard_after_forward(False)
+        except RuntimeError as e:
+            refusals.append(str(e))
+
+    before = regions(mt)
+    hook = mt.blocks[1].register_forward_pre_hook(change_layout)
+    mt(batches(ctx, 1)[0]).float().pow(2).mean().backward()
     hook.remove()
-    mt.reset_iter_state()
+    assert len(refusals) == 1, refusals
+    assert "mid-iteration" in refusals[0] and "between steps" in refusals[0], refusals[0]
+    assert regions(mt) == before, (regions(mt), before)
     assert tide.fsdp.uninstall(mt)
 
 

@@ -450,6 +450,7 @@ class TideContext:
     def __init__(self, ranks: int):
         from tide import make_plan
         from tide.comm import has_cuda
+        from tide.plan import scratch_bytes
 
         if not has_cuda():
             raise RuntimeError("libtide was built without the CUDA fabric")
@@ -461,7 +462,9 @@ class TideContext:
             m, l = topo
             plans = {name: make_plan([list(s) for s in g.shapes], nodes=m, gpus_per_node=l, **TIDE_PLAN)
                      for name, g in self.groups.items()}
-            comm = self._communicator(topo, landing_bytes + _scratch_bytes(plans.values()))
+            scratch = scratch_bytes([dict(shapes=[list(s) for s in g.shapes], nodes=m, gpus_per_node=l, **TIDE_PLAN)
+                                     for g in self.groups.values()])
+            comm = self._communicator(topo, landing_bytes + scratch)
             self.comms[topo] = comm
             self.landing[topo] = comm.alloc(landing_bytes)
             self.handles[topo] = {name: comm.register_group([list(s) for s in g.shapes], **TIDE_PLAN)
@@ -477,9 +480,9 @@ class TideContext:
             if m > 1:  # the push landing, on its own communicator (one direction per communicator): Llama RS
                 llama = self.groups["llama3.1-8b-layer"]
                 shapes = [list(s) for s in llama.shapes]
-                push = make_plan(shapes, nodes=m, gpus_per_node=l, landing="push", **TIDE_PLAN)
                 key = (m, l, "push")
-                self.comms[key] = self._communicator(topo, _scratch_bytes([push]))
+                self.comms[key] = self._communicator(
+                    topo, scratch_bytes([dict(shapes=shapes, nodes=m, gpus_per_node=l, landing="push", **TIDE_PLAN)]))
                 self.handles[key] = {llama.name: self.comms[key].register_group(shapes, landing="push", **TIDE_PLAN)}
 
     @staticmethod
@@ -495,11 +498,6 @@ class TideContext:
     def close(self):
         for comm in self.comms.values():
             comm.close()
-
-
-def _scratch_bytes(plans) -> int:
-    """Arena bytes the collectives' scratch needs for these plans (receive stages and RS staging)."""
-    return sum(p["all_gather"]["stage_bytes"] + p["reduce_scatter"]["staging_bytes"] for p in plans)
 
 
 def tide_stream() -> int:
