@@ -424,6 +424,7 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
                            "arenas": s.tide_report.get("arenas", []),
                            "groups": [{k: g.get(k) for k in ("fqn", "status", "reason", "region", "unsharded_bytes",
                                                               "staging_bytes", "shard_source")}
+                                      | {"sum_ctas": (g.get("plan") or {}).get("sum_ctas")}
                                       for g in s.tide_report.get("groups", [])]}
         results[s.name] = res
     for s in systems:

@@ -13,6 +13,11 @@
   tide-late-free   In-Place with release_grads="with-fsdp-state": gradients read in place are
                    freed with FSDP2's own reduce-scatter state instead of through one
                    record_stream each (not in the default set; for an A/B of the host cost).
+  tide-4ctas       In-Place with every group's reduce-scatter sums on 4 CTAs
+                   (plan_options={"sum_ctas": 4}) instead of the solver's budget (not in the
+                   default set): slower sums that leave the backward's GEMMs their SMs; one GPU's
+                   128-CTA GEMM slowed by +4 to +10 % beside 4 sum CTAs, and by +95 % beside 8 or
+                   more (BENCHMARKS.md, session 8), so this measures which matters in training.
 
 Every system draws its weights from the same seed on the same device, so all start from the same
 parameters, and trains on the same batches (`SyntheticData`), so their losses match step by step up
@@ -35,10 +40,12 @@ from tide.bench import models
 
 log = logging.getLogger("tide.bench.fsdp")
 
-SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free")
+SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas")
 DEFAULT_SYSTEMS = SYSTEMS[:4]
-TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse", "tide-late-free": "in-place"}
-TIDE_INSTALL_OPTIONS = {"tide-late-free": {"release_grads": "with-fsdp-state"}}
+TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse", "tide-late-free": "in-place",
+              "tide-4ctas": "in-place"}
+TIDE_INSTALL_OPTIONS = {"tide-late-free": {"release_grads": "with-fsdp-state"},
+                        "tide-4ctas": {"plan_options": {"sum_ctas": 4}}}
 PG_ALLOC_API = "set_allocate_memory_from_process_group_for_comm"
 
 
@@ -217,9 +224,10 @@ def build_system(name: str, cfg: models.ModelConfig, env: Env, train: TrainConfi
         try:
             import tide.fsdp
 
+            options = dict(TIDE_INSTALL_OPTIONS.get(name, {}))
+            plan = {**(train.tide_plan or {}), **options.pop("plan_options", {})}
             system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name], timeout_s=train.tide_timeout_s,
-                                                   plan_options=train.tide_plan,
-                                                   **TIDE_INSTALL_OPTIONS.get(name, {}))
+                                                   plan_options=plan or None, **options)
         except Exception as e:  # noqa: BLE001 - e.g. no libtide: the same on every rank, reported as a skip
             log.warning("tide.bench: %s: tide.fsdp.install failed: %s: %s", name, type(e).__name__, e)
             system.tide_report = {"installed": False, "reason": "install_failed",
