@@ -1,5 +1,7 @@
 #include "fabric/cuda/copy_engine.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
@@ -26,13 +28,24 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// TIDE_COPY_BATCH=0 enqueues every copy with its own cudaMemcpyAsync instead
+// of one cudaMemcpyBatchAsync: a knob to measure the host cost of each per
+// copy (the 4K-token FSDP2 steps are host-bound), not a mode to run in.
+bool batchCopies() {
+  static const bool batch = [] {
+    const char* v = std::getenv("TIDE_COPY_BATCH");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return batch;
+}
+
 void issueBatch(cudaStream_t stream, std::vector<void*>& dsts, std::vector<const void*>& srcs,
                 std::vector<size_t>& sizes) {
   if (dsts.empty()) return;
   // cudaMemcpyBatchAsync refuses the legacy default stream (PyTorch's default
   // stream) and cannot be captured into a graph; one copy needs no batch.
   const bool legacy = stream == nullptr || stream == cudaStreamLegacy;
-  if (dsts.size() == 1 || legacy || capturing(stream)) {
+  if (dsts.size() == 1 || legacy || !batchCopies() || capturing(stream)) {
     for (size_t i = 0; i < dsts.size(); ++i)
       TIDE_CUDA_CHECK(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, stream));
     return;
