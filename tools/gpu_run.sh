@@ -250,7 +250,8 @@ fi
 # system's allocator peak).
 E2E_TOKENS="${FSDP_E2E_TOKENS:-4096 16384}"
 E2E_ARGS="${FSDP_E2E_ARGS:-}"
-E2E_LIMIT=$((150 * $(wc -w <<<"$E2E_TOKENS")))
+# FSDP_E2E_LIMIT (seconds) overrides the step's limit, e.g. for more systems than the default four.
+E2E_LIMIT="${FSDP_E2E_LIMIT:-$((150 * $(wc -w <<<"$E2E_TOKENS")))}"
 # The GPUs' clocks, power and temperature once a second beside it: stock's own step time drifts
 # by tens of percent between rounds, and this log tells a throttled device from a busy host.
 DMON_PID=
