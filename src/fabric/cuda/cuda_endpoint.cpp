@@ -402,6 +402,7 @@ void CudaEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
   cudaStream_t s = queue(q);
   uint64_t* counter = arena_->counter(id);
   beginOp();
+  watchdog_->before(s);
   StreamMemOps::get().waitGeq(s, counter, value);
   watchdog_->after(s, WaitRecord{.call = call_, .queue = q, .counterId = id, .value = value, .peer = peer,
                                  .what = what != nullptr ? what : "", .counter = counter});

@@ -29,7 +29,7 @@ WaitWatchdog::~WaitWatchdog() {
   thread_.join();
   cudaSetDevice(device_);
   for (Pending& p : pending_) {
-    if (p.started != nullptr) cudaEventDestroy(p.started);
+    cudaEventDestroy(p.started);
     cudaEventDestroy(p.passed);
   }
   for (cudaEvent_t e : freeEvents_) cudaEventDestroy(e);
@@ -111,7 +111,7 @@ void WaitWatchdog::run() {
         ++it;
         continue;
       }
-      if (it->started != nullptr) freeEvents_.push_back(it->started);
+      freeEvents_.push_back(it->started);
       freeEvents_.push_back(it->passed);
       it = pending_.erase(it);
     }
@@ -124,24 +124,6 @@ bool WaitWatchdog::poll(Pending& p, std::chrono::steady_clock::time_point now) {
   if (!p.head) {
     p.head = true;
     p.headSince = now;
-  }
-  if (p.started == nullptr) {
-    // A counter wait, head of its stream since headSince: what ran before it
-    // since the previous wait of the stream passed is one call's copies and
-    // kernels (milliseconds), so the deadline counts from there.
-    const double waited = std::chrono::duration<double>(now - p.headSince).count();
-    if (waited <= timeout_) return false;
-    if (!p.counterChecked) {
-      uint64_t value = 0;
-      p.counterChecked = true;
-      p.counterReached = readCounter(p.record.counter, &value) && value >= p.record.value;
-    }
-    // Unsatisfied: the peer never signalled. Satisfied but not passed: the
-    // work before the wait (a copy or kernel, or an event wait on a blocked
-    // queue, which that queue's own deadline reports first) has not finished.
-    if (!p.counterReached) failStop(p, waited);
-    if (waited > 2 * timeout_ + 10) failStopBefore(p, waited);
-    return false;
   }
   if (!p.running) {
     if (cudaEventQuery(p.started) != cudaSuccess) {
@@ -162,34 +144,20 @@ bool WaitWatchdog::poll(Pending& p, std::chrono::steady_clock::time_point now) {
   return false;
 }
 
-bool WaitWatchdog::readCounter(const uint64_t* addr, uint64_t* value) {
+std::string WaitWatchdog::readCounter(const uint64_t* addr) {
   // The waiting stream is blocked, so read on a private stream, with a bound.
-  // Read only at a deadline; a read that does not finish (the device is gone)
-  // leaves its stream and pinned word behind, as the process is about to abort.
   cudaStream_t s = nullptr;
   uint64_t* host = nullptr;
-  if (addr == nullptr || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return false;
-  bool ok = false;
+  std::string out = "unreadable";
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return out;
   if (cudaMallocHost(&host, sizeof(uint64_t)) == cudaSuccess &&
       cudaMemcpyAsync(host, addr, sizeof(uint64_t), cudaMemcpyDeviceToHost, s) == cudaSuccess) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (cudaStreamQuery(s) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (cudaStreamQuery(s) == cudaSuccess) {
-      *value = *host;
-      ok = true;
-    }
+    if (cudaStreamQuery(s) == cudaSuccess) out = std::to_string(*host);
   }
-  if (ok) {
-    cudaFreeHost(host);
-    cudaStreamDestroy(s);
-  }
-  return ok;
-}
-
-std::string WaitWatchdog::counterText(const uint64_t* addr) {
-  uint64_t value = 0;
-  return readCounter(addr, &value) ? std::to_string(value) : "unreadable";
+  return out;  // the stream and pinned word are left alone: the process is about to abort
 }
 
 std::string WaitRecord::awaited() const {
@@ -200,7 +168,7 @@ std::string WaitRecord::awaited() const {
 
 void WaitWatchdog::failStop(const Pending& p, double waited) {
   const WaitRecord& r = p.record;
-  const std::string now = r.counter != nullptr ? "; counter is " + counterText(r.counter) : "";
+  const std::string now = r.counter != nullptr ? "; counter is " + readCounter(r.counter) : "";
   std::fprintf(stderr,
                "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: wait for %s not satisfied "
                "after %.1f s (deadline %.1f s)%s. A blocked GPU stream cannot be released: aborting the process "

@@ -39,13 +39,8 @@ class WaitWatchdog {
   WaitWatchdog(const WaitWatchdog&) = delete;
   WaitWatchdog& operator=(const WaitWatchdog&) = delete;
 
-  // Brackets a wait enqueued on `stream`: after() just after the wait is
-  // enqueued. A wait without a counter (NCCL's ncclWaitSignal) also needs
-  // before() just before it: its deadline runs from when the work before it
-  // finished. A counter wait's deadline runs from when it became the oldest
-  // unpassed wait of its stream, and its counter, read at the deadline, tells
-  // an unsatisfied wait from unfinished work before it; one event per wait
-  // instead of two (each event record costs the issuing thread 2-5 us).
+  // Brackets a wait enqueued on `stream`: call before() just before the wait
+  // is enqueued and after() just after it.
   void before(cudaStream_t stream);
   void after(cudaStream_t stream, WaitRecord record);
 
@@ -56,11 +51,9 @@ class WaitWatchdog {
   struct Pending {
     WaitRecord record;
     cudaStream_t stream = nullptr;
-    cudaEvent_t started = nullptr;  // work before the wait finished (waits without a counter)
+    cudaEvent_t started = nullptr;  // work before the wait finished
     cudaEvent_t passed = nullptr;   // the wait itself passed
     bool running = false;
-    bool counterChecked = false;  // counter waits: read once at the deadline
-    bool counterReached = false;
     bool head = false;  // oldest unpassed wait of its stream, since `headSince`
     std::chrono::steady_clock::time_point since;
     std::chrono::steady_clock::time_point headSince;
@@ -71,8 +64,7 @@ class WaitWatchdog {
   bool poll(Pending& p, std::chrono::steady_clock::time_point now);  // true when retired
   [[noreturn]] void failStop(const Pending& p, double waited);
   [[noreturn]] void failStopBefore(const Pending& p, double waited);
-  static bool readCounter(const uint64_t* addr, uint64_t* value);
-  static std::string counterText(const uint64_t* addr);
+  std::string readCounter(const uint64_t* addr);
 
   int rank_;
   int device_;
