@@ -157,6 +157,7 @@ CUDA_SCENARIOS = [
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
+    "a_check_failing_on_one_rank_fails_every_rank",
 ]
 
 

@@ -255,6 +255,24 @@ def compare_models(ms, mt, what: str, tol: dict | None, grads: bool = False) -> 
             compare(ps, pt, f"{what} param {name}", tol)
 
 
+def agree(check, device) -> None:
+    """check() on every rank; if it failed on any rank, raise on every rank. Each rank compares
+    its own shards, so one may fail alone; a rank that left its scenario early would leave its
+    peers blocked in their next collective (on GPUs until the fabric's watchdog stopped the
+    process, and every scenario after it with it: session 9, run 2)."""
+    failure = None
+    try:
+        check()
+    except AssertionError as e:
+        failure = e
+    failed = torch.tensor([int(failure is not None)], device=device)
+    dist.all_reduce(failed)
+    if failure is not None:
+        raise failure
+    if failed.item():
+        raise AssertionError(f"the check failed on {int(failed.item())} other rank(s); their reports say how")
+
+
 def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=False, what="step", hsdp_ar_last=False,
               keep_unsharded_first=False):
     """One optimizer step of both models over `micro` micro-batches; compares
@@ -275,12 +293,33 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
             loss.backward()
             total.append(loss.detach())
         losses.append(torch.stack(total))
-    compare(losses[0], losses[1], f"{what} losses", tol)
-    compare_models(ms, mt, what, tol, grads=True)
+    device = local(next(ms.parameters())).device
+    agree(lambda: compare(losses[0], losses[1], f"{what} losses", tol), device)
+    agree(lambda: compare_models(ms, mt, what, tol, grads=True), device)
     for o in opts:
         o.step()
         o.zero_grad()
-    compare_models(ms, mt, what, tol)
+    agree(lambda: compare_models(ms, mt, what, tol), device)
+
+
+def a_check_failing_on_one_rank_fails_every_rank(ctx):
+    """agree: a comparison that fails on the last rank only raises on every rank, that rank
+    with its own message and the others saying another rank failed, and the ranks stay in
+    step (a collective right after it still pairs up)."""
+    device = torch.device(ctx.device)
+    last = ctx.world - 1
+    got = torch.tensor([float(ctx.rank == last)], device=device)
+    try:
+        agree(lambda: compare(got, torch.zeros(1, device=device), "probe", None), device)
+    except AssertionError as e:
+        want = "probe: not bit-identical" if ctx.rank == last else "failed on 1 other rank(s)"
+        assert want in str(e), (ctx.rank, str(e))
+    else:
+        raise AssertionError(f"rank {ctx.rank}: the failure on rank {last} went unreported here")
+    agree(lambda: None, device)  # all pass: nothing raised
+    ranks = torch.tensor([float(ctx.rank)], device=device)
+    dist.all_reduce(ranks)
+    assert ranks.item() == ctx.world * (ctx.world - 1) / 2, ranks
 
 
 class SignSGD(torch.optim.Optimizer):
@@ -1619,6 +1658,7 @@ TWO_RANKS = [
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
+    "a_check_failing_on_one_rank_fails_every_rank",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
