@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
-from host_reference import host_run  # noqa: E402
+from host_reference import HostReference  # noqa: E402
 
 from tide.bench.calibration import H200_PAIR  # noqa: E402
 from tide.bench.topologies import node_splits  # noqa: E402
@@ -107,6 +107,9 @@ def main() -> int:
     # direction per communicator), both held to the host fabric's pull-landing bits.
     runs = [(m, l, d) for m, l in node_splits(n) for d in (("pull", "push") if m > 1 else ("pull",))
             if m > 1 or not args.multi_node_only]
+    # Rank 0's host-fabric references, one set of rank processes per topology (both directions
+    # are held to the pull landing's bits).
+    references: dict[tuple[int, int], HostReference] = {}
     for nodes, gpus, direction in runs:
         tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
         uid = [unique_id() if rank == 0 else None]
@@ -190,7 +193,9 @@ def main() -> int:
             lands = gather_np(land)
             inits = gather_np(init)
             if rank == 0:
-                h_land, h_out = host_run(nodes, gpus, SHAPES, shards, grads_np, alpha, inits, accumulate)
+                if (nodes, gpus) not in references:
+                    references[(nodes, gpus)] = HostReference(nodes, gpus, SHAPES)
+                h_land, h_out = references[(nodes, gpus)].run(shards, grads_np, alpha, inits, accumulate)
                 for r in range(n):
                     if not np.array_equal(h_land[r], lands[r]):
                         failures.append(f"{name}: rank {r} landing differs from the host fabric")
@@ -200,6 +205,8 @@ def main() -> int:
                         failures.append(f"{name}: rank {r} RS output differs from the host fabric in {bad} elements")
             print(f"[rank {rank}] {name}: checked", flush=True)
         comm.close()
+    for ref in references.values():
+        ref.close()
     all_failures = [None] * n
     dist.all_gather_object(all_failures, failures)
     dist.destroy_process_group()
