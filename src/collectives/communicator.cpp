@@ -7,6 +7,7 @@
 
 #include "collectives/counter_ids.hpp"
 #include "collectives/level1_sum.hpp"
+#include "fabric/byte_range.hpp"
 
 namespace tide::collectives {
 
@@ -144,8 +145,7 @@ std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const v
     // Rails that read only from the arena send the shard from a copy in the
     // scratch, made on this queue (the previous call's puts from it come first).
     const std::byte* shardSource = static_cast<const std::byte*>(shard);
-    const bool shardInArena = shardSource >= ep_.arena() && shardSource + s <= ep_.arena() + ep_.arenaBytes();
-    if (ep_.railSourcesInArena() && !shardInArena) {
+    if (ep_.railSourcesInArena() && !fabric::liesWithin(shardSource, s, ep_.arena(), ep_.arenaBytes())) {
       std::byte* copy = ep_.arena() + layout_.railSource;
       ep_.copy(kNetQueue, {fabric::CopyOp{copy, shard, s, 1, 0, 0}});
       shardSource = copy;

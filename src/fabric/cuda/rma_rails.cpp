@@ -38,6 +38,7 @@ const NcclRmaApi& NcclRmaApi::get() {
 #include <string>
 #include <vector>
 
+#include "fabric/byte_range.hpp"
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
@@ -143,8 +144,7 @@ void RmaRails::joinQueue(int queue, cudaStream_t stream) {
 
 void RmaRails::deferSend(int queue, cudaStream_t stream, int railPeer, int64_t dstOffset, const void* src,
                          int64_t bytes) {
-  const auto* from = static_cast<const std::byte*>(src);
-  if (bytes > 0 && (from < arena_.base() || from + bytes > arena_.base() + arena_.windowBytes()))
+  if (bytes > 0 && !liesWithin(src, bytes, arena_.base(), arena_.windowBytes()))
     throw FabricError(FabricError::Kind::kUsage,
                       "RMA rail put from outside the arena: NCCL host RMA reads only from a registered window");
   joinQueue(queue, stream);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "fabric/byte_range.hpp"
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
 
@@ -246,8 +247,7 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   if (mem_.rma != nullptr) {
     // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
     // Like NCCL's host RMA, a put reads only from a registered window: the arena.
-    const auto* from = static_cast<const std::byte*>(src);
-    if (bytes > 0 && (from < arena() || from + bytes > arena() + mem_.arenaBytes))
+    if (bytes > 0 && !liesWithin(src, bytes, arena(), mem_.arenaBytes))
       throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) +
                                                        ": RMA rail put from outside the arena (host RMA reads "
                                                        "only from a registered window)");
