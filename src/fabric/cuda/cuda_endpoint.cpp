@@ -13,6 +13,7 @@
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
+#include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 
 namespace tide::fabric::cuda {
@@ -37,11 +38,6 @@ CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
   if (std::strcmp(v, "rma") == 0) return CudaFabricOptions::Rails::kRma;
   if (std::strcmp(v, "auto") == 0) return CudaFabricOptions::Rails::kAuto;
   throwUsage(std::string("TIDE_FABRIC_RAILS=") + v + " (want auto, copy-engine, send-recv or rma)");
-}
-
-// NCCL_VERSION_CODE form (major * 10000 + minor * 100 + patch) as "2.28.9".
-std::string ncclVersionString(int code) {
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
 }
 
 int currentDevice() {

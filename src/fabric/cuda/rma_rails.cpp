@@ -1,6 +1,6 @@
 #include "fabric/cuda/rma_rails.hpp"
 
-#include <dlfcn.h>
+#include "fabric/cuda/nccl_runtime.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -8,17 +8,14 @@ const NcclRmaApi& NcclRmaApi::get() {
   static const NcclRmaApi api = [] {
     NcclRmaApi a;
 #if TIDE_HAVE_NCCL_RMA
-    // The libnccl.so.2 this process already loaded (through libtide's link
-    // or PyTorch's), whichever came first.
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) {
+    if (loadedNccl() == nullptr) {
       a.missing = "libnccl.so.2 is not loaded under that name";
       return a;
     }
-    a.putSignal = reinterpret_cast<decltype(a.putSignal)>(dlsym(lib, "ncclPutSignal"));
-    a.signal = reinterpret_cast<decltype(a.signal)>(dlsym(lib, "ncclSignal"));
-    a.waitSignal = reinterpret_cast<decltype(a.waitSignal)>(dlsym(lib, "ncclWaitSignal"));
-    a.queryProperties = dlsym(lib, "ncclCommQueryProperties");
+    a.putSignal = reinterpret_cast<decltype(a.putSignal)>(loadedNcclSymbol("ncclPutSignal"));
+    a.signal = reinterpret_cast<decltype(a.signal)>(loadedNcclSymbol("ncclSignal"));
+    a.waitSignal = reinterpret_cast<decltype(a.waitSignal)>(loadedNcclSymbol("ncclWaitSignal"));
+    a.queryProperties = loadedNcclSymbol("ncclCommQueryProperties");
     if (a.putSignal == nullptr || a.signal == nullptr || a.waitSignal == nullptr)
       a.missing = "the loaded NCCL library has no ncclPutSignal/ncclSignal/ncclWaitSignal";
 #else

@@ -4,6 +4,7 @@
 #include <nccl_device.h>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/nccl_runtime.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -20,8 +21,21 @@ std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_
   std::vector<void*> bases(static_cast<size_t>(lsaSize), nullptr);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
   (void)stream;
+  // Looked up, not linked: an NCCL older than these headers (PyTorch's 2.28.9)
+  // lacks it, and a link would keep libtide from loading at all there, host
+  // fabric included. The 2.28 device-side query cannot stand in: its window
+  // layout is that release's, not these headers'.
+  static const auto getLsaDevicePointer =
+      reinterpret_cast<decltype(&ncclGetLsaDevicePointer)>(loadedNcclSymbol("ncclGetLsaDevicePointer"));
+  if (getLsaDevicePointer == nullptr)
+    throw FabricError(kDeviceErrorKind,
+                      "cuda fabric: libtide was built against NCCL " + ncclVersionString(NCCL_VERSION_CODE) +
+                          " headers, which take peer addresses from ncclGetLsaDevicePointer, but the NCCL "
+                          "loaded in this process (" + loadedNcclVersion() +
+                          ") lacks it (NCCL < 2.29): build libtide against the NCCL this process loads "
+                          "(NCCL_HOME), or load an NCCL >= 2.29 first (LD_PRELOAD)");
   for (int peer = 0; peer < lsaSize; ++peer)
-    TIDE_NCCL_CHECK(ncclGetLsaDevicePointer(window, 0, peer, &bases[static_cast<size_t>(peer)]));
+    TIDE_NCCL_CHECK(getLsaDevicePointer(window, 0, peer, &bases[static_cast<size_t>(peer)]));
 #else
   void** dev = nullptr;
   TIDE_CUDA_CHECK(cudaMalloc(&dev, bases.size() * sizeof(void*)));
