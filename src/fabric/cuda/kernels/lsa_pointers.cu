@@ -37,6 +37,17 @@ std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_
   for (int peer = 0; peer < lsaSize; ++peer)
     TIDE_NCCL_CHECK(getLsaDevicePointer(window, 0, peer, &bases[static_cast<size_t>(peer)]));
 #else
+  // The device-side query is inlined from these headers and reads the window
+  // as this release lays it out: with another release loaded it would hand
+  // back wrong peer addresses, so it runs only with the release it was built for.
+  int loaded = 0;
+  TIDE_NCCL_CHECK(ncclGetVersion(&loaded));
+  if (loaded / 100 != NCCL_VERSION_CODE / 100)
+    throw FabricError(kDeviceErrorKind,
+                      "cuda fabric: libtide was built against NCCL " + ncclVersionString(NCCL_VERSION_CODE) +
+                          " headers, whose device-side ncclGetLsaPointer reads that release's window layout, but "
+                          "the NCCL loaded in this process is " + ncclVersionString(loaded) +
+                          ": build libtide against the NCCL this process loads (NCCL_HOME)");
   void** dev = nullptr;
   TIDE_CUDA_CHECK(cudaMalloc(&dev, bases.size() * sizeof(void*)));
   lsaBasesKernel<<<1, 1, 0, stream>>>(window, lsaSize, dev);

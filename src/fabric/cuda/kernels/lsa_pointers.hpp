@@ -1,6 +1,8 @@
 // Load/store addresses of a symmetric NCCL window at every rank of the LSA
-// team: a one-thread kernel over ncclGetLsaPointer on NCCL 2.28, the host
-// query ncclGetLsaDevicePointer on NCCL >= 2.29.
+// team: a one-thread kernel over ncclGetLsaPointer on NCCL 2.28 headers (only
+// with that release loaded), the host query ncclGetLsaDevicePointer on NCCL
+// >= 2.29 headers (looked up in the loaded NCCL). Either refuses, naming both
+// versions, when the loaded NCCL cannot serve it.
 #pragma once
 
 #include <cuda_runtime.h>
