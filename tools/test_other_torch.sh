@@ -6,19 +6,22 @@
 # scenario used FSDPModule.reset_iter_state, which 2.11 lacks); this finds such
 # differences without device time.
 #
-#   tools/test_other_torch.sh [VERSION=2.11.0] [pytest args...]   (default args: tests/python)
+#   [PYTHON=/path/to/python3.12] tools/test_other_torch.sh [VERSION=2.11.0] [pytest args...]   (default args: tests/python)
 #
-# The venv lands in build/venv-torch-VERSION (about 3 GB with NVIDIA's CUDA
+# PYTHON picks the venv's interpreter (the GPU machines run Python 3.12; CI 3.11).
+#
+# The venv lands in build/venv-torch-VERSION-pyXY (about 3 GB with NVIDIA's CUDA
 # wheels, which a non-"+cpu" torch imports even on a CPU-only machine).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 version="${1:-2.11.0}"
 shift || true
-venv="build/venv-torch-$version"
+python="${PYTHON:-python3}"
+venv="build/venv-torch-$version-$("$python" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')"
 lib="$PWD/build/cpp/libtide.so"
 [[ -f $lib ]] || { echo "test_other_torch.sh: $lib missing: run tools/run_tests.sh first" >&2; exit 1; }
 if [[ ! -x $venv/bin/python ]]; then
-  python3 -m venv "$venv"
+  "$python" -m venv "$venv"
   "$venv/bin/pip" install -q "torch==$version" pytest pytest-timeout numpy matplotlib
 fi
 "$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'
