@@ -90,8 +90,3 @@ class HostReference:
     def __exit__(self, *exc):
         self.close()
 
-
-def host_run(nodes, gpus, shapes, shards, grads, alpha, out_init, accumulate):
-    """One call on freshly started ranks (see HostReference.run)."""
-    with HostReference(nodes, gpus, shapes) as ref:
-        return ref.run(shards, grads, alpha, out_init, accumulate)

@@ -206,7 +206,9 @@ def shard(model: nn.Module, mesh, *, mp_policy=None, raf=None, placement=None, l
     return model
 
 
-def make_pair(build, ctx, mesh, *, dtype=None, integer=False, **shard_kw):
+def make_pair(build, ctx, mesh, *, dtype=None, integer=False, shard_fn=None, **shard_kw):
+    """Two models of the same weights (stock, then the one TIDE goes on), built on the CPU
+    and sharded on `mesh` by `shard` (shard_kw), or by shard_fn(model, mesh)."""
     out = []
     for _ in range(2):
         torch.manual_seed(1234)
@@ -218,7 +220,7 @@ def make_pair(build, ctx, mesh, *, dtype=None, integer=False, **shard_kw):
         if dtype is not None:
             m = m.to(dtype)
         m = m.to(ctx.device)
-        out.append(shard(m, mesh, **shard_kw))
+        out.append(shard_fn(m, mesh) if shard_fn is not None else shard(m, mesh, **shard_kw))
     return out
 
 
@@ -638,15 +640,7 @@ def compiled_blocks(ctx):
     cs, ct = torch.compile(ms, backend=backend), torch.compile(mt, backend=backend)
     opts = optimizers(ms, mt, "adam", 1e-2)
     for s in range(3):
-        x = batches(ctx, 1, seed=s)[0]
-        losses = [c(x).pow(2).mean() for c in (cs, ct)]
-        for loss in losses:
-            loss.backward()
-        compare(losses[0].detach(), losses[1].detach(), f"compiled model step {s} loss", FP32)
-        compare_models(ms, mt, f"compiled model step {s}", FP32, grads=True)
-        for o in opts:
-            o.step()
-            o.zero_grad()
+        step_both(cs, ct, opts, batches(ctx, 1, seed=s), tol=FP32, what=f"compiled model step {s}")
     assert stats(mt)["reduce_scatters"] > 0
     tide.fsdp.uninstall(mt)
 
@@ -654,15 +648,8 @@ def compiled_blocks(ctx):
 def root_only(ctx):
     """fully_shard on the root alone: one group with every parameter, in a
     region of its own; both modes."""
-    def build_and_shard():
-        pair = []
-        for _ in range(2):
-            torch.manual_seed(1234)
-            pair.append(fully_shard(transformer().to(ctx.device), mesh=mesh_1d(ctx)))
-        return pair
-
     for mode in ("in-place", "slot-reuse"):
-        ms, mt = build_and_shard()
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), shard_fn=lambda m, mesh: fully_shard(m, mesh=mesh))
         rep = install(mt, ctx, mode=mode)
         assert_all_tide(rep, 1)
         assert rep["groups"][0]["region"] == "pinned:<root>", rep["groups"]
@@ -841,15 +828,13 @@ def embedding_not_unsharded_in_backward(ctx):
     (its backward needs no weights): the group is gathered in forward only,
     and its gradient is reduce-scattered from where autograd left it; both
     modes, as stock."""
+    def shard_with_embedding_group(m, mesh):
+        fully_shard(m.emb, mesh=mesh)
+        m.emb.set_unshard_in_backward(False)
+        return shard(m, mesh)
+
     for mode in ("in-place", "slot-reuse"):
-        models = []
-        for _ in range(2):
-            torch.manual_seed(1234)
-            m = TokenLM().to(ctx.device)
-            fully_shard(m.emb, mesh=mesh_1d(ctx))
-            m.emb.set_unshard_in_backward(False)
-            models.append(shard(m, mesh_1d(ctx)))
-        ms, mt = models
+        ms, mt = make_pair(TokenLM, ctx, mesh_1d(ctx), shard_fn=shard_with_embedding_group)
         assert_all_tide(install(mt, ctx, mode=mode), 5)
         opts = optimizers(ms, mt, "adam", 1e-2)
         for s in range(3):
@@ -1329,20 +1314,9 @@ def fsdp4_experts_on_a_sub_mesh(ctx):
         return ShardPlacementResult(Shard(0), experts_mesh) if p.dim() == 3 else None
 
     for mode in ("in-place", "slot-reuse"):
-        pair = []
-        for _ in range(2):
-            torch.manual_seed(1234)
-            m = ExpertModel()
-            with torch.no_grad():
-                for p in m.parameters():
-                    p.copy_(torch.randint(-1, 2, p.shape, dtype=p.dtype))
-            m = m.to(ctx.device)
-            for b in m.blocks:
-                fully_shard(b, mesh=mesh, shard_placement_fn=placement)
-            fully_shard(m, mesh=mesh)
+        ms, mt = make_pair(ExpertModel, ctx, mesh, integer=True, placement=lambda _block: placement)
+        for m in (ms, mt):
             sum_reduction(m)
-            pair.append(m)
-        ms, mt = pair
         rep = install(mt, ctx, mode=mode)
         assert_all_tide(rep, 5)
         ranks = sorted(g["plan"]["topology"][0] * g["plan"]["topology"][1] for g in rep["groups"])

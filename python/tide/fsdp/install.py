@@ -242,14 +242,14 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
                if info.reason == "custom_comm" and not groups.has_custom_comms(info.group)]
     if not moved and not custom and not default:
         return
-    changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
-               (default, "FSDP2's own comms back for")]
-    log.warning("tide.fsdp: laying TIDE out again: %s",
-                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns))
     busy = _first_busy([tg.info for tg in inst.tide_groups])
     if busy is not None:
         raise RuntimeError(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
                            f"(group '{busy}' is busy): change it between steps")
+    changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
+               (default, "FSDP2's own comms back for")]
+    log.warning("tide.fsdp: laying TIDE out again: %s",
+                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns))
     uninstall(model)
     install(model, **inst.options)
 
