@@ -873,8 +873,11 @@ def reshard_after_forward_changed(ctx):
 
     for mode in ("in-place", "slot-reuse"):
         ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
-        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        # Non-default options, so that one a new layout dropped would show.
+        assert_all_tide(install(mt, ctx, mode=mode, adopt=False, release_grads="with-fsdp-state",
+                                plan_options={"sum_ctas": 3}), 5)
         installed_passes = passes(mt)  # a new layout keeps the install's options, and so its plans
+        installed_options = tide.fsdp.report(mt, echo=False)["options"]
         opts = optimizers(ms, mt, "adam", 1e-2)
         tol = tight(ctx, FP32)
         step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tol, what=f"{mode} step 0")
@@ -891,6 +894,7 @@ def reshard_after_forward_changed(ctx):
             got = regions(mt)
             assert all(got[k] == v for k, v in want.items()), got
             assert passes(mt) == installed_passes, (passes(mt), installed_passes)
+            assert tide.fsdp.report(mt, echo=False)["options"] == installed_options
             for s in range(2):
                 step_both(ms, mt, opts, batches(ctx, 1, seed=10 + s), tol=tol, what=f"{mode} after {got}")
         assert tide.fsdp.uninstall(mt)

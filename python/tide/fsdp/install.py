@@ -89,9 +89,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     Returns report(model, echo=False). Unsupported torch internals leave
     everything stock with one logged message; nothing raises for them.
     """
+    # Every argument but the model, as the caller gave them (taken before any
+    # is rebound): a new layout installs again with exactly these.
+    given = {name: value for name, value in locals().items() if name != "model"}
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    given_plan_options = plan_options  # as the caller gave them: a new layout installs with these
     fit_passes = "passes" not in (plan_options or {})
     plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
@@ -177,9 +179,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         dispatch.activate()
     _installed[model] = inst
     _refused.pop(model, None)
-    inst.options = dict(mode=mode, fabric=fabric, topology=topology, ring=ring, adopt=adopt,
-                        invert_prefetch=invert_prefetch, check_read_done=check_read_done,
-                        release_grads=release_grads, timeout_s=timeout_s, plan_options=given_plan_options)
+    inst.options = given
     _watch_layout_setters(model, inst)
     for info in inst.infos:
         if info.reason is not None:
@@ -518,8 +518,8 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
     """Per parameter group: TIDE or the fallback reason, region (ring slot or
     pinned) and its size, staging bytes, the plan summary, backward prefetch
     inversion and call counts; per shard group: the arena, with the bytes it
-    holds outside torch's allocator (arena_bytes). Printed as a table when
-    echo is True."""
+    holds outside torch's allocator (arena_bytes); install()'s arguments
+    ("options"). Printed as a table when echo is True."""
     inst = _installed.get(model)
     out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__,
                            "arena_bytes": arena_bytes(model)}
@@ -539,7 +539,8 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
                              "params": len(info.group.fsdp_params)})
         out.update(reason=None, message="", mode=inst.mode, ring=inst.ring, groups=rows,
                    arenas=[c.summary() for c in inst.contexts], prefetch_inversion=inst.inversion,
-                   check_read_done=inst.check_read_done, release_grads=inst.release_grads)
+                   check_read_done=inst.check_read_done, release_grads=inst.release_grads,
+                   options=dict(inst.options))
     if echo:
         _print(out, file or sys.stdout)
     return out
