@@ -4,7 +4,7 @@
 //
 // Forks N ranks (rank r on GPU r) over a virtual topology of M nodes x N/M
 // GPUs and checks, on every rank: copies and 2-D copies into every peer's
-// arena, signal/wait ordering across GPUs (ring ping-pong with a log of what
+// arena (also as cached copy graphs), signal/wait ordering across GPUs (ring ping-pong with a log of what
 // each signal made visible), rail puts, events between queues, the caller's
 // stream as queue 0, SumOp and LandOp bit for bit against reference_arith.hpp
 // on fresh random bf16/fp32 data with NaN/Inf and poisoned outputs (also with
@@ -51,6 +51,7 @@ constexpr int64_t kRingPayload = 1 * kMiB;
 constexpr int64_t kRingLog = 33 * kMiB;     // 256 B per round
 constexpr int64_t kPullRegion = 48 * kMiB;  // fp32 data peers read in land()
 constexpr int64_t kPullElems = 1 << 20;
+constexpr int64_t kGraphSource = 56 * kMiB;  // copy sources inside the arena (copy graphs)
 
 // ---- counters
 constexpr int kCopyDone = 0;  // + writer rank
@@ -117,9 +118,9 @@ struct CopyPlan {
   int64_t srcBytes = 1 * kMiB;
 };
 
-std::vector<uint8_t> expectedSlot(int writer, const CopyPlan& plan) {
+std::vector<uint8_t> expectedSlot(int writer, const CopyPlan& plan, int tag = 1) {
   std::vector<uint8_t> slot(static_cast<size_t>(kCopySlot), kPoisonByte);
-  const std::vector<uint8_t> src = pattern(writer, 1, plan.srcBytes);
+  const std::vector<uint8_t> src = pattern(writer, tag, plan.srcBytes);
   for (const auto& p : plan.pieces)
     for (int64_t r = 0; r < p.rows; ++r)
       std::memcpy(&slot[static_cast<size_t>(p.dstOffset + r * p.dstPitch)],
@@ -168,6 +169,79 @@ void testPeerCopies(Ctx& c) {
   TCHECK(st.copyBytes == c.ranks * (kMiB / 2 + 17 + 4099 + 64000), "copyBytes " + std::to_string(st.copyBytes));
   TCUDA(cudaFree(src));
   c.ep.barrier();
+}
+
+// The same copy lists, sources and destinations all inside arenas, call after
+// call with fresh source bytes and poisoned destinations: from the second call
+// on they go out as one graph launch (copy_engine.hpp), which must copy what
+// the sources hold at the time. A list with a source outside the arena never
+// does. With TIDE_COPY_GRAPHS=0 nothing does.
+void testCopyGraphs(Ctx& c) {
+  const CopyPlan plan;
+  const bool graphsOn = std::getenv("TIDE_COPY_GRAPHS") == nullptr || std::string(std::getenv("TIDE_COPY_GRAPHS")) != "0";
+  const auto before = c.ep.copyGraphStats();
+  uint64_t signalValue = 1;  // testPeerCopies signalled 1 on the same counters
+  auto copyAll = [&](const std::byte* src, const char* call) {
+    ++signalValue;
+    c.ep.setCallContext(call);
+    for (int d = 0; d < c.ranks; ++d) {
+      std::byte* dst = c.ep.peerArena(d);
+      std::vector<CopyOp> ops;
+      for (const auto& p : plan.pieces)
+        ops.push_back(CopyOp{dst + kCopyRegion + c.rank * kCopySlot + p.dstOffset, src + p.srcOffset, p.width, p.rows,
+                             p.srcPitch, p.dstPitch});
+      c.ep.copy(1, ops);
+      c.ep.signal(1, d, kCopyDone + c.rank, signalValue);
+    }
+    for (int s = 0; s < c.ranks; ++s) c.ep.wait(2, kCopyDone + s, signalValue, s, "graph copies");
+    c.ep.synchronizeAll();
+  };
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const int tag = 10 + round;
+    const std::vector<uint8_t> srcHost = pattern(c.rank, tag, plan.srcBytes);
+    upload(c.ep.arena() + kGraphSource, srcHost.data(), plan.srcBytes);
+    fill(c.ep.arena() + kCopyRegion, kPoisonByte, 8 * kCopySlot);
+    c.ep.barrier();
+    copyAll(c.ep.arena() + kGraphSource, "copy_graphs#0");
+    for (int s = 0; s < c.ranks; ++s) {
+      const auto got = download(c.ep.arena() + kCopyRegion + s * kCopySlot, kCopySlot);
+      const auto want = expectedSlot(s, plan, 10 + round);
+      int64_t wrong = 0;
+      for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+      TCHECK(wrong == 0, "round " + std::to_string(round) + ": " + std::to_string(wrong) +
+                             " wrong bytes in the slot written by rank " + std::to_string(s));
+    }
+    c.ep.barrier();
+  }
+  const auto after = c.ep.copyGraphStats();
+  const int64_t wantBuilt = graphsOn ? c.ranks : 0;
+  const int64_t wantLaunches = graphsOn ? int64_t{c.ranks} * (kRounds - 1) : 0;
+  TCHECK(after.built - before.built == wantBuilt, "copy graphs built: " + std::to_string(after.built - before.built) +
+                                                      ", want " + std::to_string(wantBuilt));
+  TCHECK(after.launches - before.launches == wantLaunches,
+         "copy graph launches: " + std::to_string(after.launches - before.launches) + ", want " +
+             std::to_string(wantLaunches));
+
+  // A source outside the arena: plain copies however often the list recurs.
+  auto* outside = deviceAlloc<uint8_t>(plan.srcBytes);
+  const std::vector<uint8_t> srcHost = pattern(c.rank, 1, plan.srcBytes);
+  upload(outside, srcHost.data(), plan.srcBytes);
+  for (int round = 0; round < 3; ++round) {
+    fill(c.ep.arena() + kCopyRegion, kPoisonByte, 8 * kCopySlot);
+    c.ep.barrier();
+    copyAll(reinterpret_cast<const std::byte*>(outside), "copy_graphs#1");
+    for (int s = 0; s < c.ranks; ++s) {
+      const auto got = download(c.ep.arena() + kCopyRegion + s * kCopySlot, kCopySlot);
+      TCHECK(got == expectedSlot(s, plan), "outside source, round " + std::to_string(round) + ": slot of rank " +
+                                               std::to_string(s) + " differs");
+    }
+    c.ep.barrier();
+  }
+  TCHECK(c.ep.copyGraphStats().launches == after.launches, "a copy from outside the arena went into a graph");
+  TCUDA(cudaFree(outside));
+  std::printf("[rank %d] copy graphs: %lld built, %lld launches\n", c.rank,
+              static_cast<long long>(c.ep.copyGraphStats().built), static_cast<long long>(c.ep.copyGraphStats().launches));
 }
 
 // ------------------------------------------------------------------ ring ping-pong
@@ -755,6 +829,7 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     TCHECK(ep.arenaBytes() == kArenaBytes, "arena size");
     TCHECK(ep.railsByCopy() == (a.rails == "auto"), "rail mode");
     testPeerCopies(c);
+    testCopyGraphs(c);
     ep.resetStats();
     testRingOrdering(c);
     testRailPuts(c);

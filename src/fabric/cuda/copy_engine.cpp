@@ -1,8 +1,11 @@
 #include "fabric/cuda/copy_engine.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "fabric/byte_range.hpp"
 
 #include "fabric/cuda/cuda_check.hpp"
 
@@ -64,7 +67,117 @@ void issueBatch(cudaStream_t stream, std::vector<void*>& dsts, std::vector<const
 #endif
 }
 
+bool graphsWanted() {
+  const char* v = std::getenv("TIDE_COPY_GRAPHS");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+// Graphs kept per engine. FSDP2 models need one per group, ring slot and
+// queue (hundreds); past this, new lists go out without a graph.
+constexpr size_t kMaxGraphs = 4096;
+
+// Bytes a copy spans on one side.
+int64_t extent(const CopyOp& op, int64_t pitch) { return op.rows == 1 ? op.width : (op.rows - 1) * pitch + op.width; }
+
 }  // namespace
+
+CopyEngine::CopyEngine(std::vector<Window> stable) : stable_(std::move(stable)), enabled_(graphsWanted()) {
+  if (!enabled_) std::fprintf(stderr, "[tide cuda fabric] copy graphs off (TIDE_COPY_GRAPHS=0)\n");
+}
+
+CopyEngine::~CopyEngine() {
+  // An executable graph still in flight is freed when it completes.
+  for (auto& [key, entry] : cache_)
+    if (entry.exec != nullptr) cudaGraphExecDestroy(entry.exec);
+}
+
+size_t CopyEngine::KeyHash::operator()(const Key& k) const noexcept {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+  for (int64_t w : k.words) {
+    h ^= static_cast<uint64_t>(w);
+    h *= 1099511628211ull;
+  }
+  return static_cast<size_t>(h);
+}
+
+bool CopyEngine::stable(const void* p, int64_t bytes) const {
+  for (const Window& w : stable_)
+    if (liesWithin(p, bytes, w.base, w.bytes)) return true;
+  return false;
+}
+
+bool CopyEngine::qualifies(cudaStream_t stream, const std::vector<CopyOp>& ops) const {
+  // A graph launch is stream-ordered like the batch; the legacy default
+  // stream and a capture keep the plain path (as the batch does).
+  if (!enabled_ || ops.empty() || stream == nullptr || stream == cudaStreamLegacy || capturing(stream)) return false;
+  for (const CopyOp& op : ops) {
+    if (op.width == 0) continue;
+    if (!stable(op.dst, extent(op, op.dstPitch)) || !stable(op.src, extent(op, op.srcPitch))) return false;
+  }
+  return true;
+}
+
+cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t e = cudaGraphCreate(&graph, 0);
+  // No edges: the nodes may run in any order and at once, as a batch's copies.
+  for (const CopyOp& op : ops) {
+    if (e != cudaSuccess) break;
+    if (op.width == 0) continue;
+    cudaGraphNode_t node = nullptr;
+    if (contiguous(op)) {
+      e = cudaGraphAddMemcpyNode1D(&node, graph, nullptr, 0, op.dst, op.src, static_cast<size_t>(op.width * op.rows),
+                                   cudaMemcpyDefault);
+    } else {
+      cudaMemcpy3DParms p{};
+      p.srcPtr = make_cudaPitchedPtr(const_cast<void*>(op.src), static_cast<size_t>(op.srcPitch),
+                                     static_cast<size_t>(op.width), static_cast<size_t>(op.rows));
+      p.dstPtr = make_cudaPitchedPtr(op.dst, static_cast<size_t>(op.dstPitch), static_cast<size_t>(op.width),
+                                     static_cast<size_t>(op.rows));
+      p.extent = make_cudaExtent(static_cast<size_t>(op.width), static_cast<size_t>(op.rows), 1);
+      p.kind = cudaMemcpyDefault;
+      e = cudaGraphAddMemcpyNode(&node, graph, nullptr, 0, &p);
+    }
+  }
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    enabled_ = false;
+    std::fprintf(stderr, "[tide cuda fabric] copy graphs off: building one failed (%s); copies go out as batches\n",
+                 cudaGetErrorString(e));
+    return nullptr;
+  }
+  ++stats_.built;
+  return exec;
+}
+
+int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
+  if (!qualifies(stream, ops)) return issueCopies(stream, ops);
+  Key key;
+  key.words.reserve(ops.size() * 6);
+  int64_t total = 0;
+  for (const CopyOp& op : ops) {
+    validate(op);
+    total += op.width * op.rows;
+    for (int64_t w : {reinterpret_cast<int64_t>(op.dst), reinterpret_cast<int64_t>(op.src), op.width, op.rows,
+                      op.rows == 1 ? 0 : op.srcPitch, op.rows == 1 ? 0 : op.dstPitch})
+      key.words.push_back(w);
+  }
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    // First sighting: most lists recur (every step's all-gather of a group),
+    // but a graph costs about a millisecond to build, so wait for the second.
+    if (cache_.size() < kMaxGraphs) cache_.emplace(std::move(key), Entry{});
+    return issueCopies(stream, ops);
+  }
+  if (it->second.exec == nullptr) it->second.exec = build(ops);
+  if (it->second.exec == nullptr) return issueCopies(stream, ops);
+  TIDE_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream));
+  ++stats_.launches;
+  return total;
+}
 
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   int64_t total = 0;

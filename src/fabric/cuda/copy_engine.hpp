@@ -2,18 +2,72 @@
 // cudaMemcpyBatchAsync, strided ones as cudaMemcpy2DAsync. Copies of one call
 // may run in any order relative to each other (batch semantics), so they must
 // not overlap; calls on one stream run in order.
+//
+// A call's copies that all lie in stable memory (the symmetric arena and its
+// peers' mappings, which live as long as the endpoint) and recur with the
+// same addresses, as every FSDP2 all-gather of one group does, go out as one
+// launch of a graph of memcpy nodes built at their second sighting: the
+// driver then costs the issuing thread about 1.2 us per copy instead of 4.5-8
+// (tide_copy_launch_probe, BENCHMARKS.md), and the nodes still run on copy
+// engines. TIDE_COPY_GRAPHS=0 turns this off.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::cuda {
 
-// Enqueues `ops` on `stream`; returns the bytes they move.
+// Enqueues `ops` on `stream` without graphs; returns the bytes they move.
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops);
+
+class CopyEngine {
+ public:
+  struct Window {
+    const void* base = nullptr;
+    int64_t bytes = 0;
+  };
+  struct GraphStats {
+    int64_t launches = 0;  // calls that went out as one graph launch
+    int64_t built = 0;     // graphs built (distinct recurring copy lists)
+  };
+
+  // `stable`: address ranges that outlive this engine; only copies inside
+  // them are ever put in a graph (a graph keeps raw addresses).
+  explicit CopyEngine(std::vector<Window> stable);
+  ~CopyEngine();
+  CopyEngine(const CopyEngine&) = delete;
+  CopyEngine& operator=(const CopyEngine&) = delete;
+
+  // As issueCopies, through a cached graph where the list qualifies.
+  int64_t issue(cudaStream_t stream, const std::vector<CopyOp>& ops);
+  const GraphStats& graphStats() const { return stats_; }
+
+ private:
+  struct Key {
+    std::vector<int64_t> words;  // per copy: dst, src, width, rows, srcPitch, dstPitch
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept;
+  };
+  struct Entry {
+    cudaGraphExec_t exec = nullptr;  // null until the list recurs
+  };
+
+  bool stable(const void* p, int64_t bytes) const;
+  bool qualifies(cudaStream_t stream, const std::vector<CopyOp>& ops) const;
+  cudaGraphExec_t build(const std::vector<CopyOp>& ops);  // null (and graphs off) on failure
+
+  std::vector<Window> stable_;
+  bool enabled_ = true;
+  std::unordered_map<Key, Entry, KeyHash> cache_;
+  GraphStats stats_;
+};
 
 }  // namespace tide::fabric::cuda

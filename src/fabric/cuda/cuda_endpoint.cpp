@@ -59,6 +59,11 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device);
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
   arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
+  // This rank's arena and every reachable peer's: they live as long as the endpoint.
+  std::vector<CopyEngine::Window> windows{{arena_->base(), arena_->userBytes()}};
+  for (int r = 0; r < topo_.ranks(); ++r)
+    if (r != rank_ && arena_->peerBase(r) != nullptr) windows.push_back({arena_->peerBase(r), arena_->userBytes()});
+  copies_ = std::make_unique<CopyEngine>(std::move(windows));
   for (int q = 0; q < options.numQueues; ++q) {
     cudaStream_t s = nullptr;
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -143,6 +148,7 @@ CudaEndpoint::~CudaEndpoint() {
   if (hostWord_ != nullptr) cudaFreeHost(hostWord_);
   if (replay_.bytes != nullptr) cudaFree(replay_.bytes);
   if (replay_.ready != nullptr) cudaEventDestroy(replay_.ready);
+  copies_.reset();
   arena_.reset();
   if (control_ != nullptr) cudaStreamDestroy(control_);
   comms_.reset();
@@ -224,7 +230,7 @@ void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   HostProfile::Scope timed(profile_, HostProfile::kCopy, static_cast<int64_t>(ops.size()));
   cudaStream_t s = queue(q);
   beginOp();
-  stats_.copyBytes += issueCopies(s, ops);
+  stats_.copyBytes += copies_->issue(s, ops);
   stats_.copyOps += static_cast<int64_t>(ops.size());
 }
 
@@ -331,7 +337,7 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
 #endif
   std::byte* dst = arena_->peerBase(dstRank) + dstOffset;
-  issueCopies(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
+  copies_->issue(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
   replayAfterPut(s, dst, src, bytes, duplicate);
   // Rail signals count as remote for loseSignalAfter, like the host fabric's.
   if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);

@@ -5,7 +5,8 @@
 //                  rank, key = node); the topology (M x L) may be virtual
 //   arena          ncclMemAlloc + symmetric window; peers by LSA address
 //   queues         a small pool of CUDA streams (queue 0 may be the caller's)
-//   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync (copy engines)
+//   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync, or a cached graph of
+//                  memcpy nodes for recurring copies inside the arenas (copy engines)
 //   signal / wait  cuStreamWriteValue64 / cuStreamWaitValue64 (GEQ) on uint64
 //                  counters in the arena, every wait under a watchdog deadline
 //   sum / land     short-lived fp32 kernels under a CTA budget
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/rail_transport.hpp"
@@ -114,6 +116,8 @@ class CudaEndpoint final : public Endpoint {
   // Device bytes of the symmetric window (ncclMemAlloc: arena, counters, tag,
   // rounded to the window alignment); outside every framework allocator.
   int64_t windowBytes() const { return arena_->windowBytes(); }
+  // Copy lists that went out as one graph launch, and graphs built (copy_engine.hpp).
+  const CopyEngine::GraphStats& copyGraphStats() const { return copies_->graphStats(); }
   int ncclVersion() const { return comms_->ncclVersion(); }
   double waitTimeoutSeconds() const { return watchdog_->timeoutSeconds(); }
   // Host barrier over all ranks (bootstrap and tests).
@@ -158,6 +162,7 @@ class CudaEndpoint final : public Endpoint {
   std::unique_ptr<NcclComms> comms_;
   cudaStream_t control_ = nullptr;  // bootstrap and counter reads
   std::unique_ptr<SymmetricArena> arena_;
+  std::unique_ptr<CopyEngine> copies_;  // graphs of recurring copies inside the arena windows
   std::vector<cudaStream_t> own_;
   std::vector<cudaStream_t> streams_;
   std::unique_ptr<SendRecvRails> sendRecv_;
