@@ -37,7 +37,10 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
                      rank's parameter-major landing; no copy-out exists
     tide_ag_in_place the same with this rank's shard already in its own landing rows (the
                      adapter's cast path): no shard pointer, no copy into the own landing
-                     (Llama group; its interference row shows the bare peer writes' share)
+                     (its interference row shows the bare peer writes' share)
+    tide_ag_in_place_nographs  the same on a communicator made with TIDE_COPY_GRAPHS=0: every
+                     call's copies enqueued one by one (batch) instead of as one launch of a
+                     cached graph of memcpy nodes (two or more GPUs)
     tide_rs          TIDE-RS: bf16 gradients where they are -> fp32 shard (AVG)
     tide_*_M{M}L{L}  the same on M virtual nodes of L GPUs (Bruck rounds / Latin-square waves,
                      copy-engine rails); Level 2 lands by pulling rows through peer addresses
@@ -47,6 +50,7 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import faulthandler
@@ -457,6 +461,7 @@ class TideContext:
         self.groups = {g.name: g for op in ("ag", "rs") for g in groups_for(op, ranks)}
         self.topologies = node_splits(ranks)
         self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
+        ag_names = {g.name for g in groups_for("ag", ranks)}
         landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
         for topo in self.topologies:
             m, l = topo
@@ -477,6 +482,15 @@ class TideContext:
             p = plans["llama3.1-8b-layer"]["reduce_scatter"]
             log(f"# TIDE M{m}L{l}: sum CTAs {p['sum_ctas']}, landing CTAs {p['landing_ctas']}, passes {p['passes']}")
             self.plans[topo] = plans
+            if m == 1 and ranks > 1:
+                # The same all-gathers on a communicator without copy graphs (TIDE_COPY_GRAPHS=0, read
+                # when its endpoint is made): what the graphs save, paired in this run.
+                key = (m, l, "no-graphs")
+                with _env_set("TIDE_COPY_GRAPHS", "0"):
+                    self.comms[key] = self._communicator(topo, landing_bytes + scratch)
+                self.landing[key] = self.comms[key].alloc(landing_bytes)
+                self.handles[key] = {name: self.comms[key].register_group([list(s) for s in g.shapes], **TIDE_PLAN)
+                                     for name, g in self.groups.items() if name in ag_names}
             if m > 1:  # the push landing, on its own communicator (one direction per communicator): Llama RS
                 llama = self.groups["llama3.1-8b-layer"]
                 shapes = [list(s) for s in llama.shapes]
@@ -498,6 +512,20 @@ class TideContext:
     def close(self):
         for comm in self.comms.values():
             comm.close()
+
+
+@contextlib.contextmanager
+def _env_set(name: str, value: str):
+    """`name`=`value` in this process's environment (C getenv included) for the block."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def tide_stream() -> int:
@@ -606,8 +634,10 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
         llama_only = topo[0] > 1
         systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t), llama_only=llama_only))
         if topo[0] == 1:
-            systems.append(System("tide_ag_in_place", "ag", lambda g, t=topo: TideAgInPlace(g, ctx, t),
-                                  llama_only=True))
+            systems.append(System("tide_ag_in_place", "ag", lambda g, t=topo: TideAgInPlace(g, ctx, t)))
+            if (*topo, "no-graphs") in ctx.comms:
+                systems.append(System("tide_ag_in_place_nographs", "ag",
+                                      lambda g, t=(*topo, "no-graphs"): TideAgInPlace(g, ctx, t)))
         systems.append(System(f"tide_rs{tag}", "rs", lambda g, t=topo: TideRs(g, ctx, t), llama_only=llama_only))
         if topo[0] > 1:  # Level 2 landing by copy-engine push instead of pulls through peer addresses
             systems.append(System(f"tide_rs{tag}_push", "rs", lambda g, t=(*topo, "push"): TideRs(g, ctx, t),
