@@ -171,15 +171,15 @@ void testPeerCopies(Ctx& c) {
   c.ep.barrier();
 }
 
-// The same copy lists, sources and destinations all inside arenas, call after
-// call with fresh source bytes and poisoned destinations: from the second call
-// on they go out as one graph launch (copy_engine.hpp), which must copy what
-// the sources hold at the time. A list with a source outside the arena never
-// does. With TIDE_COPY_GRAPHS=0 nothing does.
+// The same copy lists call after call, with fresh source bytes and poisoned
+// destinations: from the second call on they go out as one graph launch
+// (copy_engine.hpp), which must copy what the sources hold at the time.
+// Sources in the arena and in cudaMalloc memory enter graphs; pinned host
+// memory never does. With TIDE_COPY_GRAPHS=0 nothing does.
 void testCopyGraphs(Ctx& c) {
   const CopyPlan plan;
-  const bool graphsOn = std::getenv("TIDE_COPY_GRAPHS") == nullptr || std::string(std::getenv("TIDE_COPY_GRAPHS")) != "0";
-  const auto before = c.ep.copyGraphStats();
+  const char* knob = std::getenv("TIDE_COPY_GRAPHS");
+  const bool graphsOn = knob == nullptr || std::string(knob) != "0";
   uint64_t signalValue = 1;  // testPeerCopies signalled 1 on the same counters
   auto copyAll = [&](const std::byte* src, const char* call) {
     ++signalValue;
@@ -196,50 +196,49 @@ void testCopyGraphs(Ctx& c) {
     for (int s = 0; s < c.ranks; ++s) c.ep.wait(2, kCopyDone + s, signalValue, s, "graph copies");
     c.ep.synchronizeAll();
   };
+  auto* device = deviceAlloc<uint8_t>(plan.srcBytes);
+  uint8_t* pinned = nullptr;
+  TCUDA(cudaMallocHost(&pinned, static_cast<size_t>(plan.srcBytes)));
+  struct Source {
+    const char* name;
+    std::byte* bytes;
+    bool graphed;
+  };
+  const Source sources[] = {{"arena", c.ep.arena() + kGraphSource, graphsOn},
+                            {"cudaMalloc", reinterpret_cast<std::byte*>(device), graphsOn},
+                            {"pinned host", reinterpret_cast<std::byte*>(pinned), false}};
   constexpr int kRounds = 4;
-  for (int round = 0; round < kRounds; ++round) {
-    const int tag = 10 + round;
-    const std::vector<uint8_t> srcHost = pattern(c.rank, tag, plan.srcBytes);
-    upload(c.ep.arena() + kGraphSource, srcHost.data(), plan.srcBytes);
-    fill(c.ep.arena() + kCopyRegion, kPoisonByte, 8 * kCopySlot);
-    c.ep.barrier();
-    copyAll(c.ep.arena() + kGraphSource, "copy_graphs#0");
-    for (int s = 0; s < c.ranks; ++s) {
-      const auto got = download(c.ep.arena() + kCopyRegion + s * kCopySlot, kCopySlot);
-      const auto want = expectedSlot(s, plan, 10 + round);
-      int64_t wrong = 0;
-      for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
-      TCHECK(wrong == 0, "round " + std::to_string(round) + ": " + std::to_string(wrong) +
-                             " wrong bytes in the slot written by rank " + std::to_string(s));
+  for (const Source& src : sources) {
+    const auto before = c.ep.copyGraphStats();
+    for (int round = 0; round < kRounds; ++round) {
+      const int tag = 10 + round;
+      const std::vector<uint8_t> srcHost = pattern(c.rank, tag, plan.srcBytes);
+      upload(src.bytes, srcHost.data(), plan.srcBytes);
+      fill(c.ep.arena() + kCopyRegion, kPoisonByte, 8 * kCopySlot);
+      c.ep.barrier();
+      copyAll(src.bytes, "copy_graphs#0");
+      for (int s = 0; s < c.ranks; ++s) {
+        const auto got = download(c.ep.arena() + kCopyRegion + s * kCopySlot, kCopySlot);
+        const auto want = expectedSlot(s, plan, tag);
+        int64_t wrong = 0;
+        for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+        TCHECK(wrong == 0, std::string(src.name) + " source, round " + std::to_string(round) + ": " +
+                               std::to_string(wrong) + " wrong bytes in the slot written by rank " + std::to_string(s));
+      }
+      c.ep.barrier();
     }
-    c.ep.barrier();
+    const auto after = c.ep.copyGraphStats();
+    const int64_t wantBuilt = src.graphed ? c.ranks : 0;
+    const int64_t wantLaunches = src.graphed ? int64_t{c.ranks} * (kRounds - 1) : 0;
+    TCHECK(after.built - before.built == wantBuilt, std::string(src.name) + " source: copy graphs built " +
+                                                        std::to_string(after.built - before.built) + ", want " +
+                                                        std::to_string(wantBuilt));
+    TCHECK(after.launches - before.launches == wantLaunches,
+           std::string(src.name) + " source: copy graph launches " + std::to_string(after.launches - before.launches) +
+               ", want " + std::to_string(wantLaunches));
   }
-  const auto after = c.ep.copyGraphStats();
-  const int64_t wantBuilt = graphsOn ? c.ranks : 0;
-  const int64_t wantLaunches = graphsOn ? int64_t{c.ranks} * (kRounds - 1) : 0;
-  TCHECK(after.built - before.built == wantBuilt, "copy graphs built: " + std::to_string(after.built - before.built) +
-                                                      ", want " + std::to_string(wantBuilt));
-  TCHECK(after.launches - before.launches == wantLaunches,
-         "copy graph launches: " + std::to_string(after.launches - before.launches) + ", want " +
-             std::to_string(wantLaunches));
-
-  // A source outside the arena: plain copies however often the list recurs.
-  auto* outside = deviceAlloc<uint8_t>(plan.srcBytes);
-  const std::vector<uint8_t> srcHost = pattern(c.rank, 1, plan.srcBytes);
-  upload(outside, srcHost.data(), plan.srcBytes);
-  for (int round = 0; round < 3; ++round) {
-    fill(c.ep.arena() + kCopyRegion, kPoisonByte, 8 * kCopySlot);
-    c.ep.barrier();
-    copyAll(reinterpret_cast<const std::byte*>(outside), "copy_graphs#1");
-    for (int s = 0; s < c.ranks; ++s) {
-      const auto got = download(c.ep.arena() + kCopyRegion + s * kCopySlot, kCopySlot);
-      TCHECK(got == expectedSlot(s, plan), "outside source, round " + std::to_string(round) + ": slot of rank " +
-                                               std::to_string(s) + " differs");
-    }
-    c.ep.barrier();
-  }
-  TCHECK(c.ep.copyGraphStats().launches == after.launches, "a copy from outside the arena went into a graph");
-  TCUDA(cudaFree(outside));
+  TCUDA(cudaFree(device));
+  TCUDA(cudaFreeHost(pinned));
   std::printf("[rank %d] copy graphs: %lld built, %lld launches\n", c.rank,
               static_cast<long long>(c.ep.copyGraphStats().built), static_cast<long long>(c.ep.copyGraphStats().launches));
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "fabric/byte_range.hpp"
@@ -72,16 +73,17 @@ bool graphsWanted() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-// Graphs kept per engine. FSDP2 models need one per group, ring slot and
-// queue (hundreds); past this, new lists go out without a graph.
-constexpr size_t kMaxGraphs = 4096;
+// Copy lists an engine remembers. An FSDP2 model needs a few per parameter
+// group (all-gather and reduce-scatter, ring slot, queue): hundreds.
+constexpr size_t kMaxLists = 4096;
 
 // Bytes a copy spans on one side.
 int64_t extent(const CopyOp& op, int64_t pitch) { return op.rows == 1 ? op.width : (op.rows - 1) * pitch + op.width; }
 
 }  // namespace
 
-CopyEngine::CopyEngine(std::vector<Window> stable) : stable_(std::move(stable)), enabled_(graphsWanted()) {
+CopyEngine::CopyEngine(int device, std::vector<Window> stable)
+    : device_(device), stable_(std::move(stable)), enabled_(graphsWanted()) {
   if (!enabled_) std::fprintf(stderr, "[tide cuda fabric] copy graphs off (TIDE_COPY_GRAPHS=0)\n");
 }
 
@@ -100,24 +102,26 @@ size_t CopyEngine::KeyHash::operator()(const Key& k) const noexcept {
   return static_cast<size_t>(h);
 }
 
-bool CopyEngine::stable(const void* p, int64_t bytes) const {
+bool CopyEngine::graphable(const void* p, int64_t bytes) const {
   for (const Window& w : stable_)
     if (liesWithin(p, bytes, w.base, w.bytes)) return true;
-  return false;
-}
-
-bool CopyEngine::qualifies(cudaStream_t stream, const std::vector<CopyOp>& ops) const {
-  // A graph launch is stream-ordered like the batch; the legacy default
-  // stream and a capture keep the plain path (as the batch does).
-  if (!enabled_ || ops.empty() || stream == nullptr || stream == cudaStreamLegacy || capturing(stream)) return false;
-  for (const CopyOp& op : ops) {
-    if (op.width == 0) continue;
-    if (!stable(op.dst, extent(op, op.dstPitch)) || !stable(op.src, extent(op, op.srcPitch))) return false;
+  // Device memory of this GPU (a caching allocator's block): a graph replays
+  // only for these very addresses, and copy engines resolve virtual addresses
+  // when they run, so a block freed and handed out again at the same address
+  // is copied as the batch would copy it. Host, managed and other GPUs'
+  // memory stay out.
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
   }
-  return true;
+  return a.type == cudaMemoryTypeDevice && a.device == device_;
 }
 
 cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
+  for (const CopyOp& op : ops)
+    if (op.width != 0 && (!graphable(op.dst, extent(op, op.dstPitch)) || !graphable(op.src, extent(op, op.srcPitch))))
+      return nullptr;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   cudaError_t e = cudaGraphCreate(&graph, 0);
@@ -154,7 +158,10 @@ cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
 }
 
 int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
-  if (!qualifies(stream, ops)) return issueCopies(stream, ops);
+  // A graph launch is stream-ordered like the batch; the legacy default
+  // stream and a capture keep the plain path, as the batch does.
+  if (!enabled_ || ops.empty() || stream == nullptr || stream == cudaStreamLegacy || capturing(stream))
+    return issueCopies(stream, ops);
   Key key;
   key.words.reserve(ops.size() * 6);
   int64_t total = 0;
@@ -169,14 +176,25 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   if (it == cache_.end()) {
     // First sighting: most lists recur (every step's all-gather of a group),
     // but a graph costs about a millisecond to build, so wait for the second.
-    if (cache_.size() < kMaxGraphs) cache_.emplace(std::move(key), Entry{});
+    if (cache_.size() >= kMaxLists) forgetOneOffs();
+    if (cache_.size() < kMaxLists) cache_.emplace(std::move(key), Entry{});
     return issueCopies(stream, ops);
   }
-  if (it->second.exec == nullptr) it->second.exec = build(ops);
-  if (it->second.exec == nullptr) return issueCopies(stream, ops);
-  TIDE_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream));
+  Entry& entry = it->second;
+  if (entry.exec == nullptr && !entry.never) {
+    entry.exec = build(ops);
+    entry.never = entry.exec == nullptr;
+  }
+  if (entry.exec == nullptr) return issueCopies(stream, ops);
+  TIDE_CUDA_CHECK(cudaGraphLaunch(entry.exec, stream));
   ++stats_.launches;
   return total;
+}
+
+void CopyEngine::forgetOneOffs() {
+  // Lists seen once (addresses that did not recur) make room; graphs stay.
+  for (auto it = cache_.begin(); it != cache_.end();)
+    it = it->second.exec == nullptr ? cache_.erase(it) : std::next(it);
 }
 
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {

@@ -3,13 +3,14 @@
 // may run in any order relative to each other (batch semantics), so they must
 // not overlap; calls on one stream run in order.
 //
-// A call's copies that all lie in stable memory (the symmetric arena and its
-// peers' mappings, which live as long as the endpoint) and recur with the
-// same addresses, as every FSDP2 all-gather of one group does, go out as one
-// launch of a graph of memcpy nodes built at their second sighting: the
-// driver then costs the issuing thread about 1.2 us per copy instead of 4.5-8
-// (tide_copy_launch_probe, BENCHMARKS.md), and the nodes still run on copy
-// engines. TIDE_COPY_GRAPHS=0 turns this off.
+// A call's copy list that recurs with the same addresses, as every FSDP2
+// all-gather and reduce-scatter of one group does from step to step, goes out
+// from its second sighting on as one launch of a graph of memcpy nodes built
+// for exactly those addresses: the driver then costs the issuing thread about
+// 1.2 us per copy instead of 4.5-8 (tide_copy_launch_probe, BENCHMARKS.md),
+// and the nodes still run on copy engines. Only the arenas (this rank's and
+// its peers', which live as long as the endpoint) and device memory of this
+// GPU enter graphs. TIDE_COPY_GRAPHS=0 turns them off.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,9 +38,9 @@ class CopyEngine {
     int64_t built = 0;     // graphs built (distinct recurring copy lists)
   };
 
-  // `stable`: address ranges that outlive this engine; only copies inside
-  // them are ever put in a graph (a graph keeps raw addresses).
-  explicit CopyEngine(std::vector<Window> stable);
+  // `stable`: address ranges that outlive this engine (the arenas), known
+  // graphable without asking the driver; `device`: this rank's GPU.
+  CopyEngine(int device, std::vector<Window> stable);
   ~CopyEngine();
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
@@ -58,12 +59,16 @@ class CopyEngine {
   };
   struct Entry {
     cudaGraphExec_t exec = nullptr;  // null until the list recurs
+    bool never = false;              // holds memory that stays out of graphs
   };
 
-  bool stable(const void* p, int64_t bytes) const;
-  bool qualifies(cudaStream_t stream, const std::vector<CopyOp>& ops) const;
-  cudaGraphExec_t build(const std::vector<CopyOp>& ops);  // null (and graphs off) on failure
+  bool graphable(const void* p, int64_t bytes) const;
+  // Null when the list holds memory that stays out, or (graphs then off, with
+  // a logged line) when the driver refuses.
+  cudaGraphExec_t build(const std::vector<CopyOp>& ops);
+  void forgetOneOffs();
 
+  int device_ = 0;
   std::vector<Window> stable_;
   bool enabled_ = true;
   std::unordered_map<Key, Entry, KeyHash> cache_;

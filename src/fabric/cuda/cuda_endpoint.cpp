@@ -63,7 +63,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   std::vector<CopyEngine::Window> windows{{arena_->base(), arena_->userBytes()}};
   for (int r = 0; r < topo_.ranks(); ++r)
     if (r != rank_ && arena_->peerBase(r) != nullptr) windows.push_back({arena_->peerBase(r), arena_->userBytes()});
-  copies_ = std::make_unique<CopyEngine>(std::move(windows));
+  copies_ = std::make_unique<CopyEngine>(device, std::move(windows));
   for (int q = 0; q < options.numQueues; ++q) {
     cudaStream_t s = nullptr;
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
