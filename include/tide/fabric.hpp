@@ -100,6 +100,8 @@ struct Stats {
   int64_t railPuts = 0;
   int64_t sumElems = 0;
   int64_t landElems = 0;
+  int64_t copyGraphLaunches = 0;  // copy lists that went out as one launch of a cached graph (CUDA)
+  int64_t copyGraphsBuilt = 0;
 };
 
 class Endpoint {

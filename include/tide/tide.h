@@ -146,6 +146,20 @@ tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes);
  * valid until the communicator is destroyed. */
 tideResult_t tideCommGetRails(tideComm_t comm, const char** name);
 
+/* What this rank's fabric has done since the communicator was made. */
+typedef struct {
+  int64_t copyBytes;          /* bytes moved by node-local copies */
+  int64_t copyDescriptors;    /* copies issued */
+  int64_t railBytes;          /* bytes moved by rail transfers */
+  int64_t railPuts;
+  int64_t sumElems;           /* fp32 elements written by Level 1 sums */
+  int64_t landElems;          /* elements written by Level 2 landings */
+  int64_t copyGraphLaunches;  /* copy lists that went out as one launch of a cached graph (CUDA; 0 on the host) */
+  int64_t copyGraphsBuilt;    /* graphs built for recurring copy lists */
+} tideCommStats_t;
+
+tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats);
+
 /* ------------------------------------------------------------ host-fabric runs */
 
 typedef struct {

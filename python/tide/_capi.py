@@ -141,6 +141,14 @@ CommHandle = ctypes.c_void_p   # tideComm_t (opaque)
 GroupHandle = ctypes.c_void_p  # tideGroup_t (opaque)
 
 
+class CommStats(ctypes.Structure):
+    """tideCommStats_t."""
+
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "copyBytes", "copyDescriptors", "railBytes", "railPuts", "sumElems", "landElems",
+        "copyGraphLaunches", "copyGraphsBuilt")]
+
+
 class HostRunOptions(ctypes.Structure):
     """tideHostRunOptions_t."""
 
@@ -204,11 +212,12 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideCommWaitInputsRead.argtypes = [CommHandle, ctypes.c_void_p]
     lib.tideCommReservedBytes.argtypes = [CommHandle, ctypes.POINTER(ctypes.c_int64)]
     lib.tideCommGetRails.argtypes = [CommHandle, ctypes.POINTER(ctypes.c_char_p)]
+    lib.tideCommGetStats.argtypes = [CommHandle, ctypes.POINTER(CommStats)]
     lib.tideScratchBytes.argtypes = [ctypes.POINTER(PlanConfig), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
     for name in ("tideScratchBytes", "tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
                  "tideGroupRegister", "tideGroupGetJson", "tideAllGather", "tideReduceScatter",
                  "tideCommSynchronize", "tideCommWaitInputsRead", "tideCommReservedBytes",
-                 "tideCommGetRails"):
+                 "tideCommGetRails", "tideCommGetStats"):
         getattr(lib, name).restype = _c_enum
 
 

@@ -138,6 +138,17 @@ class Communicator:
         _capi.check(_capi.library().tideCommGetRails(self.handle, ctypes.byref(out)))
         return out.value.decode()
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """What this rank's fabric has done since the communicator was made:
+        copy_bytes, copy_descriptors, rail_bytes, rail_puts, sum_elems,
+        land_elems, and (CUDA fabric; 0 on the host) copy_graph_launches and
+        copy_graphs_built: copy lists that went out as one launch of a cached
+        graph of memcpy nodes, and the graphs built for them."""
+        out = _capi.CommStats()
+        _capi.check(_capi.library().tideCommGetStats(self.handle, ctypes.byref(out)))
+        return {_snake(name): getattr(out, name) for name, _ in _capi.CommStats._fields_}
+
     def reserved_bytes(self) -> int:
         """Bytes the fabric holds for this rank's arena outside any framework
         allocator: the CUDA fabric's ncclMemAlloc window (arena, counters,
@@ -146,3 +157,8 @@ class Communicator:
         out = ctypes.c_int64()
         _capi.check(_capi.library().tideCommReservedBytes(self.handle, ctypes.byref(out)))
         return out.value
+
+
+def _snake(name: str) -> str:
+    """copyGraphLaunches -> copy_graph_launches."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)

@@ -262,6 +262,22 @@ TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
   });
 }
 
+TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) {
+  return guarded("tideCommGetStats", [&]() -> tideResult_t {
+    if (!comm || !stats) return invalid("tideCommGetStats", "null argument");
+    const tide::fabric::Stats s = comm->fabric.endpoint->stats();
+    *stats = tideCommStats_t{.copyBytes = s.copyBytes,
+                             .copyDescriptors = s.copyOps,
+                             .railBytes = s.railBytes,
+                             .railPuts = s.railPuts,
+                             .sumElems = s.sumElems,
+                             .landElems = s.landElems,
+                             .copyGraphLaunches = s.copyGraphLaunches,
+                             .copyGraphsBuilt = s.copyGraphsBuilt};
+    return tideSuccess;
+  });
+}
+
 TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {
   return guarded("tideCommSynchronize", [&]() -> tideResult_t {
     if (!comm) return invalid("tideCommSynchronize", "null comm");

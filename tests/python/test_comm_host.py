@@ -82,6 +82,13 @@ def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull"):
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
                 for i, err in enumerate(_rs_rel_errors(plan, out, all_grads, rank, 0.5)):
                     assert err <= 1e-5, f"RS param {i}: max rel err {err}"
+            # What the fabric did over both calls: every all-gather copies this rank's shard into all
+            # n landings; rails carry bytes only across nodes; the host fabric builds no copy graphs.
+            stats = comm.stats
+            assert stats["copy_bytes"] >= 2 * n * shard_bytes and stats["copy_descriptors"] > 0, stats
+            assert stats["sum_elems"] > 0, stats
+            assert (stats["rail_bytes"] > 0 and stats["rail_puts"] > 0) == (nodes > 1), stats
+            assert stats["copy_graph_launches"] == stats["copy_graphs_built"] == 0, stats
     except Exception:  # reported to the parent, which fails the test
         errors.put(f"rank {rank}: {traceback.format_exc()}")
 

@@ -86,6 +86,10 @@ def test_every_system_runs_and_matches_stock(job):
             # tide-4ctas fixes every group's sum budget; the others take the solver's.
             ctas = {g["sum_ctas"] for g in tide["groups"] if g["status"] == "tide"}
             assert (ctas == {4}) == (name == "tide-4ctas"), (name, ctas)
+            # The fabric's own counts after the run: the host fabric copies but builds no copy graphs.
+            stats = [a["fabric_stats"] for a in tide["arenas"]]
+            assert stats and all(st["copy_descriptors"] > 0 and st["sum_elems"] > 0 for st in stats), stats
+            assert all(st["copy_graph_launches"] == st["copy_graphs_built"] == 0 for st in stats), stats
             assert systems[name]["ratio_vs_stock"] > 0
         assert run["checks"]["losses_match"]
 

@@ -564,6 +564,12 @@ def run_config(env: Env, args, kind: str, tokens: int, out) -> dict:
         out(row(kind, tokens, name, res))
         for note in res.get("notes", []):
             out(f"#     {name}: {note}")
+        for arena in (res.get("tide") or {}).get("arenas", []):
+            st = arena.get("fabric_stats")
+            if st:  # rank 0's fabric over the whole run: how many copy lists went out as cached graphs
+                out(f"#     {name}: fabric {arena['topology'][0]}x{arena['topology'][1]}: {st['copy_descriptors']} "
+                    f"copies, {st['copy_graph_launches']} lists as cached-graph launches "
+                    f"({st['copy_graphs_built']} graphs)")
     return {"model": kind, "tokens_per_gpu": tokens, "seq_len": seq_len, "sequences": tokens // seq_len,
             "config": cfg.__dict__ | {"params": models.param_count(cfg),
                                       "active_params": models.active_param_count(cfg)},

@@ -560,6 +560,11 @@ def _print(rep: dict, file) -> None:
           f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
           f"scratch ~{a['scratch_bytes_estimate']} B; shard buffer {a['shard_buffer_bytes']} B in torch memory); "
           f"{a['reserved_bytes']} B held outside torch's allocator\n")
+        st = a.get("fabric_stats")
+        if st:
+            w(f"    fabric so far: {st['copy_descriptors']} copies ({st['copy_bytes']} B; "
+              f"{st['copy_graph_launches']} lists as cached-graph launches, {st['copy_graphs_built']} graphs), "
+              f"{st['rail_puts']} rail puts, {st['sum_elems']} summed elements\n")
     w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
       f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")
     w(f"  {'group':<28} {'status':<8} {'region':<16} {'slot B':>10} {'unsharded B':>12} {'staging B':>10}"

@@ -186,6 +186,7 @@ class CommContext:
             "topology": list(self.topology),
             "fabric": self.fabric,
             "rails": self.comm.rails if self.comm is not None else None,  # the fabric's run-time choice
+            "fabric_stats": self.comm.stats if self.comm is not None else None,  # copies, sums, copy graphs
             "arena_bytes": self.arena_bytes,
             "reserved_bytes": self.reserved_bytes,
             "scratch_bytes_estimate": self.scratch_bytes,

@@ -226,11 +226,20 @@ void CudaEndpoint::writeCounter(cudaStream_t s, uint64_t* counter, uint64_t valu
   StreamMemOps::get().write(s, counter, value);
 }
 
+int64_t CudaEndpoint::enqueueCopies(cudaStream_t s, const std::vector<CopyOp>& ops, bool countBytes) {
+  const CopyEngine::GraphStats before = copies_->graphStats();
+  const int64_t bytes = copies_->issue(s, ops);
+  stats_.copyGraphLaunches += copies_->graphStats().launches - before.launches;
+  stats_.copyGraphsBuilt += copies_->graphStats().built - before.built;
+  if (countBytes) stats_.copyBytes += bytes;
+  return bytes;
+}
+
 void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   HostProfile::Scope timed(profile_, HostProfile::kCopy, static_cast<int64_t>(ops.size()));
   cudaStream_t s = queue(q);
   beginOp();
-  stats_.copyBytes += copies_->issue(s, ops);
+  enqueueCopies(s, ops, true);
   stats_.copyOps += static_cast<int64_t>(ops.size());
 }
 
@@ -337,7 +346,7 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
 #endif
   std::byte* dst = arena_->peerBase(dstRank) + dstOffset;
-  copies_->issue(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
+  enqueueCopies(s, {CopyOp{dst, src, bytes, 1, 0, 0}}, false);
   replayAfterPut(s, dst, src, bytes, duplicate);
   // Rail signals count as remote for loseSignalAfter, like the host fabric's.
   if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);

@@ -144,6 +144,9 @@ class CudaEndpoint final : public Endpoint {
   void beginOp(bool flushRails = true);
   bool dropThisRemoteSignal();
   void replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes, bool duplicate);
+  // Through the copy engine (graphs where they qualify), counting graph use
+  // and, with countBytes, the bytes in stats_.copyBytes; returns the bytes.
+  int64_t enqueueCopies(cudaStream_t s, const std::vector<CopyOp>& ops, bool countBytes);
   void writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote);
   std::string who() const;
   void reportChoiceOnce() const;
