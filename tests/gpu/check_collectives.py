@@ -7,7 +7,8 @@ For every topology the GPUs allow (M=1 x L=N, and N virtual nodes of one GPU):
     exactly; NaN/Inf inputs give the expected classes; alpha and accumulate;
   - the GPU's bits equal the host fabric's for the same inputs and plan;
   - repeated calls give identical bits (on one node the second call runs in place: the shard
-    written into the own landing rows, no shard pointer).
+    written into the own landing rows, no shard pointer; the third replays the first's copy
+    lists as cached graphs, which the fabric's counts must show).
 Exits non-zero on any failure.
 """
 from __future__ import annotations
@@ -204,6 +205,16 @@ def main() -> int:
                                          (h_out[r].view(np.uint32) != outs[r].view(np.uint32))))
                         failures.append(f"{name}: rank {r} RS output differs from the host fabric in {bad} elements")
             print(f"[rank {rank}] {name}: checked", flush=True)
+        # Every case calls three times with the same addresses, so from the second sighting on a
+        # queue's copy list goes out as a cached graph: the checks above covered both ways.
+        stats = comm.stats
+        print(f"[rank {rank}] {tag}: {stats['copy_descriptors']} copies, {stats['copy_graph_launches']} lists as "
+              f"cached-graph launches ({stats['copy_graphs_built']} graphs)", flush=True)
+        graphs_on = os.environ.get("TIDE_COPY_GRAPHS", "1") != "0"
+        if graphs_on and stats["copy_descriptors"] > 0 and stats["copy_graph_launches"] == 0:
+            failures.append(f"{tag}: no copy list went out as a cached graph")
+        if not graphs_on and stats["copy_graph_launches"] + stats["copy_graphs_built"] > 0:
+            failures.append(f"{tag}: copy graphs used with TIDE_COPY_GRAPHS=0")
         comm.close()
     for ref in references.values():
         ref.close()
