@@ -50,7 +50,6 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import datetime
 import faulthandler
@@ -67,6 +66,7 @@ import torch
 import torch.distributed as dist
 
 from tide.bench.calibration import H200_PAIR
+from tide.bench.scoped_env import scoped_env
 from tide.bench.topologies import node_splits
 
 MiB = 1 << 20
@@ -486,7 +486,7 @@ class TideContext:
                 # The same all-gathers on a communicator without copy graphs (TIDE_COPY_GRAPHS=0, read
                 # when its endpoint is made): what the graphs save, paired in this run.
                 key = (m, l, "no-graphs")
-                with _env_set("TIDE_COPY_GRAPHS", "0"):
+                with scoped_env({"TIDE_COPY_GRAPHS": "0"}):
                     self.comms[key] = self._communicator(topo, landing_bytes + scratch)
                 self.landing[key] = self.comms[key].alloc(landing_bytes)
                 self.handles[key] = {name: self.comms[key].register_group([list(s) for s in g.shapes], **TIDE_PLAN)
@@ -512,20 +512,6 @@ class TideContext:
     def close(self):
         for comm in self.comms.values():
             comm.close()
-
-
-@contextlib.contextmanager
-def _env_set(name: str, value: str):
-    """`name`=`value` in this process's environment (C getenv included) for the block."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
 
 
 def tide_stream() -> int:

@@ -18,6 +18,10 @@
                    default set): slower sums that leave the backward's GEMMs their SMs; one GPU's
                    128-CTA GEMM slowed by +4 to +10 % beside 4 sum CTAs, and by +95 % beside 8 or
                    more (BENCHMARKS.md, session 8), so this measures which matters in training.
+  tide-no-copy-graphs  In-Place with TIDE_COPY_GRAPHS=0 while its communicators are made (not in the
+                   default set): every copy list enqueued copy by copy instead of replayed as a
+                   cached graph of memcpy nodes; the A/B of what the graphs save the host-bound
+                   4K steps (on the host fabric, which has no graphs, the same as tide-in-place).
 
 Every system draws its weights from the same seed on the same device, so all start from the same
 parameters, and trains on the same batches (`SyntheticData`), so their losses match step by step up
@@ -37,15 +41,20 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from tide.bench import models
+from tide.bench.scoped_env import scoped_env
 
 log = logging.getLogger("tide.bench.fsdp")
 
-SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas")
+SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas",
+           "tide-no-copy-graphs")
 DEFAULT_SYSTEMS = SYSTEMS[:4]
 TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse", "tide-late-free": "in-place",
-              "tide-4ctas": "in-place"}
+              "tide-4ctas": "in-place", "tide-no-copy-graphs": "in-place"}
 TIDE_INSTALL_OPTIONS = {"tide-late-free": {"release_grads": "with-fsdp-state"},
                         "tide-4ctas": {"plan_options": {"sum_ctas": 4}}}
+# Environment set while install() makes the system's communicators (the CUDA fabric reads
+# TIDE_COPY_GRAPHS when an endpoint is made).
+TIDE_INSTALL_ENV = {"tide-no-copy-graphs": {"TIDE_COPY_GRAPHS": "0"}}
 PG_ALLOC_API = "set_allocate_memory_from_process_group_for_comm"
 
 
@@ -226,8 +235,10 @@ def build_system(name: str, cfg: models.ModelConfig, env: Env, train: TrainConfi
 
             options = dict(TIDE_INSTALL_OPTIONS.get(name, {}))
             plan = {**(train.tide_plan or {}), **options.pop("plan_options", {})}
-            system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name], timeout_s=train.tide_timeout_s,
-                                                   plan_options=plan or None, **options)
+            with scoped_env(TIDE_INSTALL_ENV.get(name, {})):
+                system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name],
+                                                       timeout_s=train.tide_timeout_s, plan_options=plan or None,
+                                                       **options)
         except Exception as e:  # noqa: BLE001 - e.g. no libtide: the same on every rank, reported as a skip
             log.warning("tide.bench: %s: tide.fsdp.install failed: %s: %s", name, type(e).__name__, e)
             system.tide_report = {"installed": False, "reason": "install_failed",
