@@ -176,7 +176,8 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   if (it == cache_.end()) {
     // First sighting: most lists recur (every step's all-gather of a group),
     // but a graph costs about a millisecond to build, so wait for the second.
-    if (cache_.size() >= kMaxLists) forgetOneOffs();
+    // Graphs are never dropped, so entries beyond the graphs built are one-offs.
+    if (cache_.size() >= kMaxLists && cache_.size() > static_cast<size_t>(stats_.built)) forgetOneOffs();
     if (cache_.size() < kMaxLists) cache_.emplace(std::move(key), Entry{});
     return issueCopies(stream, ops);
   }
