@@ -5,8 +5,8 @@
 //                  rank, key = node); the topology (M x L) may be virtual
 //   arena          ncclMemAlloc + symmetric window; peers by LSA address
 //   queues         a small pool of CUDA streams (queue 0 may be the caller's)
-//   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync, or a cached graph of
-//                  memcpy nodes for recurring copies inside the arenas (copy engines)
+//   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync, or for a recurring
+//                  copy list one launch of a cached graph of memcpy nodes (copy engines)
 //   signal / wait  cuStreamWriteValue64 / cuStreamWaitValue64 (GEQ) on uint64
 //                  counters in the arena, every wait under a watchdog deadline
 //   sum / land     short-lived fp32 kernels under a CTA budget
