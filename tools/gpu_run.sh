@@ -140,7 +140,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DPython3_EXECUTABLE="$(command -v "$PYTHON")" &&
-    cmake --build "$BUILD" --target tide tide_cuda_fabric_test tide_bench_native -j "$(nproc)"
+    cmake --build "$BUILD" --target tide tide_cuda_fabric_test tide_copy_launch_probe tide_bench_native -j "$(nproc)"
 }
 export -f build
 export BUILD PYTHON
@@ -156,6 +156,9 @@ elif [[ -x $TEST ]]; then
   # The other sum kernels (the default is TMA): the same sum cases and the same --perf sweep.
   run fabric_1gpu_registers 90 env TIDE_SUM_KERNEL=registers "$TEST" --ranks 1 --nodes 1 --perf
   run fabric_1gpu_cp_async 90 env TIDE_SUM_KERNEL=cp-async "$TEST" --ranks 1 --nodes 1 --perf
+  # Host time per copy three ways (each copy, batch, cached graph); fails unless every byte is
+  # right and the graph's copies run on copy engines beside a kernel holding every SM.
+  run copy_launch_probe 60 "$BUILD/tests/cuda/tide_copy_launch_probe" --copies 30 --bytes 1048576
   if ((NGPU >= 2)); then
     # Every virtual topology of this host's GPUs (M nodes x L GPUs, L <= 8; on
     # 4 GPUs M1L4, M2L2, M4L1), then the send/recv rails on one GPU per node.
