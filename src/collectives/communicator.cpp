@@ -309,9 +309,16 @@ ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const st
   const uint64_t sumEnd = ep_.record(kSumQueue);
   ep_.waitEvent(kCallerQueue, kCopyQueue, copyEnd);
   ep_.waitEvent(kCallerQueue, kSumQueue, sumEnd);
-  if (!injected(Fault::kReleaseGradsEarly)) ev.readDone = ep_.record(kCallerQueue);
-  if (plan.group.topo.nodes > 1) ep_.waitEvent(kCallerQueue, kNetQueue, ep_.record(kNetQueue));
-  ev.done = ep_.record(kCallerQueue);
+  const bool honest = !injected(Fault::kReleaseGradsEarly);
+  if (honest) ev.readDone = ep_.record(kCallerQueue);
+  if (plan.group.topo.nodes > 1) {
+    ep_.waitEvent(kCallerQueue, kNetQueue, ep_.record(kNetQueue));
+    ev.done = ep_.record(kCallerQueue);
+  } else {
+    // One node: nothing follows the read-done point, so the call is done there
+    // too (one event record less; each costs the issuing thread 2-5 us).
+    ev.done = honest ? ev.readDone : ep_.record(kCallerQueue);
+  }
   return ev;
 }
 
