@@ -132,6 +132,11 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
 
 CudaEndpoint::~CudaEndpoint() {
   profile_.report(rank_);
+  if (profile_.enabled()) {
+    const CopyEngine::GraphStats& g = copies_->graphStats();
+    std::fprintf(stderr, "[tide host profile] rank %d: copy lists as cached-graph launches %lld, graphs built %lld\n",
+                 rank_, static_cast<long long>(g.launches), static_cast<long long>(g.built));
+  }
   try {
     synchronizeAll();
     comms_->barrier();  // no peer still writes into an arena about to be unmapped
