@@ -271,6 +271,55 @@ void testCopyGraphs(Ctx& c) {
               static_cast<long long>(c.ep.copyGraphStats().built), static_cast<long long>(c.ep.copyGraphStats().launches));
 }
 
+// More recurring lists than the engine keeps graphs for (1024): each new graph
+// past the cap drops the least recently launched one, which then starts over as
+// a first sighting. 1026 lists of one 256-byte copy each, inside the own
+// arena, four rounds; the last round's bytes are checked against poisoned
+// slots.
+void testCopyGraphCap(Ctx& c) {
+  const char* knob = std::getenv("TIDE_COPY_GRAPHS");
+  if (knob != nullptr && std::string(knob) == "0") return;
+  constexpr int64_t kCap = 1024;  // copy_engine.cpp's kMaxGraphs
+  constexpr int64_t kPiece = 256;
+  const auto before = c.ep.copyGraphStats();
+  // The earlier tests' graphs, launched before these: the first `live` drops are theirs.
+  const int64_t live = before.built - before.dropped;
+  const int64_t lists = kCap + 2;
+  std::byte* src = c.ep.arena() + kGraphSource;
+  std::byte* dst = c.ep.arena() + kCopyRegion + c.rank * kCopySlot;
+  const std::vector<uint8_t> srcHost = pattern(c.rank, 40, lists * kPiece);
+  upload(src, srcHost.data(), lists * kPiece);
+  auto round = [&] {
+    for (int64_t i = 0; i < lists; ++i) c.ep.copy(1, {CopyOp{dst + i * kPiece, src + i * kPiece, kPiece, 1, 0, 0}});
+  };
+  auto text = [](const char* what, int64_t got, int64_t want) {
+    return std::string(what) + " " + std::to_string(got) + ", want " + std::to_string(want);
+  };
+  round();  // first sightings
+  round();  // every list gets a graph: the earlier tests' graphs go first, then lists 0 and 1
+  const auto second = c.ep.copyGraphStats();
+  TCHECK(second.built - before.built == lists, text("round 2: built", second.built - before.built, lists));
+  TCHECK(second.dropped - before.dropped == live + 2,
+         text("round 2: dropped", second.dropped - before.dropped, live + 2));
+  TCHECK(second.launches - before.launches == lists,
+         text("round 2: launches", second.launches - before.launches, lists));
+  round();  // lists 0 and 1 are first sightings again; the others replay
+  const auto third = c.ep.copyGraphStats();
+  TCHECK(third.launches - second.launches == lists - 2,
+         text("round 3: launches", third.launches - second.launches, lists - 2));
+  TCHECK(third.built == second.built, text("round 3: built", third.built - second.built, 0));
+  c.ep.synchronizeAll();
+  fill(dst, kPoisonByte, lists * kPiece);
+  round();  // lists 0 and 1 get graphs again, dropping the two least recently launched (2 and 3)
+  c.ep.synchronizeAll();
+  const auto fourth = c.ep.copyGraphStats();
+  TCHECK(fourth.built - third.built == 2, text("round 4: built", fourth.built - third.built, 2));
+  TCHECK(fourth.dropped - third.dropped == 2, text("round 4: dropped", fourth.dropped - third.dropped, 2));
+  TCHECK(fourth.launches - third.launches == lists, text("round 4: launches", fourth.launches - third.launches, lists));
+  TCHECK(download(dst, lists * kPiece) == srcHost, "round 4: the copied bytes differ");
+  c.ep.barrier();
+}
+
 // ------------------------------------------------------------------ ring ping-pong
 
 // Round i: rank r overwrites its payload with byte i, copies it into rank
@@ -857,6 +906,7 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     TCHECK(ep.railsByCopy() == (a.rails == "auto"), "rail mode");
     testPeerCopies(c);
     testCopyGraphs(c);
+    testCopyGraphCap(c);
     ep.resetStats();
     testRingOrdering(c);
     testRailPuts(c);

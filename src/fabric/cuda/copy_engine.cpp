@@ -73,9 +73,13 @@ bool graphsWanted() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-// Copy lists an engine remembers. An FSDP2 model needs a few per parameter
-// group (all-gather and reduce-scatter, ring slot, queue): hundreds.
+// Copy lists an engine remembers, and graphs it keeps (the least recently
+// launched goes when a new one would pass the cap). An FSDP2 model needs a few
+// per parameter group (all-gather and reduce-scatter, ring slot, queue):
+// hundreds; a caching allocator that moves gradients between steps leaves
+// graphs behind that are never launched again.
 constexpr size_t kMaxLists = 4096;
+constexpr size_t kMaxGraphs = 1024;
 
 // Bytes a copy spans on one side.
 int64_t extent(const CopyOp& op, int64_t pitch) { return op.rows == 1 ? op.width : (op.rows - 1) * pitch + op.width; }
@@ -176,20 +180,35 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   if (it == cache_.end()) {
     // First sighting: most lists recur (every step's all-gather of a group),
     // but a graph costs about a millisecond to build, so wait for the second.
-    // Graphs are never dropped, so entries beyond the graphs built are one-offs.
-    if (cache_.size() >= kMaxLists && cache_.size() > static_cast<size_t>(stats_.built)) forgetOneOffs();
+    // Entries beyond the live graphs are one-offs (or hold memory that stays out).
+    if (cache_.size() >= kMaxLists && cache_.size() > liveGraphs_) forgetOneOffs();
     if (cache_.size() < kMaxLists) cache_.emplace(std::move(key), Entry{});
     return issueCopies(stream, ops);
   }
-  Entry& entry = it->second;
-  if (entry.exec == nullptr && !entry.never) {
-    entry.exec = build(ops);
-    entry.never = entry.exec == nullptr;
+  if (it->second.exec == nullptr && !it->second.never) {
+    if (liveGraphs_ >= kMaxGraphs) dropLeastRecentGraph();  // never `it`: it holds no graph yet
+    it->second.exec = build(ops);
+    it->second.never = it->second.exec == nullptr;
+    if (it->second.exec != nullptr) ++liveGraphs_;
   }
+  Entry& entry = it->second;
   if (entry.exec == nullptr) return issueCopies(stream, ops);
   TIDE_CUDA_CHECK(cudaGraphLaunch(entry.exec, stream));
+  entry.lastUse = ++tick_;
   ++stats_.launches;
   return total;
+}
+
+void CopyEngine::dropLeastRecentGraph() {
+  auto oldest = cache_.end();
+  for (auto it = cache_.begin(); it != cache_.end(); ++it)
+    if (it->second.exec != nullptr && (oldest == cache_.end() || it->second.lastUse < oldest->second.lastUse))
+      oldest = it;
+  if (oldest == cache_.end()) return;
+  cudaGraphExecDestroy(oldest->second.exec);  // if still in flight, freed when it completes
+  cache_.erase(oldest);
+  --liveGraphs_;
+  ++stats_.dropped;
 }
 
 void CopyEngine::forgetOneOffs() {

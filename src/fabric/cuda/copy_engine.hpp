@@ -10,7 +10,8 @@
 // 1.2 us per copy instead of 4.5-8 (tide_copy_launch_probe, BENCHMARKS.md),
 // and the nodes still run on copy engines. Only the arenas (this rank's and
 // its peers', which live as long as the endpoint) and device memory of this
-// GPU enter graphs. TIDE_COPY_GRAPHS=0 turns them off.
+// GPU enter graphs. An engine keeps at most 1024 graphs (the least recently
+// launched goes first). TIDE_COPY_GRAPHS=0 turns them off.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,6 +37,7 @@ class CopyEngine {
   struct GraphStats {
     int64_t launches = 0;  // calls that went out as one graph launch
     int64_t built = 0;     // graphs built (distinct recurring copy lists)
+    int64_t dropped = 0;   // least recently used graphs destroyed to stay under the cap
   };
 
   // `stable`: address ranges that outlive this engine (the arenas), known
@@ -60,6 +62,7 @@ class CopyEngine {
   struct Entry {
     cudaGraphExec_t exec = nullptr;  // null until the list recurs
     bool never = false;              // holds memory that stays out of graphs
+    uint64_t lastUse = 0;            // issue() tick of its last launch
   };
 
   bool graphable(const void* p, int64_t bytes) const;
@@ -67,11 +70,14 @@ class CopyEngine {
   // a logged line) when the driver refuses.
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
   void forgetOneOffs();
+  void dropLeastRecentGraph();
 
   int device_ = 0;
   std::vector<Window> stable_;
   bool enabled_ = true;
   std::unordered_map<Key, Entry, KeyHash> cache_;
+  size_t liveGraphs_ = 0;
+  uint64_t tick_ = 0;
   GraphStats stats_;
 };
 

@@ -134,8 +134,11 @@ CudaEndpoint::~CudaEndpoint() {
   profile_.report(rank_);
   if (profile_.enabled()) {
     const CopyEngine::GraphStats& g = copies_->graphStats();
-    std::fprintf(stderr, "[tide host profile] rank %d: copy lists as cached-graph launches %lld, graphs built %lld\n",
-                 rank_, static_cast<long long>(g.launches), static_cast<long long>(g.built));
+    std::fprintf(stderr,
+                 "[tide host profile] rank %d: copy lists as cached-graph launches %lld, graphs built %lld, "
+                 "dropped %lld\n",
+                 rank_, static_cast<long long>(g.launches), static_cast<long long>(g.built),
+                 static_cast<long long>(g.dropped));
   }
   try {
     synchronizeAll();
