@@ -108,3 +108,14 @@ def test_rails_query_reports_the_choice_and_refuses_null(tmp_path):
         assert first.value.decode() == comm.rails
         assert lib.tideCommGetRails(comm.handle, None) == _capi.Result.INVALID_ARGUMENT
         assert lib.tideCommGetRails(None, ctypes.byref(ctypes.c_char_p())) == _capi.Result.INVALID_ARGUMENT
+
+
+def test_stats_start_at_zero_and_refuse_null(tmp_path):
+    import ctypes
+
+    with _comm(tmp_path) as comm:
+        # Nothing issued yet: every count is zero (a fresh communicator's fabric has done nothing).
+        assert set(comm.stats.values()) == {0}, comm.stats
+        lib = _capi.library()
+        assert lib.tideCommGetStats(comm.handle, None) == _capi.Result.INVALID_ARGUMENT
+        assert lib.tideCommGetStats(None, ctypes.byref(_capi.CommStats())) == _capi.Result.INVALID_ARGUMENT
