@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <string>
 
 #include "fabric/byte_range.hpp"
@@ -87,23 +86,18 @@ int64_t extent(const CopyOp& op, int64_t pitch) { return op.rows == 1 ? op.width
 }  // namespace
 
 CopyEngine::CopyEngine(int device, std::vector<Window> stable)
-    : device_(device), stable_(std::move(stable)), enabled_(graphsWanted()) {
+    : device_(device), stable_(std::move(stable)), enabled_(graphsWanted()), cache_(kMaxLists, kMaxGraphs) {
   if (!enabled_) std::fprintf(stderr, "[tide cuda fabric] copy graphs off (TIDE_COPY_GRAPHS=0)\n");
 }
 
 CopyEngine::~CopyEngine() {
   // An executable graph still in flight is freed when it completes.
-  for (auto& [key, entry] : cache_)
-    if (entry.exec != nullptr) cudaGraphExecDestroy(entry.exec);
+  cache_.forEachReplay([](cudaGraphExec_t exec) { cudaGraphExecDestroy(exec); });
 }
 
-size_t CopyEngine::KeyHash::operator()(const Key& k) const noexcept {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
-  for (int64_t w : k.words) {
-    h ^= static_cast<uint64_t>(w);
-    h *= 1099511628211ull;
-  }
-  return static_cast<size_t>(h);
+CopyEngine::GraphStats CopyEngine::graphStats() const {
+  const auto& s = cache_.stats();
+  return GraphStats{.launches = s.hits, .built = s.built, .dropped = s.dropped};
 }
 
 bool CopyEngine::graphable(const void* p, int64_t bytes) const {
@@ -157,7 +151,6 @@ cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
                  cudaGetErrorString(e));
     return nullptr;
   }
-  ++stats_.built;
   return exec;
 }
 
@@ -166,7 +159,7 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   // stream and a capture keep the plain path, as the batch does.
   if (!enabled_ || ops.empty() || stream == nullptr || stream == cudaStreamLegacy || capturing(stream))
     return issueCopies(stream, ops);
-  Key key;
+  CopyListCache<cudaGraphExec_t>::Key key;
   key.words.reserve(ops.size() * 6);
   int64_t total = 0;
   for (const CopyOp& op : ops) {
@@ -176,45 +169,12 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
                       op.rows == 1 ? 0 : op.srcPitch, op.rows == 1 ? 0 : op.dstPitch})
       key.words.push_back(w);
   }
-  auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    // First sighting: most lists recur (every step's all-gather of a group),
-    // but a graph costs about a millisecond to build, so wait for the second.
-    // Entries beyond the live graphs are one-offs (or hold memory that stays out).
-    if (cache_.size() >= kMaxLists && cache_.size() > liveGraphs_) forgetOneOffs();
-    if (cache_.size() < kMaxLists) cache_.emplace(std::move(key), Entry{});
-    return issueCopies(stream, ops);
-  }
-  if (it->second.exec == nullptr && !it->second.never) {
-    if (liveGraphs_ >= kMaxGraphs) dropLeastRecentGraph();  // never `it`: it holds no graph yet
-    it->second.exec = build(ops);
-    it->second.never = it->second.exec == nullptr;
-    if (it->second.exec != nullptr) ++liveGraphs_;
-  }
-  Entry& entry = it->second;
-  if (entry.exec == nullptr) return issueCopies(stream, ops);
-  TIDE_CUDA_CHECK(cudaGraphLaunch(entry.exec, stream));
-  entry.lastUse = ++tick_;
-  ++stats_.launches;
+  const cudaGraphExec_t exec = cache_.sight(
+      std::move(key), [&] { return build(ops); },
+      [](cudaGraphExec_t dropped) { cudaGraphExecDestroy(dropped); });  // in flight: freed when it completes
+  if (exec == nullptr) return issueCopies(stream, ops);
+  TIDE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   return total;
-}
-
-void CopyEngine::dropLeastRecentGraph() {
-  auto oldest = cache_.end();
-  for (auto it = cache_.begin(); it != cache_.end(); ++it)
-    if (it->second.exec != nullptr && (oldest == cache_.end() || it->second.lastUse < oldest->second.lastUse))
-      oldest = it;
-  if (oldest == cache_.end()) return;
-  cudaGraphExecDestroy(oldest->second.exec);  // if still in flight, freed when it completes
-  cache_.erase(oldest);
-  --liveGraphs_;
-  ++stats_.dropped;
-}
-
-void CopyEngine::forgetOneOffs() {
-  // Lists seen once (addresses that did not recur) make room; graphs stay.
-  for (auto it = cache_.begin(); it != cache_.end();)
-    it = it->second.exec == nullptr ? cache_.erase(it) : std::next(it);
 }
 
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {

@@ -11,16 +11,17 @@
 // and the nodes still run on copy engines. Only the arenas (this rank's and
 // its peers', which live as long as the endpoint) and device memory of this
 // GPU enter graphs. An engine keeps at most 1024 graphs (the least recently
-// launched goes first). TIDE_COPY_GRAPHS=0 turns them off.
+// launched goes first; the policy is fabric/copy_list_cache.hpp).
+// TIDE_COPY_GRAPHS=0 turns them off.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
+#include "fabric/copy_list_cache.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::cuda {
@@ -49,36 +50,18 @@ class CopyEngine {
 
   // As issueCopies, through a cached graph where the list qualifies.
   int64_t issue(cudaStream_t stream, const std::vector<CopyOp>& ops);
-  const GraphStats& graphStats() const { return stats_; }
+  GraphStats graphStats() const;
 
  private:
-  struct Key {
-    std::vector<int64_t> words;  // per copy: dst, src, width, rows, srcPitch, dstPitch
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept;
-  };
-  struct Entry {
-    cudaGraphExec_t exec = nullptr;  // null until the list recurs
-    bool never = false;              // holds memory that stays out of graphs
-    uint64_t lastUse = 0;            // issue() tick of its last launch
-  };
-
   bool graphable(const void* p, int64_t bytes) const;
   // Null when the list holds memory that stays out, or (graphs then off, with
   // a logged line) when the driver refuses.
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
-  void forgetOneOffs();
-  void dropLeastRecentGraph();
 
   int device_ = 0;
   std::vector<Window> stable_;
   bool enabled_ = true;
-  std::unordered_map<Key, Entry, KeyHash> cache_;
-  size_t liveGraphs_ = 0;
-  uint64_t tick_ = 0;
-  GraphStats stats_;
+  CopyListCache<cudaGraphExec_t> cache_;
 };
 
 }  // namespace tide::fabric::cuda

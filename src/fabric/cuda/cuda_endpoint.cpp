@@ -133,7 +133,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
 CudaEndpoint::~CudaEndpoint() {
   profile_.report(rank_);
   if (profile_.enabled()) {
-    const CopyEngine::GraphStats& g = copies_->graphStats();
+    const CopyEngine::GraphStats g = copies_->graphStats();
     std::fprintf(stderr,
                  "[tide host profile] rank %d: copy lists as cached-graph launches %lld, graphs built %lld, "
                  "dropped %lld\n",
@@ -237,8 +237,9 @@ void CudaEndpoint::writeCounter(cudaStream_t s, uint64_t* counter, uint64_t valu
 int64_t CudaEndpoint::enqueueCopies(cudaStream_t s, const std::vector<CopyOp>& ops, bool countBytes) {
   const CopyEngine::GraphStats before = copies_->graphStats();
   const int64_t bytes = copies_->issue(s, ops);
-  stats_.copyGraphLaunches += copies_->graphStats().launches - before.launches;
-  stats_.copyGraphsBuilt += copies_->graphStats().built - before.built;
+  const CopyEngine::GraphStats after = copies_->graphStats();
+  stats_.copyGraphLaunches += after.launches - before.launches;
+  stats_.copyGraphsBuilt += after.built - before.built;
   if (countBytes) stats_.copyBytes += bytes;
   return bytes;
 }

@@ -117,7 +117,7 @@ class CudaEndpoint final : public Endpoint {
   // rounded to the window alignment); outside every framework allocator.
   int64_t windowBytes() const { return arena_->windowBytes(); }
   // Copy lists that went out as one graph launch, and graphs built (copy_engine.hpp).
-  const CopyEngine::GraphStats& copyGraphStats() const { return copies_->graphStats(); }
+  CopyEngine::GraphStats copyGraphStats() const { return copies_->graphStats(); }
   int ncclVersion() const { return comms_->ncclVersion(); }
   double waitTimeoutSeconds() const { return watchdog_->timeoutSeconds(); }
   // Host barrier over all ranks (bootstrap and tests).

@@ -1,0 +1,122 @@
+// Which copy lists get a prebuilt replay, and which replays are kept: the
+// policy of the CUDA fabric's copy graphs (cuda/copy_engine.hpp), without
+// CUDA so that it is tested on CPUs.
+//
+// A list is a key of words (its copies' addresses and shapes). Its first
+// sighting only remembers it: most lists recur (every step's all-gather and
+// reduce-scatter of a group), but a replay costs about a millisecond to build.
+// At its second sighting the replay is built, and every later sighting gets it.
+// A list whose build declines (memory that may not be replayed) is never built
+// again. At most `maxReplays` are kept, the least recently used destroyed
+// first; at most `maxLists` lists are remembered, lists seen only once making
+// room when that many are.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace tide::fabric {
+
+template <typename Replay>  // a handle; Replay{} means none
+class CopyListCache {
+ public:
+  struct Key {
+    std::vector<int64_t> words;
+    bool operator==(const Key&) const = default;
+  };
+  struct Stats {
+    int64_t hits = 0;     // sightings answered with a replay
+    int64_t built = 0;    // replays built
+    int64_t dropped = 0;  // replays destroyed to stay under maxReplays
+  };
+
+  CopyListCache(size_t maxLists, size_t maxReplays) : maxLists_(maxLists), maxReplays_(maxReplays) {}
+  CopyListCache(const CopyListCache&) = delete;
+  CopyListCache& operator=(const CopyListCache&) = delete;
+
+  // The replay for this sighting of `key`, or Replay{} (copy the plain way).
+  // build() -> Replay (Replay{}: declined, never asked again for this list);
+  // destroy(Replay) frees a dropped one.
+  template <typename Build, typename Destroy>
+  Replay sight(Key&& key, Build&& build, Destroy&& destroy) {
+    auto it = lists_.find(key);
+    if (it == lists_.end()) {
+      // Lists beyond the live replays were seen once (or declined).
+      if (lists_.size() >= maxLists_ && lists_.size() > live_) forgetOneOffs();
+      if (lists_.size() < maxLists_) lists_.emplace(std::move(key), Entry{});
+      return Replay{};
+    }
+    if (it->second.replay == Replay{} && !it->second.declined) {
+      if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `it`: it holds no replay yet
+      it->second.replay = build();
+      it->second.declined = it->second.replay == Replay{};
+      if (!it->second.declined) {
+        ++live_;
+        ++stats_.built;
+      }
+    }
+    if (it->second.replay == Replay{}) return Replay{};
+    it->second.lastUse = ++tick_;
+    ++stats_.hits;
+    return it->second.replay;
+  }
+
+  // Every live replay, e.g. to destroy them all.
+  template <typename F>
+  void forEachReplay(F&& f) const {
+    for (const auto& [key, entry] : lists_)
+      if (entry.replay != Replay{}) f(entry.replay);
+  }
+
+  const Stats& stats() const { return stats_; }
+  size_t lists() const { return lists_.size(); }
+  size_t replays() const { return live_; }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+      for (int64_t w : k.words) {
+        h ^= static_cast<uint64_t>(w);
+        h *= 1099511628211ull;
+      }
+      return static_cast<size_t>(h);
+    }
+  };
+  struct Entry {
+    Replay replay{};
+    bool declined = false;
+    uint64_t lastUse = 0;
+  };
+
+  void forgetOneOffs() {
+    for (auto it = lists_.begin(); it != lists_.end();)
+      it = it->second.replay == Replay{} ? lists_.erase(it) : std::next(it);
+  }
+
+  template <typename Destroy>
+  void dropLeastRecent(Destroy& destroy) {
+    auto oldest = lists_.end();
+    for (auto it = lists_.begin(); it != lists_.end(); ++it)
+      if (it->second.replay != Replay{} && (oldest == lists_.end() || it->second.lastUse < oldest->second.lastUse))
+        oldest = it;
+    if (oldest == lists_.end()) return;
+    destroy(oldest->second.replay);
+    lists_.erase(oldest);
+    --live_;
+    ++stats_.dropped;
+  }
+
+  size_t maxLists_;
+  size_t maxReplays_;
+  std::unordered_map<Key, Entry, KeyHash> lists_;
+  size_t live_ = 0;
+  uint64_t tick_ = 0;
+  Stats stats_;
+};
+
+}  // namespace tide::fabric
