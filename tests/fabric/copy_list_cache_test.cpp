@@ -23,6 +23,14 @@ struct Driver {
   std::vector<int> destroyed;
   std::vector<int64_t> declined;
 
+  // Lists first..first+n-1, each sighted twice: a replay each (within the cap).
+  void replayEach(Cache& c, int64_t first, int64_t n) {
+    for (int64_t l = first; l < first + n; ++l) {
+      sight(c, l);
+      sight(c, l);
+    }
+  }
+
   int sight(Cache& c, int64_t list) {
     return c.sight(
         key(list),
@@ -111,10 +119,7 @@ TEST(CopyListCache, OneOffsMakeRoomAndReplaysStay) {
 TEST(CopyListCache, FullOfReplaysRemembersNoMore) {
   Cache c(2, 8);
   Driver d;
-  for (int64_t l = 0; l < 2; ++l) {
-    d.sight(c, l);
-    d.sight(c, l);
-  }
+  d.replayEach(c, 0, 2);
   EXPECT_EQ(c.replays(), 2u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(d.sight(c, 5), 0);  // no room and no one-off to forget: never built
   EXPECT_EQ(c.lists(), 2u);
@@ -124,10 +129,7 @@ TEST(CopyListCache, FullOfReplaysRemembersNoMore) {
 TEST(CopyListCache, ForEachReplayVisitsEveryLiveReplayOnce) {
   Cache c(64, 3);
   Driver d;
-  for (int64_t l = 0; l < 5; ++l) {
-    d.sight(c, l);
-    d.sight(c, l);
-  }
+  d.replayEach(c, 0, 5);  // two past the cap of 3
   std::vector<int> live;
   c.forEachReplay([&](int r) { live.push_back(r); });
   EXPECT_EQ(live.size(), 3u);
