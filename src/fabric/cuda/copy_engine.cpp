@@ -159,8 +159,12 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   // stream and a capture keep the plain path, as the batch does.
   if (!enabled_ || ops.empty() || stream == nullptr || stream == cudaStreamLegacy || capturing(stream))
     return issueCopies(stream, ops);
+  // The stream is part of the key: each launch of a graph is ordered behind its
+  // previous launch, which on another stream could wait behind that stream's
+  // waits (a cross-queue dependency the batch never had).
   CopyListCache<cudaGraphExec_t>::Key key;
-  key.words.reserve(ops.size() * 6);
+  key.words.reserve(1 + ops.size() * 6);
+  key.words.push_back(reinterpret_cast<int64_t>(stream));
   int64_t total = 0;
   for (const CopyOp& op : ops) {
     validate(op);
