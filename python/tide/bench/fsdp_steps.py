@@ -337,13 +337,13 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
             mem["outside_allocator_after_close"] = int(reduce_max(env, [float(probe.outside_allocator())])[0])
         m = mem
         if probe:
-            out(f"#   memory {name:<16} peak alloc {m['peak_allocated'] / GiB:7.2f} GiB  reserved "
+            out(f"#   memory {name:<19} peak alloc {m['peak_allocated'] / GiB:7.2f} GiB  reserved "
                 f"{m['peak_reserved'] / GiB:7.2f} GiB  device {m['device_peak'] / GiB:7.2f} GiB  "
                 f"(outside allocator {m['outside_allocator'] / GiB:.2f} GiB, arena {m['arena_bytes'] / MiB:.0f} MiB)")
             by_phase = ", ".join(f"{k} {v / GiB:.2f}" for k, v in m.get("peak_allocated_by_phase", {}).items())
-            out(f"#   memory {name:<16} allocator peak by phase (GiB): {by_phase}")
+            out(f"#   memory {name:<19} allocator peak by phase (GiB): {by_phase}")
             for where, v in m.get("peak_allocated_intervals", {}).items():  # this rank's (rank 0 prints)
-                out(f"#   memory {name:<16} allocator peak {v / GiB:7.2f} GiB between {where}")
+                out(f"#   memory {name:<19} allocator peak {v / GiB:7.2f} GiB between {where}")
     if env.cuda and "stock" in results and "outside_allocator_before" in results["stock"]:
         base = results["stock"]["outside_allocator_before"]
         for mem in results.values():
@@ -498,13 +498,13 @@ def paired_ratio(res: dict, stock: dict) -> float | None:
 
 # ------------------------------------------------------------------ one configuration
 
-HEADER = ("#  model  tokens  system           steps  median_ms    min_ms    p90_ms   host_ms  vs_stock  paired  "
+HEADER = ("#  model  tokens  system              steps  median_ms    min_ms    p90_ms   host_ms  vs_stock  paired  "
           "alloc_GiB  device_GiB  arena_MiB  loss_rdiff  tide_groups")
 
 
 def row(kind: str, tokens: int, name: str, res: dict) -> str:
     if res.get("status") != "ok":
-        return f"   {kind:<5} {tokens:>7}  {name:<16} skipped: {res.get('reason')}"
+        return f"   {kind:<5} {tokens:>7}  {name:<19} skipped: {res.get('reason')}"
     st = res.get("step_ms", {})
     mem = res.get("memory") or {}
 
@@ -514,7 +514,7 @@ def row(kind: str, tokens: int, name: str, res: dict) -> str:
     tg = res.get("tide")
     groups = f"{tg['groups_tide']}/{tg['groups_total']}" if tg else "-"
     arena = (tg or {}).get("arena_bytes", mem.get("arena_bytes", 0)) / MiB
-    return (f"   {kind:<5} {tokens:>7}  {name:<16} {st.get('n', 0):>5}  {f(st.get('median'), '9.2f')} "
+    return (f"   {kind:<5} {tokens:>7}  {name:<19} {st.get('n', 0):>5}  {f(st.get('median'), '9.2f')} "
             f"{f(st.get('min'), '9.2f')} {f(st.get('p90'), '9.2f')} {f(res.get('host_ms', {}).get('median'), '9.2f')}  "
             f"{f(res.get('ratio_vs_stock'), '8.3f')} "
             f"{f(res.get('paired_ratio_vs_stock'), '7.3f')}  "
@@ -647,7 +647,7 @@ def loss_curve(env: Env, args, out) -> dict:
 def summary(runs: list[dict], out) -> None:
     out("")
     out("# ==================== summary (median step time; memory: whole-device peak, adjusted)")
-    out("#  model  tokens  system           median_ms  speedup  target  met  device_GiB  limit_GiB  mem  losses")
+    out("#  model  tokens  system              median_ms  speedup  target  met  device_GiB  limit_GiB  mem  losses")
     for run in runs:
         if "error" in run:
             out(f"   {run['model']:<5} {run['tokens_per_gpu']:>7}  ERROR: {run['error'].splitlines()[-1]}")
@@ -655,7 +655,7 @@ def summary(runs: list[dict], out) -> None:
         checks = run["checks"]
         for name, res in run["systems"].items():
             if res.get("status") != "ok":
-                out(f"   {run['model']:<5} {run['tokens_per_gpu']:>7}  {name:<16} skipped")
+                out(f"   {run['model']:<5} {run['tokens_per_gpu']:>7}  {name:<19} skipped")
                 continue
             c = checks["systems"].get(name, {})
             med = res.get("step_ms", {}).get("median", float("nan"))
@@ -668,7 +668,7 @@ def summary(runs: list[dict], out) -> None:
 
             met = None if "speedup_met" not in c else (c["speedup_met"] and c["never_slower"])
             target = checks["speedup_target_pct"]
-            out(f"   {run['model']:<5} {run['tokens_per_gpu']:>7}  {name:<16} {med:9.2f}  "
+            out(f"   {run['model']:<5} {run['tokens_per_gpu']:>7}  {name:<19} {med:9.2f}  "
                 f"{f'{sp:+6.1f}%' if sp is not None else '      -'}  "
                 f"{f'{target:5.1f}%' if name in TIDE_MODES else '     -'}  {yn(met):>3}  "
                 f"{(mem / GiB) if mem else float('nan'):10.2f}  {(lim / GiB) if lim else float('nan'):9.2f}  "
