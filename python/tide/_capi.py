@@ -142,11 +142,11 @@ GroupHandle = ctypes.c_void_p  # tideGroup_t (opaque)
 
 
 class CommStats(ctypes.Structure):
-    """tideCommStats_t."""
+    """tideCommStats_t (its fields in order, named as Communicator.stats reports them)."""
 
     _fields_ = [(name, ctypes.c_int64) for name in (
-        "copyBytes", "copyDescriptors", "railBytes", "railPuts", "sumElems", "landElems",
-        "copyGraphLaunches", "copyGraphsBuilt")]
+        "copy_bytes", "copy_descriptors", "rail_bytes", "rail_puts", "sum_elems", "land_elems",
+        "copy_graph_launches", "copy_graphs_built")]
 
 
 class HostRunOptions(ctypes.Structure):

@@ -147,7 +147,7 @@ class Communicator:
         graph of memcpy nodes, and the graphs built for them."""
         out = _capi.CommStats()
         _capi.check(_capi.library().tideCommGetStats(self.handle, ctypes.byref(out)))
-        return {_snake(name): getattr(out, name) for name, _ in _capi.CommStats._fields_}
+        return {name: getattr(out, name) for name, _ in _capi.CommStats._fields_}
 
     def reserved_bytes(self) -> int:
         """Bytes the fabric holds for this rank's arena outside any framework
@@ -157,8 +157,3 @@ class Communicator:
         out = ctypes.c_int64()
         _capi.check(_capi.library().tideCommReservedBytes(self.handle, ctypes.byref(out)))
         return out.value
-
-
-def _snake(name: str) -> str:
-    """copyGraphLaunches -> copy_graph_launches."""
-    return "".join("_" + c.lower() if c.isupper() else c for c in name)

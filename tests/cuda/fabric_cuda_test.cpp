@@ -182,10 +182,15 @@ void testPeerCopies(Ctx& c) {
 // (copy_engine.hpp), which must copy what the sources hold at the time.
 // Sources in the arena and in cudaMalloc memory enter graphs; pinned host
 // memory never does. With TIDE_COPY_GRAPHS=0 nothing does.
+// TIDE_COPY_GRAPHS as the fabric reads it: anything but "0" leaves graphs on.
+bool copyGraphsOn() {
+  const char* knob = std::getenv("TIDE_COPY_GRAPHS");
+  return knob == nullptr || std::string(knob) != "0";
+}
+
 void testCopyGraphs(Ctx& c) {
   const CopyPlan plan;
-  const char* knob = std::getenv("TIDE_COPY_GRAPHS");
-  const bool graphsOn = knob == nullptr || std::string(knob) != "0";
+  const bool graphsOn = copyGraphsOn();
   uint64_t signalValue = 1;  // testPeerCopies signalled 1 on the same counters
   auto copyAll = [&](const std::byte* src, const char* call) {
     ++signalValue;
@@ -277,8 +282,7 @@ void testCopyGraphs(Ctx& c) {
 // arena, four rounds; the last round's bytes are checked against poisoned
 // slots.
 void testCopyGraphCap(Ctx& c) {
-  const char* knob = std::getenv("TIDE_COPY_GRAPHS");
-  if (knob != nullptr && std::string(knob) == "0") return;
+  if (!copyGraphsOn()) return;
   constexpr int64_t kCap = 1024;  // copy_engine.cpp's kMaxGraphs
   constexpr int64_t kPiece = 256;
   const auto before = c.ep.copyGraphStats();

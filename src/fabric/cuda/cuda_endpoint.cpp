@@ -234,21 +234,25 @@ void CudaEndpoint::writeCounter(cudaStream_t s, uint64_t* counter, uint64_t valu
   StreamMemOps::get().write(s, counter, value);
 }
 
-int64_t CudaEndpoint::enqueueCopies(cudaStream_t s, const std::vector<CopyOp>& ops, bool countBytes) {
-  const CopyEngine::GraphStats before = copies_->graphStats();
-  const int64_t bytes = copies_->issue(s, ops);
-  const CopyEngine::GraphStats after = copies_->graphStats();
-  stats_.copyGraphLaunches += after.launches - before.launches;
-  stats_.copyGraphsBuilt += after.built - before.built;
-  if (countBytes) stats_.copyBytes += bytes;
-  return bytes;
+Stats CudaEndpoint::stats() const {
+  // The graph counts are the engine's, since the last reset.
+  Stats s = stats_;
+  const CopyEngine::GraphStats g = copies_->graphStats();
+  s.copyGraphLaunches = g.launches - graphBase_.launches;
+  s.copyGraphsBuilt = g.built - graphBase_.built;
+  return s;
+}
+
+void CudaEndpoint::resetStats() {
+  stats_ = Stats{};
+  graphBase_ = copies_->graphStats();
 }
 
 void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   HostProfile::Scope timed(profile_, HostProfile::kCopy, static_cast<int64_t>(ops.size()));
   cudaStream_t s = queue(q);
   beginOp();
-  enqueueCopies(s, ops, true);
+  stats_.copyBytes += copies_->issue(s, ops);
   stats_.copyOps += static_cast<int64_t>(ops.size());
 }
 
@@ -355,7 +359,7 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
 #endif
   std::byte* dst = arena_->peerBase(dstRank) + dstOffset;
-  enqueueCopies(s, {CopyOp{dst, src, bytes, 1, 0, 0}}, false);
+  copies_->issue(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
   replayAfterPut(s, dst, src, bytes, duplicate);
   // Rail signals count as remote for loseSignalAfter, like the host fabric's.
   if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);

@@ -94,8 +94,8 @@ class CudaEndpoint final : public Endpoint {
   uint64_t counterValue(int id) override;
   void delay(int q, double seconds) override;
 
-  Stats stats() const override { return stats_; }
-  void resetStats() override { stats_ = Stats{}; }
+  Stats stats() const override;
+  void resetStats() override;
   void setFabricFaults(const FabricFaults& f) override;
 
   // ---- CUDA-specific
@@ -144,9 +144,6 @@ class CudaEndpoint final : public Endpoint {
   void beginOp(bool flushRails = true);
   bool dropThisRemoteSignal();
   void replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes, bool duplicate);
-  // Through the copy engine (graphs where they qualify), counting graph use
-  // and, with countBytes, the bytes in stats_.copyBytes; returns the bytes.
-  int64_t enqueueCopies(cudaStream_t s, const std::vector<CopyOp>& ops, bool countBytes);
   void writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote);
   std::string who() const;
   void reportChoiceOnce() const;
@@ -165,7 +162,8 @@ class CudaEndpoint final : public Endpoint {
   std::unique_ptr<NcclComms> comms_;
   cudaStream_t control_ = nullptr;  // bootstrap and counter reads
   std::unique_ptr<SymmetricArena> arena_;
-  std::unique_ptr<CopyEngine> copies_;  // graphs of recurring copies inside the arena windows
+  std::unique_ptr<CopyEngine> copies_;  // every copy; recurring lists as cached graphs
+  CopyEngine::GraphStats graphBase_;    // the engine's counts at the last resetStats
   std::vector<cudaStream_t> own_;
   std::vector<cudaStream_t> streams_;
   std::unique_ptr<SendRecvRails> sendRecv_;
