@@ -113,7 +113,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   std::vector<std::unique_ptr<collectives::Communicator>> comms;
   for (int r = 0; r < n; ++r) {
     collectives::FaultConfig f = o.fault;
-    comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout, f));
+    comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout, f, o.issue));
   }
   if (o.fault.kind == collectives::Fault::kStallPeer) {
     fabric::FabricFaults ff;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/communicator.hpp"
 #include "collectives/faults.hpp"
 #include "fabric/host/host_rails.hpp"
 #include "tide/fabric.hpp"
@@ -33,6 +34,7 @@ struct HostRunOptions {
   bool checkProtocol = false;  // run the protocol checker (slow; tests)
   fabric::host::HostRails rails = fabric::host::HostRails::kPut;  // how rails travel (HostOptions::rails)
   bool inPlaceShard = false;   // one node: the host writes each shard into its own landing rows, AG in place
+  collectives::IssueOptions issue;  // how the communicators issue (the same bits either way)
 };
 
 struct CollectiveReport {

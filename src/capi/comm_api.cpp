@@ -1,6 +1,7 @@
 // C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@ struct tideComm {
   std::vector<std::unique_ptr<tideGroup>> groups;
   int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
   std::string rails;    // tideCommGetRails' answer, kept for the pointer handed out
+  tide::collectives::IssueOptions issue;                // from the environment when the comm was made
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
 
@@ -40,8 +42,23 @@ struct tideComm {
     if (base < userTop)
       throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory " +
                                   std::to_string(userTop) + " + collective scratch " + std::to_string(need));
-    comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base), faultsFromEnv());
+    comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base), faultsFromEnv(), issue);
     return *comm;
+  }
+
+  // TIDE_RS_LANDING_QUEUE=own (default) | net, read when the comm is made:
+  // where the reduce-scatter across nodes lands (IssueOptions::landingOwnQueue);
+  // the bits are the same either way, so this is for measuring the overlap.
+  static tide::collectives::IssueOptions issueFromEnv() {
+    tide::collectives::IssueOptions issue;
+    const char* v = std::getenv("TIDE_RS_LANDING_QUEUE");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "own") == 0) return issue;
+    if (std::strcmp(v, "net") != 0)
+      throw std::invalid_argument(std::string("TIDE_RS_LANDING_QUEUE=") + v + " (want own or net)");
+    issue.landingOwnQueue = false;
+    std::fprintf(stderr, "[tide] TIDE_RS_LANDING_QUEUE=net: reduce-scatter landings across nodes queue behind "
+                         "the sends\n");
+    return issue;
   }
 
   // Test hook: TIDE_TEST_FAULT=<fault> (a name from tideFaultNames that the
@@ -79,9 +96,11 @@ using tide::capi::invalid;
 
 constexpr int kQueues = tide::collectives::kQueuesNeeded;
 
-tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle) {
+tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
+                      const tide::collectives::IssueOptions& issue) {
   auto* c = new tideComm;
   c->fabric = std::move(handle);
+  c->issue = issue;
   *out = c;
   return tideSuccess;
 }
@@ -115,7 +134,8 @@ TIDE_API tideResult_t tideCommInitCuda(const tideCommConfig_t* cfg, const tideUn
       return tideUnavailable;
     }
     tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
-    return initWith(out, tide::capi::makeCudaFabric(*cfg, *id, kQueues, tide::collectives::ids::kEnd));
+    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
+    return initWith(out, tide::capi::makeCudaFabric(*cfg, *id, kQueues, tide::collectives::ids::kEnd), issue);
   });
 }
 
@@ -124,7 +144,8 @@ TIDE_API tideResult_t tideCommInitHost(const tideCommConfig_t* cfg, const char* 
     if (!out || !storeDir || !validConfig(cfg)) return invalid("tideCommInitHost", "null argument or bad rank/arena");
     *out = nullptr;
     tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
-    return initWith(out, tide::capi::makeHostFabric(*cfg, storeDir, kQueues));
+    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
+    return initWith(out, tide::capi::makeHostFabric(*cfg, storeDir, kQueues), issue);
   });
 }
 

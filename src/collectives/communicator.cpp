@@ -15,8 +15,8 @@ using plan::BufferRef;
 using plan::CopyDesc;
 using plan::Region;
 
-Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults)
-    : ep_(ep), layout_(layout), faults_(faults) {
+Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults, IssueOptions issue)
+    : ep_(ep), layout_(layout), faults_(faults), issue_(issue) {
   if (ep_.numQueues() < kQueuesNeeded)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "the collectives need " + std::to_string(kQueuesNeeded) + " queues");
   if (ep_.arenaBytes() < layout_.end())
@@ -313,6 +313,7 @@ ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const st
   if (honest) ev.readDone = ep_.record(kCallerQueue);
   if (plan.group.topo.nodes > 1) {
     ep_.waitEvent(kCallerQueue, kNetQueue, ep_.record(kNetQueue));
+    if (rsLandQueue() != kNetQueue) ep_.waitEvent(kCallerQueue, rsLandQueue(), ep_.record(rsLandQueue()));
     ev.done = ep_.record(kCallerQueue);
   } else {
     // One node: nothing follows the read-done point, so the call is done there

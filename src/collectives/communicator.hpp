@@ -22,7 +22,20 @@ inline constexpr int kCopyQueue = 1;
 inline constexpr int kSumQueue = 2;
 inline constexpr int kNetQueue = 3;
 inline constexpr int kOwnCopyQueue = 4;  // AG: the own landing, beside the peers' copies
-inline constexpr int kQueuesNeeded = 5;
+// RS across nodes: each wave's receive, own-node partial and landing, so the
+// next wave's sends on kNetQueue overlap this wave's landing.
+inline constexpr int kLandQueue = 5;
+inline constexpr int kQueuesNeeded = 6;
+
+// How a communicator issues its work (not what it computes: every choice
+// gives the same bits).
+struct IssueOptions {
+  // RS across nodes: land on kLandQueue (true) or behind the sends on
+  // kNetQueue (false, Algorithm 1's single network stream). Where rails are
+  // about as fast as a landing (virtual nodes over NVLink), one queue adds
+  // each wave's landing time to the next wave's sends.
+  bool landingOwnQueue = true;
+};
 
 struct ReduceScatterEvents {
   uint64_t readDone = 0;  // on kCallerQueue: gradients may be released
@@ -31,7 +44,7 @@ struct ReduceScatterEvents {
 
 class Communicator {
  public:
-  Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults = {});
+  Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults = {}, IssueOptions issue = {});
 
   // Writes every rank's shard into every node-local rank's landing at arena
   // offset `landingOffset` (same on all ranks). `shard` is this rank's packed
@@ -57,6 +70,7 @@ class Communicator {
                                         int stagingSlot);
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
   void checkPlan(const plan::Plan& plan) const;
+  int rsLandQueue() const { return issue_.landingOwnQueue ? kLandQueue : kNetQueue; }
   // TIDE-AG's two halves, issued in this order (communicator.cpp).
   std::vector<uint64_t> agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v, uint64_t entry);
   void agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
@@ -73,6 +87,7 @@ class Communicator {
   fabric::Endpoint& ep_;
   ScratchLayout layout_;
   FaultConfig faults_;
+  IssueOptions issue_;
   // Cumulative protocol positions; identical on every rank that issues the
   // same calls in the same order.
   uint64_t agCalls_ = 0;

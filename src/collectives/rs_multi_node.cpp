@@ -1,7 +1,11 @@
 // TIDE-RS across nodes (M > 1): one call's issue, as a per-call object over
 // the Communicator's protocol positions. Pass by pass: the read phase (Level 1
 // staging and sums into outbox and own-node spare blocks), then the pass's
-// Level 2 waves (accept, send over the rails, receive, land).
+// Level 2 waves (accept, send over the rails, receive, land). A wave's accept
+// and sends go on kNetQueue, its receive and landing on the landing queue
+// (kLandQueue unless IssueOptions put it behind the sends): the landing waits
+// for its wave's accept (stale blocks zeroed, the generation's previous
+// landing done), so the next wave's sends run while this one lands.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -43,9 +47,9 @@ class Communicator::MultiNodeRs {
 
   void readBlock(size_t j);
   void issueNextPart(const char* why);
-  // A wave's network work in two parts, in this order on the net queue: its
-  // sends (accept the wave, then k-way rounds of outbox blocks) and its
-  // landing (receive, own-node partial, push, land).
+  // A wave's network work in two parts, issued in this order: its sends on
+  // the net queue (accept the wave, then k-way rounds of outbox blocks) and
+  // its landing on the landing queue (receive, own-node partial, push, land).
   void issueSends(const plan::RsWave& wave);
   void acceptWave(const plan::RsWave& wave, uint64_t seq);
   void sendRound(const plan::RsWave& wave, const plan::RsRound& round, uint64_t seq);
@@ -69,6 +73,8 @@ class Communicator::MultiNodeRs {
   int me_, node_, local_, m_, l_, bank_, nOut_;
   bool push_;
   bool twoSided_;  // rails are send/recv: the receiver posts each transfer, no signal crosses nodes
+  int landQ_;      // the queue of every wave's receive and landing
+  uint64_t accepted_ = 0;  // net-queue event: the wave being issued is accepted (landQ_ != kNetQueue)
   uint64_t sendBase_;
   // Own-node spares of this bank in rotation: use u (counted over all calls on
   // the bank) goes to slot u mod K, K the same for every group of this
@@ -109,6 +115,7 @@ Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& pla
       nOut_(plan.rs.outboxBlocks),
       push_(plan.rs.landing == plan::Landing::kPush),
       twoSided_(comm.ep_.railsTwoSided()),
+      landQ_(comm.rsLandQueue()),
       sendBase_(comm.rsSends_[bank_]),
       spareBase_(comm.rsSpareUses_[bank_]),
       spareSlots_(static_cast<uint64_t>(comm.layout_.sparesPerBank)),
@@ -250,6 +257,7 @@ void Communicator::MultiNodeRs::acceptWave(const plan::RsWave& wave, uint64_t se
   if (!twoSided_)
     for (int c : wave.contributors)
       if (c < m_) ep_.signal(kNetQueue, t_.rankOf(((node_ - c) % m_ + m_) % m_, local_), ids::kRsCredit + node_, seq);
+  if (landQ_ != kNetQueue) accepted_ = ep_.record(kNetQueue);
 }
 
 // One k-way round of outbox blocks over my rail: each block after its sum and
@@ -298,27 +306,30 @@ void Communicator::MultiNodeRs::transferBlock(const plan::RsWave& wave, int c, u
 
 void Communicator::MultiNodeRs::issueLanding(const plan::RsWave& wave) {
   const uint64_t seq = waveSeq(wave);
+  // The wave's accept on the net queue zeroed its stale blocks and waited for
+  // the generation's previous landing, which this landing's writes follow.
+  if (landQ_ != kNetQueue) ep_.waitEvent(landQ_, kNetQueue, accepted_);
   // Receive: every contributor's block, and my own node's partial.
   for (int c : wave.contributors)
     if (c < m_) {
       const int src = ((node_ - c) % m_ + m_) % m_;
-      ep_.wait(kNetQueue, ids::kRsInbox + src, seq, t_.rankOf(src, local_), "inbox block");
+      ep_.wait(landQ_, ids::kRsInbox + src, seq, t_.rankOf(src, local_), "inbox block");
     }
   if (wave.hasOwnNode) moveOwnPartial(wave);
   if (push_) pushRows(wave);
-  for (int i = 0; i < l_; ++i) ep_.signal(kNetQueue, t_.rankOf(node_, i), ids::kRsArrived + local_, seq);
+  for (int i = 0; i < l_; ++i) ep_.signal(landQ_, t_.rankOf(node_, i), ids::kRsArrived + local_, seq);
   // Land: my rows of every sub-slice, contributors in increasing c, then
   // the GPUs that hold no contributor this wave (zeros).
-  for (int i = 0; i < l_; ++i) ep_.wait(kNetQueue, ids::kRsArrived + i, seq, t_.rankOf(node_, i), "wave arrival");
+  for (int i = 0; i < l_; ++i) ep_.wait(landQ_, ids::kRsArrived + i, seq, t_.rankOf(node_, i), "wave arrival");
   for (int s = 0; s < l_; ++s) land(wave, s);
-  for (int i = 0; i < l_; ++i) ep_.signal(kNetQueue, t_.rankOf(node_, i), ids::kRsLanded + local_, seq);
+  for (int i = 0; i < l_; ++i) ep_.signal(landQ_, t_.rankOf(node_, i), ids::kRsLanded + local_, seq);
   c_.rsGenLastUse_[wave.generation] = seq;
 }
 
 // The own node's partial (summed into a spare block) moves into the inbox
 // (c = M, so GPU j holds block j); the spare is free again.
 void Communicator::MultiNodeRs::moveOwnPartial(const plan::RsWave& wave) {
-  ep_.waitEvent(kNetQueue, kSumQueue, summed_[readIndex(wave.pass, m_)]);
+  ep_.waitEvent(landQ_, kSumQueue, summed_[readIndex(wave.pass, m_)]);
   fabric::CopyOp spare;
   spare.dst = ep_.arena() + layout_.inboxBlock(wave.generation, local_);
   const uint64_t use = spareBase_ + static_cast<uint64_t>(wave.pass);
@@ -326,8 +337,8 @@ void Communicator::MultiNodeRs::moveOwnPartial(const plan::RsWave& wave) {
   spare.width = plan::subSliceRange(g_, rs_, wave.pass, local_).size() * 4;
   spare.rows = l_;
   spare.srcPitch = spare.dstPitch = rs_.subElems * 4;
-  ep_.copy(kNetQueue, {spare});
-  ep_.signal(kNetQueue, me_, ids::kRsSpareFree + bank_, use + 1);
+  ep_.copy(landQ_, {spare});
+  ep_.signal(landQ_, me_, ids::kRsSpareFree + bank_, use + 1);
 }
 
 // Push landing: every row of the blocks this wave wrote here goes to the GPU
@@ -349,7 +360,7 @@ void Communicator::MultiNodeRs::pushRows(const plan::RsWave& wave) {
       row.consumesSource = true;
       rows.push_back(row);
     }
-    if (!rows.empty()) ep_.copy(kNetQueue, rows);
+    if (!rows.empty()) ep_.copy(landQ_, rows);
   }
 }
 
@@ -390,7 +401,7 @@ void Communicator::MultiNodeRs::land(const plan::RsWave& wave, int s) {
     op.sources.push_back(reinterpret_cast<float*>(base + layout_.inboxBlock(gen, s)) +
                          int64_t{local_} * rs_.subElems);
   }
-  ep_.land(kNetQueue, op);
+  ep_.land(landQ_, op);
 }
 
 void Communicator::rsMultiNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,

@@ -151,24 +151,26 @@ TEST(HostCollectives, DeterministicAcrossKnobs) {
     expectOk(ref);
     // The landing direction too: a push landing sums the same rows in the
     // same order (without the pull's zero rows), so the bits match.
-    struct Knob { int passes, slots; plan::Mode mode; int sumCtas; plan::Landing landing; };
-    for (Knob k : {Knob{1, 2, plan::Mode::kInPlace, 1, plan::Landing::kPull},
-                   Knob{2, 1, plan::Mode::kSlotReuse, 7, plan::Landing::kPush},
-                   Knob{3, 3, plan::Mode::kInPlace, 16, plan::Landing::kPush},
-                   Knob{4, 2, plan::Mode::kSlotReuse, 132, plan::Landing::kPull}}) {
+    // And where the landings queue (their own queue or behind the sends).
+    struct Knob { int passes, slots; plan::Mode mode; int sumCtas; plan::Landing landing; bool landOwnQueue; };
+    for (Knob k : {Knob{1, 2, plan::Mode::kInPlace, 1, plan::Landing::kPull, true},
+                   Knob{2, 1, plan::Mode::kSlotReuse, 7, plan::Landing::kPush, false},
+                   Knob{3, 3, plan::Mode::kInPlace, 16, plan::Landing::kPush, true},
+                   Knob{4, 2, plan::Mode::kSlotReuse, 132, plan::Landing::kPull, false}}) {
       HostRunOptions v = o;
       v.planOptions.rs.passes = k.passes;
       v.planOptions.rs.stagingSlots = k.slots;
       v.planOptions.rs.mode = k.mode;
       v.planOptions.rs.sumCtas = k.sumCtas;  // the sum-worker budget
       v.planOptions.rs.landing = k.landing;
+      v.issue.landingOwnQueue = k.landOwnQueue;
       const bench::HostRunResult r = bench::runOnHost(v);
       expectOk(r);
       ASSERT_EQ(r.outputs.size(), ref.outputs.size());
       for (size_t i = 0; i < r.outputs.size(); ++i)
         EXPECT_EQ(0, std::memcmp(r.outputs[i].data(), ref.outputs[i].data(), r.outputs[i].size() * sizeof(float)))
             << "rank " << i << " differs with passes=" << k.passes << " slots=" << k.slots << " landing "
-            << plan::landingName(k.landing);
+            << plan::landingName(k.landing) << (k.landOwnQueue ? " on its own queue" : " behind the sends");
       EXPECT_EQ(r.landings, ref.landings);
     }
   }
@@ -584,6 +586,7 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
     o.planOptions.rs.landing = rng() % 2 ? plan::Landing::kPull : plan::Landing::kPush;
     // Rails as across real nodes half the time: send/recv or RMA puts with counted signals.
     o.rails = static_cast<fabric::host::HostRails>(rng() % 4 == 3 ? 0 : rng() % 3);
+    o.issue.landingOwnQueue = rng() % 4 != 0;  // behind the sends a quarter of the time
     // Some (M, L, W) put two contributors of a wave on one inbox block; the
     // planner refuses those (its own tests cover that), so draw again.
     try {
@@ -597,7 +600,8 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
                  std::to_string(l) + " W=" +
                  std::to_string(o.planOptions.rs.waveWidth) + " passes=" + std::to_string(o.planOptions.rs.passes) +
                  " landing " + plan::landingName(o.planOptions.rs.landing) +
-                 " rails " + fabric::host::hostRailsName(o.rails));
+                 " rails " + fabric::host::hostRailsName(o.rails) +
+                 (o.issue.landingOwnQueue ? "" : " landing behind the sends"));
     expectOk(bench::runOnHost(o));
   }
 }

@@ -49,8 +49,12 @@ def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float) ->
     return errors
 
 
-def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull"):
+def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull", landing_queue=""):
     try:
+        import os
+
+        if landing_queue:
+            os.environ["TIDE_RS_LANDING_QUEUE"] = landing_queue  # read when the communicator is made
         from tide.comm import Communicator
 
         n = nodes * gpus
@@ -93,11 +97,16 @@ def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull"):
         errors.put(f"rank {rank}: {traceback.format_exc()}")
 
 
-@pytest.mark.parametrize("nodes,gpus,landing", [(2, 2, "pull"), (1, 4, "pull"), (4, 1, "pull"), (2, 2, "push")])
-def test_collectives_across_processes(nodes, gpus, landing, tmp_path, rng):
+# TIDE_RS_LANDING_QUEUE=net: landings behind the sends (Algorithm 1's one network stream), not on
+# their own queue; the results are checked the same way.
+@pytest.mark.parametrize("nodes,gpus,landing,landing_queue", [(2, 2, "pull", ""), (1, 4, "pull", ""),
+                                                              (4, 1, "pull", ""), (2, 2, "push", ""),
+                                                              (2, 2, "pull", "net"), (3, 1, "push", "own")])
+def test_collectives_across_processes(nodes, gpus, landing, landing_queue, tmp_path, rng):
     ctx = mp.get_context("spawn")
     errors = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, nodes, gpus, str(tmp_path), rng.seed_value, errors, landing))
+    procs = [ctx.Process(target=_rank_main, args=(r, nodes, gpus, str(tmp_path), rng.seed_value, errors, landing,
+                                                  landing_queue))
              for r in range(nodes * gpus)]
     for p in procs:
         p.start()
@@ -108,6 +117,16 @@ def test_collectives_across_processes(nodes, gpus, landing, tmp_path, rng):
         messages.append(errors.get())
     assert not messages, "\n".join(messages)
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+
+
+def test_an_unknown_landing_queue_is_refused(tmp_path, monkeypatch):
+    from tide import _capi
+    from tide.comm import Communicator
+
+    monkeypatch.setenv("TIDE_RS_LANDING_QUEUE", "caller")
+    with pytest.raises(_capi.TideError, match="TIDE_RS_LANDING_QUEUE=caller"):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                     store_dir=str(tmp_path / "store"), timeout_s=5)
 
 
 def test_cuda_fabric_reports_unavailable_without_cuda():

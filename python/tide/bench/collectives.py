@@ -46,6 +46,9 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
                      copy-engine rails); Level 2 lands by pulling rows through peer addresses
     tide_rs_M{M}L{L}_push  the same with the Level 2 push landing (copy engines move each row to
                      its lander, which then reads local memory only)
+    tide_rs_M{M}L{L}_netlanding  the same on a communicator made with TIDE_RS_LANDING_QUEUE=net:
+                     each wave's landing queued behind the sends (one network stream) instead
+                     of on its own queue beside the next wave's sends
 """
 from __future__ import annotations
 
@@ -498,6 +501,13 @@ class TideContext:
                 self.comms[key] = self._communicator(
                     topo, scratch_bytes([dict(shapes=shapes, nodes=m, gpus_per_node=l, landing="push", **TIDE_PLAN)]))
                 self.handles[key] = {llama.name: self.comms[key].register_group(shapes, landing="push", **TIDE_PLAN)}
+                # Landings behind the sends (TIDE_RS_LANDING_QUEUE=net, read when the communicator is made):
+                # what landing on their own queue saves, paired in this run.
+                key = (m, l, "net-landing")
+                with scoped_env({"TIDE_RS_LANDING_QUEUE": "net"}):
+                    self.comms[key] = self._communicator(
+                        topo, scratch_bytes([dict(shapes=shapes, nodes=m, gpus_per_node=l, **TIDE_PLAN)]))
+                self.handles[key] = {llama.name: self.comms[key].register_group(shapes, **TIDE_PLAN)}
 
     @staticmethod
     def _communicator(topo, arena_bytes: int):
@@ -628,6 +638,8 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
         if topo[0] > 1:  # Level 2 landing by copy-engine push instead of pulls through peer addresses
             systems.append(System(f"tide_rs{tag}_push", "rs", lambda g, t=(*topo, "push"): TideRs(g, ctx, t),
                                   llama_only=True))
+            systems.append(System(f"tide_rs{tag}_netlanding", "rs",
+                                  lambda g, t=(*topo, "net-landing"): TideRs(g, ctx, t), llama_only=True))
         if topo[0] == 1:
             for ctas in RS_CTA_SWEEP:
                 systems.append(System(f"tide_rs_ctas{ctas}", "rs", lambda g, t=topo, c=ctas: TideRs(g, ctx, t, c),
@@ -648,6 +660,43 @@ def cta_time_us(trace_events: list[dict]) -> float | None:
             return None
         total += math.prod(int(g) for g in grid) * float(e.get("dur", 0.0))
     return total
+
+
+DEVICE_EVENT_KINDS = {"kernel": None, "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+
+
+def _short_kernel_name(name: str) -> str:
+    """'void ns::(anonymous namespace)::landKernel<2, true>(...)' -> 'landKernel'."""
+    head = name.replace("(anonymous namespace)::", "")
+    head = head.removeprefix("void ").split("(", 1)[0].split("<", 1)[0]
+    return head.rsplit("::", 1)[-1] or name[:24]
+
+
+def stream_timeline(trace_events: list[dict]) -> dict[str, list[tuple[str, float, float]]]:
+    """The device work of one profiled call, per stream, in start order: (what, start in us after
+    the call's first device event, duration in us), what = the kernel's short name, 'memcpy' or
+    'memset'. Shows which of a call's queues overlap and which wait for another."""
+    device = [e for e in trace_events if e.get("cat") in DEVICE_EVENT_KINDS and "ts" in e]
+    if not device:
+        return {}
+    t0 = min(float(e["ts"]) for e in device)
+    timeline: dict[str, list[tuple[str, float, float]]] = {}
+    for e in sorted(device, key=lambda e: float(e["ts"])):
+        stream = str(e.get("args", {}).get("stream", e.get("tid", "?")))
+        what = DEVICE_EVENT_KINDS[e["cat"]] or _short_kernel_name(e.get("name", ""))
+        timeline.setdefault(stream, []).append((what, float(e["ts"]) - t0, float(e.get("dur", 0.0))))
+    return timeline
+
+
+def format_timeline(timeline: dict[str, list[tuple[str, float, float]]], limit: int = 24) -> list[str]:
+    """One line per stream: 'stream 7: sumKernel 0+204, memcpy 210+275, ...' (start+duration, us)."""
+    lines = []
+    for stream, items in sorted(timeline.items(), key=lambda kv: kv[1][0][1]):
+        shown = ", ".join(f"{what} {start:.0f}+{dur:.0f}" for what, start, dur in items[:limit])
+        more = f", ... {len(items) - limit} more" if len(items) > limit else ""
+        busy = sum(dur for _, _, dur in items)
+        lines.append(f"stream {stream} ({len(items)} ops, {busy:.0f} us busy): {shown}{more}")
+    return lines
 
 
 def _kernel_trace_events(fn: Callable[[], None]) -> tuple[list, list[dict] | None]:
@@ -700,7 +749,7 @@ def kernel_footprint(runner: Runner) -> dict:
     names = sorted({e.name[:60] for e in kernels})
     cta_us = cta_time_us(events) if events is not None else None
     return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels),
-            "cta_us": cta_us, "names": names[:6]}
+            "cta_us": cta_us, "names": names[:6], "timeline": stream_timeline(events or [])}
 
 
 # ---------------------------------------------------------------- timing
@@ -918,10 +967,15 @@ def main():
     for (name, gname), (runner, _ms) in runners.items():
         if gname.startswith("llama"):
             fp = kernel_footprint(runner)
-            footprint.append({"system": name, **fp})
+            timeline = fp.pop("timeline")
             cta = "n/a" if fp["cta_us"] is None else f"{fp['cta_us']:.0f}"
             log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels, "
                 f"{cta} CTA*us {fp['names']}")
+            if name.startswith("tide_rs_M"):  # across nodes: how the call's queues overlap
+                fp["timeline"] = timeline
+                for line in format_timeline(timeline):
+                    log(f"# timeline  {name:>17}: {line}")
+            footprint.append({"system": name, **fp})
     staging = []
     if tide_ctx is not None:
         for topo, plans in tide_ctx.plans.items():
