@@ -90,7 +90,7 @@ struct LandOp {
 struct FabricFaults {
   int loseSignalAfter = -1;     // drop the n-th remote signal of this rank (-1: never)
   int duplicatePutAfter = -1;   // replay the n-th rail put's old bytes after the next put to the same place
-  double stallSeconds = 0;      // this rank stalls before its first queued op
+  double stallSeconds = 0;      // every queue of this rank stalls before its first op
 };
 
 struct Stats {

@@ -112,16 +112,22 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   ep_.setCallContext("all_gather#" + std::to_string(v));
   const uint64_t entry = ep_.record(kCallerQueue);
 
-  // Condition 1, landing free to overwrite: published to every local rank.
+  // Condition 1, landing free to overwrite: published to every other local
+  // rank (this rank's own queues wait for the entry event, which says as much).
   for (int i = 0; i < t.gpusPerNode; ++i)
-    ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
+    if (i != local) ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
 
   const std::vector<uint64_t> arrived = agRailRounds(plan, shard, v, entry);
-  agLocalCopies(plan, shard, landingOffset, v, entry, arrived);
+  const uint64_t ownDone = agLocalCopies(plan, shard, landingOffset, v, entry, arrived);
 
-  if (!injected(Fault::kSkipCompletionFence))
+  // Condition 2 on this rank's landing: every local rank's writes into it
+  // (this rank's own through its copy queue's event: a wait on an event costs
+  // the host a fraction of a counter wait with its watchdog).
+  if (!injected(Fault::kSkipCompletionFence)) {
     for (int i = 0; i < t.gpusPerNode; ++i)
-      ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
+      if (i != local) ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
+    ep_.waitEvent(kCallerQueue, kCopyQueue, ownDone);
+  }
   return ep_.record(kCallerQueue);
 }
 
@@ -205,8 +211,8 @@ std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const v
 // The copy engines' share of TIDE-AG: this rank's shard into every local
 // landing (its own, unless in place, and the node-local peers'), then the
 // stage slots as they arrive; then the done signals and the stage credits.
-void Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
-                                 uint64_t entry, const std::vector<uint64_t>& arrived) {
+uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
+                                     uint64_t entry, const std::vector<uint64_t>& arrived) {
   const plan::GroupLayout& g = plan.group;
   const plan::Topology& t = g.topo;
   const int me = ep_.rank();
@@ -218,7 +224,7 @@ void Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int6
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   if (injected(Fault::kSkipCompletionFence)) ep_.delay(kCopyQueue, kFaultRaceSeconds);
   for (int i = 0; i < t.gpusPerNode; ++i)
-    ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
+    if (i != local) ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
   std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me, inPlace);
   if (injected(Fault::kWrongLandingOffset) && !localDescs.empty()) localDescs.front().dst.offset += 1;
   // The own landing is filled on its own queue (another copy engine) while
@@ -275,14 +281,17 @@ void Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, int6
   // (stage reusable) is the credit to each round's sender.
   if (ownDone > 0) ep_.waitEvent(kCopyQueue, kOwnCopyQueue, ownDone);
   if (split) ep_.waitEvent(kCopyQueue, kNetQueue, splitDone);
-  for (int i = 0; i < t.gpusPerNode; ++i) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
+  for (int i = 0; i < t.gpusPerNode; ++i)
+    if (i != local) ep_.signal(kCopyQueue, t.rankOf(node, i), ids::kAgDone + local, v);
+  const uint64_t done = ep_.record(kCopyQueue);
   if (!injected(Fault::kDropCredit)) {
     if (twoSided)
-      agStageFree_ = ep_.record(kCopyQueue);  // the next call's receives wait for it
+      agStageFree_ = done;  // the next call's receives wait for it
     else
       for (const plan::AgRound& r : plan.ag.rounds)
         ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);
   }
+  return done;
 }
 
 // ------------------------------------------------------------------ TIDE-RS

@@ -73,7 +73,8 @@ class Communicator {
   int rsLandQueue() const { return issue_.landingOwnQueue ? kLandQueue : kNetQueue; }
   // TIDE-AG's two halves, issued in this order (communicator.cpp).
   std::vector<uint64_t> agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v, uint64_t entry);
-  void agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
+  // Returns the copy-queue event after which this rank's own share is done.
+  uint64_t agLocalCopies(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v,
                      uint64_t entry, const std::vector<uint64_t>& arrived);
   void stageChunk(const plan::Plan& plan, const std::vector<const void*>& grads, uint64_t seq, int pass,
                   int block);

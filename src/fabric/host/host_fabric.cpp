@@ -27,7 +27,8 @@ const char* hostRailsName(HostRails rails) {
 
 HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options)
     : topo_(topo), rank_(rank), mem_(std::move(memory)), options_(options), checker_(options.checker) {
-  if (options_.queues < 1) throw FabricError(FabricError::Kind::kUsage, "host fabric needs >= 1 queue");
+  if (options_.queues < 1 || options_.queues > 64)
+    throw FabricError(FabricError::Kind::kUsage, "host fabric needs 1 to 64 queues");
   for (int q = 0; q < options_.queues; ++q) queues_.push_back(std::make_unique<WorkQueue>());
 }
 
@@ -116,8 +117,12 @@ void HostEndpoint::failStopOnError(F&& body) {
   }
 }
 
-void HostEndpoint::stallOnce() {
-  if (faults_.stallSeconds > 0 && !stalled_.exchange(true)) {
+// The whole rank stalls (as a hung process would): each of its queues sleeps
+// once, before its first op, so no queue's work goes ahead and every peer
+// waiting on any of them meets its deadline.
+void HostEndpoint::stallOnce(int q) {
+  const uint64_t bit = uint64_t{1} << q;
+  if (faults_.stallSeconds > 0 && !(stalledQueues_.fetch_or(bit) & bit)) {
     std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
     if (jobFailed(mem_.failed))
       throw FabricError(FabricError::Kind::kPeerFailure,
@@ -132,8 +137,8 @@ uint64_t HostEndpoint::submit(int q, const char* op, std::function<void(int)> bo
 uint64_t HostEndpoint::submit(int q, const std::string& op, std::function<void(int)> body) {
   WorkQueue& wq = queue(q);
   if (!checker_)
-    return wq.submit([this, body = std::move(body)] {
-      stallOnce();
+    return wq.submit([this, q, body = std::move(body)] {
+      stallOnce(q);
       failStopOnError([&] { body(-1); });
     });
   std::string label;
@@ -143,8 +148,8 @@ uint64_t HostEndpoint::submit(int q, const std::string& op, std::function<void(i
   }
   ProtocolChecker::Clock at = checker_->hostClock();
   const int tid = checker_->tid(rank_, q);
-  return wq.submit([this, body = std::move(body), at = std::move(at), label = std::move(label), tid] {
-    stallOnce();
+  return wq.submit([this, q, body = std::move(body), at = std::move(at), label = std::move(label), tid] {
+    stallOnce(q);
     failStopOnError([&] {
       const int task = checker_->begin(tid, at, label);
       body(task);
@@ -546,7 +551,7 @@ void HostEndpoint::setFabricFaults(const FabricFaults& f) {
   faults_ = f;
   signalsSent_ = 0;
   putsIssued_ = 0;
-  stalled_ = false;
+  stalledQueues_ = 0;
 }
 
 HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions options)

@@ -107,7 +107,7 @@ class HostEndpoint final : public Endpoint {
   void raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value);
   void checkCounter(int id) const;
   [[noreturn]] void fail(FabricError::Kind kind, const std::string& message);
-  void stallOnce();
+  void stallOnce(int q);
   template <typename F>
   void failStopOnError(F&& body);
   std::chrono::steady_clock::time_point deadline() const;
@@ -152,7 +152,7 @@ class HostEndpoint final : public Endpoint {
   FabricFaults faults_;
   std::atomic<int> signalsSent_{0};
   std::atomic<int> putsIssued_{0};
-  std::atomic<bool> stalled_{false};
+  std::atomic<uint64_t> stalledQueues_{0};  // bit q: queue q has taken its injected stall
   std::atomic<bool> stopping_{false};  // destructor running: waits give up
   // Injected duplicate put: the old bytes, replayed after the next put there.
   std::mutex replayMu_;
