@@ -49,6 +49,8 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
     tide_rs_M{M}L{L}_netlanding  the same on a communicator made with TIDE_RS_LANDING_QUEUE=net:
                      each wave's landing queued behind the sends (one network stream) instead
                      of on its own queue beside the next wave's sends
+    tide_rs_M{M}L{L}_ctas{C}  the same with the solver's sum budget times M / (M - 1): the
+                     sums also produce the own node's block, which the rail does not carry
 """
 from __future__ import annotations
 
@@ -464,6 +466,7 @@ class TideContext:
         self.groups = {g.name: g for op in ("ag", "rs") for g in groups_for(op, ranks)}
         self.topologies = node_splits(ranks)
         self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
+        self.own_node_ctas: dict[tuple[int, int], int] = {}  # M > 1: the sum budget scaled by M / (M - 1)
         ag_names = {g.name for g in groups_for("ag", ranks)}
         landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
         for topo in self.topologies:
@@ -484,6 +487,15 @@ class TideContext:
                         [list(s) for s in llama.shapes], **TIDE_PLAN, sum_ctas=ctas)
             p = plans["llama3.1-8b-layer"]["reduce_scatter"]
             log(f"# TIDE M{m}L{l}: sum CTAs {p['sum_ctas']}, landing CTAs {p['landing_ctas']}, passes {p['passes']}")
+            if m > 1:
+                # Eq. 13 sizes the sums to feed the rail, which carries M - 1 of a pass's M blocks; the
+                # own node's block is summed too, so the sums move M / (M - 1) times the rail's share
+                # (twice on M2L1). The Llama RS again with the sum budget scaled so: is that the bound?
+                llama = self.groups["llama3.1-8b-layer"]
+                ctas = math.ceil(p["sum_ctas"] * m / (m - 1))
+                self.handles[topo][(llama.name, ctas)] = comm.register_group(
+                    [list(s) for s in llama.shapes], **TIDE_PLAN, sum_ctas=ctas)
+                self.own_node_ctas[topo] = ctas
             self.plans[topo] = plans
             if m == 1 and ranks > 1:
                 # The same all-gathers on a communicator without copy graphs (TIDE_COPY_GRAPHS=0, read
@@ -640,6 +652,9 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
                                   llama_only=True))
             systems.append(System(f"tide_rs{tag}_netlanding", "rs",
                                   lambda g, t=(*topo, "net-landing"): TideRs(g, ctx, t), llama_only=True))
+            ctas = ctx.own_node_ctas[topo]
+            systems.append(System(f"tide_rs{tag}_ctas{ctas}", "rs", lambda g, t=topo, c=ctas: TideRs(g, ctx, t, c),
+                                  llama_only=True))
         if topo[0] == 1:
             for ctas in RS_CTA_SWEEP:
                 systems.append(System(f"tide_rs_ctas{ctas}", "rs", lambda g, t=topo, c=ctas: TideRs(g, ctx, t, c),
