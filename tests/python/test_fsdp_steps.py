@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from fsdp_harness import run_job
 
-SYSTEMS = ["stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-4ctas", "tide-no-copy-graphs"]
+SYSTEMS = ["stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas",
+           "tide-no-copy-graphs"]
 STEPS, WARMUP = 4, 2
 LOSS_STEPS = 8
 SCENARIOS = ["timing_run", "loss_curve_run", "host_profile_run"]
@@ -76,13 +77,16 @@ def test_every_system_runs_and_matches_stock(job):
             assert res["step_ms"]["n"] == STEPS and res["step_ms"]["median"] > 0
             assert res["losses"] == pytest.approx(stock, rel=1e-5, abs=1e-6), name
             assert res["max_loss_rdiff_vs_stock"] <= 1e-5
-        for name in ("tide-in-place", "tide-slot-reuse", "tide-4ctas", "tide-no-copy-graphs"):
+        for name in ("tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas", "tide-no-copy-graphs"):
             tide = systems[name]["tide"]
             assert tide["groups_tide"] == tide["groups_total"] == run["config"]["layers"] + 1
             assert tide["arena_bytes"] > 0
             calls = tide["calls"]
             assert calls["all_gathers"] > 0 and calls["reduce_scatters"] > 0 and not calls.get("rs_stock")
             assert calls.get("rs_slot_reuse" if name == "tide-slot-reuse" else "rs_in_place", 0) > 0
+            # tide-late-free hands each call's gradients to FSDP2's reduce-scatter state instead of
+            # releasing them at read-done; the others never do.
+            assert (calls.get("rs_inputs_retained", 0) > 0) == (name == "tide-late-free"), (name, calls)
             # tide-4ctas fixes every group's sum budget; the others take the solver's.
             ctas = {g["sum_ctas"] for g in tide["groups"] if g["status"] == "tide"}
             assert (ctas == {4}) == (name == "tide-4ctas"), (name, ctas)
