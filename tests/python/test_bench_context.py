@@ -5,11 +5,11 @@ measures. The two-GPU code paths otherwise run only on the device, where a slip 
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import traceback
 
 import pytest
+from spawned_ranks import run_ranks
 
 pytest.importorskip("torch")
 
@@ -42,17 +42,8 @@ def _rank(rank: int, world: int, store: str, results) -> None:
 
 
 def test_two_rank_context_registers_every_system(tmp_path):
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, 2, str(tmp_path), results)) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-    got = {}
-    while not results.empty():
-        rank, systems, own_node, comms = results.get()
-        got[rank] = (systems, own_node, comms)
+    results, codes = run_ranks(_rank, 2, (2, str(tmp_path)), timeout=180)
+    got = {rank: (systems, own_node, comms) for rank, systems, own_node, comms in results}
     assert sorted(got) == [0, 1], got
     for rank, (systems, own_node, comms) in got.items():
         assert isinstance(systems, list), systems  # else the rank's traceback
@@ -66,4 +57,4 @@ def test_two_rank_context_registers_every_system(tmp_path):
                      f"tide_rs_M2L1_ctas{own_node[(2, 1)]}"):
             assert name in systems, (name, systems)
     assert got[0] == got[1]
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    assert codes == [0, 0], codes

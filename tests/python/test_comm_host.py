@@ -4,11 +4,11 @@ references (byte-exact gather, float64 sums)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import traceback
 
 import numpy as np
 import pytest
+from spawned_ranks import run_ranks
 
 SHAPES = [[37, 5], [3], [64, 2, 3], [1, 7]]
 
@@ -49,7 +49,7 @@ def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float) ->
     return errors
 
 
-def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull", landing_queue=""):
+def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
     try:
         import os
 
@@ -103,20 +103,10 @@ def _rank_main(rank, nodes, gpus, store, seed, errors, landing="pull", landing_q
                                                               (4, 1, "pull", ""), (2, 2, "push", ""),
                                                               (2, 2, "pull", "net"), (3, 1, "push", "own")])
 def test_collectives_across_processes(nodes, gpus, landing, landing_queue, tmp_path, rng):
-    ctx = mp.get_context("spawn")
-    errors = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, nodes, gpus, str(tmp_path), rng.seed_value, errors, landing,
-                                                  landing_queue))
-             for r in range(nodes * gpus)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-    messages = []
-    while not errors.empty():
-        messages.append(errors.get())
+    messages, codes = run_ranks(_rank_main, nodes * gpus,
+                                (nodes, gpus, str(tmp_path), rng.seed_value, landing, landing_queue), timeout=120)
     assert not messages, "\n".join(messages)
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    assert codes == [0] * (nodes * gpus), codes
 
 
 def test_an_unknown_landing_queue_is_refused(tmp_path, monkeypatch):
@@ -179,19 +169,8 @@ def _read_done_rank(rank, nodes, gpus, store, seed, fault, results):
 
 
 def _read_done_job(nodes, gpus, store, seed, fault=""):
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_read_done_rank, args=(r, nodes, gpus, store, seed, fault, results))
-             for r in range(nodes * gpus)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-    out = {}
-    while not results.empty():
-        rank, verdict = results.get()
-        out[rank] = verdict
-    return out, [p.exitcode for p in procs]
+    verdicts, codes = run_ranks(_read_done_rank, nodes * gpus, (nodes, gpus, store, seed, fault), timeout=120)
+    return dict(verdicts), codes
 
 
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (3, 1), (1, 2)])
