@@ -27,10 +27,9 @@ rm -rf "$BUILD_ROOT/base-src"
 git worktree prune
 git worktree add --detach "$BUILD_ROOT/base-src" "$BASE" >/dev/null
 
-build() {  # build(source dir, build dir): the library and the benchmark helper, as tools/gpu_run.sh builds them
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DPython3_EXECUTABLE="$(command -v "$PYTHON")" >"$2.configure.log" 2>&1 &&
-    cmake --build "$2" --target tide tide_bench_native -j "$(nproc)" >"$2.build.log" 2>&1
+export PYTHON
+build() {  # build(source dir, build dir): the library and the benchmark helper
+  bash tools/build_gpu.sh "$1" "$2" tide tide_bench_native >"$2.build.log" 2>&1
 }
 mkdir -p "$BUILD_ROOT/base" "$BUILD_ROOT/new"
 build "$BUILD_ROOT/base-src" "$BUILD_ROOT/base" & base_pid=$!

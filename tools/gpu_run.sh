@@ -138,9 +138,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
 # ---- build: the CUDA fabric, its GPU test and the benchmark helper (sm_90a only here)
 build() {
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_WERROR=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DPython3_EXECUTABLE="$(command -v "$PYTHON")" &&
-    cmake --build "$BUILD" --target tide tide_cuda_fabric_test tide_copy_launch_probe tide_bench_native -j "$(nproc)"
+  bash tools/build_gpu.sh . "$BUILD" tide tide_cuda_fabric_test tide_copy_launch_probe tide_bench_native
 }
 export -f build
 export BUILD PYTHON

@@ -118,7 +118,7 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
     if (i != local) ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
 
   const std::vector<uint64_t> arrived = agRailRounds(plan, shard, v, entry);
-  const uint64_t ownDone = agLocalCopies(plan, shard, landingOffset, v, entry, arrived);
+  const uint64_t copiesDone = agLocalCopies(plan, shard, landingOffset, v, entry, arrived);
 
   // Condition 2 on this rank's landing: every local rank's writes into it
   // (this rank's own through its copy queue's event: a wait on an event costs
@@ -126,7 +126,7 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   if (!injected(Fault::kSkipCompletionFence)) {
     for (int i = 0; i < t.gpusPerNode; ++i)
       if (i != local) ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
-    ep_.waitEvent(kCallerQueue, kCopyQueue, ownDone);
+    ep_.waitEvent(kCallerQueue, kCopyQueue, copiesDone);
   }
   return ep_.record(kCallerQueue);
 }

@@ -34,24 +34,25 @@ def _rank(rank: int, world: int, store: str, results) -> None:
         bench.TideContext._communicator = staticmethod(host_communicator)
         comm.has_cuda = lambda: True  # the context checks for the CUDA fabric; the host one stands in
         ctx = bench.TideContext(world)
-        results.put((rank, [s.name for s in bench.tide_systems(ctx)], dict(ctx.own_node_ctas), len(made)))
+        solver = ctx.plans[(2, 1)]["llama3.1-8b-layer"]["reduce_scatter"]["sum_ctas"]
+        results.put((rank, [s.name for s in bench.tide_systems(ctx)], (solver, dict(ctx.own_node_ctas)), len(made)))
         ctx.close()
         dist.destroy_process_group()
     except Exception:
-        results.put((rank, traceback.format_exc(), None, None))
+        results.put((rank, traceback.format_exc(), (None, None), None))
 
 
 def test_two_rank_context_registers_every_system(tmp_path):
     results, codes = run_ranks(_rank, 2, (2, str(tmp_path)), timeout=180)
-    got = {rank: (systems, own_node, comms) for rank, systems, own_node, comms in results}
+    got = {rank: (systems, ctas, comms) for rank, systems, ctas, comms in results}
     assert sorted(got) == [0, 1], got
-    for rank, (systems, own_node, comms) in got.items():
+    for rank, (systems, ctas, comms) in got.items():
         assert isinstance(systems, list), systems  # else the rank's traceback
         # M1L2 and M2L1, the one-node communicator without copy graphs, and M2L1's push and
         # net-landing communicators.
         assert comms == 5, comms
-        solver = own_node[(2, 1)] // 2  # M / (M - 1) = 2 on M2L1
-        assert solver >= 1 and own_node[(2, 1)] == 2 * solver
+        solver, own_node = ctas
+        assert solver >= 1 and own_node == {(2, 1): 2 * solver}  # M / (M - 1) = 2 on M2L1
         for name in ("tide_ag", "tide_ag_in_place", "tide_ag_in_place_nographs", "tide_rs", "tide_rs_ctas66",
                      "tide_ag_M2L1", "tide_rs_M2L1", "tide_rs_M2L1_push", "tide_rs_M2L1_netlanding",
                      f"tide_rs_M2L1_ctas{own_node[(2, 1)]}"):

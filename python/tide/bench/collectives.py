@@ -487,15 +487,6 @@ class TideContext:
                         [list(s) for s in llama.shapes], **TIDE_PLAN, sum_ctas=ctas)
             p = plans["llama3.1-8b-layer"]["reduce_scatter"]
             log(f"# TIDE M{m}L{l}: sum CTAs {p['sum_ctas']}, landing CTAs {p['landing_ctas']}, passes {p['passes']}")
-            if m > 1:
-                # Eq. 13 sizes the sums to feed the rail, which carries M - 1 of a pass's M blocks; the
-                # own node's block is summed too, so the sums move M / (M - 1) times the rail's share
-                # (twice on M2L1). The Llama RS again with the sum budget scaled so: is that the bound?
-                llama = self.groups["llama3.1-8b-layer"]
-                ctas = math.ceil(p["sum_ctas"] * m / (m - 1))
-                self.handles[topo][(llama.name, ctas)] = comm.register_group(
-                    [list(s) for s in llama.shapes], **TIDE_PLAN, sum_ctas=ctas)
-                self.own_node_ctas[topo] = ctas
             self.plans[topo] = plans
             if m == 1 and ranks > 1:
                 # The same all-gathers on a communicator without copy graphs (TIDE_COPY_GRAPHS=0, read
@@ -506,20 +497,33 @@ class TideContext:
                 self.landing[key] = self.comms[key].alloc(landing_bytes)
                 self.handles[key] = {name: self.comms[key].register_group([list(s) for s in g.shapes], **TIDE_PLAN)
                                      for name, g in self.groups.items() if name in ag_names}
-            if m > 1:  # the push landing, on its own communicator (one direction per communicator): Llama RS
+            if m > 1:  # variants of the Llama RS across nodes
                 llama = self.groups["llama3.1-8b-layer"]
-                shapes = [list(s) for s in llama.shapes]
-                key = (m, l, "push")
-                self.comms[key] = self._communicator(
-                    topo, scratch_bytes([dict(shapes=shapes, nodes=m, gpus_per_node=l, landing="push", **TIDE_PLAN)]))
-                self.handles[key] = {llama.name: self.comms[key].register_group(shapes, landing="push", **TIDE_PLAN)}
-                # Landings behind the sends (TIDE_RS_LANDING_QUEUE=net, read when the communicator is made):
-                # what landing on their own queue saves, paired in this run.
-                key = (m, l, "net-landing")
-                with scoped_env({"TIDE_RS_LANDING_QUEUE": "net"}):
-                    self.comms[key] = self._communicator(
-                        topo, scratch_bytes([dict(shapes=shapes, nodes=m, gpus_per_node=l, **TIDE_PLAN)]))
-                self.handles[key] = {llama.name: self.comms[key].register_group(shapes, **TIDE_PLAN)}
+                # Eq. 13 sizes the sums to feed the rail, which carries M - 1 of a pass's M blocks; the
+                # own node's block is summed too, so the sums move M / (M - 1) times the rail's share
+                # (twice on M2L1). The Llama RS again with the sum budget scaled so: is that the bound?
+                ctas = math.ceil(p["sum_ctas"] * m / (m - 1))
+                self.handles[topo][(llama.name, ctas)] = comm.register_group(
+                    [list(s) for s in llama.shapes], **TIDE_PLAN, sum_ctas=ctas)
+                self.own_node_ctas[topo] = ctas
+                # The push landing (one direction per communicator), and the landings behind the sends
+                # (TIDE_RS_LANDING_QUEUE=net, read when the communicator is made): each on its own
+                # communicator, paired in this run.
+                self._llama_rs_variant(topo, "push", {}, landing="push")
+                self._llama_rs_variant(topo, "net-landing", {"TIDE_RS_LANDING_QUEUE": "net"})
+
+    def _llama_rs_variant(self, topo, name: str, env: dict[str, str], **plan_options):
+        """The Llama group alone on a communicator of its own, made under `env`, with extra plan
+        options; its handle under key (M, L, name)."""
+        from tide.plan import scratch_bytes
+
+        llama = self.groups["llama3.1-8b-layer"]
+        shapes = [list(s) for s in llama.shapes]
+        key = (*topo, name)
+        with scoped_env(env):
+            self.comms[key] = self._communicator(topo, scratch_bytes(
+                [dict(shapes=shapes, nodes=topo[0], gpus_per_node=topo[1], **plan_options, **TIDE_PLAN)]))
+        self.handles[key] = {llama.name: self.comms[key].register_group(shapes, **plan_options, **TIDE_PLAN)}
 
     @staticmethod
     def _communicator(topo, arena_bytes: int):
@@ -982,14 +986,14 @@ def main():
     for (name, gname), (runner, _ms) in runners.items():
         if gname.startswith("llama"):
             fp = kernel_footprint(runner)
-            timeline = fp.pop("timeline")
             cta = "n/a" if fp["cta_us"] is None else f"{fp['cta_us']:.0f}"
             log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels, "
                 f"{cta} CTA*us {fp['names']}")
             if name.startswith("tide_rs_M"):  # across nodes: how the call's queues overlap
-                fp["timeline"] = timeline
-                for line in format_timeline(timeline):
+                for line in format_timeline(fp["timeline"]):
                     log(f"# timeline  {name:>17}: {line}")
+            else:
+                del fp["timeline"]
             footprint.append({"system": name, **fp})
     staging = []
     if tide_ctx is not None:
