@@ -16,7 +16,7 @@
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
 #
-# Steps: build fabric sanitize collectives fsdp e2e loss memprobe hostprof bench rma (--only picks
+# Steps: build fabric coresident sanitize collectives fsdp e2e loss memprobe hostprof bench rma (--only picks
 # some; build always runs).
 #
 # rma (needs --nccl-src DIR, an NCCL >= 2.29 source tree, e.g. `git archive` of NVIDIA/nccl
@@ -138,7 +138,8 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
 # ---- build: the CUDA fabric, its GPU test and the benchmark helper (sm_90a only here)
 build() {
-  bash tools/build_gpu.sh . "$BUILD" tide tide_cuda_fabric_test tide_copy_launch_probe tide_bench_native
+  bash tools/build_gpu.sh . "$BUILD" tide tide_cuda_fabric_test tide_co_resident_test tide_copy_launch_probe \
+    tide_bench_native
 }
 export -f build
 export BUILD PYTHON
@@ -177,6 +178,21 @@ elif [[ -x $TEST ]]; then
   fi
 else
   skip fabric_tests "no test binary (build failed or CUDA fabric skipped)"
+fi
+
+# ---- TIDE-AG / TIDE-RS with several ranks on one GPU (co-resident ranks, threads of one
+# process): every multi-rank topology of up to four ranks runs its CUDA code paths (counters
+# across ranks, copy-engine rails, Level 1 sums, pull and push landings, copy graphs into
+# peers' arenas) bit for bit against the host fabric, on any machine with a GPU. Four ranks
+# fill CUDA_DEVICE_MAX_CONNECTIONS=32 with their streams; more would share hardware queues.
+CORESIDENT="$BUILD/tests/cuda/tide_co_resident_test"
+if ! wanted coresident; then
+  skip co_resident "not in --only"
+elif [[ -x $CORESIDENT ]]; then
+  run co_resident 240 "$CORESIDENT" --topologies 1x2,2x1,2x2,1x4,3x1
+  run co_resident_registers 240 env TIDE_SUM_KERNEL=registers "$CORESIDENT" --topologies 2x2,1x4
+else
+  skip co_resident "no test binary (build failed or CUDA fabric skipped)"
 fi
 
 # ---- compute-sanitizer on the fabric's kernels (one GPU): memory errors, shared-memory races

@@ -15,6 +15,7 @@
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/cuda/stream_memops.hpp"
+#include "fabric/cuda/symmetric_arena.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -53,25 +54,12 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
       rank_(options.rank),
       sumCtas_(options.sumCtas),
       landCtas_(options.landCtas) {
-  topo_.checkRank(rank_);
-  if (options.numQueues < 1) throwUsage("numQueues must be at least 1");
-  const int device = options.device >= 0 ? options.device : currentDevice();
-  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device);
+  checkOptions(options);
+  device_ = options.device >= 0 ? options.device : currentDevice();
+  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_);
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
   arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
-  // This rank's arena and every reachable peer's: they live as long as the endpoint.
-  std::vector<CopyEngine::Window> windows{{arena_->base(), arena_->userBytes()}};
-  for (int r = 0; r < topo_.ranks(); ++r)
-    if (r != rank_ && arena_->peerBase(r) != nullptr) windows.push_back({arena_->peerBase(r), arena_->userBytes()});
-  copies_ = std::make_unique<CopyEngine>(device, std::move(windows));
-  for (int q = 0; q < options.numQueues; ++q) {
-    cudaStream_t s = nullptr;
-    TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    own_.push_back(s);
-  }
-  streams_ = own_;
-  events_.resize(kEventRing);
-  TIDE_CUDA_CHECK(cudaMallocHost(&hostWord_, sizeof(uint64_t)));
+  startQueues(options.numQueues);
 
   // Copy-engine rails need every same-rail rank load/store reachable.
   bool railPeersReachable = true;
@@ -125,8 +113,57 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   if (railMode_ == RailMode::kRma) rma_ = std::make_unique<RmaRails>(comms_->rail(), comms_->railCredit(), *arena_);
 #endif
 
+  startWatchdog(options);
+}
+
+CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, CoResidentGroup& group)
+    : topo_(plan::Topology::make(options.topology.nodes, options.topology.gpusPerNode)),
+      rank_(options.rank),
+      sumCtas_(options.sumCtas),
+      landCtas_(options.landCtas) {
+  checkOptions(options);
+  if (group.ranks() != topo_.ranks())
+    throwUsage("co-resident ranks: a group of " + std::to_string(group.ranks()) + " ranks for a topology of " +
+               std::to_string(topo_.ranks()));
+  using Rails = CudaFabricOptions::Rails;
+  const Rails wanted = railsFromEnv(options.rails);
+  if (wanted == Rails::kSendRecv || wanted == Rails::kRma)
+    throwUsage("co-resident ranks: rails are copy-engine copies only (send-recv or rma requested)");
+  device_ = group.device();
+  group_ = &group;
+  TIDE_CUDA_CHECK(cudaSetDevice(device_));
+  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+  arena_ = std::make_unique<CoResidentArena>(group, rank_, options.arenaBytes, options.numCounters, control_);
+  startQueues(options.numQueues);
+  railMode_ = RailMode::kCopyEngine;
+  railWhy_ = "co-resident ranks on one GPU";
+  startWatchdog(options);
+}
+
+void CudaEndpoint::checkOptions(const CudaFabricOptions& options) const {
+  topo_.checkRank(rank_);
+  if (options.numQueues < 1) throwUsage("numQueues must be at least 1");
+}
+
+void CudaEndpoint::startQueues(int numQueues) {
+  // This rank's arena and every reachable peer's: they live as long as the endpoint.
+  std::vector<CopyEngine::Window> windows{{arena_->base(), arena_->userBytes()}};
+  for (int r = 0; r < topo_.ranks(); ++r)
+    if (r != rank_ && arena_->peerBase(r) != nullptr) windows.push_back({arena_->peerBase(r), arena_->userBytes()});
+  copies_ = std::make_unique<CopyEngine>(device_, std::move(windows));
+  for (int q = 0; q < numQueues; ++q) {
+    cudaStream_t s = nullptr;
+    TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    own_.push_back(s);
+  }
+  streams_ = own_;
+  events_.resize(kEventRing);
+  TIDE_CUDA_CHECK(cudaMallocHost(&hostWord_, sizeof(uint64_t)));
+}
+
+void CudaEndpoint::startWatchdog(const CudaFabricOptions& options) {
   watchdog_ = std::make_unique<WaitWatchdog>(
-      rank_, device, envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds));
+      rank_, device_, envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds));
   reportChoiceOnce();
 }
 
@@ -142,7 +179,7 @@ CudaEndpoint::~CudaEndpoint() {
   }
   try {
     synchronizeAll();
-    comms_->barrier();  // no peer still writes into an arena about to be unmapped
+    barrier();  // no peer still writes into an arena about to be unmapped
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: %s\n", rank_, e.what());
   }
@@ -170,7 +207,8 @@ void CudaEndpoint::reportChoiceOnce() const {
                  "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s (%s), NCCL %s, "
                  "%d of %d ranks load/store reachable, wait deadline %.1f s\n",
                  topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), railWhy_.c_str(),
-                 ncclVersionString(comms_->ncclVersion()).c_str(), arena_->reachablePeers(), topo_.ranks(),
+                 comms_ != nullptr ? ncclVersionString(comms_->ncclVersion()).c_str() : "unused",
+                 arena_->reachablePeers(), topo_.ranks(),
                  watchdog_->timeoutSeconds());
   });
 }
@@ -521,6 +559,11 @@ void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
   stalled_ = false;
 }
 
-void CudaEndpoint::barrier() { comms_->barrier(); }
+void CudaEndpoint::barrier() {
+  if (comms_ != nullptr)
+    comms_->barrier();
+  else
+    group_->barrier(rank_);
+}
 
 }  // namespace tide::fabric::cuda

@@ -1,9 +1,13 @@
 // CUDA implementation of tide::fabric::Endpoint for one process per GPU (as
-// under torchrun). DESIGN.md §3.2.
+// under torchrun), or for co-resident ranks: threads of one process sharing
+// one GPU, to test multi-rank protocols there (co_resident_ranks.hpp).
+// DESIGN.md §3.2.
 //
 //   communicators  world from an NCCL unique id, rail = split(color = local
-//                  rank, key = node); the topology (M x L) may be virtual
-//   arena          ncclMemAlloc + symmetric window; peers by LSA address
+//                  rank, key = node); the topology (M x L) may be virtual.
+//                  Co-resident ranks: none, the group's host barrier
+//   arena          ncclMemAlloc + symmetric window; peers by LSA address.
+//                  Co-resident ranks: cudaMalloc; peers by address
 //   queues         a small pool of CUDA streams (queue 0 may be the caller's)
 //   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync, or for a recurring
 //                  copy list one launch of a cached graph of memcpy nodes (copy engines)
@@ -25,12 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "fabric/cuda/co_resident_ranks.hpp"
 #include "fabric/cuda/copy_engine.hpp"
+#include "fabric/cuda/device_arena.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/rail_transport.hpp"
 #include "fabric/cuda/rma_rails.hpp"
-#include "fabric/cuda/symmetric_arena.hpp"
 #include "fabric/cuda/wait_watchdog.hpp"
 #include "tide/fabric.hpp"
 
@@ -55,6 +60,10 @@ class CudaEndpoint final : public Endpoint {
  public:
   // Collective over all ranks of options.topology.
   CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId& id);
+  // Rank options.rank of `group`, on the group's GPU (one thread per rank;
+  // collective over the group, as is the destructor). Rails are copy-engine
+  // copies; options.device and the NCCL rail choices do not apply.
+  CudaEndpoint(const CudaFabricOptions& options, CoResidentGroup& group);
   ~CudaEndpoint() override;
   CudaEndpoint(const CudaEndpoint&) = delete;
   CudaEndpoint& operator=(const CudaEndpoint&) = delete;
@@ -112,13 +121,13 @@ class CudaEndpoint final : public Endpoint {
                 uint64_t signalValue) override;
   RailMode railMode() const { return railMode_; }
   void setCtaBudget(int sumCtas, int landCtas);
-  int device() const { return comms_->device(); }
+  int device() const { return device_; }
   // Device bytes of the symmetric window (ncclMemAlloc: arena, counters, tag,
   // rounded to the window alignment); outside every framework allocator.
   int64_t windowBytes() const { return arena_->windowBytes(); }
   // Copy lists that went out as one graph launch, and graphs built (copy_engine.hpp).
   CopyEngine::GraphStats copyGraphStats() const { return copies_->graphStats(); }
-  int ncclVersion() const { return comms_->ncclVersion(); }
+  int ncclVersion() const { return comms_ != nullptr ? comms_->ncclVersion() : 0; }  // 0: co-resident ranks
   double waitTimeoutSeconds() const { return watchdog_->timeoutSeconds(); }
   // Host barrier over all ranks (bootstrap and tests).
   void barrier();
@@ -139,6 +148,10 @@ class CudaEndpoint final : public Endpoint {
     cudaEvent_t ready = nullptr;
   };
 
+  // Construction steps shared by both kinds of endpoint, in this order.
+  void checkOptions(const CudaFabricOptions& options) const;
+  void startQueues(int numQueues);  // after the arena: copy engine, streams, events
+  void startWatchdog(const CudaFabricOptions& options);
   cudaStream_t queue(int q) const;  // validates q
   // Faults, late duplicates, and (unless a rail op) the deferred send/recv rails.
   void beginOp(bool flushRails = true);
@@ -159,9 +172,11 @@ class CudaEndpoint final : public Endpoint {
   int landCtas_ = 16;
   RailMode railMode_ = RailMode::kCopyEngine;
 
-  std::unique_ptr<NcclComms> comms_;
-  cudaStream_t control_ = nullptr;  // bootstrap and counter reads
-  std::unique_ptr<SymmetricArena> arena_;
+  int device_ = 0;
+  std::unique_ptr<NcclComms> comms_;  // null for co-resident ranks
+  CoResidentGroup* group_ = nullptr;  // co-resident ranks only
+  cudaStream_t control_ = nullptr;    // bootstrap and counter reads
+  std::unique_ptr<DeviceArena> arena_;
   std::unique_ptr<CopyEngine> copies_;  // every copy; recurring lists as cached graphs
   CopyEngine::GraphStats graphBase_;    // the engine's counts at the last resetStats
   std::vector<cudaStream_t> own_;

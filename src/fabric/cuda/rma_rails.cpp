@@ -38,7 +38,7 @@ const NcclRmaApi& NcclRmaApi::get() {
 #include "fabric/byte_range.hpp"
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/stream_memops.hpp"
-#include "fabric/cuda/symmetric_arena.hpp"
+#include "fabric/cuda/device_arena.hpp"
 #include "fabric/cuda/wait_watchdog.hpp"
 #include "tide/fabric.hpp"
 
@@ -56,7 +56,7 @@ const NcclRmaApi& api() {
 // One group's ops on its stream, in RmaRendezvous's order.
 class NcclRmaOps final : public RmaRailOps {
  public:
-  NcclRmaOps(ncclComm_t data, ncclComm_t credit, ncclWindow_t window, SymmetricArena& arena, cudaStream_t s,
+  NcclRmaOps(ncclComm_t data, ncclComm_t credit, ncclWindow_t window, DeviceArena& arena, cudaStream_t s,
              WaitWatchdog& watchdog, const std::string& call, int queue)
       : data_(data), credit_(credit), window_(window), arena_(arena), s_(s), watchdog_(watchdog), call_(call),
         queue_(queue) {}
@@ -106,7 +106,7 @@ class NcclRmaOps final : public RmaRailOps {
   ncclComm_t data_;
   ncclComm_t credit_;
   ncclWindow_t window_;
-  SymmetricArena& arena_;
+  DeviceArena& arena_;
   cudaStream_t s_;
   WaitWatchdog& watchdog_;
   const std::string& call_;
@@ -116,7 +116,7 @@ class NcclRmaOps final : public RmaRailOps {
 
 }  // namespace
 
-RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, SymmetricArena& arena)
+RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena)
     : data_(data), credit_(credit), arena_(arena) {
   // Symmetric: NCCL 2.30 refuses a put whose source or destination lies in
   // any other kind of window (tide_nccl_rma_probe).

@@ -34,7 +34,7 @@
 
 namespace tide::fabric::cuda {
 
-class SymmetricArena;
+class DeviceArena;
 class WaitWatchdog;
 
 // Host RMA entry points of the NCCL library loaded in this process, looked
@@ -59,7 +59,7 @@ class RmaRails {
   // Collective over `data`: registers the arena there, the window the puts
   // target. `data` and `credit` join the same ranks (the rail), each created
   // with RMA contexts (ncclConfig_t::numRmaCtx >= 1).
-  RmaRails(ncclComm_t data, ncclComm_t credit, SymmetricArena& arena);
+  RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena);
   ~RmaRails();
   RmaRails(const RmaRails&) = delete;
   RmaRails& operator=(const RmaRails&) = delete;
@@ -80,7 +80,7 @@ class RmaRails {
   void joinQueue(int queue, cudaStream_t stream);
   ncclComm_t data_;
   ncclComm_t credit_;
-  SymmetricArena& arena_;
+  DeviceArena& arena_;
   ncclWindow_t window_ = nullptr;
   int queue_ = -1;
   cudaStream_t stream_ = nullptr;

@@ -1,0 +1,79 @@
+#include "fabric/cuda/co_resident_ranks.hpp"
+
+#include <chrono>
+#include <string>
+
+#include "fabric/cuda/cuda_check.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+
+constexpr int64_t kArenaAlign = 4096;
+
+}  // namespace
+
+CoResidentGroup::CoResidentGroup(int ranks, int device, double barrierTimeoutSeconds)
+    : ranks_(ranks), device_(device), timeout_(barrierTimeoutSeconds), bases_(static_cast<size_t>(ranks), nullptr) {
+  if (ranks < 1 || device < 0 || barrierTimeoutSeconds <= 0)
+    throwUsage("co-resident ranks: want at least one rank, a device ordinal and a positive barrier deadline");
+}
+
+void CoResidentGroup::barrier(int rank) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_)
+    throw FabricError(FabricError::Kind::kPeerFailure,
+                      "co-resident ranks: rank " + std::to_string(rank) + ": the group's barrier broke earlier");
+  const uint64_t generation = generation_;
+  if (++arrived_ == ranks_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_), [&] { return generation_ != generation; })) {
+    broken_ = true;
+    cv_.notify_all();
+    throw FabricError(FabricError::Kind::kTimeout,
+                      "co-resident ranks: rank " + std::to_string(rank) + " waited " + std::to_string(timeout_) +
+                          " s at a host barrier; " + std::to_string(arrived_) + " of " + std::to_string(ranks_) +
+                          " ranks arrived");
+  }
+  if (broken_ && generation_ == generation)
+    throw FabricError(FabricError::Kind::kPeerFailure,
+                      "co-resident ranks: rank " + std::to_string(rank) + ": the group's barrier broke");
+}
+
+std::vector<std::byte*> CoResidentGroup::exchangeBases(int rank, std::byte* base) {
+  if (rank < 0 || rank >= ranks_) throwUsage("co-resident ranks: rank " + std::to_string(rank) + " out of range");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bases_[static_cast<size_t>(rank)] = base;
+  }
+  barrier(rank);
+  std::lock_guard<std::mutex> lock(mu_);
+  return bases_;
+}
+
+CoResidentArena::CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters,
+                                 cudaStream_t stream)
+    : DeviceArena(userBytes, numCounters, kArenaAlign) {
+  void* ptr = nullptr;
+  TIDE_CUDA_CHECK(cudaMalloc(&ptr, static_cast<size_t>(windowBytes_)));
+  base_ = static_cast<std::byte*>(ptr);
+  try {
+    initCountersAndTag(rank, stream);
+    peers_ = group.exchangeBases(rank, base_);  // every tag is written before anyone reads one
+    verifyPeers(rank, stream);
+  } catch (...) {
+    cudaFree(base_);
+    base_ = nullptr;
+    throw;
+  }
+}
+
+CoResidentArena::~CoResidentArena() {
+  if (base_ != nullptr) cudaFree(base_);
+}
+
+}  // namespace tide::fabric::cuda

@@ -1,0 +1,62 @@
+// Several ranks of one topology as threads of one process on one GPU, so the
+// CUDA fabric's multi-rank protocols (counters across ranks, copy-engine
+// rails, Level 1 staging and sums, Level 2 landings) run for every (M, L) of a
+// few ranks on a machine with a single GPU. Every rank's arena is plain device
+// memory of that GPU (cudaMalloc), a peer reaches it by its address, rails are
+// copy-engine copies, and the host barrier is the group's.
+//
+// A test configuration, not a fast one: the ranks share one GPU's SMs and copy
+// engines. Each rank's streams count against CUDA_DEVICE_MAX_CONNECTIONS;
+// past it, streams share hardware queues, where a blocked stream wait can hold
+// up another rank's producer (the wait's deadline then fails the run).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "fabric/cuda/device_arena.hpp"
+
+namespace tide::fabric::cuda {
+
+class CoResidentGroup {
+ public:
+  CoResidentGroup(int ranks, int device, double barrierTimeoutSeconds = 120);
+  CoResidentGroup(const CoResidentGroup&) = delete;
+  CoResidentGroup& operator=(const CoResidentGroup&) = delete;
+
+  int ranks() const { return ranks_; }
+  int device() const { return device_; }
+  // Host barrier of the group's ranks, one thread each. Throws
+  // FabricError(kTimeout) when not every rank arrives within the deadline;
+  // the group is broken from then on (every later barrier throws at once).
+  void barrier(int rank);
+  // Publishes `rank`'s arena base and waits for every rank's: the bases by rank.
+  std::vector<std::byte*> exchangeBases(int rank, std::byte* base);
+
+ private:
+  const int ranks_;
+  const int device_;
+  const double timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool broken_ = false;
+  std::vector<std::byte*> bases_;
+};
+
+// A co-resident rank's arena: cudaMalloc memory; every rank of the group is
+// load/store reachable. Collective over the group (exchanges the bases and
+// checks every peer's tag).
+class CoResidentArena final : public DeviceArena {
+ public:
+  CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters, cudaStream_t stream);
+  ~CoResidentArena() override;
+};
+
+}  // namespace tide::fabric::cuda

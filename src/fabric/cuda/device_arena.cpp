@@ -1,0 +1,64 @@
+#include "fabric/cuda/device_arena.hpp"
+
+#include <string>
+
+#include "fabric/cuda/cuda_check.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+
+constexpr uint64_t kTagMagic = 0x7469646541524e41ull;  // "tideARNA"
+
+int64_t roundUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+uint64_t tagOf(int rank) { return kTagMagic ^ static_cast<uint64_t>(rank); }
+
+}  // namespace
+
+DeviceArena::DeviceArena(int64_t userBytes, int numCounters, int64_t align)
+    : userBytes_(userBytes), numCounters_(numCounters) {
+  if (userBytes < 0 || numCounters < 1) throwUsage("arena size and counter count must be positive");
+  counterOffset_ = roundUp(userBytes_, align);
+  tagOffset_ = roundUp(counterOffset_ + 8 * static_cast<int64_t>(numCounters_), 256);
+  windowBytes_ = roundUp(tagOffset_ + 64, align);
+}
+
+void DeviceArena::initCountersAndTag(int rank, cudaStream_t stream) {
+  TIDE_CUDA_CHECK(cudaMemsetAsync(base_ + counterOffset_, 0, static_cast<size_t>(windowBytes_ - counterOffset_), stream));
+  const uint64_t tag = tagOf(rank);
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, &tag, sizeof(tag), cudaMemcpyHostToDevice, stream));
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void DeviceArena::verifyPeers(int rank, cudaStream_t stream) const {
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    std::byte* peer = peers_[r];
+    if (peer == nullptr) continue;
+    uint64_t tag = 0;
+    TIDE_CUDA_CHECK(cudaMemcpyAsync(&tag, peer + tagOffset_, sizeof(tag), cudaMemcpyDeviceToHost, stream));
+    TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (tag != tagOf(static_cast<int>(r)))
+      throw FabricError(kDeviceErrorKind, "cuda fabric: rank " + std::to_string(rank) + ": peer address of rank " +
+                                              std::to_string(r) + " does not reach that rank's arena");
+  }
+}
+
+uint64_t* DeviceArena::counter(int id) const {
+  if (id < 0 || id >= numCounters_) throwUsage("counter id " + std::to_string(id) + " out of range");
+  return reinterpret_cast<uint64_t*>(base_ + counterOffset_) + id;
+}
+
+uint64_t* DeviceArena::peerCounter(int worldRank, int id) const {
+  if (id < 0 || id >= numCounters_) throwUsage("counter id " + std::to_string(id) + " out of range");
+  std::byte* peer = peers_[static_cast<size_t>(worldRank)];
+  return peer == nullptr ? nullptr : reinterpret_cast<uint64_t*>(peer + counterOffset_) + id;
+}
+
+int DeviceArena::reachablePeers() const {
+  int n = 0;
+  for (std::byte* p : peers_) n += p != nullptr ? 1 : 0;
+  return n;
+}
+
+}  // namespace tide::fabric::cuda

@@ -1,0 +1,57 @@
+// A rank's arena on its GPU, as the CUDA endpoint addresses it: the bytes the
+// collectives use, the counters that signals and waits touch, an identity tag,
+// and the load/store address of every reachable rank's arena. How the memory
+// is allocated and mapped is the subclass's (an NCCL symmetric window across
+// processes, or plain device memory shared by co-resident ranks).
+//
+// Layout (same on every rank):
+//   [0, userBytes)                    the arena the collectives address
+//   [counterOffset, +8*numCounters)   counters, uint64 each (signal / wait)
+//   [tagOffset, +64)                  identity tag, checked through every peer
+//                                     address before any collective trusts it
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tide::fabric::cuda {
+
+class DeviceArena {
+ public:
+  virtual ~DeviceArena() = default;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+
+  std::byte* base() const { return base_; }
+  int64_t userBytes() const { return userBytes_; }
+  int64_t windowBytes() const { return windowBytes_; }  // what the allocation holds
+  int numCounters() const { return numCounters_; }
+  // Base of `worldRank`'s arena in this process's address space; nullptr when
+  // that rank is not load/store reachable (another host).
+  std::byte* peerBase(int worldRank) const { return peers_[static_cast<size_t>(worldRank)]; }
+  uint64_t* counter(int id) const;                     // local
+  uint64_t* peerCounter(int worldRank, int id) const;  // nullptr if unreachable
+  int reachablePeers() const;
+
+ protected:
+  // Lays the window out; `align` is the allocation's granularity.
+  DeviceArena(int64_t userBytes, int numCounters, int64_t align);
+  // Zeroes the counters and writes `rank`'s tag (synchronous on `stream`).
+  void initCountersAndTag(int rank, cudaStream_t stream);
+  // Reads every reachable rank's tag through its peer address: proves the
+  // mapping (throws FabricError naming `rank` and the peer otherwise).
+  void verifyPeers(int rank, cudaStream_t stream) const;
+
+  int64_t userBytes_ = 0;
+  int numCounters_ = 0;
+  int64_t counterOffset_ = 0;
+  int64_t tagOffset_ = 0;
+  int64_t windowBytes_ = 0;
+  std::byte* base_ = nullptr;
+  std::vector<std::byte*> peers_;
+};
+
+}  // namespace tide::fabric::cuda
