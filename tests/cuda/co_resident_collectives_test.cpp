@@ -15,7 +15,7 @@
 //
 // Timing means nothing here (the ranks share one GPU's SMs and copy engines).
 //
-//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S]
+//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--verbose]
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -53,6 +53,14 @@ namespace cuda = tide::fabric::cuda;
 namespace host = tide::fabric::host;
 
 constexpr int kUserQueue = kQueuesNeeded;  // stands in for the caller's compute stream
+
+bool verbose = false;  // --verbose: every step of every call on stderr (where a hang stops)
+
+void progress(const char* fabric, const std::string& what) {
+  if (!verbose) return;
+  std::fprintf(stderr, "    [%s] %s\n", fabric, what.c_str());
+  std::fflush(stderr);
+}
 
 enum class Inputs { kNormal, kInteger, kNonFinite };
 
@@ -134,6 +142,8 @@ class Fabric {
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill(void* dst, int byte, size_t bytes) = 0;
+  // After uploads and fills: they are complete before any queue reads them.
+  virtual void settle() {}
 };
 
 class HostFabric final : public Fabric {
@@ -213,6 +223,10 @@ class CoResidentFabric final : public Fabric {
     TCUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
   void fill(void* dst, int byte, size_t bytes) override { TCUDA(cudaMemset(dst, byte, bytes)); }
+  // cudaMemcpy from pageable memory and cudaMemset may return before their
+  // bytes land, and the endpoints' non-blocking streams do not order behind
+  // the legacy stream they went on.
+  void settle() override { TCUDA(cudaStreamSynchronize(cudaStreamLegacy)); }
 
  private:
   cuda::CoResidentGroup group_;
@@ -258,16 +272,21 @@ class Runner {
                     static_cast<size_t>(P.shardBytes));
         }
     }
+    f_.settle();
+    progress(f_.name(), "inputs written, landings poisoned");
     for (int r = 0; r < n; ++r)
       comms_[static_cast<size_t>(r)]->allGather(pl_, c_.inPlaceShard ? nullptr : shards_[static_cast<size_t>(r)],
                                                 landingOffset_);
+    progress(f_.name(), "all-gathers enqueued");
     for (int r = 0; r < n; ++r) {
       f_.endpoint(r).synchronize(kCallerQueue);
+      progress(f_.name(), "rank " + std::to_string(r) + ": all-gather done");
       RankResults& out = res[static_cast<size_t>(r)];
       out.landing.resize(static_cast<size_t>(g.unshardedBytes()));
       f_.download(out.landing.data(), f_.endpoint(r).arena() + landingOffset_, out.landing.size());
     }
     for (int r = 0; r < n; ++r) f_.endpoint(r).synchronizeAll();
+    progress(f_.name(), "all-gathers drained");
 
     for (int r = 0; r < n; ++r) {
       const std::vector<void*>& gp = grads_[static_cast<size_t>(r)];
@@ -280,7 +299,11 @@ class Runner {
       for (size_t p = 0; p < gp.size(); ++p)
         ep.zero(kUserQueue, gp[p], static_cast<int64_t>(in[static_cast<size_t>(r)].grads[p].size()));
     }
-    for (int r = 0; r < n; ++r) f_.endpoint(r).synchronize(kCallerQueue);
+    progress(f_.name(), "reduce-scatters enqueued");
+    for (int r = 0; r < n; ++r) {
+      f_.endpoint(r).synchronize(kCallerQueue);
+      progress(f_.name(), "rank " + std::to_string(r) + ": reduce-scatter done");
+    }
     for (int r = 0; r < n; ++r) {
       f_.endpoint(r).synchronizeAll();
       RankResults& out = res[static_cast<size_t>(r)];
@@ -434,11 +457,12 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
     std::fflush(stdout);
     int64_t graphLaunches = 0;
     double maxRelErr = 0;
-    {
+    try {
       HostFabric hostFabric(topo, arenaBytes);
       CoResidentFabric gpuFabric(topo, arenaBytes);
       Runner onHost(hostFabric, pl, layout, c);
       Runner onGpu(gpuFabric, pl, layout, c);
+      progress("setup", "endpoints and communicators of both fabrics up");
       for (int call = 0; call < kCallsPerCase; ++call) {
         const std::vector<RankInputs> in = drawInputs(pl.group, c, rng);
         const std::vector<RankResults> want = onHost.call(in);
@@ -457,6 +481,15 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
         }
       }
       for (int r = 0; r < topo.ranks(); ++r) graphLaunches += gpuFabric.endpoint(r).stats().copyGraphLaunches;
+    } catch (const std::exception& e) {
+      // A stream may be blocked for good: tearing the endpoints down would wait
+      // out every queue's deadline. Fail stop with the message.
+      std::printf("FAIL\n");
+      std::fprintf(stderr, "tide_co_resident_test: FAIL: M%dL%d %s: %s\n", topo.nodes, topo.gpusPerNode,
+                   c.name.c_str(), e.what());
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(1);
     }
     // From the second call on, every recurring copy list may go out as a graph; by
     // the third, some must have (the buffers and arenas keep their addresses).
@@ -528,8 +561,9 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) topologies = argv[++i];
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--verbose") verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S] [--verbose]\n", argv[0]);
       return 2;
     }
   }

@@ -146,6 +146,7 @@ void CudaEndpoint::checkOptions(const CudaFabricOptions& options) const {
 }
 
 void CudaEndpoint::startQueues(int numQueues) {
+  kernels::preloadKernels();  // before any stream can block on a counter (reduce_kernels.hpp)
   // This rank's arena and every reachable peer's: they live as long as the endpoint.
   std::vector<CopyEngine::Window> windows{{arena_->base(), arena_->userBytes()}};
   for (int r = 0; r < topo_.ranks(); ++r)

@@ -3,6 +3,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -145,19 +147,31 @@ bool WaitWatchdog::poll(Pending& p, std::chrono::steady_clock::time_point now) {
 }
 
 std::string WaitWatchdog::readCounter(const uint64_t* addr) {
-  // The waiting stream is blocked, so read on a private stream, with a bound.
-  cudaStream_t s = nullptr;
-  uint64_t* host = nullptr;
-  std::string out = "unreadable";
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return out;
-  if (cudaMallocHost(&host, sizeof(uint64_t)) == cudaSuccess &&
-      cudaMemcpyAsync(host, addr, sizeof(uint64_t), cudaMemcpyDeviceToHost, s) == cudaSuccess) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (cudaStreamQuery(s) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (cudaStreamQuery(s) == cudaSuccess) out = std::to_string(*host);
-  }
-  return out;  // the stream and pinned word are left alone: the process is about to abort
+  // The waiting stream is blocked, so the read goes on a private stream, with a
+  // bound. And another thread may hold the driver's locks for good (a kernel
+  // launch that waits for the context to idle, behind this very wait), so the
+  // read runs on a helper thread and the message goes out without it if the
+  // driver does not answer. What the helper made is left alone: the process is
+  // about to abort.
+  auto box = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> value = box->get_future();
+  std::thread([box, addr, device = device_] {
+    cudaStream_t s = nullptr;
+    uint64_t* host = nullptr;
+    std::string out = "unreadable";
+    if (cudaSetDevice(device) == cudaSuccess && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+        cudaMallocHost(&host, sizeof(uint64_t)) == cudaSuccess &&
+        cudaMemcpyAsync(host, addr, sizeof(uint64_t), cudaMemcpyDeviceToHost, s) == cudaSuccess) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (cudaStreamQuery(s) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (cudaStreamQuery(s) == cudaSuccess) out = std::to_string(*host);
+    }
+    box->set_value(out);
+  }).detach();
+  if (value.wait_for(std::chrono::seconds(3)) != std::future_status::ready)
+    return "unreadable (the CUDA driver did not answer within 3 s)";
+  return value.get();
 }
 
 std::string WaitRecord::awaited() const {

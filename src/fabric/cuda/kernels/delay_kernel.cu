@@ -18,6 +18,11 @@ __global__ void delayKernel(unsigned long long ns) {
 
 }  // namespace
 
+void preloadDelayKernel() {
+  cudaFuncAttributes a{};
+  TIDE_CUDA_CHECK(cudaFuncGetAttributes(&a, delayKernel));
+}
+
 void launchDelay(double seconds, cudaStream_t stream) {
   if (seconds <= 0) return;
   delayKernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(seconds * 1e9));

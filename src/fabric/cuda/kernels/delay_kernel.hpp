@@ -7,5 +7,7 @@
 namespace tide::fabric::cuda::kernels {
 
 void launchDelay(double seconds, cudaStream_t stream);
+// Loads the delay kernel into the current device's context (preloadKernels).
+void preloadDelayKernel();
 
 }  // namespace tide::fabric::cuda::kernels

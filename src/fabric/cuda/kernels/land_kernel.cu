@@ -1,5 +1,7 @@
 // Level 2 landing (LandOp): see reduce_kernels.hpp for the arithmetic. Sources
 // are fp32, local or a peer's (unicast pull through LSA addresses).
+#include <utility>
+
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
 
@@ -116,7 +118,19 @@ void launchTyped(const LandLaunch& p, unsigned grid, cudaStream_t stream) {
   }
 }
 
+template <bool kVec, int... Ks>
+void preloadTyped(std::integer_sequence<int, Ks...>) {
+  cudaFuncAttributes a{};
+  const auto load = [&a](auto* kernel) { TIDE_CUDA_CHECK(cudaFuncGetAttributes(&a, kernel)); };
+  (load(landKernel<Ks, kVec>), ...);
+}
+
 }  // namespace
+
+void preloadLandKernels() {
+  preloadTyped<false>(std::make_integer_sequence<int, 9>{});  // 0: any count; 1..8 as launchTyped
+  preloadTyped<true>(std::make_integer_sequence<int, 9>{});
+}
 
 bool landIsVectorized(const LandLaunch& p) {
   if (!aligned16(p.dst)) return false;

@@ -102,6 +102,15 @@ struct LandLaunch {
 void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream);
 void launchLand(const LandLaunch& p, int ctas, cudaStream_t stream);
 
+// Loads every kernel of the fabric into the current device's context, once per
+// device (every endpoint calls it before its first call). Under CUDA's lazy
+// module loading (the default), a kernel's first launch loads it, and loading
+// may synchronize the context: behind a stream blocked on a counter wait that
+// only work this thread has yet to enqueue, the launch would never return.
+void preloadKernels();
+// The parts (land_kernel.cu; delay_kernel.hpp has the delay kernel's).
+void preloadLandKernels();
+
 // Whether a piece / landing takes the 16-byte vector path.
 bool sumPieceVectorizable(const float* dst, int64_t dstPitch, int64_t rows, int numSources,
                           const void* const* srcPtrs, const int64_t* srcPitches, SourceType type);

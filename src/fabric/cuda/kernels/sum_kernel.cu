@@ -3,10 +3,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
 #include "fabric/cuda/kernels/sum_pipelined.hpp"
 #include "fabric/cuda/kernels/sum_tma.hpp"
@@ -133,6 +136,13 @@ void launchTyped(const P& p, unsigned grid, cudaStream_t stream) {
   }
 }
 
+template <SourceType S, class P, int... Ks>
+void preloadTyped(std::integer_sequence<int, Ks...>) {
+  cudaFuncAttributes a{};
+  const auto load = [&a](auto* kernel) { TIDE_CUDA_CHECK(cudaFuncGetAttributes(&a, kernel)); };
+  (load(sumKernel<S, Ks, P>), ...);  // 0: any count; 1..8 as launchTyped
+}
+
 template <class P>
 void launchTable(const P& p, SourceType type, unsigned grid, cudaStream_t stream) {
   if (type == SourceType::kBF16) {
@@ -246,6 +256,27 @@ SumKernelChoice sumKernelChoice() {
     throw std::invalid_argument(std::string("TIDE_SUM_KERNEL=") + v + ": expected tma, registers or cp-async");
   }();
   return chosen;
+}
+
+void preloadKernels() {
+  // Once per device: the first endpoint on it pays (tens of milliseconds).
+  static std::mutex mu;
+  static uint64_t loaded = 0;
+  int device = 0;
+  TIDE_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  std::lock_guard<std::mutex> lock(mu);
+  if ((loaded & bit) != 0) return;
+  using Ks = std::make_integer_sequence<int, 9>;
+  preloadTyped<SourceType::kBF16, SumLaunch>(Ks{});
+  preloadTyped<SourceType::kFP32, SumLaunch>(Ks{});
+  preloadTyped<SourceType::kBF16, SumLaunchCompact>(Ks{});
+  preloadTyped<SourceType::kFP32, SumLaunchCompact>(Ks{});
+  preloadSumTmaKernels();
+  preloadSumPipelinedKernels();
+  preloadLandKernels();
+  preloadDelayKernel();
+  loaded |= bit;
 }
 
 void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {

@@ -122,10 +122,11 @@ __global__ void __launch_bounds__(kThreadsPerCta) sumPipelinedKernel(const __gri
   }
 }
 
+// More than 48 KB of dynamic shared memory needs an opt-in, per device
+// (ranks of one process may drive several GPUs). The first call on a device
+// also loads the kernel there (preloadSumPipelinedKernels).
 template <SourceType S, int K>
-void launchTyped(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
-  // More than 48 KB of dynamic shared memory needs an opt-in, per device
-  // (ranks of one process may drive several GPUs).
+void configureTyped() {
   static std::atomic<uint64_t> configured{0};
   int device = 0;
   TIDE_CUDA_CHECK(cudaGetDevice(&device));
@@ -135,6 +136,11 @@ void launchTyped(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
                                          kSmemBytes<K>));
     configured.fetch_or(bit);
   }
+}
+
+template <SourceType S, int K>
+void launchTyped(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
+  configureTyped<S, K>();
   sumPipelinedKernel<S, K><<<grid, kThreadsPerCta, kSmemBytes<K>, stream>>>(p);
 }
 
@@ -150,6 +156,17 @@ bool launchForSources(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
 }
 
 }  // namespace
+
+void preloadSumPipelinedKernels() {
+  configureTyped<SourceType::kBF16, 1>();
+  configureTyped<SourceType::kBF16, 2>();
+  configureTyped<SourceType::kBF16, 3>();
+  configureTyped<SourceType::kBF16, 4>();
+  configureTyped<SourceType::kFP32, 1>();
+  configureTyped<SourceType::kFP32, 2>();
+  configureTyped<SourceType::kFP32, 3>();
+  configureTyped<SourceType::kFP32, 4>();
+}
 
 bool launchSumPipelined(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
   for (int i = 0; i < p.numPieces; ++i)

@@ -21,6 +21,7 @@
 // pieces; everything else is left to the register kernel (launchSumTma
 // returns false).
 #include <algorithm>
+#include <utility>
 #include <atomic>
 #include <cstdint>
 
@@ -284,6 +285,22 @@ __global__ void __launch_bounds__(Config::kThreads) sumTmaKernel(const __grid_co
   });
 }
 
+// More than 48 KB of dynamic shared memory needs an opt-in, per device
+// (ranks of one process may drive several GPUs). The first call on a device
+// also loads the kernel there (preloadSumTmaKernels).
+template <SourceType S, int K, bool kAcc, class P>
+void configureShaped() {
+  static std::atomic<uint64_t> configured{0};
+  int device = 0;
+  TIDE_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if ((configured.load() & bit) == 0) {
+    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         StageShape<S, K, kAcc>::kSmemBytes));
+    configured.fetch_or(bit);
+  }
+}
+
 template <SourceType S, int K, bool kAcc, class P>
 void launchShaped(const P& p, int ctas, cudaStream_t stream) {
   using Shape = StageShape<S, K, kAcc>;
@@ -292,18 +309,14 @@ void launchShaped(const P& p, int ctas, cudaStream_t stream) {
     tiles += p.pieces[i].rows * ((p.pieces[i].elems + Shape::kTileElems - 1) / Shape::kTileElems);
   if (tiles == 0) return;
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ctas > 0 ? ctas : 1));
-  // More than 48 KB of dynamic shared memory needs an opt-in, per device
-  // (ranks of one process may drive several GPUs).
-  static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  TIDE_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  if ((configured.load() & bit) == 0) {
-    TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, P>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
-    configured.fetch_or(bit);
-  }
+  configureShaped<S, K, kAcc, P>();
   sumTmaKernel<S, K, kAcc, P><<<grid, Config::kThreads, Shape::kSmemBytes, stream>>>(p);
+}
+
+template <SourceType S, class P, int... Ks>
+void configureAll(std::integer_sequence<int, Ks...>) {
+  (configureShaped<S, Ks + 1, false, P>(), ...);
+  (configureShaped<S, Ks + 1, true, P>(), ...);
 }
 
 template <SourceType S, class P>
@@ -339,6 +352,14 @@ bool launchAll(const SumLaunch& p, SourceType type, int ctas, cudaStream_t strea
 }
 
 }  // namespace
+
+void preloadSumTmaKernels() {
+  using Ks = std::make_integer_sequence<int, 8>;  // sources per piece 1..8, as launchForSources
+  configureAll<SourceType::kBF16, SumLaunch>(Ks{});
+  configureAll<SourceType::kFP32, SumLaunch>(Ks{});
+  configureAll<SourceType::kBF16, SumLaunchCompact>(Ks{});
+  configureAll<SourceType::kFP32, SumLaunchCompact>(Ks{});
+}
 
 bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {
   if (p.sourcesPerPiece < 1 || p.sourcesPerPiece > 8) return false;
