@@ -5,11 +5,13 @@
 // A list is a key of words (its copies' addresses and shapes). Its first
 // sighting only remembers it: most lists recur (every step's all-gather and
 // reduce-scatter of a group), but a replay costs about a millisecond to build.
-// At its second sighting the replay is built, and every later sighting gets it.
-// A list whose build declines (memory that may not be replayed) is never built
-// again. At most `maxReplays` are kept, the least recently used destroyed
-// first; at most `maxLists` lists are remembered, lists seen only once making
-// room when that many are.
+// Its second sighting marks it wanted; the replay is built at the next
+// buildWanted() (the owner calls it where building is safe: building a CUDA
+// graph may wait for the whole device to idle), and every sighting after that
+// gets it. A list whose build declines (memory that may not be replayed) is
+// never built again. At most `maxReplays` are kept, the least recently used
+// destroyed first; at most `maxLists` lists are remembered, lists seen only
+// once making room when that many are.
 #pragma once
 
 #include <cstddef>
@@ -39,30 +41,54 @@ class CopyListCache {
   CopyListCache& operator=(const CopyListCache&) = delete;
 
   // The replay for this sighting of `key`, or Replay{} (copy the plain way).
-  // build() -> Replay (Replay{}: declined, never asked again for this list);
-  // destroy(Replay) frees a dropped one.
-  template <typename Build, typename Destroy>
-  Replay sight(Key&& key, Build&& build, Destroy&& destroy) {
+  Replay sight(Key&& key) {
     auto it = lists_.find(key);
     if (it == lists_.end()) {
-      // Lists beyond the live replays were seen once (or declined).
+      // Lists beyond the live replays were seen once, are wanted, or were declined.
       if (lists_.size() >= maxLists_ && lists_.size() > live_) forgetOneOffs();
       if (lists_.size() < maxLists_) lists_.emplace(std::move(key), Entry{});
       return Replay{};
     }
-    if (it->second.replay == Replay{} && !it->second.declined) {
-      if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `it`: it holds no replay yet
-      it->second.replay = build();
-      it->second.declined = it->second.replay == Replay{};
-      if (!it->second.declined) {
+    Entry& e = it->second;
+    if (e.replay == Replay{}) {
+      if (!e.declined && !e.wanted && wanted_.size() < maxLists_) {
+        e.wanted = true;
+        wanted_.push_back(it->first);
+      }
+      return Replay{};
+    }
+    e.lastUse = ++tick_;
+    ++stats_.hits;
+    return e.replay;
+  }
+
+  bool hasWanted() const { return !wanted_.empty(); }
+
+  // Builds the replay of every list wanted since the last call, in the order
+  // they became wanted. build(const Key&) -> Replay (Replay{}: declined, never
+  // asked again for this list); destroy(Replay) frees one dropped to stay
+  // under maxReplays. Returns how many it built.
+  template <typename Build, typename Destroy>
+  size_t buildWanted(Build&& build, Destroy&& destroy) {
+    size_t built = 0;
+    std::vector<Key> wanted;
+    wanted.swap(wanted_);
+    for (const Key& key : wanted) {
+      auto it = lists_.find(key);
+      if (it == lists_.end() || !it->second.wanted) continue;  // forgotten since (one-offs made room)
+      Entry& e = it->second;
+      e.wanted = false;
+      if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `e`: it holds no replay yet
+      e.replay = build(it->first);
+      e.declined = e.replay == Replay{};
+      if (!e.declined) {
+        e.lastUse = ++tick_;  // as recent as a launch now: built lists are not dropped before their first use
         ++live_;
         ++stats_.built;
+        ++built;
       }
     }
-    if (it->second.replay == Replay{}) return Replay{};
-    it->second.lastUse = ++tick_;
-    ++stats_.hits;
-    return it->second.replay;
+    return built;
   }
 
   // Every live replay, e.g. to destroy them all.
@@ -90,6 +116,7 @@ class CopyListCache {
   struct Entry {
     Replay replay{};
     bool declined = false;
+    bool wanted = false;  // sighted twice, waiting for buildWanted()
     uint64_t lastUse = 0;
   };
 
@@ -114,6 +141,7 @@ class CopyListCache {
   size_t maxLists_;
   size_t maxReplays_;
   std::unordered_map<Key, Entry, KeyHash> lists_;
+  std::vector<Key> wanted_;  // in the order they became wanted
   size_t live_ = 0;
   uint64_t tick_ = 0;
   Stats stats_;

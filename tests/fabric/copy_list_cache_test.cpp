@@ -23,18 +23,13 @@ struct Driver {
   std::vector<int> destroyed;
   std::vector<int64_t> declined;
 
-  // Lists first..first+n-1, each sighted twice: a replay each (within the cap).
-  void replayEach(Cache& c, int64_t first, int64_t n) {
-    for (int64_t l = first; l < first + n; ++l) {
-      sight(c, l);
-      sight(c, l);
-    }
-  }
+  int sight(Cache& c, int64_t list) { return c.sight(key(list)); }
 
-  int sight(Cache& c, int64_t list) {
-    return c.sight(
-        key(list),
-        [&] {
+  // The owner's safe point: every wanted list built.
+  size_t build(Cache& c) {
+    return c.buildWanted(
+        [&](const Cache::Key& k) {
+          const int64_t list = k.words[0];
           for (int64_t d : declined)
             if (d == list) return 0;
           built[++next] = list;
@@ -42,39 +37,81 @@ struct Driver {
         },
         [&](int replay) { destroyed.push_back(replay); });
   }
+
+  // A list's way to its replay: two sightings, a safe point, a sighting.
+  int replayOf(Cache& c, int64_t list) {
+    sight(c, list);
+    sight(c, list);
+    build(c);
+    return sight(c, list);
+  }
+
+  // Lists first..first+n-1, each brought to its replay in turn (within the cap).
+  void replayEach(Cache& c, int64_t first, int64_t n) {
+    for (int64_t l = first; l < first + n; ++l) replayOf(c, l);
+  }
 };
 
-TEST(CopyListCache, FirstSightingRemembersSecondBuildsLaterReplay) {
+TEST(CopyListCache, SecondSightingIsWantedAndBuiltAtTheSafePoint) {
   Cache c(16, 8);
   Driver d;
   EXPECT_EQ(d.sight(c, 1), 0);  // first sighting: the plain way
+  EXPECT_FALSE(c.hasWanted());
+  EXPECT_EQ(d.sight(c, 1), 0);  // second: wanted, still the plain way (no build here)
+  EXPECT_TRUE(c.hasWanted());
   EXPECT_TRUE(d.built.empty());
-  const int r = d.sight(c, 1);  // second: built and used
-  ASSERT_NE(r, 0);
+  EXPECT_EQ(d.sight(c, 1), 0);  // wanted once, not twice
+  EXPECT_EQ(d.build(c), 1u);    // the safe point builds it
+  EXPECT_FALSE(c.hasWanted());
+  ASSERT_EQ(d.built.size(), 1u);
+  const int r = d.built.begin()->first;
   EXPECT_EQ(d.built.at(r), 1);
   EXPECT_EQ(d.sight(c, 1), r);  // later: the same replay, not rebuilt
+  EXPECT_EQ(d.sight(c, 1), r);
+  EXPECT_EQ(d.build(c), 0u);
   EXPECT_EQ(d.built.size(), 1u);
   EXPECT_EQ(c.stats().hits, 2);
   EXPECT_EQ(c.stats().built, 1);
   EXPECT_EQ(d.sight(c, 2), 0);  // another list starts over
 }
 
+TEST(CopyListCache, SafePointBuildsInTheOrderListsBecameWanted) {
+  Cache c(16, 8);
+  Driver d;
+  for (int64_t l : {5, 3, 9}) d.sight(c, l);
+  for (int64_t l : {9, 5}) d.sight(c, l);  // 3 seen once: not wanted
+  EXPECT_EQ(d.build(c), 2u);
+  ASSERT_EQ(d.built.size(), 2u);
+  EXPECT_EQ(d.built.at(1), 9);
+  EXPECT_EQ(d.built.at(2), 5);
+  EXPECT_EQ(d.sight(c, 3), 0);  // its second sighting: wanted now
+  EXPECT_EQ(d.build(c), 1u);
+  EXPECT_EQ(d.built.at(3), 3);
+}
+
 TEST(CopyListCache, KeysDifferInAnyWord) {
   Cache c(16, 8);
   Driver d;
   d.sight(c, 1);  // key(1) is {1, 8, 256}: remembered
-  EXPECT_EQ(c.sight(Cache::Key{{1, 8, 255}}, [] { return 99; }, [](int) {}), 0);  // one word off: a first sighting
-  EXPECT_EQ(c.sight(Cache::Key{{1, 9, 256}}, [] { return 99; }, [](int) {}), 0);
-  EXPECT_EQ(c.sight(Cache::Key{{1, 8}}, [] { return 99; }, [](int) {}), 0);  // a prefix is another list
-  EXPECT_EQ(c.sight(Cache::Key{{1, 8, 256}}, [] { return 99; }, [](int) {}), 99);  // key(1)'s second sighting
+  EXPECT_EQ(c.sight(Cache::Key{{1, 8, 255}}), 0);  // one word off: a first sighting
+  EXPECT_EQ(c.sight(Cache::Key{{1, 9, 256}}), 0);
+  EXPECT_EQ(c.sight(Cache::Key{{1, 8}}), 0);  // a prefix is another list
+  EXPECT_FALSE(c.hasWanted());
+  EXPECT_EQ(c.sight(Cache::Key{{1, 8, 256}}), 0);  // key(1)'s second sighting
+  EXPECT_EQ(d.build(c), 1u);
+  EXPECT_EQ(d.built.at(1), 1);
 }
 
 TEST(CopyListCache, DeclinedListIsNeverBuiltAgain) {
   Cache c(16, 8);
   Driver d;
   d.declined = {3};
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(d.sight(c, 3), 0);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(d.sight(c, 3), 0);
+    EXPECT_EQ(d.build(c), 0u);
+  }
   EXPECT_TRUE(d.built.empty());
+  EXPECT_FALSE(c.hasWanted());  // declined once, never wanted again
   EXPECT_EQ(c.stats().built, 0);
   EXPECT_EQ(c.replays(), 0u);
 }
@@ -83,19 +120,17 @@ TEST(CopyListCache, CapDropsTheLeastRecentlyUsedReplay) {
   constexpr int kCap = 4;
   Cache c(64, kCap);
   Driver d;
-  for (int64_t l = 0; l < kCap; ++l) d.sight(c, l);
   std::map<int64_t, int> replay;
-  for (int64_t l = 0; l < kCap; ++l) replay[l] = d.sight(c, l);  // replays of 0..3, used in that order
-  d.sight(c, 0);                                                   // 0 used again: 1 is now the oldest
-  d.sight(c, 9);
-  EXPECT_NE(d.sight(c, 9), 0);  // a fifth replay: drops list 1's
+  for (int64_t l = 0; l < kCap; ++l) replay[l] = d.replayOf(c, l);  // replays of 0..3, used in that order
+  d.sight(c, 0);                                                     // 0 used again: 1 is now the oldest
+  EXPECT_NE(d.replayOf(c, 9), 0);  // a fifth replay: drops list 1's
   ASSERT_EQ(d.destroyed.size(), 1u);
   EXPECT_EQ(d.destroyed[0], replay[1]);
   EXPECT_EQ(c.replays(), static_cast<size_t>(kCap));
   EXPECT_EQ(c.stats().dropped, 1);
   EXPECT_EQ(d.sight(c, 0), replay[0]);  // kept
   EXPECT_EQ(d.sight(c, 1), 0);          // dropped and forgotten: a first sighting again
-  EXPECT_NE(d.sight(c, 1), 0);          // rebuilt (dropping the now oldest, list 2's)
+  EXPECT_NE(d.replayOf(c, 1), 0);       // rebuilt (dropping the now oldest, list 2's)
   ASSERT_EQ(d.destroyed.size(), 2u);
   EXPECT_EQ(d.destroyed[1], replay[2]);
 }
@@ -103,17 +138,42 @@ TEST(CopyListCache, CapDropsTheLeastRecentlyUsedReplay) {
 TEST(CopyListCache, OneOffsMakeRoomAndReplaysStay) {
   Cache c(8, 8);
   Driver d;
-  d.sight(c, 100);
-  const int kept = d.sight(c, 100);
+  const int kept = d.replayOf(c, 100);
   ASSERT_NE(kept, 0);
   for (int64_t l = 0; l < 7; ++l) d.sight(c, l);  // fills the 8 remembered lists with one-offs
   EXPECT_EQ(c.lists(), 8u);
   d.sight(c, 50);  // full: the one-offs are forgotten, 50 remembered
   EXPECT_EQ(c.lists(), 2u);
   EXPECT_EQ(d.sight(c, 100), kept);  // the replay stayed
-  EXPECT_NE(d.sight(c, 50), 0);      // 50's second sighting builds
+  EXPECT_NE(d.replayOf(c, 50), 0);   // 50 gets its replay
   EXPECT_EQ(d.sight(c, 3), 0);       // 3 was forgotten: first sighting again
   EXPECT_TRUE(d.destroyed.empty());
+}
+
+TEST(CopyListCache, ListsBuiltAtOneSafePointAreDroppedInBuildOrder) {
+  Cache c(64, 2);
+  Driver d;
+  const int old = d.replayOf(c, 7);  // launched before the others were built
+  for (int64_t l : {1, 2, 3}) d.sight(c, l);
+  for (int64_t l : {1, 2, 3}) d.sight(c, l);
+  EXPECT_EQ(d.build(c), 3u);  // the cap of 2: list 7's older replay goes first, then list 1's
+  ASSERT_EQ(d.destroyed.size(), 2u);
+  EXPECT_EQ(d.destroyed[0], old);
+  EXPECT_EQ(d.built.at(d.destroyed[1]), 1);
+  EXPECT_NE(d.sight(c, 2), 0);
+  EXPECT_NE(d.sight(c, 3), 0);
+}
+
+TEST(CopyListCache, WantedListForgottenBeforeTheSafePointIsNotBuilt) {
+  Cache c(4, 8);
+  Driver d;
+  d.sight(c, 1);
+  d.sight(c, 1);  // wanted
+  for (int64_t l = 10; l < 13; ++l) d.sight(c, l);
+  d.sight(c, 20);  // full: lists without a replay are forgotten, 1 among them
+  EXPECT_EQ(d.build(c), 0u);
+  EXPECT_TRUE(d.built.empty());
+  EXPECT_EQ(d.sight(c, 1), 0);  // a first sighting again
 }
 
 TEST(CopyListCache, FullOfReplaysRemembersNoMore) {

@@ -80,13 +80,17 @@ bool graphsWanted() {
 constexpr size_t kMaxLists = 4096;
 constexpr size_t kMaxGraphs = 1024;
 
+// A copy in a copy list's key: dst, src, width, rows, srcPitch, dstPitch (pitches 0 when flat).
+constexpr size_t kWordsPerCopy = 6;
+
 // Bytes a copy spans on one side.
 int64_t extent(const CopyOp& op, int64_t pitch) { return op.rows == 1 ? op.width : (op.rows - 1) * pitch + op.width; }
 
 }  // namespace
 
-CopyEngine::CopyEngine(int device, std::vector<Window> stable)
-    : device_(device), stable_(std::move(stable)), enabled_(graphsWanted()), cache_(kMaxLists, kMaxGraphs) {
+CopyEngine::CopyEngine(int device, std::vector<Window> stable, cudaStream_t upload)
+    : device_(device), upload_(upload), stable_(std::move(stable)), enabled_(graphsWanted()),
+      cache_(kMaxLists, kMaxGraphs) {
   if (!enabled_) std::fprintf(stderr, "[tide cuda fabric] copy graphs off (TIDE_COPY_GRAPHS=0)\n");
 }
 
@@ -161,9 +165,10 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
     return issueCopies(stream, ops);
   // The stream is part of the key: each launch of a graph is ordered behind its
   // previous launch, which on another stream could wait behind that stream's
-  // waits (a cross-queue dependency the batch never had).
+  // waits (a cross-queue dependency the batch never had). The key holds each
+  // copy whole, so buildWanted() rebuilds the list from it.
   CopyListCache<cudaGraphExec_t>::Key key;
-  key.words.reserve(1 + ops.size() * 6);
+  key.words.reserve(1 + ops.size() * kWordsPerCopy);
   key.words.push_back(reinterpret_cast<int64_t>(stream));
   int64_t total = 0;
   for (const CopyOp& op : ops) {
@@ -173,12 +178,32 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
                       op.rows == 1 ? 0 : op.srcPitch, op.rows == 1 ? 0 : op.dstPitch})
       key.words.push_back(w);
   }
-  const cudaGraphExec_t exec = cache_.sight(
-      std::move(key), [&] { return build(ops); },
-      [](cudaGraphExec_t dropped) { cudaGraphExecDestroy(dropped); });  // in flight: freed when it completes
+  const cudaGraphExec_t exec = cache_.sight(std::move(key));
   if (exec == nullptr) return issueCopies(stream, ops);
   TIDE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   return total;
+}
+
+void CopyEngine::buildWanted() {
+  if (!hasWanted()) return;
+  cache_.buildWanted(
+      [this](const CopyListCache<cudaGraphExec_t>::Key& key) -> cudaGraphExec_t {
+        std::vector<CopyOp> ops;
+        for (size_t w = 1; w + kWordsPerCopy <= key.words.size(); w += kWordsPerCopy) {
+          const int64_t* k = key.words.data() + w;
+          ops.push_back(CopyOp{reinterpret_cast<void*>(k[0]), reinterpret_cast<const void*>(k[1]), k[2], k[3], k[4],
+                               k[5]});
+        }
+        if (!enabled_) return nullptr;  // an earlier build failed: graphs are off
+        const cudaGraphExec_t exec = build(ops);
+        // Its first launch would upload it; here nothing waits on the upload.
+        if (exec != nullptr) {
+          TIDE_CUDA_CHECK(cudaGraphUpload(exec, upload_));
+          TIDE_CUDA_CHECK(cudaStreamSynchronize(upload_));
+        }
+        return exec;
+      },
+      [](cudaGraphExec_t dropped) { cudaGraphExecDestroy(dropped); });  // in flight: freed when it completes
 }
 
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {

@@ -5,8 +5,10 @@
 //
 // A call's copy list that recurs with the same addresses, as every FSDP2
 // all-gather and reduce-scatter of one group does from step to step, goes out
-// from its second sighting on as one launch of a graph of memcpy nodes built
-// for exactly those addresses: the driver then costs the issuing thread about
+// as one launch of a graph of memcpy nodes built for exactly those addresses,
+// from the first sighting after the owner's next buildWanted() that follows
+// its second sighting (building waits for the device to idle, so the owner
+// builds only where nothing of TIDE's waits: device_quiescence.hpp): the driver then costs the issuing thread about
 // 1.2 us per copy instead of 4.5-8 (tide_copy_launch_probe, BENCHMARKS.md),
 // and the nodes still run on copy engines. Only the arenas (this rank's and
 // its peers', which live as long as the endpoint) and device memory of this
@@ -42,14 +44,21 @@ class CopyEngine {
   };
 
   // `stable`: address ranges that outlive this engine (the arenas), known
-  // graphable without asking the driver; `device`: this rank's GPU.
-  CopyEngine(int device, std::vector<Window> stable);
+  // graphable without asking the driver; `device`: this rank's GPU; `upload`:
+  // an idle stream of the owner's for graph uploads (another stream would take
+  // a hardware queue of its own, and ranks sharing a GPU have few to spare).
+  CopyEngine(int device, std::vector<Window> stable, cudaStream_t upload);
   ~CopyEngine();
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
   // As issueCopies, through a cached graph where the list qualifies.
   int64_t issue(cudaStream_t stream, const std::vector<CopyOp>& ops);
+  // Lists sighted twice and not yet built.
+  bool hasWanted() const { return enabled_ && cache_.hasWanted(); }
+  // Builds (and uploads) their graphs; only where the device is quiescent
+  // (device_quiescence.hpp): building may wait for the whole device to idle.
+  void buildWanted();
   GraphStats graphStats() const;
 
  private:
@@ -59,6 +68,7 @@ class CopyEngine {
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
 
   int device_ = 0;
+  cudaStream_t upload_ = nullptr;  // a graph's upload at its build, off every queue (the owner's)
   std::vector<Window> stable_;
   bool enabled_ = true;
   CopyListCache<cudaGraphExec_t> cache_;

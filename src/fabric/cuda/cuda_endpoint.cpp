@@ -10,6 +10,7 @@
 
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/device_quiescence.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
@@ -151,7 +152,7 @@ void CudaEndpoint::startQueues(int numQueues) {
   std::vector<CopyEngine::Window> windows{{arena_->base(), arena_->userBytes()}};
   for (int r = 0; r < topo_.ranks(); ++r)
     if (r != rank_ && arena_->peerBase(r) != nullptr) windows.push_back({arena_->peerBase(r), arena_->userBytes()});
-  copies_ = std::make_unique<CopyEngine>(device_, std::move(windows));
+  copies_ = std::make_unique<CopyEngine>(device_, std::move(windows), control_);
   for (int q = 0; q < numQueues; ++q) {
     cudaStream_t s = nullptr;
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -165,10 +166,28 @@ void CudaEndpoint::startQueues(int numQueues) {
 void CudaEndpoint::startWatchdog(const CudaFabricOptions& options) {
   watchdog_ = std::make_unique<WaitWatchdog>(
       rank_, device_, envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds));
+  DeviceQuiescence::enroll(device_, this, [this] { return drainsByItself(); });
   reportChoiceOnce();
 }
 
+bool CudaEndpoint::drainsByItself() const {
+  // A watched wait may be on the caller's stream too; every other wait is on a queue it owns.
+  if (!watchdog_->allPassed()) return false;
+  for (cudaStream_t s : own_)
+    if (cudaStreamQuery(s) != cudaSuccess) return false;
+  return sendRecv_ == nullptr || !sendRecv_->pending();
+}
+
+void CudaEndpoint::setCallContext(const std::string& call) {
+  flushRailGroup();
+  call_ = call;
+  // Copy graphs wanted since the last call are built here, at the start of a
+  // call and only where nothing of TIDE's on this device waits (device_quiescence.hpp).
+  if (copies_->hasWanted() && DeviceQuiescence::quiescent(device_)) copies_->buildWanted();
+}
+
 CudaEndpoint::~CudaEndpoint() {
+  DeviceQuiescence::withdraw(this);
   profile_.report(rank_);
   if (profile_.enabled()) {
     const CopyEngine::GraphStats g = copies_->graphStats();

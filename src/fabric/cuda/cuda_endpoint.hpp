@@ -79,11 +79,9 @@ class CudaEndpoint final : public Endpoint {
   bool railSourcesInArena() const override { return railMode_ == RailMode::kRma; }
   std::string railsDescription() const override { return std::string(railModeName(railMode_)) + " (" + railWhy_ + ")"; }
   int numQueues() const override { return static_cast<int>(streams_.size()); }
-  // A pending rail group goes out under the call that made it.
-  void setCallContext(const std::string& call) override {
-    flushRailGroup();
-    call_ = call;
-  }
+  // A pending rail group goes out under the call that made it; copy graphs
+  // wanted since the last call are built where the device is quiescent.
+  void setCallContext(const std::string& call) override;
 
   void copy(int q, const std::vector<CopyOp>& ops) override;
   void sum(int q, const SumOp& op) override;
@@ -151,7 +149,9 @@ class CudaEndpoint final : public Endpoint {
   // Construction steps shared by both kinds of endpoint, in this order.
   void checkOptions(const CudaFabricOptions& options) const;
   void startQueues(int numQueues);  // after the arena: copy engine, streams, events
-  void startWatchdog(const CudaFabricOptions& options);
+  void startWatchdog(const CudaFabricOptions& options);  // and enrolls in DeviceQuiescence
+  // No watched wait outstanding and every queue it owns idle (DeviceQuiescence's probe).
+  bool drainsByItself() const;
   cudaStream_t queue(int q) const;  // validates q
   // Faults, late duplicates, and (unless a rail op) the deferred send/recv rails.
   void beginOp(bool flushRails = true);

@@ -83,6 +83,14 @@ size_t WaitWatchdog::pending() {
   return pending_.size();
 }
 
+bool WaitWatchdog::allPassed() {
+  // Under the lock the watchdog thread cannot recycle an entry's events.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Pending& p : pending_)
+    if (cudaEventQuery(p.passed) != cudaSuccess) return false;
+  return true;
+}
+
 // Waits on one stream pass in order, so only the oldest unpassed wait of each
 // stream can be running: per stream, the watchdog polls from the oldest and
 // stops at the first that has not passed. The CUDA queries run without the

@@ -45,7 +45,9 @@ class WaitWatchdog {
   void after(cudaStream_t stream, WaitRecord record);
 
   double timeoutSeconds() const { return timeout_; }
-  size_t pending();
+  size_t pending();  // waits not yet retired (the watchdog retires passed ones within a poll interval)
+  // Whether every wait enqueued so far has passed, asked of the events now.
+  bool allPassed();
 
  private:
   struct Pending {
