@@ -34,6 +34,7 @@
 #include "bench/reference.hpp"
 #include "check.hpp"
 #include "collectives/communicator.hpp"
+#include "collectives/counter_ids.hpp"
 #include "collectives/scratch_layout.hpp"
 #include "fabric/cuda/co_resident_ranks.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
@@ -198,6 +199,7 @@ class CoResidentFabric final : public Fabric {
       o.rank = r;
       o.arenaBytes = arenaBytes;
       o.numQueues = kQueuesNeeded + 1;
+      o.numCounters = tide::collectives::ids::kEnd;  // as the C API asks
       o.waitTimeoutSeconds = 30;
       endpoints_[static_cast<size_t>(r)] = std::make_unique<cuda::CudaEndpoint>(o, group_);
     });
@@ -457,16 +459,21 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
     std::fflush(stdout);
     int64_t graphLaunches = 0;
     double maxRelErr = 0;
+    // Outside the try: on an error the handler fail-stops before any of them is
+    // torn down (a blocked stream would make each teardown wait out its deadline).
+    std::unique_ptr<HostFabric> hostFabric;
+    std::unique_ptr<CoResidentFabric> gpuFabric;
+    std::unique_ptr<Runner> onHost, onGpu;
     try {
-      HostFabric hostFabric(topo, arenaBytes);
-      CoResidentFabric gpuFabric(topo, arenaBytes);
-      Runner onHost(hostFabric, pl, layout, c);
-      Runner onGpu(gpuFabric, pl, layout, c);
+      hostFabric = std::make_unique<HostFabric>(topo, arenaBytes);
+      gpuFabric = std::make_unique<CoResidentFabric>(topo, arenaBytes);
+      onHost = std::make_unique<Runner>(*hostFabric, pl, layout, c);
+      onGpu = std::make_unique<Runner>(*gpuFabric, pl, layout, c);
       progress("setup", "endpoints and communicators of both fabrics up");
       for (int call = 0; call < kCallsPerCase; ++call) {
         const std::vector<RankInputs> in = drawInputs(pl.group, c, rng);
-        const std::vector<RankResults> want = onHost.call(in);
-        const std::vector<RankResults> got = onGpu.call(in);
+        const std::vector<RankResults> want = onHost->call(in);
+        const std::vector<RankResults> got = onGpu->call(in);
         for (int r = 0; r < topo.ranks(); ++r) {
           const RankResults& h = want[static_cast<size_t>(r)];
           const RankResults& d = got[static_cast<size_t>(r)];
@@ -480,7 +487,11 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
           TCHECK(badOut == 0, where + ": " + std::to_string(badOut) + " output elements miss the float64 sum");
         }
       }
-      for (int r = 0; r < topo.ranks(); ++r) graphLaunches += gpuFabric.endpoint(r).stats().copyGraphLaunches;
+      for (int r = 0; r < topo.ranks(); ++r) graphLaunches += gpuFabric->endpoint(r).stats().copyGraphLaunches;
+      onGpu.reset();
+      onHost.reset();
+      gpuFabric.reset();
+      hostFabric.reset();
     } catch (const std::exception& e) {
       // A stream may be blocked for good: tearing the endpoints down would wait
       // out every queue's deadline. Fail stop with the message.
