@@ -563,7 +563,7 @@ std::vector<plan::Topology> parseTopologies(const std::string& list) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Every rank's seven streams get a hardware queue of their own up to 4 ranks
+  // Every rank's seven queues get a hardware queue of their own up to 4 ranks
   // (a stream wait sharing a queue with its producer would stall it).
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   std::string topologies = "1x2,2x1,2x2,1x4";

@@ -17,6 +17,12 @@ CoResidentGroup::CoResidentGroup(int ranks, int device, double barrierTimeoutSec
     : ranks_(ranks), device_(device), timeout_(barrierTimeoutSeconds), bases_(static_cast<size_t>(ranks), nullptr) {
   if (ranks < 1 || device < 0 || barrierTimeoutSeconds <= 0)
     throwUsage("co-resident ranks: want at least one rank, a device ordinal and a positive barrier deadline");
+  TIDE_CUDA_CHECK(cudaSetDevice(device));
+  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+}
+
+CoResidentGroup::~CoResidentGroup() {
+  if (control_ != nullptr) cudaStreamDestroy(control_);
 }
 
 void CoResidentGroup::barrier(int rank) {

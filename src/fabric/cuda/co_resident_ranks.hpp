@@ -26,11 +26,18 @@ namespace tide::fabric::cuda {
 class CoResidentGroup {
  public:
   CoResidentGroup(int ranks, int device, double barrierTimeoutSeconds = 120);
+  ~CoResidentGroup();
   CoResidentGroup(const CoResidentGroup&) = delete;
   CoResidentGroup& operator=(const CoResidentGroup&) = delete;
 
   int ranks() const { return ranks_; }
   int device() const { return device_; }
+  // One stream for every rank's control work (arena setup, counter reads,
+  // graph uploads: synchronous and rare). A stream per rank would take a
+  // hardware queue per rank: four ranks' queues and control streams fill all
+  // 32, and a stream wait sharing a hardware queue with another stream's
+  // producer stalls it (seen on an H200: a wait stuck with its counter met).
+  cudaStream_t controlStream() const { return control_; }
   // Host barrier of the group's ranks, one thread each. Throws
   // FabricError(kTimeout) when not every rank arrives within the deadline;
   // the group is broken from then on (every later barrier throws at once).
@@ -48,6 +55,7 @@ class CoResidentGroup {
   uint64_t generation_ = 0;
   bool broken_ = false;
   std::vector<std::byte*> bases_;
+  cudaStream_t control_ = nullptr;
 };
 
 // A co-resident rank's arena: cudaMalloc memory; every rank of the group is

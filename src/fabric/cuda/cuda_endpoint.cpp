@@ -133,7 +133,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, CoResidentGroup& gr
   device_ = group.device();
   group_ = &group;
   TIDE_CUDA_CHECK(cudaSetDevice(device_));
-  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+  control_ = group.controlStream();  // the group's (co_resident_ranks.hpp)
   arena_ = std::make_unique<CoResidentArena>(group, rank_, options.arenaBytes, options.numCounters, control_);
   startQueues(options.numQueues);
   railMode_ = RailMode::kCopyEngine;
@@ -215,7 +215,7 @@ CudaEndpoint::~CudaEndpoint() {
   if (replay_.ready != nullptr) cudaEventDestroy(replay_.ready);
   copies_.reset();
   arena_.reset();
-  if (control_ != nullptr) cudaStreamDestroy(control_);
+  if (control_ != nullptr && group_ == nullptr) cudaStreamDestroy(control_);
   comms_.reset();
 }
 

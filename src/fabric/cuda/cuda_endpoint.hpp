@@ -175,7 +175,7 @@ class CudaEndpoint final : public Endpoint {
   int device_ = 0;
   std::unique_ptr<NcclComms> comms_;  // null for co-resident ranks
   CoResidentGroup* group_ = nullptr;  // co-resident ranks only
-  cudaStream_t control_ = nullptr;    // bootstrap and counter reads
+  cudaStream_t control_ = nullptr;    // bootstrap, counter reads, graph uploads (co-resident: the group's)
   std::unique_ptr<DeviceArena> arena_;
   std::unique_ptr<CopyEngine> copies_;  // every copy; recurring lists as cached graphs
   CopyEngine::GraphStats graphBase_;    // the engine's counts at the last resetStats
