@@ -777,10 +777,12 @@ def kernel_footprint(runner: Runner) -> dict:
 def median_ms(fn: Callable[[], None], iters: int, warmup: int) -> tuple[float, float]:
     """(median device ms per call, host us to enqueue one call). Calls run back to back, so a
     call whose host enqueue outlasts its device work shows the host time as device time too;
-    the second number tells which bound a row is."""
+    the second number tells which bound a row is. Each warm-up call ends synchronized: the CUDA
+    fabric builds the copy graphs of lists it has seen twice at the start of a call where nothing
+    of its waits, so with three warm-ups or more the timed calls replay them and pay no build."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
     dist.barrier()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
