@@ -15,14 +15,20 @@
 //
 // Timing means nothing here (the ranks share one GPU's SMs and copy engines).
 //
-//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--verbose]
+// --processes runs each rank as a process of its own instead (forked; CUDA IPC
+// between them, ipc_ranks.hpp): each has a CUDA context, and so hardware queues,
+// of its own, which lets eight ranks share one GPU; each checks its own rank.
+//
+//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes] [--verbose]
 #include <cuda_runtime.h>
+#include <stdlib.h>  // mkdtemp
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -38,7 +44,10 @@
 #include "collectives/scratch_layout.hpp"
 #include "fabric/cuda/co_resident_ranks.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
+#include "fabric/cuda/ipc_ranks.hpp"
+#include "fabric/host/file_store.hpp"
 #include "fabric/host/host_fabric.hpp"
+#include "rank_launcher.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -133,11 +142,19 @@ std::vector<RankInputs> drawInputs(const plan::GroupLayout& g, const Case& c, st
   return in;
 }
 
+std::vector<int> allRanks(int n) {
+  std::vector<int> r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
 // What the two fabrics differ in: where buffers live and how bytes get there.
 class Fabric {
  public:
   virtual ~Fabric() = default;
   virtual const char* name() const = 0;
+  // The ranks this process drives (all of them, or its own in IPC mode).
+  virtual std::vector<int> localRanks() const = 0;
   virtual Endpoint& endpoint(int r) = 0;
   virtual void* alloc(size_t bytes) = 0;  // lives as long as the fabric
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
@@ -151,6 +168,7 @@ class HostFabric final : public Fabric {
  public:
   HostFabric(const plan::Topology& topo, int64_t arenaBytes) : world_(topo, arenaBytes, options()) {}
   const char* name() const override { return "host"; }
+  std::vector<int> localRanks() const override { return allRanks(world_.ranks()); }
   Endpoint& endpoint(int r) override { return world_.endpoint(r); }
   void* alloc(size_t bytes) override {
     buffers_.push_back(std::make_unique<std::byte[]>(bytes));
@@ -189,29 +207,12 @@ void onEveryRank(int ranks, const std::function<void(int)>& f) {
     if (e) std::rethrow_exception(e);
 }
 
-class CoResidentFabric final : public Fabric {
+// Buffers in the current GPU's memory (both CUDA fabrics).
+class DeviceMemoryFabric : public Fabric {
  public:
-  CoResidentFabric(const plan::Topology& topo, int64_t arenaBytes) : group_(topo.ranks(), 0) {
-    endpoints_.resize(static_cast<size_t>(topo.ranks()));
-    onEveryRank(topo.ranks(), [&](int r) {
-      cuda::CudaFabricOptions o;
-      o.topology = topo;
-      o.rank = r;
-      o.arenaBytes = arenaBytes;
-      o.numQueues = kQueuesNeeded + 1;
-      o.numCounters = tide::collectives::ids::kEnd;  // as the C API asks
-      o.waitTimeoutSeconds = 30;
-      endpoints_[static_cast<size_t>(r)] = std::make_unique<cuda::CudaEndpoint>(o, group_);
-    });
-  }
-  ~CoResidentFabric() override {
-    // Collective: each endpoint's teardown ends at the group's barrier.
-    onEveryRank(static_cast<int>(endpoints_.size()), [&](int r) { endpoints_[static_cast<size_t>(r)].reset(); });
+  ~DeviceMemoryFabric() override {
     for (void* p : buffers_) cudaFree(p);
   }
-  const char* name() const override { return "cuda co-resident"; }
-  Endpoint& endpoint(int r) override { return *endpoints_.at(static_cast<size_t>(r)); }
-  cuda::CudaEndpoint& cudaEndpoint(int r) { return *endpoints_.at(static_cast<size_t>(r)); }
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     TCUDA(cudaMalloc(&p, bytes));
@@ -231,35 +232,92 @@ class CoResidentFabric final : public Fabric {
   void settle() override { TCUDA(cudaStreamSynchronize(cudaStreamLegacy)); }
 
  private:
+  std::vector<void*> buffers_;  // freed after the subclass has torn its endpoints down
+};
+
+cuda::CudaFabricOptions endpointOptions(const plan::Topology& topo, int rank, int64_t arenaBytes) {
+  cuda::CudaFabricOptions o;
+  o.topology = topo;
+  o.rank = rank;
+  o.arenaBytes = arenaBytes;
+  o.numQueues = kQueuesNeeded + 1;
+  o.numCounters = tide::collectives::ids::kEnd;  // as the C API asks
+  o.waitTimeoutSeconds = 30;
+  return o;
+}
+
+// Every rank as a thread of this process on GPU 0.
+class CoResidentFabric final : public DeviceMemoryFabric {
+ public:
+  CoResidentFabric(const plan::Topology& topo, int64_t arenaBytes) : group_(topo.ranks(), 0) {
+    endpoints_.resize(static_cast<size_t>(topo.ranks()));
+    onEveryRank(topo.ranks(), [&](int r) {
+      endpoints_[static_cast<size_t>(r)] = std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, r, arenaBytes),
+                                                                                 group_);
+    });
+  }
+  ~CoResidentFabric() override {
+    // Collective: each endpoint's teardown ends at the group's barrier.
+    onEveryRank(static_cast<int>(endpoints_.size()), [&](int r) { endpoints_[static_cast<size_t>(r)].reset(); });
+  }
+  const char* name() const override { return "cuda co-resident"; }
+  std::vector<int> localRanks() const override { return allRanks(static_cast<int>(endpoints_.size())); }
+  Endpoint& endpoint(int r) override { return *endpoints_.at(static_cast<size_t>(r)); }
+
+ private:
   cuda::CoResidentGroup group_;
   std::vector<std::unique_ptr<cuda::CudaEndpoint>> endpoints_;
-  std::vector<void*> buffers_;
+};
+
+// This process's rank, the others in processes of their own (CUDA IPC).
+class IpcFabric final : public DeviceMemoryFabric {
+ public:
+  IpcFabric(const plan::Topology& topo, int64_t arenaBytes, host::KeyValueStore& store, const std::string& prefix,
+            int rank, int device)
+      : group_(store, prefix, rank, topo.ranks(), device), rank_(rank),
+        endpoint_(std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, rank, arenaBytes), group_)) {}
+  ~IpcFabric() override { endpoint_.reset(); }  // collective: ends at the group's barrier
+  const char* name() const override { return "cuda ipc"; }
+  std::vector<int> localRanks() const override { return {rank_}; }
+  Endpoint& endpoint(int r) override {
+    if (r != rank_) throw std::logic_error("IPC fabric: rank " + std::to_string(r) + " is another process");
+    return *endpoint_;
+  }
+
+ private:
+  cuda::IpcGroup group_;
+  int rank_;
+  std::unique_ptr<cuda::CudaEndpoint> endpoint_;
 };
 
 // One fabric's communicators and buffers for one case, across its calls.
 class Runner {
  public:
   Runner(Fabric& fabric, const plan::Plan& pl, const ScratchLayout& layout, const Case& c)
-      : f_(fabric), pl_(pl), c_(c), landingOffset_(layout.bytes) {
+      : f_(fabric), pl_(pl), c_(c), landingOffset_(layout.bytes), local_(fabric.localRanks()) {
     const plan::GroupLayout& g = pl.group;
     const int bGrad = plan::itemSize(g.gradDtype);
-    for (int r = 0; r < g.topo.ranks(); ++r) {
+    const size_t n = static_cast<size_t>(g.topo.ranks());
+    comms_.resize(n);
+    shards_.resize(n);
+    outs_.resize(n);
+    grads_.resize(n);
+    for (int r : local_) {
+      const size_t i = static_cast<size_t>(r);
       tide::collectives::IssueOptions issue;
       issue.landingOwnQueue = c.landingOwnQueue;
-      comms_.push_back(std::make_unique<Communicator>(f_.endpoint(r), layout, tide::collectives::FaultConfig{}, issue));
-      shards_.push_back(f_.alloc(static_cast<size_t>(g.shardBytes)));
-      outs_.push_back(static_cast<float*>(f_.alloc(static_cast<size_t>(g.outElems) * sizeof(float))));
-      std::vector<void*> grads;
-      for (const plan::ParamLayout& P : g.params) grads.push_back(f_.alloc(static_cast<size_t>(P.rows * P.rowElems * bGrad)));
-      grads_.push_back(grads);
+      comms_[i] = std::make_unique<Communicator>(f_.endpoint(r), layout, tide::collectives::FaultConfig{}, issue);
+      shards_[i] = f_.alloc(static_cast<size_t>(g.shardBytes));
+      outs_[i] = static_cast<float*>(f_.alloc(static_cast<size_t>(g.outElems) * sizeof(float)));
+      for (const plan::ParamLayout& P : g.params)
+        grads_[i].push_back(f_.alloc(static_cast<size_t>(P.rows * P.rowElems * bGrad)));
     }
   }
 
   std::vector<RankResults> call(const std::vector<RankInputs>& in) {
     const plan::GroupLayout& g = pl_.group;
-    const int n = g.topo.ranks();
-    std::vector<RankResults> res(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
+    std::vector<RankResults> res(static_cast<size_t>(g.topo.ranks()));
+    for (int r : local_) {
       const RankInputs& d = in[static_cast<size_t>(r)];
       std::byte* landing = f_.endpoint(r).arena() + landingOffset_;
       f_.upload(shards_[static_cast<size_t>(r)], d.shard.data(), d.shard.size());
@@ -276,21 +334,21 @@ class Runner {
     }
     f_.settle();
     progress(f_.name(), "inputs written, landings poisoned");
-    for (int r = 0; r < n; ++r)
+    for (int r : local_)
       comms_[static_cast<size_t>(r)]->allGather(pl_, c_.inPlaceShard ? nullptr : shards_[static_cast<size_t>(r)],
                                                 landingOffset_);
     progress(f_.name(), "all-gathers enqueued");
-    for (int r = 0; r < n; ++r) {
+    for (int r : local_) {
       f_.endpoint(r).synchronize(kCallerQueue);
       progress(f_.name(), "rank " + std::to_string(r) + ": all-gather done");
       RankResults& out = res[static_cast<size_t>(r)];
       out.landing.resize(static_cast<size_t>(g.unshardedBytes()));
       f_.download(out.landing.data(), f_.endpoint(r).arena() + landingOffset_, out.landing.size());
     }
-    for (int r = 0; r < n; ++r) f_.endpoint(r).synchronizeAll();
+    for (int r : local_) f_.endpoint(r).synchronizeAll();
     progress(f_.name(), "all-gathers drained");
 
-    for (int r = 0; r < n; ++r) {
+    for (int r : local_) {
       const std::vector<void*>& gp = grads_[static_cast<size_t>(r)];
       const std::vector<const void*> grads(gp.begin(), gp.end());
       const tide::collectives::ReduceScatterEvents ev =
@@ -302,11 +360,11 @@ class Runner {
         ep.zero(kUserQueue, gp[p], static_cast<int64_t>(in[static_cast<size_t>(r)].grads[p].size()));
     }
     progress(f_.name(), "reduce-scatters enqueued");
-    for (int r = 0; r < n; ++r) {
+    for (int r : local_) {
       f_.endpoint(r).synchronize(kCallerQueue);
       progress(f_.name(), "rank " + std::to_string(r) + ": reduce-scatter done");
     }
-    for (int r = 0; r < n; ++r) {
+    for (int r : local_) {
       f_.endpoint(r).synchronizeAll();
       RankResults& out = res[static_cast<size_t>(r)];
       out.out.resize(static_cast<size_t>(g.outElems));
@@ -320,6 +378,7 @@ class Runner {
   const plan::Plan& pl_;
   const Case& c_;
   int64_t landingOffset_;
+  std::vector<int> local_;  // the ranks this process drives; the vectors below are by rank
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<void*> shards_;
   std::vector<float*> outs_;
@@ -449,7 +508,12 @@ bool copyGraphsOn() {
 }
 
 // Runs every case of one topology (failures are counted by TCHECK).
-void runTopology(const plan::Topology& topo, uint64_t seed) {
+// The CUDA fabric of one case (its index tells the IPC groups of cases apart).
+using MakeGpuFabric = std::function<std::unique_ptr<Fabric>(int64_t arenaBytes, int caseIndex)>;
+
+// `print`: this process reports the cases (in IPC mode only rank 0 does; every rank reports its failures).
+void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric& makeGpuFabric, bool print) {
+  int caseIndex = 0;
   for (const Case& c : casesFor(topo)) {
     const uint64_t caseSeed = seed ^ std::hash<std::string>{}(c.name) ^ (static_cast<uint64_t>(topo.nodes) << 48) ^
                               (static_cast<uint64_t>(topo.gpusPerNode) << 56);
@@ -460,19 +524,21 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
     const ScratchLayout layout = ScratchLayout::forPlans({&pl});
     const int64_t arenaBytes = layout.bytes + pl.group.unshardedBytes();
     const int before = tide::test::failures();
-    std::printf("  M%dL%d %s (%zu params, seed %llu): ", topo.nodes, topo.gpusPerNode, c.name.c_str(),
-                pl.group.params.size(), static_cast<unsigned long long>(caseSeed));
+    if (print)
+      std::printf("  M%dL%d %s (%zu params, seed %llu): ", topo.nodes, topo.gpusPerNode, c.name.c_str(),
+                  pl.group.params.size(), static_cast<unsigned long long>(caseSeed));
     std::fflush(stdout);
     int64_t graphLaunches = 0;
+    size_t localRanks = 0;
     double maxRelErr = 0;
     // Outside the try: on an error the handler fail-stops before any of them is
     // torn down (a blocked stream would make each teardown wait out its deadline).
     std::unique_ptr<HostFabric> hostFabric;
-    std::unique_ptr<CoResidentFabric> gpuFabric;
+    std::unique_ptr<Fabric> gpuFabric;
     std::unique_ptr<Runner> onHost, onGpu;
     try {
       hostFabric = std::make_unique<HostFabric>(topo, arenaBytes);
-      gpuFabric = std::make_unique<CoResidentFabric>(topo, arenaBytes);
+      gpuFabric = makeGpuFabric(arenaBytes, caseIndex++);
       onHost = std::make_unique<Runner>(*hostFabric, pl, layout, c);
       onGpu = std::make_unique<Runner>(*gpuFabric, pl, layout, c);
       progress("setup", "endpoints and communicators of both fabrics up");
@@ -480,7 +546,7 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
         const std::vector<RankInputs> in = drawInputs(pl.group, c, rng);
         const std::vector<RankResults> want = onHost->call(in);
         const std::vector<RankResults> got = onGpu->call(in);
-        for (int r = 0; r < topo.ranks(); ++r) {
+        for (int r : gpuFabric->localRanks()) {
           const RankResults& h = want[static_cast<size_t>(r)];
           const RankResults& d = got[static_cast<size_t>(r)];
           const std::string where = "call " + std::to_string(call) + ", rank " + std::to_string(r);
@@ -493,7 +559,8 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
           TCHECK(badOut == 0, where + ": " + std::to_string(badOut) + " output elements miss the float64 sum");
         }
       }
-      for (int r = 0; r < topo.ranks(); ++r) graphLaunches += gpuFabric->endpoint(r).stats().copyGraphLaunches;
+      for (int r : gpuFabric->localRanks()) graphLaunches += gpuFabric->endpoint(r).stats().copyGraphLaunches;
+      localRanks = gpuFabric->localRanks().size();
       onGpu.reset();
       onHost.reset();
       gpuFabric.reset();
@@ -501,9 +568,9 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
     } catch (const std::exception& e) {
       // A stream may be blocked for good: tearing the endpoints down would wait
       // out every queue's deadline. Fail stop with the message.
-      std::printf("FAIL\n");
-      std::fprintf(stderr, "tide_co_resident_test: FAIL: M%dL%d %s: %s\n", topo.nodes, topo.gpusPerNode,
-                   c.name.c_str(), e.what());
+      if (print) std::printf("FAIL\n");
+      std::fprintf(stderr, "tide_co_resident_test: rank %d: FAIL: M%dL%d %s: %s\n", tide::test::rankForLog(),
+                   topo.nodes, topo.gpusPerNode, c.name.c_str(), e.what());
       std::fflush(stdout);
       std::fflush(stderr);
       std::_Exit(1);
@@ -511,8 +578,10 @@ void runTopology(const plan::Topology& topo, uint64_t seed) {
     // Lists sighted in the first two calls are built at the third call's start
     // (all ranks idle there), so some must replay (buffers and arenas keep their addresses).
     TCHECK(graphLaunches > 0 || !copyGraphsOn(), "no copy list was replayed as a cached graph");
-    std::printf("%s (max rel err %.2e, %lld copy-graph launches)\n", tide::test::failures() == before ? "ok" : "FAIL",
-                maxRelErr, static_cast<long long>(graphLaunches));
+    if (print)
+      std::printf("%s (max rel err %.2e, %lld copy-graph launches on %zu rank(s))\n",
+                  tide::test::failures() == before ? "ok" : "FAIL", maxRelErr, static_cast<long long>(graphLaunches),
+                  localRanks);
     std::fflush(stdout);
   }
 }
@@ -568,21 +637,67 @@ std::vector<plan::Topology> parseTopologies(const std::string& list) {
 
 }  // namespace
 
+// Every topology with one process per rank (CUDA IPC between them, rank r on
+// GPU r mod count). The parent touches no CUDA: it forks.
+int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed) {
+  int failedRanks = 0;
+  for (const plan::Topology& t : topologies) {
+    char dir[] = "/tmp/tide_ipc_test_XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    std::printf("M%dL%d as %d processes (store %s):\n", t.nodes, t.gpusPerNode, t.ranks(), dir);
+    std::fflush(stdout);
+    failedRanks += tide::test::launchRanks(t.ranks(), 300, [&](int rank, const ncclUniqueId&) {
+      tide::test::rankForLog() = rank;
+      int devices = 0;
+      TCUDA(cudaGetDeviceCount(&devices));
+      const int device = rank % devices;
+      TCUDA(cudaSetDevice(device));
+      host::FileStore store(dir);
+      try {
+        runTopology(
+            t, seed,
+            [&](int64_t arenaBytes, int caseIndex) -> std::unique_ptr<Fabric> {
+              return std::make_unique<IpcFabric>(t, arenaBytes, store, "case" + std::to_string(caseIndex), rank, device);
+            },
+            rank == 0);
+      } catch (const std::exception& e) {
+        tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
+      }
+      return tide::test::failures() == 0 ? 0 : 1;
+    });
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+  return failedRanks;
+}
+
 int main(int argc, char** argv) {
   // Every rank's seven queues get a hardware queue of their own up to 4 ranks
   // (a stream wait sharing a queue with its producer would stall it).
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   std::string topologies = "1x2,2x1,2x2,1x4";
   uint64_t seed = std::random_device{}();
+  bool processes = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) topologies = argv[++i];
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--verbose") verbose = true;
+    else if (a == "--processes") processes = true;
     else {
-      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S] [--processes] [--verbose]\n", argv[0]);
       return 2;
     }
+  }
+  if (processes) {
+    std::printf("tide_co_resident_test: topologies %s, one process per rank (CUDA IPC), seed %llu\n",
+                topologies.c_str(), static_cast<unsigned long long>(seed));
+    const int failedRanks = runAsProcesses(parseTopologies(topologies), seed);
+    std::printf("tide_co_resident_test: %s (%d rank(s) failed)\n", failedRanks == 0 ? "PASS" : "FAIL", failedRanks);
+    return failedRanks == 0 ? 0 : 1;
   }
   int devices = 0;
   TCUDA(cudaGetDeviceCount(&devices));
@@ -591,7 +706,13 @@ int main(int argc, char** argv) {
               topologies.c_str(), devices, static_cast<unsigned long long>(seed), std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
   try {
     refusals();
-    for (const plan::Topology& t : parseTopologies(topologies)) runTopology(t, seed);
+    for (const plan::Topology& t : parseTopologies(topologies))
+      runTopology(
+          t, seed,
+          [&](int64_t arenaBytes, int) -> std::unique_ptr<Fabric> {
+            return std::make_unique<CoResidentFabric>(t, arenaBytes);
+          },
+          true);
   } catch (const std::exception& e) {
     tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
   }

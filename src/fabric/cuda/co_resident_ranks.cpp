@@ -61,6 +61,11 @@ std::vector<std::byte*> CoResidentGroup::exchangeBases(int rank, std::byte* base
   return bases_;
 }
 
+std::unique_ptr<DeviceArena> CoResidentGroup::makeArena(int rank, int64_t userBytes, int numCounters,
+                                                        cudaStream_t stream) {
+  return std::make_unique<CoResidentArena>(*this, rank, userBytes, numCounters, stream);
+}
+
 CoResidentArena::CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters,
                                  cudaStream_t stream)
     : DeviceArena(userBytes, numCounters, kArenaAlign) {

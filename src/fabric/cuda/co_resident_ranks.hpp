@@ -20,30 +20,33 @@
 #include <vector>
 
 #include "fabric/cuda/device_arena.hpp"
+#include "fabric/cuda/local_group.hpp"
 
 namespace tide::fabric::cuda {
 
-class CoResidentGroup {
+class CoResidentGroup final : public LocalGroup {
  public:
   CoResidentGroup(int ranks, int device, double barrierTimeoutSeconds = 120);
-  ~CoResidentGroup();
+  ~CoResidentGroup() override;
   CoResidentGroup(const CoResidentGroup&) = delete;
   CoResidentGroup& operator=(const CoResidentGroup&) = delete;
 
-  int ranks() const { return ranks_; }
-  int device() const { return device_; }
+  int ranks() const override { return ranks_; }
+  int device() const override { return device_; }
   // One stream for every rank's control work (arena setup, counter reads,
   // graph uploads: synchronous and rare). A stream per rank would take a
   // hardware queue per rank: four ranks' queues and control streams fill all
   // 32, and a stream wait sharing a hardware queue with another stream's
   // producer stalls it (seen on an H200: a wait stuck with its counter met).
-  cudaStream_t controlStream() const { return control_; }
+  cudaStream_t sharedControlStream() const override { return control_; }
   // Host barrier of the group's ranks, one thread each. Throws
   // FabricError(kTimeout) when not every rank arrives within the deadline;
   // the group is broken from then on (every later barrier throws at once).
-  void barrier(int rank);
+  void barrier(int rank) override;
   // Publishes `rank`'s arena base and waits for every rank's: the bases by rank.
   std::vector<std::byte*> exchangeBases(int rank, std::byte* base);
+  std::unique_ptr<DeviceArena> makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) override;
+  std::string description() const override { return "co-resident ranks on one GPU"; }
 
  private:
   const int ranks_;

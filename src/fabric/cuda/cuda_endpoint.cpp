@@ -117,27 +117,29 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
   startWatchdog(options);
 }
 
-CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, CoResidentGroup& group)
+CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, LocalGroup& group)
     : topo_(plan::Topology::make(options.topology.nodes, options.topology.gpusPerNode)),
       rank_(options.rank),
       sumCtas_(options.sumCtas),
       landCtas_(options.landCtas) {
   checkOptions(options);
   if (group.ranks() != topo_.ranks())
-    throwUsage("co-resident ranks: a group of " + std::to_string(group.ranks()) + " ranks for a topology of " +
+    throwUsage(group.description() + ": a group of " + std::to_string(group.ranks()) + " ranks for a topology of " +
                std::to_string(topo_.ranks()));
   using Rails = CudaFabricOptions::Rails;
   const Rails wanted = railsFromEnv(options.rails);
   if (wanted == Rails::kSendRecv || wanted == Rails::kRma)
-    throwUsage("co-resident ranks: rails are copy-engine copies only (send-recv or rma requested)");
+    throwUsage(group.description() + ": rails are copy-engine copies only (send-recv or rma requested)");
   device_ = group.device();
   group_ = &group;
   TIDE_CUDA_CHECK(cudaSetDevice(device_));
-  control_ = group.controlStream();  // the group's (co_resident_ranks.hpp)
-  arena_ = std::make_unique<CoResidentArena>(group, rank_, options.arenaBytes, options.numCounters, control_);
+  control_ = group.sharedControlStream();
+  ownsControl_ = control_ == nullptr;
+  if (ownsControl_) TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+  arena_ = group.makeArena(rank_, options.arenaBytes, options.numCounters, control_);
   startQueues(options.numQueues);
   railMode_ = RailMode::kCopyEngine;
-  railWhy_ = "co-resident ranks on one GPU";
+  railWhy_ = group.description();
   startWatchdog(options);
 }
 
@@ -215,7 +217,7 @@ CudaEndpoint::~CudaEndpoint() {
   if (replay_.ready != nullptr) cudaEventDestroy(replay_.ready);
   copies_.reset();
   arena_.reset();
-  if (control_ != nullptr && group_ == nullptr) cudaStreamDestroy(control_);
+  if (control_ != nullptr && ownsControl_) cudaStreamDestroy(control_);
   comms_.reset();
 }
 

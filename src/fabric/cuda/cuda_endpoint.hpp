@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "fabric/cuda/co_resident_ranks.hpp"
+#include "fabric/cuda/local_group.hpp"
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/device_arena.hpp"
 #include "fabric/cuda/host_profile.hpp"
@@ -60,10 +60,10 @@ class CudaEndpoint final : public Endpoint {
  public:
   // Collective over all ranks of options.topology.
   CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId& id);
-  // Rank options.rank of `group`, on the group's GPU (one thread per rank;
-  // collective over the group, as is the destructor). Rails are copy-engine
+  // Rank options.rank of `group` (local_group.hpp), on the group's GPU;
+  // collective over the group, as is the destructor. Rails are copy-engine
   // copies; options.device and the NCCL rail choices do not apply.
-  CudaEndpoint(const CudaFabricOptions& options, CoResidentGroup& group);
+  CudaEndpoint(const CudaFabricOptions& options, LocalGroup& group);
   ~CudaEndpoint() override;
   CudaEndpoint(const CudaEndpoint&) = delete;
   CudaEndpoint& operator=(const CudaEndpoint&) = delete;
@@ -174,8 +174,9 @@ class CudaEndpoint final : public Endpoint {
 
   int device_ = 0;
   std::unique_ptr<NcclComms> comms_;  // null for co-resident ranks
-  CoResidentGroup* group_ = nullptr;  // co-resident ranks only
-  cudaStream_t control_ = nullptr;    // bootstrap, counter reads, graph uploads (co-resident: the group's)
+  LocalGroup* group_ = nullptr;       // ranks without NCCL only
+  cudaStream_t control_ = nullptr;    // bootstrap, counter reads, graph uploads (maybe the group's)
+  bool ownsControl_ = true;
   std::unique_ptr<DeviceArena> arena_;
   std::unique_ptr<CopyEngine> copies_;  // every copy; recurring lists as cached graphs
   CopyEngine::GraphStats graphBase_;    // the engine's counts at the last resetStats

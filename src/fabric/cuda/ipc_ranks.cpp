@@ -1,0 +1,78 @@
+#include "fabric/cuda/ipc_ranks.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "fabric/cuda/cuda_check.hpp"
+
+namespace tide::fabric::cuda {
+
+namespace {
+
+constexpr int64_t kArenaAlign = 4096;
+
+}  // namespace
+
+IpcGroup::IpcGroup(host::KeyValueStore& store, std::string prefix, int rank, int ranks, int device,
+                   double timeoutSeconds)
+    : store_(store), prefix_(std::move(prefix)), rank_(rank), ranks_(ranks), device_(device), timeout_(timeoutSeconds) {
+  if (ranks < 1 || rank < 0 || rank >= ranks || device < 0 || timeoutSeconds <= 0)
+    throwUsage("IPC ranks: want 0 <= rank < ranks, a device ordinal and a positive deadline");
+}
+
+void IpcGroup::barrier(int rank) {
+  if (rank != rank_) throwUsage("IPC ranks: this process is rank " + std::to_string(rank_));
+  host::storeBarrier(store_, prefix_ + "/barrier/" + std::to_string(barriers_++), ranks_, timeout_);
+}
+
+std::unique_ptr<DeviceArena> IpcGroup::makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) {
+  if (rank != rank_) throwUsage("IPC ranks: this process is rank " + std::to_string(rank_));
+  return std::make_unique<IpcArena>(*this, rank, userBytes, numCounters, stream);
+}
+
+IpcArena::IpcArena(IpcGroup& group, int rank, int64_t userBytes, int numCounters, cudaStream_t stream)
+    : DeviceArena(userBytes, numCounters, kArenaAlign), rank_(rank) {
+  void* ptr = nullptr;
+  TIDE_CUDA_CHECK(cudaMalloc(&ptr, static_cast<size_t>(windowBytes_)));
+  base_ = static_cast<std::byte*>(ptr);
+  peers_.assign(static_cast<size_t>(group.ranks()), nullptr);
+  try {
+    initCountersAndTag(rank, stream);
+    cudaIpcMemHandle_t mine{};
+    TIDE_CUDA_CHECK(cudaIpcGetMemHandle(&mine, base_));
+    const std::string key = group.prefix() + "/arena/";
+    group.store().set(key + std::to_string(rank), std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+    group.barrier(rank);  // every tag is written before anyone reads one
+    for (int r = 0; r < group.ranks(); ++r) {
+      if (r == rank) {
+        peers_[static_cast<size_t>(r)] = base_;
+        continue;
+      }
+      const std::string bytes = group.store().get(key + std::to_string(r), group.timeoutSeconds());
+      if (bytes.size() != sizeof(cudaIpcMemHandle_t))
+        throw FabricError(kDeviceErrorKind, "IPC ranks: rank " + std::to_string(rank) + ": rank " + std::to_string(r) +
+                                                "'s arena handle has " + std::to_string(bytes.size()) + " bytes");
+      cudaIpcMemHandle_t theirs{};
+      std::memcpy(&theirs, bytes.data(), sizeof theirs);
+      void* peer = nullptr;
+      TIDE_CUDA_CHECK(cudaIpcOpenMemHandle(&peer, theirs, cudaIpcMemLazyEnablePeerAccess));
+      peers_[static_cast<size_t>(r)] = static_cast<std::byte*>(peer);
+    }
+    verifyPeers(rank, stream);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+IpcArena::~IpcArena() { release(); }
+
+void IpcArena::release() noexcept {
+  for (size_t r = 0; r < peers_.size(); ++r)
+    if (peers_[r] != nullptr && static_cast<int>(r) != rank_) cudaIpcCloseMemHandle(peers_[r]);
+  peers_.clear();
+  if (base_ != nullptr) cudaFree(base_);
+  base_ = nullptr;
+}
+
+}  // namespace tide::fabric::cuda
