@@ -181,7 +181,7 @@ else
 fi
 
 # ---- TIDE-AG / TIDE-RS with several ranks on one GPU (co-resident ranks, threads of one
-# process): every multi-rank topology of up to four ranks runs its CUDA code paths (counters
+# process, or processes through CUDA IPC): every multi-rank topology runs its CUDA code paths (counters
 # across ranks, copy-engine rails, Level 1 sums, pull and push landings, copy graphs into
 # peers' arenas) bit for bit against the host fabric, on any machine with a GPU. All ranks'
 # streams share CUDA_DEVICE_MAX_CONNECTIONS=32 hardware queues, and a stream wait that shares
@@ -195,6 +195,9 @@ elif [[ -x $CORESIDENT ]]; then
   run co_resident 240 "$CORESIDENT" --topologies 1x2,2x1,1x3,3x1
   run co_resident_4ranks 240 env TIDE_COPY_GRAPHS=0 "$CORESIDENT" --topologies 2x2,1x4
   run co_resident_registers 240 env TIDE_SUM_KERNEL=registers "$CORESIDENT" --topologies 2x1,1x3
+  # One process per rank (CUDA IPC; a CUDA context and hardware queues each): every 4- and
+  # 8-GPU topology of issue 6 on this host's GPUs (rank r on GPU r mod count), with copy graphs.
+  run co_resident_processes 240 "$CORESIDENT" --processes --topologies 2x2,1x4,2x4,4x2,8x1,1x8
 else
   skip co_resident "no test binary (build failed or CUDA fabric skipped)"
 fi
