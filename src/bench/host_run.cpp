@@ -257,31 +257,11 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         std::vector<std::vector<const void*>> gradPtrs(static_cast<size_t>(n));
         for (int u = 0; u < n; ++u)
           for (const auto& gp : gradsRef[static_cast<size_t>(u)]) gradPtrs[static_cast<size_t>(u)].push_back(gp.data());
-        std::vector<double> ref = referenceShardSums(g, gradPtrs, r);
-        double refMax = 0;
-        for (size_t x = 0; x < ref.size(); ++x) {
-          ref[x] *= double{o.alpha};
-          if (o.accumulate) ref[x] += before[static_cast<size_t>(r)][x];
-          if (std::isfinite(ref[x])) refMax = std::max(refMax, std::fabs(ref[x]));
-        }
-        const double scale = std::max(1.0, refMax);
-        for (int64_t x = 0; x < g.outElems; ++x) {
-          const double want = ref[static_cast<size_t>(x)];
-          const double got = y[static_cast<size_t>(x)];
-          bool match;
-          if (std::isnan(want)) match = std::isnan(got);
-          else if (std::isinf(want)) match = got == want;
-          else if (o.inputs == InputKind::kInteger) match = got == want;
-          else {
-            const double err = std::fabs(got - want) / scale;
-            if (std::isnan(got)) match = false;
-            else {
-              res.reduceScatter.maxRelErr = std::max(res.reduceScatter.maxRelErr, err);
-              match = err <= 1e-5;
-            }
-          }
-          if (!match) ++res.reduceScatter.wrong;
-        }
+        const OutputCheck check = checkShardOutput(g, gradPtrs, r, o.alpha,
+                                                   o.accumulate ? before[static_cast<size_t>(r)].data() : nullptr,
+                                                   y.data(), o.inputs == InputKind::kInteger);
+        res.reduceScatter.wrong += check.wrong;
+        res.reduceScatter.maxRelErr = std::max(res.reduceScatter.maxRelErr, check.maxRelErr);
         if (o.keepOutputs && it + 1 == o.iters) res.outputs.push_back(y);
       }
     }

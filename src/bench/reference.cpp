@@ -1,5 +1,7 @@
 #include "bench/reference.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "fabric/host/host_kernels.hpp"
@@ -32,6 +34,33 @@ std::vector<double> referenceShardSums(const plan::GroupLayout& g,
     }
   }
   return ref;
+}
+
+OutputCheck checkShardOutput(const plan::GroupLayout& g, const std::vector<std::vector<const void*>>& grads, int rank,
+                             float alpha, const float* before, const float* y, bool exact) {
+  std::vector<double> ref = referenceShardSums(g, grads, rank);
+  double refMax = 0;
+  for (size_t x = 0; x < ref.size(); ++x) {
+    ref[x] *= double{alpha};
+    if (before != nullptr) ref[x] += before[x];
+    if (std::isfinite(ref[x])) refMax = std::max(refMax, std::fabs(ref[x]));
+  }
+  const double scale = std::max(1.0, refMax);
+  OutputCheck out;
+  for (size_t x = 0; x < ref.size(); ++x) {
+    const double want = ref[x], got = y[x];
+    bool match;
+    if (std::isnan(want)) match = std::isnan(got);
+    else if (std::isinf(want)) match = got == want;
+    else if (exact) match = got == want;
+    else {
+      const double err = std::fabs(got - want) / scale;
+      match = !std::isnan(got) && err <= 1e-5;
+      if (match) out.maxRelErr = std::max(out.maxRelErr, err);
+    }
+    out.wrong += match ? 0 : 1;
+  }
+  return out;
 }
 
 }  // namespace tide::bench

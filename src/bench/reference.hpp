@@ -18,4 +18,16 @@ double loadValue(const void* base, int64_t i, plan::DType t);
 std::vector<double> referenceShardSums(const plan::GroupLayout& g,
                                        const std::vector<std::vector<const void*>>& grads, int rank);
 
+struct OutputCheck {
+  int64_t wrong = 0;      // elements that missed
+  double maxRelErr = 0;   // over the finite elements that matched within the tolerance
+};
+
+// `rank`'s reduce-scatter output `y` against alpha * referenceShardSums (+ `before`,
+// the output's prior contents, when accumulating; else null): NaN where the
+// reference is NaN, the same infinity, exact when `exact` (integer inputs), else
+// within 1e-5 * max(1, |reference|_inf).
+OutputCheck checkShardOutput(const plan::GroupLayout& g, const std::vector<std::vector<const void*>>& grads, int rank,
+                             float alpha, const float* before, const float* y, bool exact);
+
 }  // namespace tide::bench

@@ -413,29 +413,11 @@ int64_t wrongOutputs(const plan::GroupLayout& g, const Case& c, const std::vecto
   std::vector<std::vector<const void*>> grads(static_cast<size_t>(g.topo.ranks()));
   for (int u = 0; u < g.topo.ranks(); ++u)
     for (const auto& gp : in[static_cast<size_t>(u)].grads) grads[static_cast<size_t>(u)].push_back(gp.data());
-  std::vector<double> ref = tide::bench::referenceShardSums(g, grads, rank);
-  double refMax = 0;
-  for (size_t x = 0; x < ref.size(); ++x) {
-    ref[x] *= double{c.alpha};
-    if (c.accumulate) ref[x] += in[static_cast<size_t>(rank)].out[x];
-    if (std::isfinite(ref[x])) refMax = std::max(refMax, std::fabs(ref[x]));
-  }
-  const double scale = std::max(1.0, refMax);
-  int64_t wrong = 0;
-  for (size_t x = 0; x < ref.size(); ++x) {
-    const double want = ref[x], got = y[x];
-    bool match;
-    if (std::isnan(want)) match = std::isnan(got);
-    else if (std::isinf(want)) match = got == want;
-    else if (c.inputs == Inputs::kInteger) match = got == want;
-    else {
-      const double err = std::fabs(got - want) / scale;
-      match = !std::isnan(got) && err <= 1e-5;
-      if (match) *maxRelErr = std::max(*maxRelErr, err);
-    }
-    wrong += match ? 0 : 1;
-  }
-  return wrong;
+  const tide::bench::OutputCheck check =
+      tide::bench::checkShardOutput(g, grads, rank, c.alpha, c.accumulate ? in[static_cast<size_t>(rank)].out.data() : nullptr,
+                                    y.data(), c.inputs == Inputs::kInteger);
+  *maxRelErr = std::max(*maxRelErr, check.maxRelErr);
+  return check.wrong;
 }
 
 std::vector<plan::ParamSpec> drawShapes(std::mt19937_64& rng, const Case& c, int ranks) {
@@ -586,27 +568,26 @@ void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric&
   }
 }
 
+// Whether making an endpoint with `o` in `group` is refused with a message holding `words`.
+bool refusedWith(const cuda::CudaFabricOptions& o, cuda::LocalGroup& group, const std::string& words) {
+  try {
+    cuda::CudaEndpoint ep(o, group);
+  } catch (const tide::fabric::FabricError& e) {
+    return std::string(e.what()).find(words) != std::string::npos;
+  }
+  return false;
+}
+
 // Misuse is refused with a message, not run.
 void refusals() {
   cuda::CoResidentGroup group(2, 0, 5);
   cuda::CudaFabricOptions o;
   o.topology = plan::Topology::make(1, 1);  // one rank, a group of two
-  bool refused = false;
-  try {
-    cuda::CudaEndpoint ep(o, group);
-  } catch (const tide::fabric::FabricError& e) {
-    refused = std::string(e.what()).find("a group of 2 ranks for a topology of 1") != std::string::npos;
-  }
-  TCHECK(refused, "a group and topology of different sizes must be refused");
+  TCHECK(refusedWith(o, group, "a group of 2 ranks for a topology of 1"),
+         "a group and topology of different sizes must be refused");
   cuda::CoResidentGroup one(1, 0, 5);
   o.rails = cuda::CudaFabricOptions::Rails::kSendRecv;
-  refused = false;
-  try {
-    cuda::CudaEndpoint ep(o, one);
-  } catch (const tide::fabric::FabricError& e) {
-    refused = std::string(e.what()).find("copy-engine copies only") != std::string::npos;
-  }
-  TCHECK(refused, "send/recv rails on co-resident ranks must be refused");
+  TCHECK(refusedWith(o, one, "copy-engine copies only"), "send/recv rails on co-resident ranks must be refused");
   // A barrier that not every rank reaches ends at its deadline with a message.
   cuda::CoResidentGroup lonely(2, 0, 0.2);
   bool timedOut = false;
