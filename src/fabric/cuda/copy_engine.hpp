@@ -8,8 +8,9 @@
 // as one launch of a graph of memcpy nodes built for exactly those addresses,
 // from the first sighting after the owner's next buildWanted() that follows
 // its second sighting (building waits for the device to idle, so the owner
-// builds only where nothing of TIDE's waits: device_quiescence.hpp): the driver then costs the issuing thread about
-// 1.2 us per copy instead of 4.5-8 (tide_copy_launch_probe, BENCHMARKS.md),
+// builds only where nothing of TIDE's waits: fabric/device_quiescence.hpp).
+// The driver then costs the issuing thread about 1.2 us per copy instead of
+// 4.5-8 (tide_copy_launch_probe, BENCHMARKS.md),
 // and the nodes still run on copy engines. Only the arenas (this rank's and
 // its peers', which live as long as the endpoint) and device memory of this
 // GPU enter graphs. An engine keeps at most 1024 graphs (the least recently
@@ -57,7 +58,7 @@ class CopyEngine {
   // Lists sighted twice and not yet built.
   bool hasWanted() const { return enabled_ && cache_.hasWanted(); }
   // Builds (and uploads) their graphs; only where the device is quiescent
-  // (device_quiescence.hpp): building may wait for the whole device to idle.
+  // (fabric/device_quiescence.hpp): building may wait for the whole device to idle.
   void buildWanted();
   GraphStats graphStats() const;
 

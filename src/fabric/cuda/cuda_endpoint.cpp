@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "fabric/cuda/copy_engine.hpp"
+#include "fabric/device_quiescence.hpp"
 #include "fabric/cuda/cuda_check.hpp"
-#include "fabric/cuda/device_quiescence.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
@@ -184,7 +184,7 @@ void CudaEndpoint::setCallContext(const std::string& call) {
   flushRailGroup();
   call_ = call;
   // Copy graphs wanted since the last call are built here, at the start of a
-  // call and only where nothing of TIDE's on this device waits (device_quiescence.hpp).
+  // call and only where nothing of TIDE's on this device waits (fabric/device_quiescence.hpp).
   if (copies_->hasWanted() && DeviceQuiescence::quiescent(device_)) copies_->buildWanted();
 }
 

@@ -1,9 +1,9 @@
-#include "fabric/cuda/device_quiescence.hpp"
+#include "fabric/device_quiescence.hpp"
 
 #include <mutex>
 #include <vector>
 
-namespace tide::fabric::cuda {
+namespace tide::fabric {
 
 namespace {
 
@@ -42,4 +42,4 @@ bool DeviceQuiescence::quiescent(int device) {
   return true;
 }
 
-}  // namespace tide::fabric::cuda
+}  // namespace tide::fabric

@@ -1,5 +1,5 @@
 // Whether the TIDE work of this process on a device could drain without more
-// host work. Some driver calls wait for the whole device context to idle:
+// host work (the CUDA fabric's policy, without CUDA so that it is tested on CPUs). Some driver calls wait for the whole device context to idle:
 // cudaGraphInstantiate did (an H200 with co-resident ranks, BENCHMARKS.md,
 // session 12), as does a lazily loaded kernel's first launch. Made while a
 // TIDE stream waits for a counter that only later host work sets (this
@@ -10,7 +10,7 @@
 
 #include <functional>
 
-namespace tide::fabric::cuda {
+namespace tide::fabric {
 
 class DeviceQuiescence {
  public:
@@ -23,4 +23,4 @@ class DeviceQuiescence {
   static bool quiescent(int device);
 };
 
-}  // namespace tide::fabric::cuda
+}  // namespace tide::fabric
