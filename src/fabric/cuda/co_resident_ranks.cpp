@@ -37,7 +37,9 @@ void CoResidentGroup::barrier(int rank) {
     cv_.notify_all();
     return;
   }
-  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_), [&] { return generation_ != generation; })) {
+  // A barrier broken by another rank's deadline wakes this one too.
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_),
+                    [&] { return generation_ != generation || broken_; })) {
     broken_ = true;
     cv_.notify_all();
     throw FabricError(FabricError::Kind::kTimeout,
