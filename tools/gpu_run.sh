@@ -234,6 +234,10 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   # The register sum kernel inside the collectives (the default is TMA).
   run collectives_1gpu_registers 240 env TIDE_SUM_KERNEL=registers "$PYTHON" -m torch.distributed.run \
     --standalone --nproc_per_node=1 tests/gpu/check_collectives.py
+  # Four ranks on this host's GPUs through the C API and Python (M1L4, M2L2, M4L1): gloo for
+  # torch.distributed, the CUDA fabric over CUDA IPC ranks (no NCCL, which refuses two ranks on one GPU).
+  run collectives_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
+    tests/gpu/check_collectives.py --ipc
   if ((NGPU >= 2)); then
     run collectives_2gpu_registers 300 env TIDE_SUM_KERNEL=registers "$PYTHON" -m torch.distributed.run \
       --standalone --nproc_per_node=2 tests/gpu/check_collectives.py

@@ -103,6 +103,12 @@ tideResult_t tideCommInitCuda(const tideCommConfig_t* config, const tideUniqueId
  * faults the collectives inject) and TIDE_TEST_FAULT_RANK=<rank> (default 0)
  * make the communicators of this process misbehave on purpose. */
 tideResult_t tideCommInitHost(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
+/* CUDA fabric without NCCL, for tests: one process per rank, ranks reaching
+ * each other's arenas through CUDA IPC, bootstrapped through files in
+ * `storeDir` (shared by all ranks, fresh per job). Several ranks may share a
+ * GPU (`device`, or the current one), which NCCL refuses; rails are
+ * copy-engine copies. */
+tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
 tideResult_t tideCommDestroy(tideComm_t comm);
 tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
 /* Arena bytes the collectives' scratch takes for these groups (what the first

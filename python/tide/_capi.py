@@ -200,6 +200,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideGetUniqueId.argtypes = [ctypes.POINTER(UniqueId)]
     lib.tideCommInitCuda.argtypes = [ctypes.POINTER(CommConfig), ctypes.POINTER(UniqueId), ctypes.POINTER(CommHandle)]
     lib.tideCommInitHost.argtypes = [ctypes.POINTER(CommConfig), ctypes.c_char_p, ctypes.POINTER(CommHandle)]
+    lib.tideCommInitCudaIpc.argtypes = [ctypes.POINTER(CommConfig), ctypes.c_char_p, ctypes.POINTER(CommHandle)]
     lib.tideCommDestroy.argtypes = [CommHandle]
     lib.tideCommAlloc.argtypes = [CommHandle, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
                                   ctypes.POINTER(ctypes.c_void_p)]
@@ -214,7 +215,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tideCommGetRails.argtypes = [CommHandle, ctypes.POINTER(ctypes.c_char_p)]
     lib.tideCommGetStats.argtypes = [CommHandle, ctypes.POINTER(CommStats)]
     lib.tideScratchBytes.argtypes = [ctypes.POINTER(PlanConfig), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
-    for name in ("tideScratchBytes", "tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommDestroy", "tideCommAlloc",
+    for name in ("tideScratchBytes", "tideGetUniqueId", "tideCommInitCuda", "tideCommInitHost", "tideCommInitCudaIpc",
+                 "tideCommDestroy", "tideCommAlloc",
                  "tideGroupRegister", "tideGroupGetJson", "tideAllGather", "tideReduceScatter",
                  "tideCommSynchronize", "tideCommWaitInputsRead", "tideCommReservedBytes",
                  "tideCommGetRails", "tideCommGetStats"):

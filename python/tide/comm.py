@@ -49,6 +49,9 @@ class Communicator:
         (bytes from unique_id() on rank 0, shared with every rank) and `device`.
     fabric="host": CPU ranks as processes over POSIX shared memory; pass
         `store_dir`, a directory all ranks share, fresh per job.
+    fabric="cuda-ipc": the CUDA fabric without NCCL (tests): ranks as
+        processes reaching each other's arenas through CUDA IPC, several
+        per GPU if need be; pass `store_dir` as for "host", and `device`.
     """
 
     def __init__(self, *, nodes: int, gpus_per_node: int, rank: int, arena_bytes: int,
@@ -66,12 +69,13 @@ class Communicator:
                 raise ValueError(f"unique_id must be {ctypes.sizeof(_capi.UniqueId)} bytes, got {len(unique_id)}")
             uid = _capi.UniqueId.from_buffer_copy(unique_id)
             _capi.check(lib.tideCommInitCuda(ctypes.byref(config), ctypes.byref(uid), ctypes.byref(handle)))
-        elif fabric == "host":
+        elif fabric in ("host", "cuda-ipc"):
             if store_dir is None:
-                raise ValueError("fabric='host' needs store_dir")
-            _capi.check(lib.tideCommInitHost(ctypes.byref(config), str(store_dir).encode(), ctypes.byref(handle)))
+                raise ValueError(f"fabric={fabric!r} needs store_dir")
+            init = lib.tideCommInitHost if fabric == "host" else lib.tideCommInitCudaIpc
+            _capi.check(init(ctypes.byref(config), str(store_dir).encode(), ctypes.byref(handle)))
         else:
-            raise ValueError(f"unknown fabric {fabric!r} (cuda or host)")
+            raise ValueError(f"unknown fabric {fabric!r} (cuda, host or cuda-ipc)")
         self.fabric = fabric
         self.handle = handle
         self._groups: list[Group] = []

@@ -149,6 +149,21 @@ TIDE_API tideResult_t tideCommInitHost(const tideCommConfig_t* cfg, const char* 
   });
 }
 
+TIDE_API tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* cfg, const char* storeDir, tideComm_t* out) {
+  return guarded("tideCommInitCudaIpc", [&]() -> tideResult_t {
+    if (!out || !storeDir || !validConfig(cfg))
+      return invalid("tideCommInitCudaIpc", "null argument or bad rank/arena");
+    *out = nullptr;
+    if (!tide::capi::cudaFabricBuilt()) {
+      tide::capi::setLastError(tideUnavailable, "no_cuda", "tideCommInitCudaIpc: this build has no CUDA fabric");
+      return tideUnavailable;
+    }
+    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
+    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
+    return initWith(out, tide::capi::makeCudaIpcFabric(*cfg, storeDir, kQueues, tide::collectives::ids::kEnd), issue);
+  });
+}
+
 TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
   return guarded("tideCommDestroy", [&]() -> tideResult_t {
     if (comm) {

@@ -28,5 +28,7 @@ FabricHandle makeCudaFabric(const tideCommConfig_t& config, const tideUniqueId_t
                             int counters);
 void makeCudaUniqueId(tideUniqueId_t* id);
 FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir, int queues);
+// The CUDA fabric over CUDA IPC ranks (fabric/cuda/ipc_ranks.hpp), bootstrapped through `storeDir`.
+FabricHandle makeCudaIpcFabric(const tideCommConfig_t& config, const char* storeDir, int queues, int counters);
 
 }  // namespace tide::capi

@@ -10,6 +10,11 @@ FabricHandle makeCudaFabric(const tideCommConfig_t&, const tideUniqueId_t&, int,
                             "this build of libtide has no CUDA fabric (built without nvcc or NCCL)");
 }
 
+FabricHandle makeCudaIpcFabric(const tideCommConfig_t&, const char*, int, int) {
+  throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                            "this build of libtide has no CUDA fabric (built without nvcc or NCCL)");
+}
+
 void makeCudaUniqueId(tideUniqueId_t*) {
   throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
                             "this build of libtide has no CUDA fabric (built without nvcc or NCCL)");

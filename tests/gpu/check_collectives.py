@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""GPU correctness of TIDE-AG and TIDE-RS on the CUDA fabric (torchrun, one GPU per rank).
+"""GPU correctness of TIDE-AG and TIDE-RS on the CUDA fabric (torchrun, one GPU per rank; with
+--ipc, any number of ranks per GPU: gloo for torch.distributed and the CUDA fabric over CUDA IPC
+ranks, fabric="cuda-ipc", rank r on GPU r mod count).
 
 For every topology the GPUs allow (M=1 x L=N, and N virtual nodes of one GPU):
   - all-gather: every landing byte equals the owner's shard (landing poisoned first);
@@ -14,7 +16,9 @@ Exits non-zero on any failure.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -94,11 +98,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--multi-node-only", action="store_true",
                         help="only the topologies with M > 1 (e.g. with TIDE_FABRIC_RAILS=send-recv, the rails)")
+    parser.add_argument("--ipc", action="store_true",
+                        help="ranks may share GPUs: gloo, and the CUDA fabric over CUDA IPC (no NCCL)")
     args = parser.parse_args()
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    if args.ipc:
+        local %= torch.cuda.device_count()
+        torch.cuda.set_device(local)
+        dist.init_process_group("gloo")
+    else:
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, n = dist.get_rank(), dist.get_world_size()
     dev = torch.device("cuda", local)
     torch.cuda.set_stream(torch.cuda.Stream())
@@ -113,10 +124,16 @@ def main() -> int:
     references: dict[tuple[int, int], HostReference] = {}
     for nodes, gpus, direction in runs:
         tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
-        uid = [unique_id() if rank == 0 else None]
-        dist.broadcast_object_list(uid)
-        comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20, fabric="cuda",
-                            unique_id=uid[0], device=local, timeout_s=30)
+        if args.ipc:  # a fresh store directory per communicator, rank 0's
+            store = [tempfile.mkdtemp(prefix="tide_ipc_") if rank == 0 else None]
+            dist.broadcast_object_list(store)
+            comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20,
+                                fabric="cuda-ipc", store_dir=store[0], device=local, timeout_s=30)
+        else:
+            uid = [unique_id() if rank == 0 else None]
+            dist.broadcast_object_list(uid)
+            comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20, fabric="cuda",
+                                unique_id=uid[0], device=local, timeout_s=30)
         groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in PLAN_VARIANTS}
         plan = groups["default"].plan["group"]
         off, ptr = comm.alloc(plan["unsharded_bytes"])
@@ -216,6 +233,10 @@ def main() -> int:
         if not graphs_on and stats["copy_graph_launches"] + stats["copy_graphs_built"] > 0:
             failures.append(f"{tag}: copy graphs used with TIDE_COPY_GRAPHS=0")
         comm.close()
+        if args.ipc:
+            dist.barrier()  # every rank has closed its communicator and the store
+            if rank == 0:
+                shutil.rmtree(store[0], ignore_errors=True)
     for ref in references.values():
         ref.close()
     all_failures = [None] * n
