@@ -1,6 +1,6 @@
 // TIDE-AG and TIDE-RS with several ranks on one GPU (co-resident CUDA ranks,
-// fabric/cuda/co_resident_ranks.hpp), so every multi-rank topology of a few
-// ranks runs its CUDA code paths on a machine with a single GPU: counters
+// fabric/cuda/co_resident_ranks.hpp), so multi-rank topologies run their CUDA
+// code paths on a machine with a single GPU: counters
 // across ranks, copy-engine rails, Level 1 staging and sums, Level 2 landings
 // (pull and push), copy graphs into peers' arenas.
 //
@@ -489,11 +489,12 @@ bool copyGraphsOn() {
   return knob == nullptr || std::string(knob) != "0";
 }
 
-// Runs every case of one topology (failures are counted by TCHECK).
 // The CUDA fabric of one case (its index tells the IPC groups of cases apart).
 using MakeGpuFabric = std::function<std::unique_ptr<Fabric>(int64_t arenaBytes, int caseIndex)>;
 
-// `print`: this process reports the cases (in IPC mode only rank 0 does; every rank reports its failures).
+// Runs every case of one topology (failures are counted by TCHECK). `print`:
+// this process reports the cases (in IPC mode only rank 0 does; every rank
+// reports its failures).
 void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric& makeGpuFabric, bool print) {
   int caseIndex = 0;
   for (const Case& c : casesFor(topo)) {
