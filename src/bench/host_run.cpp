@@ -4,14 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <stdexcept>
 
 #include "bench/reference.hpp"
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
-#include "fabric/host/host_kernels.hpp"
 
 namespace tide::bench {
 namespace {
@@ -24,33 +22,6 @@ struct RankData {
   std::vector<std::vector<uint8_t>> grads;      // per parameter, D_p*K_p items
   std::vector<float> out;
 };
-
-float drawValue(std::mt19937_64& rng, InputKind kind) {
-  switch (kind) {
-    case InputKind::kInteger: return static_cast<float>(static_cast<int>(rng() % 17) - 8);
-    case InputKind::kNonFinite: {
-      const uint64_t r = rng() % 64;
-      if (r == 0) return std::numeric_limits<float>::quiet_NaN();
-      if (r == 1) return std::numeric_limits<float>::infinity();
-      if (r == 2) return -std::numeric_limits<float>::infinity();
-      [[fallthrough]];
-    }
-    case InputKind::kRandomNormal:
-    default: {
-      std::normal_distribution<float> nd(0.0f, 1.0f);
-      return nd(rng);
-    }
-  }
-}
-
-void storeValue(uint8_t* base, int64_t i, plan::DType t, float v) {
-  if (t == plan::DType::kBF16) {
-    const uint16_t b = fabric::host::floatToBf16(v);
-    std::memcpy(base + i * 2, &b, 2);
-  } else {
-    std::memcpy(base + i * 4, &v, 4);
-  }
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -211,15 +182,9 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         if (r + 1 == n) agTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         const uint8_t* land = reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landingOffset);
         if (checker) checker->hostAccess(land, g.unshardedBytes(), Access::kRead, "consumes a landing");
-        for (size_t p = 0; p < g.params.size(); ++p) {
-          const plan::ParamLayout& P = g.params[p];
-          for (int src = 0; src < n; ++src) {
-            const uint8_t* want = data[static_cast<size_t>(src)].shard.data() + P.shardOffset;
-            const uint8_t* got = land + g.landing(static_cast<int>(p), src);
-            for (int64_t b = 0; b < P.shardBytes; ++b)
-              if (want[b] != got[b]) ++res.allGather.wrong;
-          }
-        }
+        std::vector<const uint8_t*> shards;
+        for (const RankData& d : data) shards.push_back(d.shard.data());
+        res.allGather.wrong += wrongLandingBytes(g, shards, land);
         if (o.keepOutputs && it + 1 == o.iters)
           res.landings.emplace_back(land, land + g.unshardedBytes());
       }

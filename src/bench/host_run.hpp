@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/random_inputs.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/faults.hpp"
 #include "fabric/host/host_rails.hpp"
@@ -15,8 +16,6 @@
 #include "tide/plan.hpp"
 
 namespace tide::bench {
-
-enum class InputKind { kRandomNormal, kInteger, kNonFinite };
 
 struct HostRunOptions {
   plan::Topology topo;

@@ -36,6 +36,20 @@ std::vector<double> referenceShardSums(const plan::GroupLayout& g,
   return ref;
 }
 
+int64_t wrongLandingBytes(const plan::GroupLayout& g, const std::vector<const uint8_t*>& shards,
+                          const uint8_t* landing) {
+  int64_t wrong = 0;
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const plan::ParamLayout& P = g.params[p];
+    for (size_t src = 0; src < shards.size(); ++src) {
+      const uint8_t* want = shards[src] + P.shardOffset;
+      const uint8_t* got = landing + g.landing(static_cast<int>(p), static_cast<int>(src));
+      for (int64_t b = 0; b < P.shardBytes; ++b) wrong += want[b] != got[b] ? 1 : 0;
+    }
+  }
+  return wrong;
+}
+
 OutputCheck checkShardOutput(const plan::GroupLayout& g, const std::vector<std::vector<const void*>>& grads, int rank,
                              float alpha, const float* before, const float* y, bool exact) {
   std::vector<double> ref = referenceShardSums(g, grads, rank);

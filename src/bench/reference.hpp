@@ -18,6 +18,11 @@ double loadValue(const void* base, int64_t i, plan::DType t);
 std::vector<double> referenceShardSums(const plan::GroupLayout& g,
                                        const std::vector<std::vector<const void*>>& grads, int rank);
 
+// Bytes of a landing (the unsharded group, as TIDE-AG writes it) that differ
+// from the shards their owners hold: shards[u] is rank u's packed shard.
+int64_t wrongLandingBytes(const plan::GroupLayout& g, const std::vector<const uint8_t*>& shards,
+                          const uint8_t* landing);
+
 struct OutputCheck {
   int64_t wrong = 0;      // elements that missed
   double maxRelErr = 0;   // over the finite elements that matched within the tolerance

@@ -109,6 +109,28 @@ bool validConfig(const tideCommConfig_t* cfg) {
   return cfg && cfg->arenaBytes > 0 && cfg->rank >= 0 && cfg->rank < cfg->nodes * cfg->gpusPerNode;
 }
 
+// No CUDA fabric in this build: `call` says so.
+tideResult_t noCudaFabric(const char* call) {
+  tide::capi::setLastError(tideUnavailable, "no_cuda", std::string(call) + ": this build has no CUDA fabric");
+  return tideUnavailable;
+}
+
+// The steps every tideCommInit* shares: the arguments (`source`: the unique id
+// or the store directory), the CUDA fabric where it needs one, the topology,
+// then the fabric `make` builds.
+template <class Make>
+tideResult_t initComm(const char* call, const tideCommConfig_t* cfg, const void* source, tideComm_t* out,
+                      bool needsCuda, Make&& make) {
+  return guarded(call, [&]() -> tideResult_t {
+    if (!out || !source || !validConfig(cfg)) return invalid(call, "null argument or bad rank/arena");
+    *out = nullptr;
+    if (needsCuda && !tide::capi::cudaFabricBuilt()) return noCudaFabric(call);
+    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
+    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
+    return initWith(out, make(), issue);
+  });
+}
+
 }  // namespace
 
 TIDE_API int tideHasCuda(void) { return tide::capi::cudaFabricBuilt() ? 1 : 0; }
@@ -116,51 +138,26 @@ TIDE_API int tideHasCuda(void) { return tide::capi::cudaFabricBuilt() ? 1 : 0; }
 TIDE_API tideResult_t tideGetUniqueId(tideUniqueId_t* id) {
   return guarded("tideGetUniqueId", [&]() -> tideResult_t {
     if (!id) return invalid("tideGetUniqueId", "null id");
-    if (!tide::capi::cudaFabricBuilt()) {
-      tide::capi::setLastError(tideUnavailable, "no_cuda", "tideGetUniqueId: this build has no CUDA fabric");
-      return tideUnavailable;
-    }
+    if (!tide::capi::cudaFabricBuilt()) return noCudaFabric("tideGetUniqueId");
     tide::capi::makeCudaUniqueId(id);
     return tideSuccess;
   });
 }
 
 TIDE_API tideResult_t tideCommInitCuda(const tideCommConfig_t* cfg, const tideUniqueId_t* id, tideComm_t* out) {
-  return guarded("tideCommInitCuda", [&]() -> tideResult_t {
-    if (!out || !id || !validConfig(cfg)) return invalid("tideCommInitCuda", "null argument or bad rank/arena");
-    *out = nullptr;
-    if (!tide::capi::cudaFabricBuilt()) {
-      tide::capi::setLastError(tideUnavailable, "no_cuda", "tideCommInitCuda: this build has no CUDA fabric");
-      return tideUnavailable;
-    }
-    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
-    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
-    return initWith(out, tide::capi::makeCudaFabric(*cfg, *id, kQueues, tide::collectives::ids::kEnd), issue);
+  return initComm("tideCommInitCuda", cfg, id, out, /*needsCuda=*/true, [&] {
+    return tide::capi::makeCudaFabric(*cfg, *id, kQueues, tide::collectives::ids::kEnd);
   });
 }
 
 TIDE_API tideResult_t tideCommInitHost(const tideCommConfig_t* cfg, const char* storeDir, tideComm_t* out) {
-  return guarded("tideCommInitHost", [&]() -> tideResult_t {
-    if (!out || !storeDir || !validConfig(cfg)) return invalid("tideCommInitHost", "null argument or bad rank/arena");
-    *out = nullptr;
-    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
-    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
-    return initWith(out, tide::capi::makeHostFabric(*cfg, storeDir, kQueues), issue);
-  });
+  return initComm("tideCommInitHost", cfg, storeDir, out, /*needsCuda=*/false,
+                  [&] { return tide::capi::makeHostFabric(*cfg, storeDir, kQueues); });
 }
 
 TIDE_API tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* cfg, const char* storeDir, tideComm_t* out) {
-  return guarded("tideCommInitCudaIpc", [&]() -> tideResult_t {
-    if (!out || !storeDir || !validConfig(cfg))
-      return invalid("tideCommInitCudaIpc", "null argument or bad rank/arena");
-    *out = nullptr;
-    if (!tide::capi::cudaFabricBuilt()) {
-      tide::capi::setLastError(tideUnavailable, "no_cuda", "tideCommInitCudaIpc: this build has no CUDA fabric");
-      return tideUnavailable;
-    }
-    tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
-    const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
-    return initWith(out, tide::capi::makeCudaIpcFabric(*cfg, storeDir, kQueues, tide::collectives::ids::kEnd), issue);
+  return initComm("tideCommInitCudaIpc", cfg, storeDir, out, /*needsCuda=*/true, [&] {
+    return tide::capi::makeCudaIpcFabric(*cfg, storeDir, kQueues, tide::collectives::ids::kEnd);
   });
 }
 

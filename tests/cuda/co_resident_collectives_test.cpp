@@ -30,13 +30,13 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/random_inputs.hpp"
 #include "bench/reference.hpp"
 #include "check.hpp"
 #include "collectives/communicator.hpp"
@@ -48,7 +48,6 @@
 #include "fabric/host/file_store.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "rank_launcher.hpp"
-#include "test_data.hpp"
 
 namespace {
 
@@ -57,6 +56,9 @@ using tide::collectives::kCallerQueue;
 using tide::collectives::kQueuesNeeded;
 using tide::collectives::ScratchLayout;
 using tide::fabric::Endpoint;
+using tide::bench::drawValue;
+using tide::bench::InputKind;
+using tide::bench::storeValue;
 using tide::plan::DType;
 namespace plan = tide::plan;
 namespace cuda = tide::fabric::cuda;
@@ -72,13 +74,11 @@ void progress(const char* fabric, const std::string& what) {
   std::fflush(stderr);
 }
 
-enum class Inputs { kNormal, kInteger, kNonFinite };
-
 struct Case {
   std::string name;
   DType agDtype = DType::kBF16;
   DType gradDtype = DType::kBF16;
-  Inputs inputs = Inputs::kNormal;
+  InputKind inputs = InputKind::kRandomNormal;
   float alpha = 1.0f;
   bool accumulate = false;
   bool inPlaceShard = false;  // one node only: the shard is written into the own landing rows
@@ -99,27 +99,6 @@ struct RankResults {
   std::vector<float> out;
 };
 
-float drawValue(std::mt19937_64& rng, Inputs kind) {
-  if (kind == Inputs::kInteger) return static_cast<float>(static_cast<int>(rng() % 17) - 8);
-  if (kind == Inputs::kNonFinite) {
-    const uint64_t r = rng() % 64;
-    if (r == 0) return std::numeric_limits<float>::quiet_NaN();
-    if (r == 1) return std::numeric_limits<float>::infinity();
-    if (r == 2) return -std::numeric_limits<float>::infinity();
-  }
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  return nd(rng);
-}
-
-void storeValue(uint8_t* base, int64_t i, DType t, float v) {
-  if (t == DType::kBF16) {
-    const uint16_t b = tide::test::floatToBf16(v);
-    std::memcpy(base + i * 2, &b, 2);
-  } else {
-    std::memcpy(base + i * 4, &v, 4);
-  }
-}
-
 std::vector<RankInputs> drawInputs(const plan::GroupLayout& g, const Case& c, std::mt19937_64& rng) {
   std::vector<RankInputs> in(static_cast<size_t>(g.topo.ranks()));
   const int bGrad = plan::itemSize(g.gradDtype);
@@ -137,7 +116,7 @@ std::vector<RankInputs> drawInputs(const plan::GroupLayout& g, const Case& c, st
       d.grads.push_back(std::move(grad));
     }
     d.out.resize(static_cast<size_t>(g.outElems));
-    for (float& v : d.out) v = c.accumulate ? drawValue(rng, Inputs::kInteger) : std::nanf("");
+    for (float& v : d.out) v = c.accumulate ? drawValue(rng, InputKind::kInteger) : std::nanf("");
   }
   return in;
 }
@@ -395,16 +374,9 @@ bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Landing bytes that differ from the shards their owners drew.
 int64_t wrongLandingBytes(const plan::GroupLayout& g, const std::vector<RankInputs>& in, const RankResults& res) {
-  int64_t wrong = 0;
-  for (size_t p = 0; p < g.params.size(); ++p) {
-    const plan::ParamLayout& P = g.params[p];
-    for (int src = 0; src < g.topo.ranks(); ++src) {
-      const uint8_t* want = in[static_cast<size_t>(src)].shard.data() + P.shardOffset;
-      const uint8_t* got = res.landing.data() + g.landing(static_cast<int>(p), src);
-      for (int64_t b = 0; b < P.shardBytes; ++b) wrong += want[b] != got[b] ? 1 : 0;
-    }
-  }
-  return wrong;
+  std::vector<const uint8_t*> shards;
+  for (const RankInputs& d : in) shards.push_back(d.shard.data());
+  return tide::bench::wrongLandingBytes(g, shards, res.landing.data());
 }
 
 // Output elements of `rank` that miss the float64 reference.
@@ -415,7 +387,7 @@ int64_t wrongOutputs(const plan::GroupLayout& g, const Case& c, const std::vecto
     for (const auto& gp : in[static_cast<size_t>(u)].grads) grads[static_cast<size_t>(u)].push_back(gp.data());
   const tide::bench::OutputCheck check =
       tide::bench::checkShardOutput(g, grads, rank, c.alpha, c.accumulate ? in[static_cast<size_t>(rank)].out.data() : nullptr,
-                                    y.data(), c.inputs == Inputs::kInteger);
+                                    y.data(), c.inputs == InputKind::kInteger);
   *maxRelErr = std::max(*maxRelErr, check.maxRelErr);
   return check.wrong;
 }
@@ -459,7 +431,7 @@ std::vector<Case> casesFor(const plan::Topology& topo) {
   b.name = "fp32 integer, accumulate, alpha 1/4, push, landings behind the sends, slot-reuse";
   b.agDtype = DType::kFP32;
   b.gradDtype = DType::kFP32;
-  b.inputs = Inputs::kInteger;
+  b.inputs = InputKind::kInteger;
   b.alpha = 0.25f;
   b.accumulate = true;
   b.rs = rs(2, 1, plan::Mode::kSlotReuse, 7, plan::Landing::kPush);
@@ -468,7 +440,7 @@ std::vector<Case> casesFor(const plan::Topology& topo) {
   Case d;
   d.name = "bf16 params, fp32 gradients, NaN/Inf, alpha 1/2, 3 passes, push";
   d.gradDtype = DType::kFP32;
-  d.inputs = Inputs::kNonFinite;
+  d.inputs = InputKind::kNonFinite;
   d.alpha = 0.5f;
   d.rs = rs(3, 3, plan::Mode::kInPlace, 16, plan::Landing::kPush);
   d.inPlaceShard = topo.nodes == 1;

@@ -7,12 +7,6 @@
 
 namespace tide::fabric::cuda {
 
-namespace {
-
-constexpr int64_t kArenaAlign = 4096;
-
-}  // namespace
-
 CoResidentGroup::CoResidentGroup(int ranks, int device, double barrierTimeoutSeconds)
     : ranks_(ranks), device_(device), timeout_(barrierTimeoutSeconds), bases_(static_cast<size_t>(ranks), nullptr) {
   if (ranks < 1 || device < 0 || barrierTimeoutSeconds <= 0)
@@ -70,23 +64,18 @@ std::unique_ptr<DeviceArena> CoResidentGroup::makeArena(int rank, int64_t userBy
 
 CoResidentArena::CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters,
                                  cudaStream_t stream)
-    : DeviceArena(userBytes, numCounters, kArenaAlign) {
-  void* ptr = nullptr;
-  TIDE_CUDA_CHECK(cudaMalloc(&ptr, static_cast<size_t>(windowBytes_)));
-  base_ = static_cast<std::byte*>(ptr);
+    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign) {
+  allocateDeviceMemory();
   try {
     initCountersAndTag(rank, stream);
     peers_ = group.exchangeBases(rank, base_);  // every tag is written before anyone reads one
     verifyPeers(rank, stream);
   } catch (...) {
-    cudaFree(base_);
-    base_ = nullptr;
+    freeDeviceMemory();
     throw;
   }
 }
 
-CoResidentArena::~CoResidentArena() {
-  if (base_ != nullptr) cudaFree(base_);
-}
+CoResidentArena::~CoResidentArena() { freeDeviceMemory(); }
 
 }  // namespace tide::fabric::cuda

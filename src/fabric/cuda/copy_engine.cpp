@@ -67,6 +67,30 @@ void issueBatch(cudaStream_t stream, std::vector<void*>& dsts, std::vector<const
 #endif
 }
 
+// issueCopies for copies already validated.
+int64_t enqueueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {
+  int64_t total = 0;
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+  for (const CopyOp& op : ops) {
+    const int64_t bytes = op.width * op.rows;
+    if (bytes == 0) continue;
+    total += bytes;
+    if (contiguous(op)) {
+      dsts.push_back(op.dst);
+      srcs.push_back(op.src);
+      sizes.push_back(static_cast<size_t>(bytes));
+    } else {
+      TIDE_CUDA_CHECK(cudaMemcpy2DAsync(op.dst, static_cast<size_t>(op.dstPitch), op.src,
+                                        static_cast<size_t>(op.srcPitch), static_cast<size_t>(op.width),
+                                        static_cast<size_t>(op.rows), cudaMemcpyDefault, stream));
+    }
+  }
+  issueBatch(stream, dsts, srcs, sizes);
+  return total;
+}
+
 bool graphsWanted() {
   const char* v = std::getenv("TIDE_COPY_GRAPHS");
   return v == nullptr || std::strcmp(v, "0") != 0;
@@ -179,7 +203,7 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
       key.words.push_back(w);
   }
   const cudaGraphExec_t exec = cache_.sight(std::move(key));
-  if (exec == nullptr) return issueCopies(stream, ops);
+  if (exec == nullptr) return enqueueCopies(stream, ops);  // validated above
   TIDE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   return total;
 }
@@ -188,13 +212,13 @@ void CopyEngine::buildWanted() {
   if (!hasWanted()) return;
   cache_.buildWanted(
       [this](const CopyListCache<cudaGraphExec_t>::Key& key) -> cudaGraphExec_t {
+        if (!enabled_) return nullptr;  // an earlier build failed: graphs are off
         std::vector<CopyOp> ops;
         for (size_t w = 1; w + kWordsPerCopy <= key.words.size(); w += kWordsPerCopy) {
           const int64_t* k = key.words.data() + w;
           ops.push_back(CopyOp{reinterpret_cast<void*>(k[0]), reinterpret_cast<const void*>(k[1]), k[2], k[3], k[4],
                                k[5]});
         }
-        if (!enabled_) return nullptr;  // an earlier build failed: graphs are off
         const cudaGraphExec_t exec = build(ops);
         // Its first launch would upload it; here nothing waits on the upload.
         if (exec != nullptr) {
@@ -207,27 +231,8 @@ void CopyEngine::buildWanted() {
 }
 
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {
-  int64_t total = 0;
-  std::vector<void*> dsts;
-  std::vector<const void*> srcs;
-  std::vector<size_t> sizes;
-  for (const CopyOp& op : ops) {
-    validate(op);
-    const int64_t bytes = op.width * op.rows;
-    if (bytes == 0) continue;
-    total += bytes;
-    if (contiguous(op)) {
-      dsts.push_back(op.dst);
-      srcs.push_back(op.src);
-      sizes.push_back(static_cast<size_t>(bytes));
-    } else {
-      TIDE_CUDA_CHECK(cudaMemcpy2DAsync(op.dst, static_cast<size_t>(op.dstPitch), op.src,
-                                        static_cast<size_t>(op.srcPitch), static_cast<size_t>(op.width),
-                                        static_cast<size_t>(op.rows), cudaMemcpyDefault, stream));
-    }
-  }
-  issueBatch(stream, dsts, srcs, sizes);
-  return total;
+  for (const CopyOp& op : ops) validate(op);  // before any copy is enqueued
+  return enqueueCopies(stream, ops);
 }
 
 }  // namespace tide::fabric::cuda

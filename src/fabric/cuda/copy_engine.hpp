@@ -30,6 +30,7 @@
 namespace tide::fabric::cuda {
 
 // Enqueues `ops` on `stream` without graphs; returns the bytes they move.
+// Throws on a bad copy before enqueuing any.
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops);
 
 class CopyEngine {

@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "fabric/cuda/copy_engine.hpp"
-#include "fabric/device_quiescence.hpp"
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
@@ -17,6 +16,7 @@
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
+#include "fabric/device_quiescence.hpp"
 
 namespace tide::fabric::cuda {
 

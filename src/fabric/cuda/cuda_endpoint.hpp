@@ -1,13 +1,13 @@
 // CUDA implementation of tide::fabric::Endpoint for one process per GPU (as
-// under torchrun), or for co-resident ranks: threads of one process sharing
-// one GPU, to test multi-rank protocols there (co_resident_ranks.hpp).
-// DESIGN.md §3.2.
+// under torchrun), or for ranks without NCCL that test multi-rank protocols
+// where ranks share GPUs (local_group.hpp: threads of one process, or
+// processes through CUDA IPC). DESIGN.md §3.2.
 //
 //   communicators  world from an NCCL unique id, rail = split(color = local
 //                  rank, key = node); the topology (M x L) may be virtual.
-//                  Co-resident ranks: none, the group's host barrier
+//                  Without NCCL: none, the group's host barrier
 //   arena          ncclMemAlloc + symmetric window; peers by LSA address.
-//                  Co-resident ranks: cudaMalloc; peers by address
+//                  Without NCCL: cudaMalloc; peers by address (or CUDA IPC)
 //   queues         a small pool of CUDA streams (queue 0 may be the caller's)
 //   copy           cudaMemcpyBatchAsync / cudaMemcpy2DAsync, or for a recurring
 //                  copy list one launch of a cached graph of memcpy nodes (copy engines)
@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "fabric/cuda/local_group.hpp"
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/device_arena.hpp"
 #include "fabric/cuda/host_profile.hpp"
+#include "fabric/cuda/local_group.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/rail_transport.hpp"
 #include "fabric/cuda/rma_rails.hpp"

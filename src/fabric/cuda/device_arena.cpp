@@ -24,6 +24,17 @@ DeviceArena::DeviceArena(int64_t userBytes, int numCounters, int64_t align)
   windowBytes_ = roundUp(tagOffset_ + 64, align);
 }
 
+void DeviceArena::allocateDeviceMemory() {
+  void* ptr = nullptr;
+  TIDE_CUDA_CHECK(cudaMalloc(&ptr, static_cast<size_t>(windowBytes_)));
+  base_ = static_cast<std::byte*>(ptr);
+}
+
+void DeviceArena::freeDeviceMemory() noexcept {
+  if (base_ != nullptr) cudaFree(base_);
+  base_ = nullptr;
+}
+
 void DeviceArena::initCountersAndTag(int rank, cudaStream_t stream) {
   TIDE_CUDA_CHECK(cudaMemsetAsync(base_ + counterOffset_, 0, static_cast<size_t>(windowBytes_ - counterOffset_), stream));
   const uint64_t tag = tagOf(rank);

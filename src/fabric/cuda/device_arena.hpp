@@ -37,8 +37,14 @@ class DeviceArena {
   int reachablePeers() const;
 
  protected:
+  // cudaMalloc's granularity, for arenas in plain device memory.
+  static constexpr int64_t kDeviceMemoryAlign = 4096;
+
   // Lays the window out; `align` is the allocation's granularity.
   DeviceArena(int64_t userBytes, int numCounters, int64_t align);
+  // The window as plain device memory of the current GPU (cudaMalloc), and its release.
+  void allocateDeviceMemory();
+  void freeDeviceMemory() noexcept;
   // Zeroes the counters and writes `rank`'s tag (synchronous on `stream`).
   void initCountersAndTag(int rank, cudaStream_t stream);
   // Reads every reachable rank's tag through its peer address: proves the

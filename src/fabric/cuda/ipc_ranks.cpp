@@ -2,16 +2,11 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
 
 namespace tide::fabric::cuda {
-
-namespace {
-
-constexpr int64_t kArenaAlign = 4096;
-
-}  // namespace
 
 IpcGroup::IpcGroup(host::KeyValueStore& store, std::string prefix, int rank, int ranks, int device,
                    double timeoutSeconds)
@@ -31,10 +26,8 @@ std::unique_ptr<DeviceArena> IpcGroup::makeArena(int rank, int64_t userBytes, in
 }
 
 IpcArena::IpcArena(IpcGroup& group, int rank, int64_t userBytes, int numCounters, cudaStream_t stream)
-    : DeviceArena(userBytes, numCounters, kArenaAlign), rank_(rank) {
-  void* ptr = nullptr;
-  TIDE_CUDA_CHECK(cudaMalloc(&ptr, static_cast<size_t>(windowBytes_)));
-  base_ = static_cast<std::byte*>(ptr);
+    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign), rank_(rank) {
+  allocateDeviceMemory();
   peers_.assign(static_cast<size_t>(group.ranks()), nullptr);
   try {
     initCountersAndTag(rank, stream);
@@ -71,8 +64,7 @@ void IpcArena::release() noexcept {
   for (size_t r = 0; r < peers_.size(); ++r)
     if (peers_[r] != nullptr && static_cast<int>(r) != rank_) cudaIpcCloseMemHandle(peers_[r]);
   peers_.clear();
-  if (base_ != nullptr) cudaFree(base_);
-  base_ = nullptr;
+  freeDeviceMemory();
 }
 
 }  // namespace tide::fabric::cuda

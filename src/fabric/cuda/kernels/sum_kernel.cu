@@ -1,9 +1,9 @@
 // Level 1 fp32 sum (SumOp): see reduce_kernels.hpp for the arithmetic.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,6 +11,7 @@
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
+#include "fabric/cuda/kernels/per_device_once.hpp"
 #include "fabric/cuda/kernels/sum_pipelined.hpp"
 #include "fabric/cuda/kernels/sum_tma.hpp"
 
@@ -259,24 +260,19 @@ SumKernelChoice sumKernelChoice() {
 }
 
 void preloadKernels() {
-  // Once per device: the first endpoint on it pays (tens of milliseconds).
-  static std::mutex mu;
-  static uint64_t loaded = 0;
-  int device = 0;
-  TIDE_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  std::lock_guard<std::mutex> lock(mu);
-  if ((loaded & bit) != 0) return;
-  using Ks = std::make_integer_sequence<int, 9>;
-  preloadTyped<SourceType::kBF16, SumLaunch>(Ks{});
-  preloadTyped<SourceType::kFP32, SumLaunch>(Ks{});
-  preloadTyped<SourceType::kBF16, SumLaunchCompact>(Ks{});
-  preloadTyped<SourceType::kFP32, SumLaunchCompact>(Ks{});
-  preloadSumTmaKernels();
-  preloadSumPipelinedKernels();
-  preloadLandKernels();
-  preloadDelayKernel();
-  loaded |= bit;
+  // The first endpoint on a device pays (tens of milliseconds).
+  static std::atomic<uint64_t> loaded{0};
+  oncePerDevice(loaded, [] {
+    using Ks = std::make_integer_sequence<int, 9>;
+    preloadTyped<SourceType::kBF16, SumLaunch>(Ks{});
+    preloadTyped<SourceType::kFP32, SumLaunch>(Ks{});
+    preloadTyped<SourceType::kBF16, SumLaunchCompact>(Ks{});
+    preloadTyped<SourceType::kFP32, SumLaunchCompact>(Ks{});
+    preloadSumTmaKernels();
+    preloadSumPipelinedKernels();
+    preloadLandKernels();
+    preloadDelayKernel();
+  });
 }
 
 void launchSum(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {

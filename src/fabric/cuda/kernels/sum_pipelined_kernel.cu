@@ -12,9 +12,11 @@
 // to the register kernel (launchSumPipelined returns false).
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
+#include "fabric/cuda/kernels/per_device_once.hpp"
 #include "fabric/cuda/kernels/sum_pipelined.hpp"
 
 namespace tide::fabric::cuda::kernels {
@@ -122,20 +124,20 @@ __global__ void __launch_bounds__(kThreadsPerCta) sumPipelinedKernel(const __gri
   }
 }
 
-// More than 48 KB of dynamic shared memory needs an opt-in, per device
-// (ranks of one process may drive several GPUs). The first call on a device
-// also loads the kernel there (preloadSumPipelinedKernels).
+// More than 48 KB of dynamic shared memory needs an opt-in, per device. The
+// first call on a device also loads the kernel there (preloadSumPipelinedKernels).
 template <SourceType S, int K>
 void configureTyped() {
   static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  TIDE_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  if ((configured.load() & bit) == 0) {
+  oncePerDevice(configured, [] {
     TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumPipelinedKernel<S, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          kSmemBytes<K>));
-    configured.fetch_or(bit);
-  }
+  });
+}
+
+template <SourceType S, int... Ks>
+void configureAll(std::integer_sequence<int, Ks...>) {
+  (configureTyped<S, Ks + 1>(), ...);
 }
 
 template <SourceType S, int K>
@@ -158,14 +160,9 @@ bool launchForSources(const SumLaunch& p, unsigned grid, cudaStream_t stream) {
 }  // namespace
 
 void preloadSumPipelinedKernels() {
-  configureTyped<SourceType::kBF16, 1>();
-  configureTyped<SourceType::kBF16, 2>();
-  configureTyped<SourceType::kBF16, 3>();
-  configureTyped<SourceType::kBF16, 4>();
-  configureTyped<SourceType::kFP32, 1>();
-  configureTyped<SourceType::kFP32, 2>();
-  configureTyped<SourceType::kFP32, 3>();
-  configureTyped<SourceType::kFP32, 4>();
+  using Ks = std::make_integer_sequence<int, 4>;  // sources per piece 1..4, as launchForSources
+  configureAll<SourceType::kBF16>(Ks{});
+  configureAll<SourceType::kFP32>(Ks{});
 }
 
 bool launchSumPipelined(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream) {

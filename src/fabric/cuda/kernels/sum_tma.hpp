@@ -9,8 +9,8 @@ namespace tide::fabric::cuda::kernels {
 
 // Launches the TMA sum when every piece is vectorizable and has 1..8 sources;
 // false (nothing launched) otherwise.
+bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream);
 // Loads every instantiation into the current device's context (reduce_kernels.hpp, preloadKernels).
 void preloadSumTmaKernels();
-bool launchSumTma(const SumLaunch& p, SourceType type, int ctas, cudaStream_t stream);
 
 }  // namespace tide::fabric::cuda::kernels

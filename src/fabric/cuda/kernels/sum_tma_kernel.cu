@@ -21,12 +21,13 @@
 // pieces; everything else is left to the register kernel (launchSumTma
 // returns false).
 #include <algorithm>
-#include <utility>
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/kernels/fp32_steps.cuh"
+#include "fabric/cuda/kernels/per_device_once.hpp"
 #include "fabric/cuda/kernels/sum_tma.hpp"
 
 namespace tide::fabric::cuda::kernels {
@@ -285,20 +286,15 @@ __global__ void __launch_bounds__(Config::kThreads) sumTmaKernel(const __grid_co
   });
 }
 
-// More than 48 KB of dynamic shared memory needs an opt-in, per device
-// (ranks of one process may drive several GPUs). The first call on a device
-// also loads the kernel there (preloadSumTmaKernels).
+// More than 48 KB of dynamic shared memory needs an opt-in, per device. The
+// first call on a device also loads the kernel there (preloadSumTmaKernels).
 template <SourceType S, int K, bool kAcc, class P>
 void configureShaped() {
   static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  TIDE_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  if ((configured.load() & bit) == 0) {
+  oncePerDevice(configured, [] {
     TIDE_CUDA_CHECK(cudaFuncSetAttribute(sumTmaKernel<S, K, kAcc, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          StageShape<S, K, kAcc>::kSmemBytes));
-    configured.fetch_or(bit);
-  }
+  });
 }
 
 template <SourceType S, int K, bool kAcc, class P>
