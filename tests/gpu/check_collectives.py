@@ -246,7 +246,8 @@ def main() -> int:
         flat = [f for fs in all_failures for f in fs]
         for f in flat:
             print("FAIL", f)
-        print(f"check_collectives: {'FAILED' if flat else 'all checks passed'} ({n} GPU(s))")
+        gpus = torch.cuda.device_count() if args.ipc else n
+        print(f"check_collectives: {'FAILED' if flat else 'all checks passed'} ({n} rank(s) on {min(n, gpus)} GPU(s))")
         return 1 if flat else 0
     return 0
 

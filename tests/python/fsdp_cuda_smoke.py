@@ -5,6 +5,13 @@ configuration, losses / gradients / parameters compared.
     torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py
     torchrun --nproc_per_node 1 tests/python/fsdp_cuda_smoke.py   # one GPU: TIDE stays stock
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py   # + the four-rank scenarios (HSDP 2x2)
+    torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc   # 4 ranks on any number of GPUs
+
+--ipc: ranks may share GPUs (rank r on GPU r mod count): torch.distributed on
+gloo, so stock FSDP2 runs its collectives through gloo on the CUDA tensors,
+and TIDE on the CUDA fabric over CUDA IPC ranks (install's fabric
+"cuda-ipc"; NCCL refuses two ranks on one GPU). The same configurations and
+scenarios as under NCCL, e.g. HSDP on a 2x2 mesh with one GPU.
 
 On one GPU there is nothing to gather or scatter: the one-rank scenarios of
 the CPU suite (fsdp_scenarios.ONE_RANK) check that every group stays stock
@@ -16,6 +23,8 @@ package). Prints one line per configuration and exits 1 on any mismatch.
 
 from __future__ import annotations
 
+import argparse
+import functools
 import os
 import sys
 import time
@@ -86,10 +95,22 @@ def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None,
 def main() -> int:
     for var in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
         os.environ.setdefault(var, "0" if var == "NCCL_NVLS_ENABLE" else "1")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ipc", action="store_true",
+                        help="ranks may share GPUs: gloo, and TIDE on the CUDA fabric over CUDA IPC ranks")
+    args = parser.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
-    dist.init_process_group("nccl", device_id=device)
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if args.ipc:
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        dist.init_process_group("gloo")
+        # Every install of this process (the configurations' and the scenarios') on the IPC fabric.
+        tide.fsdp.install = functools.partial(tide.fsdp.install, fabric="cuda-ipc")
+    else:
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
     ctx = Ctx(rank, world, device)
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     configs = {

@@ -1227,6 +1227,16 @@ def refusals(ctx):
     assert not rep["installed"] and rep["reason"] == "not_fsdp", rep
     assert len([m for m in ctx.logs.messages(logging.WARNING) if "stays stock" in m]) == 2
     step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=None, what="stock step 2")
+    # A fabric for the other device type: every group stays stock and says so.
+    wrong = "host" if torch.device(ctx.device).type == "cuda" else "cuda-ipc"
+    rep = tide.fsdp.install(mt, fabric=wrong, timeout_s=TIMEOUT_S)
+    assert rep["groups"] and all(g["reason"] == "fabric_mismatch" for g in rep["groups"]), rep
+    tide.fsdp.uninstall(mt)
+    try:
+        tide.fsdp.install(mt, fabric="nvlink", timeout_s=TIMEOUT_S)
+        raise AssertionError("install accepted fabric 'nvlink'")
+    except ValueError as e:
+        assert "cuda-ipc" in str(e), e
     assert_all_tide(install(mt, ctx), 4)  # on the root, after training started: fine
     step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="tide step")
     tide.fsdp.uninstall(mt)

@@ -98,6 +98,7 @@ def release_collectively(ctx: Any) -> bool:
     dist.all_reduce(free, op=dist.ReduceOp.MIN, group=ctx.pg)
     if int(free.item()):
         ctx.comm.close()
+        ctx.backend.after_close(ctx.pg)
         return True
     _kept.append(ctx.comm)
     return False

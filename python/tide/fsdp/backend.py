@@ -5,10 +5,12 @@ the device and the stream:
   bootstrapped through a directory that the shard group's rank 0 creates and
   broadcasts. TIDE calls run on the fabric's worker threads; the adapter waits
   for each collective before returning (no overlap on CPU).
-- CudaBackend (CUDA, NCCL): the NCCL-bootstrapped copy-engine fabric; the
-  unique id is broadcast over the shard group; collectives are enqueued on
-  FSDP2's streams and ordered with events. (Written to the same shape as the
-  host path; it is not exercised by the CPU tests.)
+- CudaBackend (CUDA): the copy-engine fabric; collectives are enqueued on
+  FSDP2's streams and ordered with events. Bootstrapped through NCCL (a
+  unique id broadcast over the shard group), or, with fabric "cuda-ipc",
+  through CUDA IPC and a file store (any number of ranks per GPU, no NCCL:
+  FSDP2 on gloo with several ranks on one GPU, for tests). (Not exercised by
+  the CPU tests.)
 
 Arena memory is wrapped as torch tensors that each own a fresh storage with
 storage_offset 0 (what FSDP2's as_strided and copy.deepcopy of a state dict
@@ -74,7 +76,7 @@ def _retained(backend: Any, keep: list) -> list:
 
 
 class HostBackend:
-    fabric = "host"
+    fabric = name = "host"
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -149,11 +151,14 @@ class _CudaArray:
 class CudaBackend:
     fabric = "cuda"
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, bootstrap: str = "nccl"):
         self.device = device
+        self.bootstrap = bootstrap  # "nccl" or "ipc"
+        self.name = "cuda-ipc" if bootstrap == "ipc" else "cuda"
         self.poison_read_inputs = False
         self.release_grads = "read-done"
         self._read_stream: torch.cuda.Stream | None = None
+        self._store_dir: str | None = None  # "ipc": rank 0's store directory, removed in after_close
 
     def read_stream(self) -> torch.cuda.Stream:
         """A stream that waits only for reduce-scatters' read-done points."""
@@ -165,11 +170,28 @@ class CudaBackend:
         from tide.comm import unique_id
 
         rank = pg.rank()
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        if self.bootstrap == "ipc":
+            # The store serves the fabric's barriers until the communicator
+            # closes (close itself meets the other ranks there): it is removed
+            # only in after_close, once every rank has closed.
+            box = [tempfile.mkdtemp(prefix="tide-fsdp-ipc-") if rank == 0 else None]
+            dist.broadcast_object_list(box, src=_group_src(pg), group=pg)
+            self._store_dir = box[0] if rank == 0 else None
+            return Communicator(nodes=nodes, gpus_per_node=gpus_per_node, rank=rank, arena_bytes=arena_bytes,
+                                fabric="cuda-ipc", store_dir=box[0], device=index, timeout_s=timeout_s)
         box = [unique_id() if rank == 0 else None]
         dist.broadcast_object_list(box, src=_group_src(pg), group=pg)
-        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return Communicator(nodes=nodes, gpus_per_node=gpus_per_node, rank=rank, arena_bytes=arena_bytes,
                             fabric="cuda", unique_id=box[0], device=index, timeout_s=timeout_s)
+
+    def after_close(self, pg: Any) -> None:
+        """Called on every rank of `pg` once its communicator is closed."""
+        if self.bootstrap == "ipc":
+            dist.barrier(group=pg)  # no rank still meets the others in the store
+            if self._store_dir is not None:
+                shutil.rmtree(self._store_dir, ignore_errors=True)
+                self._store_dir = None
 
     def wrap(self, addr: int, nbytes: int, dtype: torch.dtype, keepalive: Any) -> torch.Tensor:
         return torch.as_tensor(_CudaArray(addr, nbytes, keepalive), device=self.device).view(dtype)
@@ -233,18 +255,28 @@ class CudaBackend:
         region.free_events.append(torch.cuda.current_stream(self.device).record_event())
 
 
+FABRICS = ("host", "cuda", "cuda-ipc")
+
+
+def device_type(fabric: str) -> str:
+    """The torch device type of the parameters a fabric serves."""
+    return "cpu" if fabric == "host" else "cuda"
+
+
 def make_backend(fabric: str, device: torch.device) -> HostBackend | CudaBackend:
     if fabric == "host":
         return HostBackend(device)
     if fabric == "cuda":
         return CudaBackend(device)
-    raise ValueError(f"unknown fabric {fabric!r} (host or cuda)")
+    if fabric == "cuda-ipc":
+        return CudaBackend(device, bootstrap="ipc")
+    raise ValueError(f"unknown fabric {fabric!r} (one of {FABRICS})")
 
 
 def default_topology(world_size: int, fabric: str) -> tuple[int, int]:
     """(nodes, gpus_per_node): one node of up to 8 on the host fabric; on CUDA
     the local world size (LOCAL_WORLD_SIZE, else the visible GPUs)."""
-    if fabric == "cuda":
+    if fabric != "host":
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or torch.cuda.device_count() or 1
     else:
         local = 8

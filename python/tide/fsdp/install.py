@@ -57,7 +57,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     mode: "in-place" (reduce-scatter reads gradients where autograd left them)
         or "slot-reuse" (gradients move into the group's vacated all-gather
         region and are freed at once).
-    fabric: "host" (CPU, gloo) or "cuda"; default: from the groups' device.
+    fabric: "host" (CPU, gloo), "cuda" (NCCL bootstrap) or "cuda-ipc" (the
+        CUDA fabric bootstrapped through CUDA IPC: ranks may share a GPU, e.g.
+        FSDP2 on gloo with several processes per GPU in tests); default: from
+        the groups' device ("host" or "cuda").
     topology: (nodes, gpus_per_node) of each shard group; default: one node
         on the host fabric, the local world size on CUDA.
     ring: lay groups out in two ring slots (App. F); False gives every group
@@ -101,8 +104,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
     if release_grads not in RELEASE_GRADS:
         raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
-    if fabric not in (None, "host", "cuda"):
-        raise ValueError(f"fabric must be 'host', 'cuda' or None, got {fabric!r}")
+    if fabric is not None and fabric not in _backend.FABRICS:
+        raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
     if model in _installed:
         log.info("tide.fsdp: already installed on this model; uninstall() first to change options")
         return report(model, echo=False)
@@ -152,9 +155,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     for info in inst.infos:
         if info.reason is None:
             fab = fabric or ("cuda" if info.device.type == "cuda" else "host")
-            if (fab == "cuda") != (info.device.type == "cuda"):
+            if _backend.device_type(fab) != info.device.type:
                 info.reason, info.detail = "fabric_mismatch", f"fabric '{fab}' for parameters on {info.device}"
-            elif fab == "cuda" and not tide_comm.has_cuda():
+            elif fab != "host" and not tide_comm.has_cuda():
                 info.reason, info.detail = "fabric_unavailable", "this libtide has no CUDA fabric"
             else:
                 buckets.setdefault(id(info.pg), []).append(info)
@@ -319,7 +322,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
         _fit_passes(tide_groups, nodes, gpus, mode, plan_options)
 
     backend = _backend.make_backend(fab, first.device)
-    ctx = CommContext(first.pg, fab, backend, (nodes, gpus))
+    ctx = CommContext(first.pg, backend.fabric, backend, (nodes, gpus))
     ctx.groups = tide_groups
     ctx.regions = _arena.assign_regions(tide_groups, ring=ring)
     residents = [tg.shard_bytes for tg in tide_groups if tg.adopt]
@@ -329,7 +332,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             tg.extra_plans.append(make_plan(**_plan_args(tg.info, dtype, nodes, gpus, mode, tg.plan_options)))
     plan_args = [_plan_args(tg.info, dtype, nodes, gpus, mode, tg.plan_options)
                  for tg in tide_groups for dtype in tg.grad_dtypes]
-    ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, fab)
+    ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, backend.fabric)
 
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm

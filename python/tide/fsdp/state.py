@@ -184,7 +184,7 @@ class CommContext:
         return {
             "ranks": self.topology[0] * self.topology[1],
             "topology": list(self.topology),
-            "fabric": self.fabric,
+            "fabric": self.backend.name,  # as install names it: host, cuda or cuda-ipc
             "rails": self.comm.rails if self.comm is not None else None,  # the fabric's run-time choice
             "fabric_stats": self.comm.stats if self.comm is not None else None,  # copies, sums, copy graphs
             "arena_bytes": self.arena_bytes,
