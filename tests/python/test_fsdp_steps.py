@@ -147,3 +147,14 @@ def test_sync_warnings_are_counted_per_step_by_line():
     assert count_sync_warnings(caught, steps=2) == [(3.0, "torch/nn/functional.py:12"),
                                                     (2.0, "tide/bench/models.py:204")]
     assert count_sync_warnings([], steps=2) == []
+
+
+def test_ipc_option_is_for_cuda_ranks_and_reaches_install():
+    """--ipc (ranks sharing GPUs) refuses CPU ranks with a message, and hands install() the
+    cuda-ipc fabric through the training configuration; without it install picks by device."""
+    from tide.bench import fsdp_steps
+
+    with pytest.raises(SystemExit):
+        fsdp_steps.parse_args(["--device", "cpu", "--ipc"])
+    assert fsdp_steps.train_config(fsdp_steps.parse_args(["--device", "cuda", "--ipc"])).tide_fabric == "cuda-ipc"
+    assert fsdp_steps.train_config(fsdp_steps.parse_args(["--device", "cpu"])).tide_fabric is None

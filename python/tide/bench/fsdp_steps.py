@@ -147,7 +147,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tide-plan", choices=sorted(PLAN_OPTIONS), default="default",
                    help="plan options for the TIDE systems (tide.bench.calibration; default: the library's)")
     p.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON (rank 0)")
+    p.add_argument("--ipc", action="store_true",
+                   help="CUDA ranks may share GPUs (rank r on GPU r mod count): gloo for torch.distributed and "
+                        "TIDE on the cuda-ipc fabric. Stock FSDP2 then runs its collectives through gloo, so it is "
+                        "no baseline: this is for TIDE's host time and correctness on fewer GPUs than ranks")
     args = p.parse_args(argv)
+    if args.ipc and args.device == "cpu":
+        p.error("--ipc is for CUDA ranks (the host fabric needs no IPC)")
     if args.tokens is None:
         args.tokens = [64] if args.tiny else [4096]
     if args.seq_len is None:
@@ -177,9 +183,14 @@ def setup(args) -> tuple[Env, bool]:
         os.environ.pop("TIDE_ENABLE_MULTICAST", None)
         # As tools/gpu_run.sh: TIDE's stream waits need more hardware queues than CUDA's default 8.
         os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+    ipc = want_cuda and getattr(args, "ipc", False)
     created = False
     if not dist.is_initialized():
-        if want_cuda:
+        if ipc:
+            local = int(os.environ.get("LOCAL_RANK", "0")) % max(1, torch.cuda.device_count())
+            torch.cuda.set_device(local)
+            dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+        elif want_cuda:
             local = int(os.environ.get("LOCAL_RANK", "0"))
             device = torch.device("cuda", local)
             torch.cuda.set_device(device)
@@ -189,7 +200,8 @@ def setup(args) -> tuple[Env, bool]:
         created = True
     rank, world = dist.get_rank(), dist.get_world_size()
     if want_cuda:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank % max(1, torch.cuda.device_count()))))
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        device = torch.device("cuda", local % torch.cuda.device_count() if ipc else local)
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
@@ -239,7 +251,8 @@ def model_config(kind: str, args) -> models.ModelConfig:
 def train_config(args) -> TrainConfig:
     return TrainConfig(lr=args.lr, lr_warmup=args.lr_warmup, clip=args.clip,
                        master_dtype=torch.bfloat16 if args.master_dtype == "bf16" else torch.float32,
-                       tide_timeout_s=args.tide_timeout, tide_plan=dict(PLAN_OPTIONS[args.tide_plan]))
+                       tide_timeout_s=args.tide_timeout, tide_plan=dict(PLAN_OPTIONS[args.tide_plan]),
+                       tide_fabric="cuda-ipc" if getattr(args, "ipc", False) else None)
 
 
 # ------------------------------------------------------------------ statistics

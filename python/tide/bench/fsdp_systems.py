@@ -101,6 +101,7 @@ class TrainConfig:
     master_dtype: torch.dtype = torch.float32   # sharded parameters / optimizer (compute is bf16)
     tide_timeout_s: float = 120.0
     tide_plan: dict = field(default_factory=dict)  # install(plan_options=...): calibration.PLAN_OPTIONS
+    tide_fabric: str | None = None     # install(fabric=...): None picks by device; "cuda-ipc" for --ipc
 
 
 def unavailable(name: str) -> str | None:
@@ -236,7 +237,7 @@ def build_system(name: str, cfg: models.ModelConfig, env: Env, train: TrainConfi
             options = dict(TIDE_INSTALL_OPTIONS.get(name, {}))
             plan = {**(train.tide_plan or {}), **options.pop("plan_options", {})}
             with scoped_env(TIDE_INSTALL_ENV.get(name, {})):
-                system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name],
+                system.tide_report = tide.fsdp.install(model, mode=TIDE_MODES[name], fabric=train.tide_fabric,
                                                        timeout_s=train.tide_timeout_s, plan_options=plan or None,
                                                        **options)
         except Exception as e:  # noqa: BLE001 - e.g. no libtide: the same on every rank, reported as a skip

@@ -141,9 +141,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sync-debug", action="store_true",
                    help="also run 2 steps under torch.cuda.set_sync_debug_mode('warn') and list the operations "
                         "that made the host wait for the GPU, by Python line (CUDA only)")
+    p.add_argument("--ipc", action="store_true",
+                   help="ranks may share GPUs: gloo and TIDE on the cuda-ipc fabric (as fsdp_steps --ipc): TIDE's "
+                        "host time with fewer GPUs than ranks; stock's collectives then go through gloo")
     args = p.parse_args(argv)
     fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens), "--device", args.device]
-                                  + (["--tiny"] if args.tiny else []))
+                                  + (["--tiny"] if args.tiny else []) + (["--ipc"] if args.ipc else []))
     env, _ = fsdp_steps.setup(fargs)
     cfg = fsdp_steps.model_config(args.model, fargs)
     train = fsdp_steps.train_config(fargs)
