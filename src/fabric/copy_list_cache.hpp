@@ -12,6 +12,16 @@
 // never built again. At most `maxReplays` are kept, the least recently used
 // destroyed first; at most `maxLists` lists are remembered, lists seen only
 // once making room when that many are.
+//
+// Lists the owner marks volatile (memory it does not own, e.g. gradients from
+// a caching allocator) recur only as long as that memory comes back at the
+// same addresses. Where it does not, their replays are built and hardly ever
+// launched: a millisecond of host time each for nothing, every step. So
+// volatile lists are built only while it pays: freely for the first
+// `probeBuilds`, after that only while the volatile replays have been launched
+// at least `launchesPerBuild` times per volatile replay built. The test is
+// made again at every second sighting, so building resumes once the replays
+// already built are launched often enough.
 #pragma once
 
 #include <cstddef>
@@ -34,24 +44,38 @@ class CopyListCache {
     int64_t hits = 0;     // sightings answered with a replay
     int64_t built = 0;    // replays built
     int64_t dropped = 0;  // replays destroyed to stay under maxReplays
+    int64_t volatileHits = 0;     // of hits: volatile lists'
+    int64_t volatileBuilt = 0;    // of built: volatile lists'
+    int64_t volatileSkipped = 0;  // second sightings of volatile lists left unbuilt: it did not pay
+  };
+  struct VolatilePolicy {
+    int64_t probeBuilds = 32;
+    int64_t launchesPerBuild = 8;
   };
 
-  CopyListCache(size_t maxLists, size_t maxReplays) : maxLists_(maxLists), maxReplays_(maxReplays) {}
+  CopyListCache(size_t maxLists, size_t maxReplays, VolatilePolicy policy = {})
+      : maxLists_(maxLists), maxReplays_(maxReplays), policy_(policy) {}
   CopyListCache(const CopyListCache&) = delete;
   CopyListCache& operator=(const CopyListCache&) = delete;
 
   // The replay for this sighting of `key`, or Replay{} (copy the plain way).
-  Replay sight(Key&& key) {
+  // `isVolatile`: the list holds memory that may not come back at the same
+  // addresses (see above); fixed by the list's first sighting.
+  Replay sight(Key&& key, bool isVolatile = false) {
     auto it = lists_.find(key);
     if (it == lists_.end()) {
       // Lists beyond the live replays were seen once, are wanted, or were declined.
       if (lists_.size() >= maxLists_ && lists_.size() > live_) forgetOneOffs();
-      if (lists_.size() < maxLists_) lists_.emplace(std::move(key), Entry{});
+      if (lists_.size() < maxLists_) lists_.emplace(std::move(key), Entry{.isVolatile = isVolatile});
       return Replay{};
     }
     Entry& e = it->second;
     if (e.replay == Replay{}) {
       if (!e.declined && !e.wanted && wanted_.size() < maxLists_) {
+        if (e.isVolatile && !volatileBuildsPay()) {
+          ++stats_.volatileSkipped;
+          return Replay{};
+        }
         e.wanted = true;
         wanted_.push_back(it->first);
       }
@@ -59,7 +83,14 @@ class CopyListCache {
     }
     e.lastUse = ++tick_;
     ++stats_.hits;
+    if (e.isVolatile) ++stats_.volatileHits;
     return e.replay;
+  }
+
+  // Whether a volatile list sighted twice now would be built.
+  bool volatileBuildsPay() const {
+    return stats_.volatileBuilt < policy_.probeBuilds ||
+           stats_.volatileHits >= policy_.launchesPerBuild * stats_.volatileBuilt;
   }
 
   bool hasWanted() const { return !wanted_.empty(); }
@@ -85,6 +116,7 @@ class CopyListCache {
         e.lastUse = ++tick_;  // as recent as a launch now: built lists are not dropped before their first use
         ++live_;
         ++stats_.built;
+        if (e.isVolatile) ++stats_.volatileBuilt;
         ++built;
       }
     }
@@ -115,6 +147,7 @@ class CopyListCache {
   };
   struct Entry {
     Replay replay{};
+    bool isVolatile = false;
     bool declined = false;
     bool wanted = false;  // sighted twice, waiting for buildWanted()
     uint64_t lastUse = 0;
@@ -140,6 +173,7 @@ class CopyListCache {
 
   size_t maxLists_;
   size_t maxReplays_;
+  VolatilePolicy policy_;
   std::unordered_map<Key, Entry, KeyHash> lists_;
   std::vector<Key> wanted_;  // in the order they became wanted
   size_t live_ = 0;

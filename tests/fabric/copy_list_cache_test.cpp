@@ -23,7 +23,7 @@ struct Driver {
   std::vector<int> destroyed;
   std::vector<int64_t> declined;
 
-  int sight(Cache& c, int64_t list) { return c.sight(key(list)); }
+  int sight(Cache& c, int64_t list, bool isVolatile = false) { return c.sight(key(list), isVolatile); }
 
   // The owner's safe point: every wanted list built.
   size_t build(Cache& c) {
@@ -39,11 +39,11 @@ struct Driver {
   }
 
   // A list's way to its replay: two sightings, a safe point, a sighting.
-  int replayOf(Cache& c, int64_t list) {
-    sight(c, list);
-    sight(c, list);
+  int replayOf(Cache& c, int64_t list, bool isVolatile = false) {
+    sight(c, list, isVolatile);
+    sight(c, list, isVolatile);
     build(c);
-    return sight(c, list);
+    return sight(c, list, isVolatile);
   }
 
   // Lists first..first+n-1, each brought to its replay in turn (within the cap).
@@ -196,6 +196,65 @@ TEST(CopyListCache, ForEachReplayVisitsEveryLiveReplayOnce) {
   EXPECT_EQ(d.destroyed.size(), 2u);
   for (int r : live)
     for (int gone : d.destroyed) EXPECT_NE(r, gone);  // destroyed once, never handed back
+}
+
+}  // namespace
+}  // namespace tide::fabric
+
+namespace tide::fabric {
+namespace {
+
+// Volatile lists (gradients from a caching allocator) whose addresses do not
+// recur: after the probe builds, building stops while the replays go unused,
+// and the lists keep going the plain way.
+TEST(CopyListCache, VolatileListsThatDoNotRecurStopBeingBuiltAfterTheProbe) {
+  Cache c(4096, 1024, {.probeBuilds = 4, .launchesPerBuild = 3});
+  Driver d;
+  // Each "step" sights a fresh volatile list twice (built), then never again.
+  for (int64_t list = 1; list <= 4; ++list) {
+    d.sight(c, list, true);
+    d.sight(c, list, true);
+    EXPECT_EQ(d.build(c), 1u) << list;
+  }
+  EXPECT_EQ(c.stats().volatileBuilt, 4);
+  EXPECT_FALSE(c.volatileBuildsPay());  // 4 built, 0 launched
+  for (int64_t list = 5; list <= 20; ++list) {
+    EXPECT_EQ(d.sight(c, list, true), 0);
+    EXPECT_EQ(d.sight(c, list, true), 0);
+    EXPECT_FALSE(c.hasWanted()) << list;
+    EXPECT_EQ(d.build(c), 0u);
+  }
+  EXPECT_EQ(c.stats().volatileSkipped, 16);
+  EXPECT_EQ(c.stats().built, 4);
+  // Stable lists are not held back by the volatile ones.
+  EXPECT_NE(d.replayOf(c, 100), 0);
+  EXPECT_EQ(c.stats().built, 5);
+  EXPECT_EQ(c.stats().volatileBuilt, 4);
+}
+
+// Once the volatile replays already built are launched often enough, building
+// resumes; launches of stable replays do not count toward it.
+TEST(CopyListCache, VolatileBuildingResumesWhenItsReplaysAreLaunched) {
+  Cache c(4096, 1024, {.probeBuilds = 2, .launchesPerBuild = 3});
+  Driver d;
+  const int a = d.replayOf(c, 1, true);  // built and launched once
+  const int b = d.replayOf(c, 2, true);
+  ASSERT_NE(a, 0);
+  ASSERT_NE(b, 0);
+  EXPECT_EQ(c.stats().volatileHits, 2);
+  const int stable = d.replayOf(c, 50);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(d.sight(c, 50), stable);
+  EXPECT_FALSE(c.volatileBuildsPay());  // 2 volatile launches for 2 builds: under 3 each
+  d.sight(c, 3, true);
+  d.sight(c, 3, true);
+  EXPECT_EQ(d.build(c), 0u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(d.sight(c, 1, true), a);  // 6 volatile launches: 3 per build
+  EXPECT_TRUE(c.volatileBuildsPay());
+  d.sight(c, 3, true);  // its next second-or-later sighting tests again
+  EXPECT_EQ(d.build(c), 1u);
+  EXPECT_NE(d.sight(c, 3, true), 0);
+  EXPECT_EQ(c.stats().volatileBuilt, 3);
+  EXPECT_EQ(c.stats().volatileSkipped, 1);
 }
 
 }  // namespace

@@ -126,6 +126,10 @@ def test_host_profile_splits_the_step_by_phase_and_function(job):
     adapter = [f for _ms, _calls, f in report["tide-in-place"]["functions"] if f.startswith("tide/fsdp/")]
     assert any("all_gather.py" in f for f in adapter) and any("reduce_scatter.py" in f for f in adapter), adapter
     assert not [f for _ms, _calls, f in report["stock"]["functions"] if f.startswith("tide/fsdp/")]
+    # The fabric's counts per profiled step: TIDE's copies on the host fabric (no graphs there); none for stock.
+    assert report["stock"]["fabric"] == {}, report["stock"]["fabric"]
+    fabric = report["tide-in-place"]["fabric"]
+    assert fabric["copy_descriptors"] > 0 and fabric["copy_graph_launches"] == fabric["copy_graphs_built"] == 0, fabric
     # --sync-debug: the CUDA sync debug mode has nothing to report on CPU ranks.
     assert all(res["syncs"] == [] for res in report.values()), {n: r["syncs"] for n, r in report.items()}
 

@@ -68,17 +68,33 @@ def python_functions(prof, steps: int) -> list[tuple[float, float, str]]:
     return sorted(((ms, calls, name) for name, (ms, calls) in acc.items()), reverse=True)
 
 
+FABRIC_COUNTS = ("copy_descriptors", "copy_graph_launches", "copy_graphs_built")
+
+
+def fabric_counts(system) -> dict[str, int]:
+    """This rank's fabric counts summed over the system's communicators (none for stock)."""
+    if system.tide_report is None or not system.tide_report.get("installed"):
+        return {}
+    import tide.fsdp
+
+    arenas = tide.fsdp.report(system.model, echo=False).get("arenas", [])
+    return {k: sum((a.get("fabric_stats") or {}).get(k, 0) for a in arenas) for k in FABRIC_COUNTS}
+
+
 def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
     for b in batches[:3]:
         system.step(*b)
     env.sync()
     env.barrier()
+    before = fabric_counts(system)
     with profile(activities=[ProfilerActivity.CPU], with_stack=with_python) as prof:
         t0 = time.perf_counter()
         for b in batches[3:3 + steps]:
             system.step(*b)
         host = (time.perf_counter() - t0) * 1e3 / steps
         env.sync()
+    after = fabric_counts(system)
+    fabric = {k: (after[k] - before[k]) / steps for k in after}
     phases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     ops = []
     for e in prof.key_averages():
@@ -90,7 +106,7 @@ def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
             ops.append((e.self_cpu_time_total / 1e3 / steps, e.count / steps, e.key))
     ops.sort(reverse=True)
     funcs = python_functions(prof, steps) if with_python else []
-    return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs}
+    return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs, "fabric": fabric}
 
 
 SYNC_WARNING = re.compile(r"synchroniz", re.IGNORECASE)
@@ -177,6 +193,11 @@ def main(argv: list[str] | None = None) -> dict:
             ms, calls = results[n]["phases"].get(ph, [0.0, 0])
             cells.append(f"{ms:>12.2f} ({calls:>4.0f} x)")
         print(f"{ph:<40}" + "".join(f"{c:>22}" for c in cells))
+    for n in names:
+        if results[n]["fabric"]:  # after the warm-up steps, so builds here are graphs that keep being rebuilt
+            f = results[n]["fabric"]
+            print(f"# {n}: fabric per profiled step: {f['copy_descriptors']:.0f} copies, "
+                  f"{f['copy_graph_launches']:.1f} lists as graph launches, {f['copy_graphs_built']:.1f} graphs built")
     for n in names:
         print(f"\n# {n}: operators by self host time per step")
         print(f"{'self_ms':>9} {'calls':>7}  operator")

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 #include "fabric/byte_range.hpp"
 
@@ -121,6 +122,7 @@ CopyEngine::CopyEngine(int device, std::vector<Window> stable, cudaStream_t uplo
 CopyEngine::~CopyEngine() {
   // An executable graph still in flight is freed when it completes.
   cache_.forEachReplay([](cudaGraphExec_t exec) { cudaGraphExecDestroy(exec); });
+  for (const auto& [exec, uploaded] : uploads_) cudaEventDestroy(uploaded);
 }
 
 CopyEngine::GraphStats CopyEngine::graphStats() const {
@@ -128,9 +130,14 @@ CopyEngine::GraphStats CopyEngine::graphStats() const {
   return GraphStats{.launches = s.hits, .built = s.built, .dropped = s.dropped};
 }
 
-bool CopyEngine::graphable(const void* p, int64_t bytes) const {
+bool CopyEngine::inStable(const void* p, int64_t bytes) const {
   for (const Window& w : stable_)
     if (liesWithin(p, bytes, w.base, w.bytes)) return true;
+  return false;
+}
+
+bool CopyEngine::graphable(const void* p, int64_t bytes) const {
+  if (inStable(p, bytes)) return true;
   // Device memory of this GPU (a caching allocator's block): a graph replays
   // only for these very addresses, and copy engines resolve virtual addresses
   // when they run, so a block freed and handed out again at the same address
@@ -195,15 +202,25 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   key.words.reserve(1 + ops.size() * kWordsPerCopy);
   key.words.push_back(reinterpret_cast<int64_t>(stream));
   int64_t total = 0;
+  bool outsideArenas = false;  // the list is volatile: see copy_list_cache.hpp
   for (const CopyOp& op : ops) {
     validate(op);
     total += op.width * op.rows;
+    if (op.width != 0 && !outsideArenas)
+      outsideArenas = !inStable(op.dst, extent(op, op.dstPitch)) || !inStable(op.src, extent(op, op.srcPitch));
     for (int64_t w : {reinterpret_cast<int64_t>(op.dst), reinterpret_cast<int64_t>(op.src), op.width, op.rows,
                       op.rows == 1 ? 0 : op.srcPitch, op.rows == 1 ? 0 : op.dstPitch})
       key.words.push_back(w);
   }
-  const cudaGraphExec_t exec = cache_.sight(std::move(key));
+  const cudaGraphExec_t exec = cache_.sight(std::move(key), outsideArenas);
   if (exec == nullptr) return enqueueCopies(stream, ops);  // validated above
+  if (auto up = uploads_.find(exec); up != uploads_.end()) {
+    // Its first launch: after its upload (on the owner's idle stream), which
+    // the host did not wait for.
+    TIDE_CUDA_CHECK(cudaStreamWaitEvent(stream, up->second, 0));
+    TIDE_CUDA_CHECK(cudaEventDestroy(up->second));  // released once the wait has passed
+    uploads_.erase(up);
+  }
   TIDE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   return total;
 }
@@ -220,14 +237,42 @@ void CopyEngine::buildWanted() {
                                k[5]});
         }
         const cudaGraphExec_t exec = build(ops);
-        // Its first launch would upload it; here nothing waits on the upload.
+        // Its first launch would upload it; here nothing waits on the upload,
+        // and neither does the host: the first launch waits for its event.
         if (exec != nullptr) {
+          cudaEvent_t uploaded = nullptr;
           TIDE_CUDA_CHECK(cudaGraphUpload(exec, upload_));
-          TIDE_CUDA_CHECK(cudaStreamSynchronize(upload_));
+          TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming));
+          TIDE_CUDA_CHECK(cudaEventRecord(uploaded, upload_));
+          uploads_.emplace(exec, uploaded);
         }
         return exec;
       },
-      [](cudaGraphExec_t dropped) { cudaGraphExecDestroy(dropped); });  // in flight: freed when it completes
+      [this](cudaGraphExec_t dropped) {
+        if (auto up = uploads_.find(dropped); up != uploads_.end()) {
+          cudaEventDestroy(up->second);
+          uploads_.erase(up);
+        }
+        cudaGraphExecDestroy(dropped);  // in flight: freed when it completes
+      });
+  reportVolatilePolicy();
+}
+
+void CopyEngine::reportVolatilePolicy() {
+  const bool pays = cache_.volatileBuildsPay();
+  if (pays == volatileBuildsPay_) return;
+  volatileBuildsPay_ = pays;
+  const auto& s = cache_.stats();
+  if (!pays)
+    std::fprintf(stderr,
+                 "[tide cuda fabric] copy graphs for lists outside the arenas paused: %lld built, launched %lld "
+                 "times (their memory does not come back at the same addresses); those lists go out as "
+                 "batches\n",
+                 static_cast<long long>(s.volatileBuilt), static_cast<long long>(s.volatileHits));
+  else
+    std::fprintf(stderr, "[tide cuda fabric] copy graphs for lists outside the arenas resumed (%lld built, %lld "
+                         "launches)\n",
+                 static_cast<long long>(s.volatileBuilt), static_cast<long long>(s.volatileHits));
 }
 
 int64_t issueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {

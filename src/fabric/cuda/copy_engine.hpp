@@ -13,15 +13,19 @@
 // 4.5-8 (tide_copy_launch_probe, BENCHMARKS.md),
 // and the nodes still run on copy engines. Only the arenas (this rank's and
 // its peers', which live as long as the endpoint) and device memory of this
-// GPU enter graphs. An engine keeps at most 1024 graphs (the least recently
-// launched goes first; the policy is fabric/copy_list_cache.hpp).
-// TIDE_COPY_GRAPHS=0 turns them off.
+// GPU enter graphs; lists with memory outside the arenas only while their
+// graphs are launched often enough to pay for their builds (a caching
+// allocator need not hand gradients out at the same addresses every step).
+// An engine keeps at most 1024 graphs (the least recently launched goes
+// first; the policy is fabric/copy_list_cache.hpp). TIDE_COPY_GRAPHS=0 turns
+// them off.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "fabric/copy_list_cache.hpp"
@@ -64,7 +68,10 @@ class CopyEngine {
   GraphStats graphStats() const;
 
  private:
+  bool inStable(const void* p, int64_t bytes) const;
   bool graphable(const void* p, int64_t bytes) const;
+  // One line on stderr whenever building lists outside the arenas pauses or resumes.
+  void reportVolatilePolicy();
   // Null when the list holds memory that stays out, or (graphs then off, with
   // a logged line) when the driver refuses.
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
@@ -73,7 +80,10 @@ class CopyEngine {
   cudaStream_t upload_ = nullptr;  // a graph's upload at its build, off every queue (the owner's)
   std::vector<Window> stable_;
   bool enabled_ = true;
+  bool volatileBuildsPay_ = true;  // as last reported
   CopyListCache<cudaGraphExec_t> cache_;
+  // Graphs uploaded but not yet launched: the event their first launch waits for.
+  std::unordered_map<cudaGraphExec_t, cudaEvent_t> uploads_;
 };
 
 }  // namespace tide::fabric::cuda
