@@ -92,6 +92,16 @@ int64_t enqueueCopies(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   return total;
 }
 
+// TIDE_COPY_GRAPHS_TRACE=1: one stderr line per graph built (a diagnostic of
+// which lists recur, not a mode to run in).
+bool traceGraphBuilds() {
+  static const bool trace = [] {
+    const char* v = std::getenv("TIDE_COPY_GRAPHS_TRACE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return trace;
+}
+
 bool graphsWanted() {
   const char* v = std::getenv("TIDE_COPY_GRAPHS");
   return v == nullptr || std::strcmp(v, "0") != 0;
@@ -117,6 +127,10 @@ CopyEngine::CopyEngine(int device, std::vector<Window> stable, cudaStream_t uplo
     : device_(device), upload_(upload), stable_(std::move(stable)), enabled_(graphsWanted()),
       cache_(kMaxLists, kMaxGraphs) {
   if (!enabled_) std::fprintf(stderr, "[tide cuda fabric] copy graphs off (TIDE_COPY_GRAPHS=0)\n");
+  if (traceGraphBuilds())
+    for (const Window& w : stable_)
+      std::fprintf(stderr, "[tide copy graphs] device %d arena window %p + %lld B\n", device_, w.base,
+                   static_cast<long long>(w.bytes));
 }
 
 CopyEngine::~CopyEngine() {
@@ -237,6 +251,20 @@ void CopyEngine::buildWanted() {
                                k[5]});
         }
         const cudaGraphExec_t exec = build(ops);
+        if (traceGraphBuilds()) {
+          int outside = 0;
+          int64_t bytes = 0;
+          for (const CopyOp& op : ops) {
+            outside += !inStable(op.dst, extent(op, op.dstPitch)) || !inStable(op.src, extent(op, op.srcPitch));
+            bytes += op.width * op.rows;
+          }
+          std::fprintf(stderr,
+                       "[tide copy graphs] device %d built=%d stream %p: %zu copies (%d outside the arenas), %lld B, "
+                       "first dst %p src %p\n",
+                       device_, exec != nullptr, reinterpret_cast<void*>(key.words[0]), ops.size(), outside,
+                       static_cast<long long>(bytes), ops.empty() ? nullptr : ops[0].dst,
+                       ops.empty() ? nullptr : ops[0].src);
+        }
         // Its first launch would upload it; here nothing waits on the upload,
         // and neither does the host: the first launch waits for its event.
         if (exec != nullptr) {
