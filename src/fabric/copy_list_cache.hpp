@@ -20,8 +20,9 @@
 // volatile lists are built only while it pays: freely for the first
 // `probeBuilds`, after that only while the volatile replays have been launched
 // at least `launchesPerBuild` times per volatile replay built. The test is
-// made again at every second sighting, so building resumes once the replays
-// already built are launched often enough.
+// made at every later sighting of an unbuilt list and again when it would be
+// built, so building resumes once the replays already built are launched
+// often enough.
 #pragma once
 
 #include <cstddef>
@@ -109,6 +110,10 @@ class CopyListCache {
       if (it == lists_.end() || !it->second.wanted) continue;  // forgotten since (one-offs made room)
       Entry& e = it->second;
       e.wanted = false;
+      if (e.isVolatile && !volatileBuildsPay()) {  // the probe ended among the lists wanted since the last call
+        ++stats_.volatileSkipped;
+        continue;
+      }
       if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `e`: it holds no replay yet
       e.replay = build(it->first);
       e.declined = e.replay == Replay{};

@@ -257,5 +257,23 @@ TEST(CopyListCache, VolatileBuildingResumesWhenItsReplaysAreLaunched) {
   EXPECT_EQ(c.stats().volatileSkipped, 1);
 }
 
+// Lists that became wanted together are tested one by one as they are built:
+// the probe ends at exactly probeBuilds even when more were wanted at once.
+TEST(CopyListCache, TheProbeEndsWithinOneSafePoint) {
+  Cache c(4096, 1024, {.probeBuilds = 3, .launchesPerBuild = 2});
+  Driver d;
+  for (int64_t list = 1; list <= 6; ++list) {
+    d.sight(c, list, true);
+    d.sight(c, list, true);
+  }
+  EXPECT_TRUE(c.hasWanted());
+  EXPECT_EQ(d.build(c), 3u);
+  EXPECT_EQ(c.stats().volatileBuilt, 3);
+  EXPECT_EQ(c.stats().volatileSkipped, 3);
+  EXPECT_FALSE(c.hasWanted());
+  EXPECT_NE(d.sight(c, 1, true), 0);  // the three built replay
+  EXPECT_EQ(d.sight(c, 6, true), 0);  // the others go the plain way
+}
+
 }  // namespace
 }  // namespace tide::fabric

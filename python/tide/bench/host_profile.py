@@ -81,15 +81,15 @@ def fabric_counts(system) -> dict[str, int]:
     return {k: sum((a.get("fabric_stats") or {}).get(k, 0) for a in arenas) for k in FABRIC_COUNTS}
 
 
-def profile_system(system, batches, steps: int, env, with_python: bool) -> dict:
-    for b in batches[:3]:
+def profile_system(system, batches, steps: int, env, with_python: bool, warmup: int = 3) -> dict:
+    for b in batches[:warmup]:
         system.step(*b)
     env.sync()
     env.barrier()
     before = fabric_counts(system)
     with profile(activities=[ProfilerActivity.CPU], with_stack=with_python) as prof:
         t0 = time.perf_counter()
-        for b in batches[3:3 + steps]:
+        for b in batches[warmup:warmup + steps]:
             system.step(*b)
         host = (time.perf_counter() - t0) * 1e3 / steps
         env.sync()
@@ -146,7 +146,10 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="moe", choices=["llama", "moe"])
     p.add_argument("--tokens", type=int, default=4096)
-    p.add_argument("--steps", type=int, default=3, help="profiled steps per system (after 3 warm-up steps)")
+    p.add_argument("--steps", type=int, default=3, help="profiled steps per system (after the warm-up steps)")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="warm-up steps per system (default 3; the CUDA fabric builds its copy graphs in the first "
+                        "steps, so more shows the steady state)")
     p.add_argument("--systems", nargs="+", default=["stock", "tide-in-place"])
     p.add_argument("--top", type=int, default=25, help="operators listed per system")
     p.add_argument("--tiny", action="store_true", help="the CPU test model (as fsdp_steps --tiny)")
@@ -167,15 +170,15 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = fsdp_steps.model_config(args.model, fargs)
     train = fsdp_steps.train_config(fargs)
     sync_steps = 2 if args.sync_debug else 0
-    batches = fsdp_steps.synthetic_batches(env, cfg, fargs, args.tokens, 3 + args.steps + sync_steps)
+    batches = fsdp_steps.synthetic_batches(env, cfg, fargs, args.tokens, args.warmup + args.steps + sync_steps)
     results = {}
     for name in args.systems:
         system, why = build_running(name, cfg, env, train, seed=fargs.seed)
         if system is None:
             print(f"# {name}: skipped: {why}", flush=True)
             continue
-        results[name] = profile_system(system, batches, args.steps, env, args.python)
-        results[name]["syncs"] = host_syncs(system, batches[3 + args.steps:], env)
+        results[name] = profile_system(system, batches, args.steps, env, args.python, args.warmup)
+        results[name]["syncs"] = host_syncs(system, batches[args.warmup + args.steps:], env)
         system.close(env)
         del system
         if env.cuda:
