@@ -47,7 +47,7 @@ class CopyListCache {
     int64_t dropped = 0;  // replays destroyed to stay under maxReplays
     int64_t volatileHits = 0;     // of hits: volatile lists'
     int64_t volatileBuilt = 0;    // of built: volatile lists'
-    int64_t volatileSkipped = 0;  // second sightings of volatile lists left unbuilt: it did not pay
+    int64_t volatileSkipped = 0;  // times a volatile list was left unbuilt because it did not pay
   };
   struct VolatilePolicy {
     int64_t probeBuilds = 32;

@@ -150,6 +150,10 @@ bool CopyEngine::inStable(const void* p, int64_t bytes) const {
   return false;
 }
 
+bool CopyEngine::inArenas(const CopyOp& op) const {
+  return op.width == 0 || (inStable(op.dst, extent(op, op.dstPitch)) && inStable(op.src, extent(op, op.srcPitch)));
+}
+
 bool CopyEngine::graphable(const void* p, int64_t bytes) const {
   if (inStable(p, bytes)) return true;
   // Device memory of this GPU (a caching allocator's block): a graph replays
@@ -220,8 +224,7 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   for (const CopyOp& op : ops) {
     validate(op);
     total += op.width * op.rows;
-    if (op.width != 0 && !outsideArenas)
-      outsideArenas = !inStable(op.dst, extent(op, op.dstPitch)) || !inStable(op.src, extent(op, op.srcPitch));
+    outsideArenas = outsideArenas || !inArenas(op);
     for (int64_t w : {reinterpret_cast<int64_t>(op.dst), reinterpret_cast<int64_t>(op.src), op.width, op.rows,
                       op.rows == 1 ? 0 : op.srcPitch, op.rows == 1 ? 0 : op.dstPitch})
       key.words.push_back(w);
@@ -255,7 +258,7 @@ void CopyEngine::buildWanted() {
           int outside = 0;
           int64_t bytes = 0;
           for (const CopyOp& op : ops) {
-            outside += !inStable(op.dst, extent(op, op.dstPitch)) || !inStable(op.src, extent(op, op.srcPitch));
+            outside += !inArenas(op);
             bytes += op.width * op.rows;
           }
           std::fprintf(stderr,

@@ -69,6 +69,8 @@ class CopyEngine {
 
  private:
   bool inStable(const void* p, int64_t bytes) const;
+  // Both sides of `op` lie in the arenas (an empty copy does too).
+  bool inArenas(const CopyOp& op) const;
   bool graphable(const void* p, int64_t bytes) const;
   // One line on stderr whenever building lists outside the arenas pauses or resumes.
   void reportVolatilePolicy();
