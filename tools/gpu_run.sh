@@ -313,13 +313,22 @@ NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC run_2gpu memprobe comm_memory 90 to
 
 # Host time per FSDP2 phase and per operator in a 4K-token step of each model (the 4K steps are
 # host-bound: what a system saves on the host is what it saves), about 30 s per model.
-# HOSTPROF_ARGS adds options (--python: Python functions by inclusive host time too).
+# HOSTPROF_ARGS adds options (--python: Python functions by inclusive host time too). Eight
+# warm-up steps: the CUDA fabric builds its copy graphs in the first steps (BENCHMARKS.md, session 13).
 # shellcheck disable=SC2086
-run_2gpu hostprof host_profile_moe 120 -m tide.bench.host_profile --model moe --tokens 4096 \
+run_2gpu hostprof host_profile_moe 150 -m tide.bench.host_profile --model moe --tokens 4096 --warmup 8 \
   --systems stock tide-in-place tide-slot-reuse ${HOSTPROF_ARGS:-}
 # shellcheck disable=SC2086
-run_2gpu hostprof host_profile_llama 120 -m tide.bench.host_profile --model llama --tokens 4096 \
+run_2gpu hostprof host_profile_llama 150 -m tide.bench.host_profile --model llama --tokens 4096 --warmup 8 \
   --systems stock tide-in-place tide-slot-reuse ${HOSTPROF_ARGS:-}
+if wanted hostprof && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
+  # One GPU: two TIDE ranks sharing it (--ipc; no stock, whose collectives would go through gloo):
+  # the fabric's graph launches and builds per step, and the FSDP2 phases' host time.
+  # shellcheck disable=SC2086
+  run host_profile_moe_ipc 180 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m tide.bench.host_profile --ipc --model moe --tokens 4096 --warmup 8 --steps 5 \
+    --systems tide-in-place tide-no-copy-graphs tide-slot-reuse ${HOSTPROF_ARGS:-}
+fi
 
 # ---- NCCL host RMA rails on an NCCL built from source (--nccl-src)
 if ! wanted rma; then
