@@ -266,12 +266,17 @@ fi
 if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   # One GPU: a shard group of one rank stays stock (world_size_1) and trains as stock.
   run fsdp_1gpu 120 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=1 tests/python/fsdp_cuda_smoke.py
-  # Two and four ranks over this host's GPUs, several per GPU if need be: stock FSDP2 on gloo,
-  # TIDE on the CUDA fabric over CUDA IPC ranks (fabric "cuda-ipc"); four ranks include HSDP 2 x 2.
-  run fsdp_2ranks_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
-    tests/python/fsdp_cuda_smoke.py --ipc
-  run fsdp_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
-    tests/python/fsdp_cuda_smoke.py --ipc
+  # More ranks than GPUs: stock FSDP2 on gloo, TIDE on the CUDA fabric over CUDA IPC ranks (fabric
+  # "cuda-ipc"), several ranks per GPU. Two ranks where fsdp_2gpu cannot run; four (HSDP 2 x 2, two
+  # nodes of two) where fsdp_4gpu cannot.
+  if ((NGPU < 2)); then
+    run fsdp_2ranks_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+      tests/python/fsdp_cuda_smoke.py --ipc
+  fi
+  if ((NGPU < 4)); then
+    run fsdp_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
+      tests/python/fsdp_cuda_smoke.py --ipc
+  fi
 fi
 run_2gpu fsdp fsdp_2gpu 240 tests/python/fsdp_cuda_smoke.py
 if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 4)); then
