@@ -1531,8 +1531,10 @@ def grads_released_with_fsdp_state(ctx):
     are gone when FSDP2's foreach_reduce returns ("read-done": released at the
     call's read-done point, on CUDA through record_stream), or live on with
     FSDP2's reduce-scatter state ("with-fsdp-state") and are gone once
-    backward has returned; training matches stock either way, with gradient
-    accumulation."""
+    backward has returned, or ("read-done-polled", CUDA) wait in the
+    backend's release queue behind one event per call until a later call or
+    uninstall finds it passed (on the host fabric: as "read-done"); training
+    matches stock every way, with gradient accumulation."""
     from tide.fsdp import reduce_scatter as rs_mod
     orig_take, orig_reduce = rs_mod.ReduceScatterCall.take_grads, dispatch.foreach_reduce
     pending: list = []                  # weak references to the current call's inputs read in place
@@ -1549,8 +1551,10 @@ def grads_released_with_fsdp_state(ctx):
         if pending:  # a TIDE call (stock ones take no gradients here)
             gc.collect()
             alive = sum(r() is not None for r in pending)
-            if box["release"] == "read-done":
-                assert alive == 0, f"{alive} of {len(pending)} inputs outlived foreach_reduce (read-done)"
+            if box["release"] == "read-done" or (box["release"] == "read-done-polled" and not cuda):
+                assert alive == 0, f"{alive} of {len(pending)} inputs outlived foreach_reduce ({box['release']})"
+            elif box["release"] == "read-done-polled":
+                pass  # queued behind the call's read-done event: checked after uninstall below
             else:
                 assert alive == len(pending), f"{alive} of {len(pending)} inputs retained with FSDP2's state"
             seen.append((box["release"], list(pending)))
@@ -1561,16 +1565,22 @@ def grads_released_with_fsdp_state(ctx):
     foreach_reduce._tide_dispatch = True
     rs_mod.ReduceScatterCall.take_grads = take_grads
     dispatch.foreach_reduce = foreach_reduce
+    cuda = torch.device(ctx.device).type == "cuda"
     try:
-        for release in ("read-done", "with-fsdp-state"):
+        for release in ("read-done", "with-fsdp-state", "read-done-polled"):
             box["release"] = release
             _, _, rep, st = train(ctx, transformer, steps=2, micro=2, expect_groups=4,
                                   install_kw={"release_grads": release})
             assert rep["release_grads"] == release, rep
             retained = st.get("rs_inputs_retained", 0)
             assert (retained == st["reduce_scatters"] > 0) if release == "with-fsdp-state" else retained == 0, st
+            # train() has uninstalled: every input is gone, the polled ones included.
+            gc.collect()
+            left = sum(r() is not None for rel, refs in seen if rel == release for r in refs)
+            assert left == 0, f"{left} reduce-scatter inputs outlived uninstall ({release})"
         # FSDP2 drops its last reduce-scatter state at the end of backward: nothing is left
         # for the optimizer step to run beside.
+        box["release"] = "with-fsdp-state"
         _, mt = make_pair(transformer, ctx, mesh_1d(ctx))
         install(mt, ctx, release_grads="with-fsdp-state")
         seen.clear()
@@ -1584,6 +1594,19 @@ def grads_released_with_fsdp_state(ctx):
         _uninstall_all()  # while the wrapper is still the bound replacement (a failed step leaves models installed)
         rs_mod.ReduceScatterCall.take_grads = orig_take
         dispatch.foreach_reduce = orig_reduce
+    if cuda:
+        # Polled: a later call drops what an earlier one queued, once its read-done has passed.
+        _, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, release_grads="read-done-polled"), 4)
+        queue = importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].backend.released
+        mt(batches(ctx, 1, seed=6)[0]).pow(2).mean().backward()
+        queued = queue.queued
+        assert queued > 0 and len(queue) > 0, (queued, len(queue))  # the last call's: no call after it yet
+        torch.cuda.synchronize()  # every read-done passed: the next step's first all-gather drops them all
+        mt(batches(ctx, 1, seed=7)[0]).pow(2).mean().backward()
+        assert queue.dropped >= queued, (queued, queue.dropped)
+        tide.fsdp.uninstall(mt)
+        assert len(queue) == 0 and queue.dropped == queue.queued, (queue.queued, queue.dropped)
     try:
         tide.fsdp.install(nn.Linear(2, 2), release_grads="at-once")
     except ValueError as e:

@@ -13,7 +13,7 @@ import pytest
 from fsdp_harness import run_job
 
 SYSTEMS = ["stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas",
-           "tide-no-copy-graphs"]
+           "tide-no-copy-graphs", "tide-polled-free"]
 STEPS, WARMUP = 4, 2
 LOSS_STEPS = 8
 SCENARIOS = ["timing_run", "loss_curve_run", "host_profile_run"]
@@ -77,7 +77,8 @@ def test_every_system_runs_and_matches_stock(job):
             assert res["step_ms"]["n"] == STEPS and res["step_ms"]["median"] > 0
             assert res["losses"] == pytest.approx(stock, rel=1e-5, abs=1e-6), name
             assert res["max_loss_rdiff_vs_stock"] <= 1e-5
-        for name in ("tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas", "tide-no-copy-graphs"):
+        for name in ("tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas", "tide-no-copy-graphs",
+                     "tide-polled-free"):
             tide = systems[name]["tide"]
             assert tide["groups_tide"] == tide["groups_total"] == run["config"]["layers"] + 1
             assert tide["arena_bytes"] > 0

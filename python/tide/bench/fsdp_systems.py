@@ -13,6 +13,9 @@
   tide-late-free   In-Place with release_grads="with-fsdp-state": gradients read in place are
                    freed with FSDP2's own reduce-scatter state instead of through one
                    record_stream each (not in the default set; for an A/B of the host cost).
+  tide-polled-free In-Place with release_grads="read-done-polled": one event per reduce-scatter
+                   at its read-done point, the gradients dropped by the next TIDE call that finds
+                   it passed (not in the default set; the same A/B, with earlier frees).
   tide-4ctas       In-Place with every group's reduce-scatter sums on 4 CTAs
                    (plan_options={"sum_ctas": 4}) instead of the solver's budget (not in the
                    default set): slower sums that leave the backward's GEMMs their SMs; one GPU's
@@ -46,12 +49,13 @@ from tide.bench.scoped_env import scoped_env
 log = logging.getLogger("tide.bench.fsdp")
 
 SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas",
-           "tide-no-copy-graphs")
+           "tide-no-copy-graphs", "tide-polled-free")
 DEFAULT_SYSTEMS = SYSTEMS[:4]
 TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse", "tide-late-free": "in-place",
-              "tide-4ctas": "in-place", "tide-no-copy-graphs": "in-place"}
+              "tide-4ctas": "in-place", "tide-no-copy-graphs": "in-place", "tide-polled-free": "in-place"}
 TIDE_INSTALL_OPTIONS = {"tide-late-free": {"release_grads": "with-fsdp-state"},
-                        "tide-4ctas": {"plan_options": {"sum_ctas": 4}}}
+                        "tide-4ctas": {"plan_options": {"sum_ctas": 4}},
+                        "tide-polled-free": {"release_grads": "read-done-polled"}}
 # Environment set while install() makes the system's communicators (the CUDA fabric reads
 # TIDE_COPY_GRAPHS when an endpoint is made).
 TIDE_INSTALL_ENV = {"tide-no-copy-graphs": {"TIDE_COPY_GRAPHS": "0"}}

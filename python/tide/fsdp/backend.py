@@ -24,6 +24,13 @@ the network phase still runs. With release_grads "with-fsdp-state" the
 inputs read in place are instead returned to the caller, which hands them to
 FSDP2's reduce-scatter state (reduce_scatter.py): no record_stream and no
 allocator event per gradient, at the cost of holding them one group longer.
+With release_grads "read-done-polled" (CUDA) the inputs read in place
+are not handed to the allocator with one record_stream each: the call
+records one event at read-done and queues them behind it (ReleaseQueue), and
+every later TIDE call on this host thread first drops those whose event has
+passed. One event per call instead of one allocator event per gradient (which
+the caching allocator records at the free and then polls at every malloc),
+at the cost of holding the gradients until the next TIDE call after read-done.
 With `poison_read_inputs` set (install's check_read_done) every input is
 overwritten with NaN right there, which proves that read-done is honest: any
 later read reaches the output.
@@ -31,10 +38,12 @@ later read reaches the output.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import shutil
 import tempfile
+import threading
 from typing import Any
 
 import torch
@@ -67,6 +76,44 @@ def _poison(keep: list, slot_views: list) -> None:
         for v in slot_views:  # views of arena tensors that back unsharded Parameters
             with torch.autograd._unsafe_preserve_version_counter(v):
                 v.fill_(float("nan"))
+
+
+class ReleaseQueue:
+    """Tensors held until an event has passed, in the order they were queued.
+    Events of one stream complete in order, so reap() drops entries from the
+    front while their event has completed and stops at the first that has not
+    (one query per call in the steady state)."""
+
+    def __init__(self) -> None:
+        # Forward's all-gathers run on the main thread, backward's calls on autograd's.
+        self._lock = threading.Lock()
+        self._entries: collections.deque = collections.deque()
+        self.queued = 0   # tensors queued so far
+        self.dropped = 0  # of them, dropped by reap() or clear()
+
+    def add(self, event: Any, tensors: list) -> None:
+        with self._lock:
+            self._entries.append((event, tensors))
+            self.queued += len(tensors)
+
+    def reap(self) -> int:
+        """Drops the tensors whose event has passed; returns how many."""
+        n = 0
+        with self._lock:
+            while self._entries and self._entries[0][0].query():
+                n += len(self._entries.popleft()[1])
+            self.dropped += n
+        return n
+
+    def clear(self) -> None:
+        """Drops everything: call only once the device has passed every event."""
+        with self._lock:
+            self.dropped += sum(len(t) for _, t in self._entries)
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(t) for _, t in self._entries)
 
 
 def _retained(backend: Any, keep: list) -> list:
@@ -159,6 +206,7 @@ class CudaBackend:
         self.release_grads = "read-done"
         self._read_stream: torch.cuda.Stream | None = None
         self._store_dir: str | None = None  # "ipc": rank 0's store directory, removed in after_close
+        self.released = ReleaseQueue()  # release_grads "read-done-polled": inputs waiting for their read-done
 
     def read_stream(self) -> torch.cuda.Stream:
         """A stream that waits only for reduce-scatters' read-done points."""
@@ -207,6 +255,7 @@ class CudaBackend:
 
     def all_gather(self, comm: Communicator, handle: Any, shard_ptr: int, ctx: Any, region: Region,
                    copy_in_stream: Any, all_gather_stream: Any) -> Any:
+        self.released.reap()
         all_gather_stream.wait_stream(copy_in_stream)
         for event in region.free_events:  # last readers of the previous occupant
             all_gather_stream.wait_event(event)
@@ -227,6 +276,7 @@ class CudaBackend:
 
     def reduce_scatter(self, comm: Communicator, handle: Any, ptrs: list[int], out: torch.Tensor, alpha: float,
                        keep: list, slot_views: list, region: Region | None) -> list:
+        self.released.reap()
         stream = torch.cuda.current_stream(self.device)  # FSDP2's reduce-scatter stream
         comm.reduce_scatter(handle, ptrs, out.data_ptr(), alpha=alpha, accumulate=False, stream=stream.cuda_stream)
         retained = _retained(self, keep)
@@ -241,7 +291,10 @@ class CudaBackend:
             if self.poison_read_inputs:
                 with torch.cuda.stream(read):
                     _poison(keep, slot_views)
-            if free_at_read_done:
+            if free_at_read_done and self.release_grads == "read-done-polled":
+                # Held until a later call finds this point passed (one event for all).
+                self.released.add(read.record_event(), list(keep))
+            elif free_at_read_done:
                 # The caching allocator may hand the gradients out again once the
                 # read stream passes this point (their frees are recorded on it).
                 for t in keep:

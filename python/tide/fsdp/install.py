@@ -24,7 +24,7 @@ from tide.plan import make_plan, scratch_bytes
 log = logging.getLogger("tide.fsdp")
 
 MODES = ("in-place", "slot-reuse")
-RELEASE_GRADS = ("read-done", "with-fsdp-state")
+RELEASE_GRADS = ("read-done", "with-fsdp-state", "read-done-polled")
 
 _installed: weakref.WeakKeyDictionary[torch.nn.Module, Installation] = weakref.WeakKeyDictionary()
 _refused: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
@@ -82,6 +82,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         FSDP2 made the compute stream wait for the reduce-scatter; no event
         per gradient, but the gradients live one group longer (still less
         than stock, whose fp32 reduce-scatter input lives as long).
+        "read-done-polled" (CUDA; the host fabric releases at read-done
+        anyway): one event per call at its read-done point, and the
+        gradients dropped by the first TIDE call on this thread that finds
+        it passed (or by uninstall); no event per gradient, and the
+        gradients live at most until the next all-gather or reduce-scatter.
     timeout_s: deadline of every TIDE wait (fail stop).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width
@@ -490,6 +495,7 @@ def uninstall(model: torch.nn.Module) -> bool:
         ctx.shard_buffer = None
         if ctx.fabric == "cuda":  # the last reduce-scatters may still read the arena
             torch.cuda.synchronize(ctx.backend.device)
+            ctx.backend.released.clear()  # every read-done has passed
     for tg in inst.tide_groups:
         _restore(tg)
         dispatch.unregister(tg)
