@@ -60,14 +60,16 @@ class CopyListCache {
   CopyListCache& operator=(const CopyListCache&) = delete;
 
   // The replay for this sighting of `key`, or Replay{} (copy the plain way).
-  // `isVolatile`: the list holds memory that may not come back at the same
-  // addresses (see above); fixed by the list's first sighting.
-  Replay sight(Key&& key, bool isVolatile = false) {
+  // isVolatile() -> bool: whether the list holds memory that may not come
+  // back at the same addresses (see above); asked only at the list's first
+  // sighting, which fixes it.
+  template <typename IsVolatile>
+  Replay sight(Key&& key, IsVolatile&& isVolatile) {
     auto it = lists_.find(key);
     if (it == lists_.end()) {
       // Lists beyond the live replays were seen once, are wanted, or were declined.
       if (lists_.size() >= maxLists_ && lists_.size() > live_) forgetOneOffs();
-      if (lists_.size() < maxLists_) lists_.emplace(std::move(key), Entry{.isVolatile = isVolatile});
+      if (lists_.size() < maxLists_) lists_.emplace(std::move(key), Entry{.isVolatile = isVolatile()});
       return Replay{};
     }
     Entry& e = it->second;
@@ -86,6 +88,10 @@ class CopyListCache {
     ++stats_.hits;
     if (e.isVolatile) ++stats_.volatileHits;
     return e.replay;
+  }
+  // A list that is never volatile.
+  Replay sight(Key&& key) {
+    return sight(std::move(key), [] { return false; });
   }
 
   // Whether a volatile list sighted twice now would be built.

@@ -23,7 +23,9 @@ struct Driver {
   std::vector<int> destroyed;
   std::vector<int64_t> declined;
 
-  int sight(Cache& c, int64_t list, bool isVolatile = false) { return c.sight(key(list), isVolatile); }
+  int sight(Cache& c, int64_t list, bool isVolatile = false) {
+    return c.sight(key(list), [isVolatile] { return isVolatile; });
+  }
 
   // The owner's safe point: every wanted list built.
   size_t build(Cache& c) {

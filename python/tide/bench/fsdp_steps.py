@@ -186,9 +186,7 @@ def setup(args) -> tuple[Env, bool]:
     ipc = want_cuda and getattr(args, "ipc", False)
     created = False
     if not dist.is_initialized():
-        if ipc:
-            local = int(os.environ.get("LOCAL_RANK", "0")) % max(1, torch.cuda.device_count())
-            torch.cuda.set_device(local)
+        if ipc:  # gloo binds no device: the rank's GPU is set below
             dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
         elif want_cuda:
             local = int(os.environ.get("LOCAL_RANK", "0"))

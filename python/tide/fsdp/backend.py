@@ -108,12 +108,11 @@ class ReleaseQueue:
     def clear(self) -> None:
         """Drops everything: call only once the device has passed every event."""
         with self._lock:
-            self.dropped += sum(len(t) for _, t in self._entries)
             self._entries.clear()
+            self.dropped = self.queued
 
     def __len__(self) -> int:
-        with self._lock:
-            return sum(len(t) for _, t in self._entries)
+        return self.queued - self.dropped  # tensors still held
 
 
 def _retained(backend: Any, keep: list) -> list:
@@ -198,10 +197,9 @@ class _CudaArray:
 class CudaBackend:
     fabric = "cuda"
 
-    def __init__(self, device: torch.device, bootstrap: str = "nccl"):
+    def __init__(self, device: torch.device, name: str = "cuda"):
         self.device = device
-        self.bootstrap = bootstrap  # "nccl" or "ipc"
-        self.name = "cuda-ipc" if bootstrap == "ipc" else "cuda"
+        self.name = name  # "cuda" (NCCL bootstrap) or "cuda-ipc"
         self.poison_read_inputs = False
         self.release_grads = "read-done"
         self._read_stream: torch.cuda.Stream | None = None
@@ -219,7 +217,7 @@ class CudaBackend:
 
         rank = pg.rank()
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-        if self.bootstrap == "ipc":
+        if self.name == "cuda-ipc":
             # The store serves the fabric's barriers until the communicator
             # closes (close itself meets the other ranks there): it is removed
             # only in after_close, once every rank has closed.
@@ -235,7 +233,7 @@ class CudaBackend:
 
     def after_close(self, pg: Any) -> None:
         """Called on every rank of `pg` once its communicator is closed."""
-        if self.bootstrap == "ipc":
+        if self.name == "cuda-ipc":
             dist.barrier(group=pg)  # no rank still meets the others in the store
             if self._store_dir is not None:
                 shutil.rmtree(self._store_dir, ignore_errors=True)
@@ -319,10 +317,8 @@ def device_type(fabric: str) -> str:
 def make_backend(fabric: str, device: torch.device) -> HostBackend | CudaBackend:
     if fabric == "host":
         return HostBackend(device)
-    if fabric == "cuda":
-        return CudaBackend(device)
-    if fabric == "cuda-ipc":
-        return CudaBackend(device, bootstrap="ipc")
+    if fabric in ("cuda", "cuda-ipc"):
+        return CudaBackend(device, fabric)
     raise ValueError(f"unknown fabric {fabric!r} (one of {FABRICS})")
 
 

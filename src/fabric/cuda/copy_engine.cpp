@@ -1,5 +1,6 @@
 #include "fabric/cuda/copy_engine.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -220,16 +221,16 @@ int64_t CopyEngine::issue(cudaStream_t stream, const std::vector<CopyOp>& ops) {
   key.words.reserve(1 + ops.size() * kWordsPerCopy);
   key.words.push_back(reinterpret_cast<int64_t>(stream));
   int64_t total = 0;
-  bool outsideArenas = false;  // the list is volatile: see copy_list_cache.hpp
   for (const CopyOp& op : ops) {
     validate(op);
     total += op.width * op.rows;
-    outsideArenas = outsideArenas || !inArenas(op);
     for (int64_t w : {reinterpret_cast<int64_t>(op.dst), reinterpret_cast<int64_t>(op.src), op.width, op.rows,
                       op.rows == 1 ? 0 : op.srcPitch, op.rows == 1 ? 0 : op.dstPitch})
       key.words.push_back(w);
   }
-  const cudaGraphExec_t exec = cache_.sight(std::move(key), outsideArenas);
+  // A list with memory outside the arenas is volatile (copy_list_cache.hpp); asked at its first sighting only.
+  const cudaGraphExec_t exec = cache_.sight(
+      std::move(key), [&] { return std::ranges::any_of(ops, [this](const CopyOp& op) { return !inArenas(op); }); });
   if (exec == nullptr) return enqueueCopies(stream, ops);  // validated above
   if (auto up = uploads_.find(exec); up != uploads_.end()) {
     // Its first launch: after its upload (on the owner's idle stream), which
