@@ -314,6 +314,12 @@ def device_type(fabric: str) -> str:
     return "cpu" if fabric == "host" else "cuda"
 
 
+def fabric_for(fabric: str | None, device: torch.device) -> str:
+    """The fabric install uses for parameters on `device`: the one asked
+    for, else the device's own ("cuda" with the NCCL bootstrap, or "host")."""
+    return fabric or ("cuda" if device.type == "cuda" else "host")
+
+
 def make_backend(fabric: str, device: torch.device) -> HostBackend | CudaBackend:
     if fabric == "host":
         return HostBackend(device)

@@ -159,7 +159,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     buckets: OrderedDict[int, list[groups.GroupInfo]] = OrderedDict()
     for info in inst.infos:
         if info.reason is None:
-            fab = fabric or ("cuda" if info.device.type == "cuda" else "host")
+            fab = _backend.fabric_for(fabric, info.device)
             if _backend.device_type(fab) != info.device.type:
                 info.reason, info.detail = "fabric_mismatch", f"fabric '{fab}' for parameters on {info.device}"
             elif fab != "host" and not tide_comm.has_cuda():
@@ -305,7 +305,7 @@ DEFAULT_PASSES = 4
 def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options,
                    fit_passes: bool = False) -> CommContext | None:
     first = infos[0]
-    fab = fabric or ("cuda" if first.device.type == "cuda" else "host")
+    fab = _backend.fabric_for(fabric, first.device)
     world = first.world_size
     nodes, gpus = topology if topology is not None else _backend.default_topology(world, fab)
     tide_groups = []
