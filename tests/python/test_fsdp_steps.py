@@ -131,6 +131,12 @@ def test_host_profile_splits_the_step_by_phase_and_function(job):
     assert report["stock"]["fabric"] == {}, report["stock"]["fabric"]
     fabric = report["tide-in-place"]["fabric"]
     assert fabric["copy_descriptors"] > 0 and fabric["copy_graph_launches"] == fabric["copy_graphs_built"] == 0, fabric
+    # --python: TIDE's library calls, each kind with its calls per step; no CUDA API on the host fabric.
+    library = report["tide-in-place"]["library"]
+    assert {"all_gather", "reduce_scatter"} <= set(library), library
+    for kind in ("all_gather", "reduce_scatter"):
+        assert library[kind]["ms"] > 0 and library[kind]["calls"] > 0 and library[kind]["api"] == {}, library[kind]
+    assert report["stock"]["library"] == {}, report["stock"]["library"]
     # --sync-debug: the CUDA sync debug mode has nothing to report on CPU ranks.
     assert all(res["syncs"] == [] for res in report.values()), {n: r["syncs"] for n, r in report.items()}
 
@@ -152,6 +158,36 @@ def test_sync_warnings_are_counted_per_step_by_line():
     assert count_sync_warnings(caught, steps=2) == [(3.0, "torch/nn/functional.py:12"),
                                                     (2.0, "tide/bench/models.py:204")]
     assert count_sync_warnings([], steps=2) == []
+
+
+def test_library_api_calls_counts_the_cuda_calls_inside_each_library_call():
+    """host_profile.library_api_calls: a CUDA API event counts for the TIDE library call whose span
+    on the same thread contains it; other threads' and calls outside any span do not count."""
+    from tide.bench.host_profile import library_api_calls
+
+    def py(name, ts, dur, tid=1):
+        return {"ph": "X", "cat": "python_function", "name": name, "ts": ts, "dur": dur, "tid": tid}
+
+    def cuda(name, ts, dur, tid=1, cat="cuda_runtime"):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid}
+
+    trace = {"traceEvents": [
+        py("/w/python/tide/comm.py(114): reduce_scatter", 100, 300),
+        py("/w/python/tide/comm.py(110): all_gather", 1000, 100),
+        py("/w/python/tide/fsdp/backend.py(254): all_gather", 990, 200),  # not a library call
+        cuda("cudaMemcpyBatchAsync", 120, 40), cuda("cuLaunchKernelEx", 200, 20, cat="cuda_driver"),
+        cuda("cudaMemcpyBatchAsync", 300, 60), cuda("cudaEventRecord", 1010, 10),
+        cuda("cudaEventQuery", 500, 5),            # between the calls
+        cuda("cudaMemcpyBatchAsync", 150, 7, tid=2),  # another thread
+    ]}
+    out = library_api_calls(trace, steps=2)
+    assert set(out) == {"reduce_scatter", "all_gather"}
+    rs, ag = out["reduce_scatter"], out["all_gather"]
+    assert rs["ms"] == pytest.approx(0.15) and rs["calls"] == pytest.approx(0.5)
+    assert rs["api"] == {"cudaMemcpyBatchAsync": [pytest.approx(0.05), pytest.approx(1.0)],
+                         "cuLaunchKernelEx": [pytest.approx(0.01), pytest.approx(0.5)]}
+    assert ag["ms"] == pytest.approx(0.05) and ag["api"] == {"cudaEventRecord": [pytest.approx(0.005), pytest.approx(0.5)]}
+    assert library_api_calls({"traceEvents": []}, steps=1) == {}
 
 
 def test_ipc_option_is_for_cuda_ranks_and_reaches_install():

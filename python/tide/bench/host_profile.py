@@ -18,6 +18,7 @@ a few steps of each system, after warm-up, and prints per step:
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import re
@@ -46,18 +47,25 @@ ADAPTER_FUNCS = re.compile(r"(tide/fsdp/|tide/comm|_fsdp_collectives|_fsdp_param
 PY_FUNCS = re.compile(r"(tide/|_fully_shard/|torch/autograd/|torch/optim/|torch/nn/utils/clip)")
 
 
-def python_functions(prof, steps: int) -> list[tuple[float, float, str]]:
-    """Inclusive host time per step of the Python functions the profiler's Python tracer saw
-    (with_stack=True): (ms, calls, 'file(line): name') for the adapter, FSDP2, autograd and the
-    optimizer, from the Chrome trace."""
+LIBRARY_CALLS = re.compile(r"tide/comm\.py\(\d+\): (all_gather|reduce_scatter|wait_inputs_read)$")
+CUDA_API_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def _chrome_trace(prof) -> dict:
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
         prof.export_chrome_trace(path)
         with open(path) as f:
-            trace = json.load(f)
+            return json.load(f)
     finally:
         os.unlink(path)
+
+
+def python_functions(trace: dict, steps: int) -> list[tuple[float, float, str]]:
+    """Inclusive host time per step of the Python functions the profiler's Python tracer saw
+    (with_stack=True): (ms, calls, 'file(line): name') for the adapter, FSDP2, autograd and the
+    optimizer, from the Chrome trace."""
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for ev in trace.get("traceEvents", []):
         if ev.get("cat") != "python_function" or not PY_FUNCS.search(ev.get("name", "")):
@@ -66,6 +74,43 @@ def python_functions(prof, steps: int) -> list[tuple[float, float, str]]:
         acc[name][0] += ev.get("dur", 0) / 1e3 / steps
         acc[name][1] += 1 / steps
     return sorted(((ms, calls, name) for name, (ms, calls) in acc.items()), reverse=True)
+
+
+def library_api_calls(trace: dict, steps: int) -> dict[str, dict]:
+    """What the host does inside each TIDE library call (tide.comm's all_gather,
+    reduce_scatter, wait_inputs_read): per call kind, its host ms and calls per
+    step, and the CUDA runtime and driver calls made within its span on the
+    same thread ({api: [ms, calls]} per step). The rest of a call's time is
+    libtide's own C++ (and ctypes)."""
+    events = trace.get("traceEvents", [])
+    spans = defaultdict(list)   # tid -> [(start, end, kind)]
+    api = defaultdict(list)     # tid -> [(start, dur, name)]
+    for ev in events:
+        if ev.get("ph") != "X":
+            continue
+        if ev.get("cat") == "python_function":
+            m = LIBRARY_CALLS.search(ev.get("name", ""))
+            if m:
+                spans[ev["tid"]].append((ev["ts"], ev["ts"] + ev.get("dur", 0), m.group(1)))
+        elif ev.get("cat") in CUDA_API_CATS:
+            api[ev["tid"]].append((ev["ts"], ev.get("dur", 0), ev.get("name", "?")))
+    out: dict[str, dict] = {}
+    for tid, calls in spans.items():
+        inner = sorted(api.get(tid, []))
+        starts = [a[0] for a in inner]
+        for start, end, kind in calls:
+            k = out.setdefault(kind, {"ms": 0.0, "calls": 0.0, "api": defaultdict(lambda: [0.0, 0.0])})
+            k["ms"] += (end - start) / 1e3 / steps
+            k["calls"] += 1 / steps
+            i = bisect.bisect_left(starts, start)
+            while i < len(inner) and inner[i][0] < end:
+                _, dur, name = inner[i]
+                k["api"][name][0] += dur / 1e3 / steps
+                k["api"][name][1] += 1 / steps
+                i += 1
+    for k in out.values():
+        k["api"] = dict(k["api"])
+    return out
 
 
 FABRIC_COUNTS = ("copy_descriptors", "copy_graph_launches", "copy_graphs_built")
@@ -105,8 +150,11 @@ def profile_system(system, batches, steps: int, env, with_python: bool, warmup: 
         else:
             ops.append((e.self_cpu_time_total / 1e3 / steps, e.count / steps, e.key))
     ops.sort(reverse=True)
-    funcs = python_functions(prof, steps) if with_python else []
-    return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs, "fabric": fabric}
+    trace = _chrome_trace(prof) if with_python else {}
+    funcs = python_functions(trace, steps) if with_python else []
+    library = library_api_calls(trace, steps) if with_python else {}
+    return {"host_ms": host, "phases": dict(phases), "ops": ops, "functions": funcs, "library": library,
+            "fabric": fabric}
 
 
 SYNC_WARNING = re.compile(r"synchroniz", re.IGNORECASE)
@@ -216,6 +264,14 @@ def main(argv: list[str] | None = None) -> dict:
             for ms, calls, key in results[n]["functions"]:
                 if ADAPTER_FUNCS.search(key) and ms >= 0.01:
                     print(f"{ms:>9.2f} {calls:>7.0f}  {key[:110]}")
+    for n in names:
+        for kind, k in sorted(results[n].get("library", {}).items()):
+            api_ms = sum(ms for ms, _ in k["api"].values())
+            per = k["ms"] / max(k["calls"], 1e-9) * 1e3
+            print(f"\n# {n}: inside tide.comm.{kind}: {k['ms']:.2f} ms in {k['calls']:.0f} calls per step "
+                  f"({per:.0f} us each), of which CUDA API {api_ms:.2f} ms; the rest is libtide's C++ and ctypes")
+            for name, (ms, calls) in sorted(k["api"].items(), key=lambda x: -x[1][0])[:args.top]:
+                print(f"{ms:>9.2f} {calls:>7.1f}  {name[:100]}")
     for n in names:
         if args.sync_debug:
             syncs = results[n]["syncs"]
