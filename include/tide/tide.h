@@ -162,6 +162,10 @@ typedef struct {
   int64_t landElems;          /* elements written by Level 2 landings */
   int64_t copyGraphLaunches;  /* copy lists that went out as one launch of a cached graph (CUDA; 0 on the host) */
   int64_t copyGraphsBuilt;    /* graphs built for recurring copy lists */
+  int64_t allGatherCalls;     /* tideAllGather calls that returned tideSuccess */
+  int64_t allGatherHostNs;    /* host time spent inside them (on CUDA the enqueue; the copies run later) */
+  int64_t reduceScatterCalls; /* tideReduceScatter calls that returned tideSuccess */
+  int64_t reduceScatterHostNs;
 } tideCommStats_t;
 
 tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats);

@@ -146,7 +146,8 @@ class CommStats(ctypes.Structure):
 
     _fields_ = [(name, ctypes.c_int64) for name in (
         "copy_bytes", "copy_descriptors", "rail_bytes", "rail_puts", "sum_elems", "land_elems",
-        "copy_graph_launches", "copy_graphs_built")]
+        "copy_graph_launches", "copy_graphs_built", "all_gather_calls", "all_gather_host_ns",
+        "reduce_scatter_calls", "reduce_scatter_host_ns")]
 
 
 class HostRunOptions(ctypes.Structure):

@@ -148,7 +148,10 @@ class Communicator:
         copy_bytes, copy_descriptors, rail_bytes, rail_puts, sum_elems,
         land_elems, and (CUDA fabric; 0 on the host) copy_graph_launches and
         copy_graphs_built: copy lists that went out as one launch of a cached
-        graph of memcpy nodes, and the graphs built for them."""
+        graph of memcpy nodes, and the graphs built for them; all_gather_calls
+        and reduce_scatter_calls (successful calls) with the host time spent
+        inside them, all_gather_host_ns and reduce_scatter_host_ns (on CUDA
+        the enqueue; the device work runs later)."""
         out = _capi.CommStats()
         _capi.check(_capi.library().tideCommGetStats(self.handle, ctypes.byref(out)))
         return {name: getattr(out, name) for name, _ in _capi.CommStats._fields_}

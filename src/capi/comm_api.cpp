@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/call_timer.hpp"
 #include "capi/errors.hpp"
 #include "capi/fabric_factory.hpp"
 #include "capi/plan_config.hpp"
@@ -28,6 +29,10 @@ struct tideComm {
   tide::collectives::IssueOptions issue;                // from the environment when the comm was made
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
+  // Host time inside the collective calls (tideCommStats_t): at a few µs of
+  // driver work per stream operation, a call's enqueue is what a host-bound
+  // training step pays for it, so it is measured always (two clock reads).
+  tide::capi::CallTimer allGatherTime, reduceScatterTime;
 
   // Scratch goes at the top of the arena, sized for every group registered so far.
   tide::collectives::Communicator& communicator() {
@@ -246,9 +251,11 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
   return guarded("tideAllGather", [&]() -> tideResult_t {
     if (!comm || !group) return invalid("tideAllGather", "null argument");  // shard NULL: in place
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
+    const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
     c.allGather(group->plan, shard, landingOffset);
+    comm->allGatherTime.add(started);
     return tideSuccess;
   });
 }
@@ -258,6 +265,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
     if (!comm || !group || !grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
+    const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());
     for (const void* p : g)
@@ -265,6 +273,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
     comm->lastReduceScatter = c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);
+    comm->reduceScatterTime.add(started);
     return tideSuccess;
   });
 }
@@ -306,7 +315,11 @@ TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) 
                              .sumElems = s.sumElems,
                              .landElems = s.landElems,
                              .copyGraphLaunches = s.copyGraphLaunches,
-                             .copyGraphsBuilt = s.copyGraphsBuilt};
+                             .copyGraphsBuilt = s.copyGraphsBuilt,
+                             .allGatherCalls = comm->allGatherTime.calls,
+                             .allGatherHostNs = comm->allGatherTime.ns,
+                             .reduceScatterCalls = comm->reduceScatterTime.calls,
+                             .reduceScatterHostNs = comm->reduceScatterTime.ns};
     return tideSuccess;
   });
 }

@@ -93,6 +93,9 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
             assert stats["sum_elems"] > 0, stats
             assert (stats["rail_bytes"] > 0 and stats["rail_puts"] > 0) == (nodes > 1), stats
             assert stats["copy_graph_launches"] == stats["copy_graphs_built"] == 0, stats
+            # Two calls of each collective, each with some host time inside it.
+            assert stats["all_gather_calls"] == stats["reduce_scatter_calls"] == 2, stats
+            assert stats["all_gather_host_ns"] > 0 and stats["reduce_scatter_host_ns"] > 0, stats
     except Exception:  # reported to the parent, which fails the test
         errors.put(f"rank {rank}: {traceback.format_exc()}")
 

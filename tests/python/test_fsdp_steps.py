@@ -131,6 +131,9 @@ def test_host_profile_splits_the_step_by_phase_and_function(job):
     assert report["stock"]["fabric"] == {}, report["stock"]["fabric"]
     fabric = report["tide-in-place"]["fabric"]
     assert fabric["copy_descriptors"] > 0 and fabric["copy_graph_launches"] == fabric["copy_graphs_built"] == 0, fabric
+    # libtide's calls per profiled step and the host time inside them (tiny llama: 2 blocks and the root).
+    assert fabric["all_gather_calls"] > 0 and fabric["reduce_scatter_calls"] > 0, fabric
+    assert fabric["all_gather_host_ns"] > 0 and fabric["reduce_scatter_host_ns"] > 0, fabric
     # --python: TIDE's library calls, each kind with its calls per step; no CUDA API on the host fabric.
     library = report["tide-in-place"]["library"]
     assert {"all_gather", "reduce_scatter"} <= set(library), library

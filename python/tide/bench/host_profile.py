@@ -113,7 +113,8 @@ def library_api_calls(trace: dict, steps: int) -> dict[str, dict]:
     return out
 
 
-FABRIC_COUNTS = ("copy_descriptors", "copy_graph_launches", "copy_graphs_built")
+FABRIC_COUNTS = ("copy_descriptors", "copy_graph_launches", "copy_graphs_built", "all_gather_calls",
+                 "all_gather_host_ns", "reduce_scatter_calls", "reduce_scatter_host_ns")
 
 
 def fabric_counts(system) -> dict[str, int]:
@@ -124,6 +125,11 @@ def fabric_counts(system) -> dict[str, int]:
 
     arenas = tide.fsdp.report(system.model, echo=False).get("arenas", [])
     return {k: sum((a.get("fabric_stats") or {}).get(k, 0) for a in arenas) for k in FABRIC_COUNTS}
+
+
+def _per_call_us(fabric: dict, kind: str) -> float:
+    calls = fabric.get(f"{kind}_calls", 0)
+    return fabric.get(f"{kind}_host_ns", 0) / 1e3 / calls if calls else 0.0
 
 
 def profile_system(system, batches, steps: int, env, with_python: bool, warmup: int = 3) -> dict:
@@ -249,6 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
             f = results[n]["fabric"]
             print(f"# {n}: fabric per profiled step: {f['copy_descriptors']:.0f} copies, "
                   f"{f['copy_graph_launches']:.1f} lists as graph launches, {f['copy_graphs_built']:.1f} graphs built")
+            print(f"# {n}: libtide's host time per call: all-gather {_per_call_us(f, 'all_gather'):.1f} us, "
+                  f"reduce-scatter {_per_call_us(f, 'reduce_scatter'):.1f} us (the profiler adds to its CUDA calls)")
     for n in names:
         print(f"\n# {n}: operators by self host time per step")
         print(f"{'self_ms':>9} {'calls':>7}  operator")

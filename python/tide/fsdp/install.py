@@ -573,7 +573,9 @@ def _print(rep: dict, file) -> None:
         if st:
             w(f"    fabric so far: {st['copy_descriptors']} copies ({st['copy_bytes']} B; "
               f"{st['copy_graph_launches']} lists as cached-graph launches, {st['copy_graphs_built']} graphs), "
-              f"{st['rail_puts']} rail puts, {st['sum_elems']} summed elements\n")
+              f"{st['rail_puts']} rail puts, {st['sum_elems']} summed elements; host time inside "
+              f"{st['all_gather_calls']} all-gathers {st['all_gather_host_ns'] / 1e6:.1f} ms, "
+              f"{st['reduce_scatter_calls']} reduce-scatters {st['reduce_scatter_host_ns'] / 1e6:.1f} ms\n")
     w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
       f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")
     w(f"  {'group':<28} {'status':<8} {'region':<16} {'slot B':>10} {'unsharded B':>12} {'staging B':>10}"
