@@ -95,6 +95,10 @@ def test_every_system_runs_and_matches_stock(job):
             stats = [a["fabric_stats"] for a in tide["arenas"]]
             assert stats and all(st["copy_descriptors"] > 0 and st["sum_elems"] > 0 for st in stats), stats
             assert all(st["copy_graph_launches"] == st["copy_graphs_built"] == 0 for st in stats), stats
+            # libtide counted the adapter's calls (one arena here), with host time inside each kind.
+            assert sum(st["all_gather_calls"] for st in stats) == calls["all_gathers"], (stats, calls)
+            assert sum(st["reduce_scatter_calls"] for st in stats) == calls["reduce_scatters"], (stats, calls)
+            assert all(st["all_gather_host_ns"] > 0 and st["reduce_scatter_host_ns"] > 0 for st in stats), stats
             assert systems[name]["ratio_vs_stock"] > 0
         assert run["checks"]["losses_match"]
 

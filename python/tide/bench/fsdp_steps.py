@@ -443,6 +443,12 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     return results
 
 
+def host_us_per_call(stats: dict, kind: str) -> float:
+    """Mean host µs inside one libtide call of `kind` (its enqueue, on CUDA)."""
+    calls = stats.get(f"{kind}_calls", 0)
+    return stats.get(f"{kind}_host_ns", 0) / 1e3 / calls if calls else 0.0
+
+
 def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) -> dict:
     """Ratios against stock, loss agreement, and the issue's targets."""
     stock = results.get("stock", {})
@@ -580,7 +586,9 @@ def run_config(env: Env, args, kind: str, tokens: int, out) -> dict:
             if st:  # rank 0's fabric over the whole run: how many copy lists went out as cached graphs
                 out(f"#     {name}: fabric {arena['topology'][0]}x{arena['topology'][1]}: {st['copy_descriptors']} "
                     f"copies, {st['copy_graph_launches']} lists as cached-graph launches "
-                    f"({st['copy_graphs_built']} graphs)")
+                    f"({st['copy_graphs_built']} graphs); host time inside libtide per call: all-gather "
+                    f"{host_us_per_call(st, 'all_gather'):.1f} us, "
+                    f"reduce-scatter {host_us_per_call(st, 'reduce_scatter'):.1f} us")
     return {"model": kind, "tokens_per_gpu": tokens, "seq_len": seq_len, "sequences": tokens // seq_len,
             "config": cfg.__dict__ | {"params": models.param_count(cfg),
                                       "active_params": models.active_param_count(cfg)},

@@ -127,11 +127,6 @@ def fabric_counts(system) -> dict[str, int]:
     return {k: sum((a.get("fabric_stats") or {}).get(k, 0) for a in arenas) for k in FABRIC_COUNTS}
 
 
-def _per_call_us(fabric: dict, kind: str) -> float:
-    calls = fabric.get(f"{kind}_calls", 0)
-    return fabric.get(f"{kind}_host_ns", 0) / 1e3 / calls if calls else 0.0
-
-
 def profile_system(system, batches, steps: int, env, with_python: bool, warmup: int = 3) -> dict:
     for b in batches[:warmup]:
         system.step(*b)
@@ -255,8 +250,9 @@ def main(argv: list[str] | None = None) -> dict:
             f = results[n]["fabric"]
             print(f"# {n}: fabric per profiled step: {f['copy_descriptors']:.0f} copies, "
                   f"{f['copy_graph_launches']:.1f} lists as graph launches, {f['copy_graphs_built']:.1f} graphs built")
-            print(f"# {n}: libtide's host time per call: all-gather {_per_call_us(f, 'all_gather'):.1f} us, "
-                  f"reduce-scatter {_per_call_us(f, 'reduce_scatter'):.1f} us (the profiler adds to its CUDA calls)")
+            ag, rs = (fsdp_steps.host_us_per_call(f, k) for k in ("all_gather", "reduce_scatter"))
+            print(f"# {n}: libtide's host time per call: all-gather {ag:.1f} us, reduce-scatter {rs:.1f} us "
+                  "(the profiler adds to its CUDA calls)")
     for n in names:
         print(f"\n# {n}: operators by self host time per step")
         print(f"{'self_ms':>9} {'calls':>7}  operator")
