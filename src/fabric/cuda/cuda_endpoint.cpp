@@ -312,8 +312,10 @@ void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   HostProfile::Scope timed(profile_, HostProfile::kCopy, static_cast<int64_t>(ops.size()));
   cudaStream_t s = queue(q);
   beginOp();
+  const int64_t launchesBefore = profile_.enabled() ? copies_->graphStats().launches : 0;
   stats_.copyBytes += copies_->issue(s, ops);
   stats_.copyOps += static_cast<int64_t>(ops.size());
+  if (profile_.enabled() && copies_->graphStats().launches > launchesBefore) timed.retag(HostProfile::kCopyGraph);
 }
 
 void CudaEndpoint::sum(int q, const SumOp& op) {

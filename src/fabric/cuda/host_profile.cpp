@@ -13,7 +13,7 @@ HostProfile::HostProfile() {
 
 void HostProfile::report(int rank) const {
   if (!enabled_) return;
-  static constexpr const char* kNames[kCount] = {"copy", "sum", "land", "zero", "rail_put",
+  static constexpr const char* kNames[kCount] = {"copy", "copy_graph", "sum", "land", "zero", "rail_put",
                                                  "signal", "wait", "record", "wait_event"};
   std::fprintf(stderr, "[tide host profile] rank %d: %-10s %9s %9s %11s %9s %9s\n", rank, "op", "calls",
                "items", "total(us)", "us/call", "us/item");

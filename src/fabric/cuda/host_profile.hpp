@@ -12,7 +12,8 @@ namespace tide::fabric::cuda {
 
 class HostProfile {
  public:
-  enum Op { kCopy, kSum, kLand, kZero, kRailPut, kSignal, kWait, kRecord, kWaitEvent, kCount };
+  // kCopy: a copy list enqueued as copies (a batch); kCopyGraph: as one launch of its cached graph.
+  enum Op { kCopy, kCopyGraph, kSum, kLand, kZero, kRailPut, kSignal, kWait, kRecord, kWaitEvent, kCount };
 
   HostProfile();  // reads TIDE_HOST_PROFILE
   bool enabled() const { return enabled_; }
@@ -31,6 +32,8 @@ class HostProfile {
       p_->calls_[op_] += 1;
       p_->items_[op_] += items_;
     }
+    // The operation turned out to be another kind (known only once issued).
+    void retag(Op op) { op_ = op; }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
