@@ -1,6 +1,8 @@
-// Host cost of enqueueing N copy-engine copies, three ways: one
-// cudaMemcpyAsync per copy, one cudaMemcpyBatchAsync, and one cudaGraphLaunch
-// of a graph of N memcpy nodes built once for the same addresses. TIDE-AG
+// Host cost of enqueueing N copy-engine copies, four ways: one
+// cudaMemcpyAsync per copy, one cudaMemcpyBatchAsync, one cudaGraphLaunch
+// of a graph of N memcpy nodes built once for the same addresses, and that
+// launch after every node's source was moved (cudaGraphExecMemcpyNodeSetParams1D,
+// what a list whose addresses change per call would pay to keep a graph). TIDE-AG
 // enqueues one copy per parameter piece and peer, and the 4K-token FSDP2 steps
 // are host-bound, so this is what a piece costs the issuing thread. Also
 // checks that every way writes every byte (poisoned destination), that the
@@ -125,6 +127,28 @@ int main(int argc, char** argv) {
   };
   auto graphLaunch = [&] { CHECK(cudaGraphLaunch(exec, s)); };
 
+  // A second graph whose nodes' sources alternate between two buffers, updated
+  // in the instantiated graph before each launch; the last launch reads `src`.
+  char* src2 = nullptr;
+  CHECK(cudaMalloc(&src2, stride * n));
+  CHECK(cudaMemset(src2, 0x3C, stride * n));
+  cudaGraph_t graph2;
+  cudaGraphExec_t exec2;
+  std::vector<cudaGraphNode_t> nodes2(static_cast<size_t>(n));
+  CHECK(cudaGraphCreate(&graph2, 0));
+  for (int i = 0; i < n; ++i)
+    CHECK(cudaGraphAddMemcpyNode1D(&nodes2[static_cast<size_t>(i)], graph2, nullptr, 0, c.dst[i], c.src[i], c.bytes[i],
+                                   cudaMemcpyDefault));
+  CHECK(cudaGraphInstantiate(&exec2, graph2, 0));
+  int updatesLeft = reps + 10;  // measure()'s calls: odd ones read src2
+  auto graphUpdated = [&] {
+    const bool alt = --updatesLeft % 2 == 1;
+    for (int i = 0; i < n; ++i)
+      CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec2, nodes2[static_cast<size_t>(i)], c.dst[i],
+                                               alt ? src2 + i * stride : c.src[i], c.bytes[i], cudaMemcpyDefault));
+    CHECK(cudaGraphLaunch(exec2, s));
+  };
+
   int bad = 0;
   auto measure = [&](const char* name, auto&& enqueue) {
     std::vector<double> hostUs, devUs;
@@ -158,6 +182,7 @@ int main(int argc, char** argv) {
   measure("cudaMemcpyAsync x N", singles);
   measure("cudaMemcpyBatchAsync", batch);
   measure("cudaGraphLaunch", graphLaunch);
+  measure("graph, sources moved", graphUpdated);
 
   // Copies enqueued while another stream's kernel holds every SM for 20 ms: a
   // copy engine finishes them long before; a copy kernel would wait it out.
