@@ -1532,9 +1532,10 @@ def grads_released_with_fsdp_state(ctx):
     call's read-done point, on CUDA through record_stream), or live on with
     FSDP2's reduce-scatter state ("with-fsdp-state") and are gone once
     backward has returned, or ("read-done-polled", CUDA) wait in the
-    backend's release queue behind one event per call until a later call or
-    uninstall finds it passed (on the host fabric: as "read-done"); training
-    matches stock every way, with gradient accumulation."""
+    backend's release queue behind one event per call until a later call
+    finds it passed, or go to the allocator at the end of backward (on the
+    host fabric: as "read-done"); training matches stock every way, with
+    gradient accumulation."""
     from tide.fsdp import reduce_scatter as rs_mod
     orig_take, orig_reduce = rs_mod.ReduceScatterCall.take_grads, dispatch.foreach_reduce
     pending: list = []                  # weak references to the current call's inputs read in place
@@ -1595,18 +1596,35 @@ def grads_released_with_fsdp_state(ctx):
         rs_mod.ReduceScatterCall.take_grads = orig_take
         dispatch.foreach_reduce = orig_reduce
     if cuda:
-        # Polled: a later call drops what an earlier one queued, once its read-done has passed.
         _, mt = make_pair(transformer, ctx, mesh_1d(ctx))
         assert_all_tide(install(mt, ctx, release_grads="read-done-polled"), 4)
-        queue = importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].backend.released
+        backend = importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].backend
+        queue = backend.released
+        refs: list = []
+        orig_add = queue.add
+        queue.add = lambda event, tensors: (refs.extend(weakref.ref(t) for t in tensors), orig_add(event, tensors))
+        # Polled: a later call drops what an earlier one queued, once its read-done has passed
+        # (the hand-over at the end of backward held back for this step).
+        hand_over = backend._hand_over_at_backward_end
+        backend._hand_over_at_backward_end = lambda: None
         mt(batches(ctx, 1, seed=6)[0]).pow(2).mean().backward()
+        backend._hand_over_at_backward_end = hand_over
         queued = queue.queued
         assert queued > 0 and len(queue) > 0, (queued, len(queue))  # the last call's: no call after it yet
         torch.cuda.synchronize()  # every read-done passed: the next step's first all-gather drops them all
-        mt(batches(ctx, 1, seed=7)[0]).pow(2).mean().backward()
-        assert queue.dropped >= queued, (queued, queue.dropped)
+        # End of backward: what is still queued goes to the allocator (record_stream), so nothing
+        # is held into the optimizer step; once per backward, step after step.
+        for seed in (7, 8):
+            mt(batches(ctx, 1, seed=seed)[0]).pow(2).mean().backward()
+            gc.collect()
+            assert len(queue) == 0 and queue.dropped == queue.queued, (queue.queued, queue.dropped)
+            assert queue.handed_over > 0 and queue.dropped - queue.handed_over >= queued, \
+                (queued, queue.dropped, queue.handed_over)
+            left = sum(r() is not None for r in refs)
+            assert left == 0, f"{left} of {len(refs)} queued inputs outlived backward"
+        handed = queue.handed_over
         tide.fsdp.uninstall(mt)
-        assert len(queue) == 0 and queue.dropped == queue.queued, (queue.queued, queue.dropped)
+        assert len(queue) == 0 and queue.handed_over == handed, (queue.queued, queue.dropped, handed)
     try:
         tide.fsdp.install(nn.Linear(2, 2), release_grads="at-once")
     except ValueError as e:

@@ -31,6 +31,11 @@ every later TIDE call on this host thread first drops those whose event has
 passed. One event per call instead of one allocator event per gradient (which
 the caching allocator records at the free and then polls at every malloc),
 at the cost of holding the gradients until the next TIDE call after read-done.
+The last calls of a backward have no next call before the optimizer step (the
+root group's embedding and output gradients among them), so at the end of
+each backward whatever is still queued goes to the allocator the
+read-done way, one record_stream each (a callback the call queues on the
+autograd engine, once per backward).
 With `poison_read_inputs` set (install's check_read_done) every input is
 overwritten with NaN right there, which proves that read-done is honest: any
 later read reaches the output.
@@ -88,8 +93,9 @@ class ReleaseQueue:
         # Forward's all-gathers run on the main thread, backward's calls on autograd's.
         self._lock = threading.Lock()
         self._entries: collections.deque = collections.deque()
-        self.queued = 0   # tensors queued so far
-        self.dropped = 0  # of them, dropped by reap() or clear()
+        self.queued = 0       # tensors queued so far
+        self.dropped = 0      # of them, dropped by reap(), hand_over() or clear()
+        self.handed_over = 0  # of those, by hand_over()
 
     def add(self, event: Any, tensors: list) -> None:
         with self._lock:
@@ -103,6 +109,20 @@ class ReleaseQueue:
             while self._entries and self._entries[0][0].query():
                 n += len(self._entries.popleft()[1])
             self.dropped += n
+        return n
+
+    def hand_over(self, release) -> int:
+        """Calls release(t) for every tensor still queued, then drops them all
+        (release makes the drop safe, e.g. Tensor.record_stream); returns how many."""
+        with self._lock:
+            entries, self._entries = self._entries, collections.deque()
+            n = 0
+            for _event, tensors in entries:
+                for t in tensors:
+                    release(t)
+                n += len(tensors)
+            self.dropped += n
+            self.handed_over += n
         return n
 
     def clear(self) -> None:
@@ -205,6 +225,7 @@ class CudaBackend:
         self._read_stream: torch.cuda.Stream | None = None
         self._store_dir: str | None = None  # "ipc": rank 0's store directory, removed in after_close
         self.released = ReleaseQueue()  # release_grads "read-done-polled": inputs waiting for their read-done
+        self._hand_over_queued_for = None  # the backward (graph task id) whose end hands the queue over
 
     def read_stream(self) -> torch.cuda.Stream:
         """A stream that waits only for reduce-scatters' read-done points."""
@@ -290,8 +311,10 @@ class CudaBackend:
                 with torch.cuda.stream(read):
                     _poison(keep, slot_views)
             if free_at_read_done and self.release_grads == "read-done-polled":
-                # Held until a later call finds this point passed (one event for all).
+                # Held until a later call finds this point passed (one event for all),
+                # or until the end of this backward.
                 self.released.add(read.record_event(), list(keep))
+                self._hand_over_at_backward_end()
             elif free_at_read_done:
                 # The caching allocator may hand the gradients out again once the
                 # read stream passes this point (their frees are recorded on it).
@@ -301,6 +324,21 @@ class CudaBackend:
                 region.free_events.append(read.record_event())
         keep.clear()
         return retained
+
+    def _hand_over_at_backward_end(self) -> None:
+        """Queues, once per backward, a callback that hands the queued inputs to
+        the allocator when the backward ends. Outside a backward (a reduce-scatter
+        issued by hand) the next TIDE call reaps them instead."""
+        task = torch._C._current_graph_task_id()
+        if task < 0 or task == self._hand_over_queued_for:
+            return
+        torch.autograd.Variable._execution_engine.queue_callback(self._hand_over_to_allocator)
+        self._hand_over_queued_for = task
+
+    def _hand_over_to_allocator(self) -> None:
+        self._hand_over_queued_for = None
+        read = self.read_stream()  # it waits for every queued call's read-done
+        self.released.hand_over(lambda t: t.record_stream(read))
 
     def on_reshard(self, region: Region) -> None:
         region.free_events.append(torch.cuda.current_stream(self.device).record_event())
