@@ -334,7 +334,7 @@ if wanted hostprof && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
   # shellcheck disable=SC2086
   run host_profile_moe_ipc 180 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m tide.bench.host_profile --ipc --model moe --tokens 4096 --warmup 8 --steps 5 \
-    --systems tide-in-place tide-no-copy-graphs tide-slot-reuse ${HOSTPROF_ARGS:-}
+    --systems tide-in-place tide-polled-free tide-no-copy-graphs tide-slot-reuse ${HOSTPROF_ARGS:-}
 fi
 
 # ---- NCCL host RMA rails on an NCCL built from source (--nccl-src)
