@@ -1665,6 +1665,19 @@ def arena_accounting(ctx):
             assert row[1] == "stock" and f"{g['reason']}:" in row, (row, g)
     assert {g["fqn"]: g["status"] for g in rep["groups"]} == {
         "<root>": "tide", "blocks.0": "tide", "blocks.1": "stock", "blocks.2": "tide", "blocks.3": "tide"}, rep
+    assert "host time inside 0 all-gathers 0.0 ms, 0 reduce-scatters 0.0 ms" in text, text
+    # After a step: the fabric's counts, libtide's calls among them, with the host time inside them.
+    mt(batches(ctx, 1, seed=3)[0]).pow(2).mean().backward()
+    (arena,) = tide.fsdp.report(mt, echo=False)["arenas"]
+    st = arena["fabric_stats"]
+    assert st["all_gather_calls"] > 0 and st["reduce_scatter_calls"] > 0, st
+    out = io.StringIO()
+    tide.fsdp.report(mt, file=out)
+    text = out.getvalue()
+    for kind, label in (("all_gather", "all-gathers"), ("reduce_scatter", "reduce-scatters")):
+        want = (f"{st[kind + '_calls']} {label} {st[kind + '_host_ns'] / 1e6:.1f} ms "
+                f"({st[kind + '_host_ns'] / 1e3 / st[kind + '_calls']:.0f} us each)")
+        assert want in text, (want, text)
     tide.fsdp.uninstall(mt)
     assert tide.fsdp.arena_bytes(mt) == 0
 

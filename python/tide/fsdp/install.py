@@ -555,6 +555,13 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
     return out
 
 
+def _calls_and_time(stats: dict, kind: str, label: str) -> str:
+    """'N <label> X ms (Y us each)' from a fabric's stats (libtide's host time inside the calls)."""
+    calls, ns = stats[f"{kind}_calls"], stats[f"{kind}_host_ns"]
+    each = f" ({ns / 1e3 / calls:.0f} us each)" if calls else ""
+    return f"{calls} {label} {ns / 1e6:.1f} ms{each}"
+
+
 def _print(rep: dict, file) -> None:
     w = file.write
     if not rep["groups"]:
@@ -574,8 +581,8 @@ def _print(rep: dict, file) -> None:
             w(f"    fabric so far: {st['copy_descriptors']} copies ({st['copy_bytes']} B; "
               f"{st['copy_graph_launches']} lists as cached-graph launches, {st['copy_graphs_built']} graphs), "
               f"{st['rail_puts']} rail puts, {st['sum_elems']} summed elements; host time inside "
-              f"{st['all_gather_calls']} all-gathers {st['all_gather_host_ns'] / 1e6:.1f} ms, "
-              f"{st['reduce_scatter_calls']} reduce-scatters {st['reduce_scatter_host_ns'] / 1e6:.1f} ms\n")
+              f"{_calls_and_time(st, 'all_gather', 'all-gathers')}, "
+              f"{_calls_and_time(st, 'reduce_scatter', 'reduce-scatters')}\n")
     w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
       f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")
     w(f"  {'group':<28} {'status':<8} {'region':<16} {'slot B':>10} {'unsharded B':>12} {'staging B':>10}"
