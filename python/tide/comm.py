@@ -20,6 +20,13 @@ def has_cuda() -> bool:
     return bool(_capi.library().tideHasCuda())
 
 
+def host_us_per_call(stats: Mapping[str, int], kind: str) -> float:
+    """Mean host µs inside one successful call of `kind` ("all_gather" or
+    "reduce_scatter") from Communicator.stats (on CUDA the enqueue); 0 before any."""
+    calls = stats.get(f"{kind}_calls", 0)
+    return stats.get(f"{kind}_host_ns", 0) / 1e3 / calls if calls else 0.0
+
+
 def unique_id() -> bytes:
     """A fresh NCCL unique id (rank 0 makes it, every rank passes it to Communicator)."""
     uid = _capi.UniqueId()

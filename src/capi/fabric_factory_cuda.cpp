@@ -53,16 +53,12 @@ FabricHandle handleFor(fabric::cuda::CudaEndpoint* raw, std::shared_ptr<void> ow
   return h;
 }
 
-// An IPC rank's store, group and endpoint, torn down in reverse.
+// An IPC rank's store, group and endpoint; members are destroyed in reverse
+// order of declaration, so the endpoint goes first and the store last.
 struct IpcRank {
   std::unique_ptr<fabric::host::FileStore> store;
   std::unique_ptr<fabric::cuda::IpcGroup> group;
   std::unique_ptr<fabric::cuda::CudaEndpoint> endpoint;
-  ~IpcRank() {
-    endpoint.reset();
-    group.reset();
-    store.reset();
-  }
 };
 
 }  // namespace

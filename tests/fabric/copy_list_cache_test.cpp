@@ -40,10 +40,15 @@ struct Driver {
         [&](int replay) { destroyed.push_back(replay); });
   }
 
+  // Two sightings: the list is wanted at the next safe point (unless the policy holds it back).
+  void sightTwice(Cache& c, int64_t list, bool isVolatile = false) {
+    sight(c, list, isVolatile);
+    sight(c, list, isVolatile);
+  }
+
   // A list's way to its replay: two sightings, a safe point, a sighting.
   int replayOf(Cache& c, int64_t list, bool isVolatile = false) {
-    sight(c, list, isVolatile);
-    sight(c, list, isVolatile);
+    sightTwice(c, list, isVolatile);
     build(c);
     return sight(c, list, isVolatile);
   }
@@ -169,8 +174,7 @@ TEST(CopyListCache, ListsBuiltAtOneSafePointAreDroppedInBuildOrder) {
 TEST(CopyListCache, WantedListForgottenBeforeTheSafePointIsNotBuilt) {
   Cache c(4, 8);
   Driver d;
-  d.sight(c, 1);
-  d.sight(c, 1);  // wanted
+  d.sightTwice(c, 1);  // wanted
   for (int64_t l = 10; l < 13; ++l) d.sight(c, l);
   d.sight(c, 20);  // full: lists without a replay are forgotten, 1 among them
   EXPECT_EQ(d.build(c), 0u);
@@ -214,8 +218,7 @@ TEST(CopyListCache, VolatileListsThatDoNotRecurStopBeingBuiltAfterTheProbe) {
   Driver d;
   // Each "step" sights a fresh volatile list twice (built), then never again.
   for (int64_t list = 1; list <= 4; ++list) {
-    d.sight(c, list, true);
-    d.sight(c, list, true);
+    d.sightTwice(c, list, true);
     EXPECT_EQ(d.build(c), 1u) << list;
   }
   EXPECT_EQ(c.stats().volatileBuilt, 4);
@@ -247,8 +250,7 @@ TEST(CopyListCache, VolatileBuildingResumesWhenItsReplaysAreLaunched) {
   const int stable = d.replayOf(c, 50);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(d.sight(c, 50), stable);
   EXPECT_FALSE(c.volatileBuildsPay());  // 2 volatile launches for 2 builds: under 3 each
-  d.sight(c, 3, true);
-  d.sight(c, 3, true);
+  d.sightTwice(c, 3, true);
   EXPECT_EQ(d.build(c), 0u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(d.sight(c, 1, true), a);  // 6 volatile launches: 3 per build
   EXPECT_TRUE(c.volatileBuildsPay());
@@ -264,10 +266,7 @@ TEST(CopyListCache, VolatileBuildingResumesWhenItsReplaysAreLaunched) {
 TEST(CopyListCache, TheProbeEndsWithinOneSafePoint) {
   Cache c(4096, 1024, {.probeBuilds = 3, .launchesPerBuild = 2});
   Driver d;
-  for (int64_t list = 1; list <= 6; ++list) {
-    d.sight(c, list, true);
-    d.sight(c, list, true);
-  }
+  for (int64_t list = 1; list <= 6; ++list) d.sightTwice(c, list, true);
   EXPECT_TRUE(c.hasWanted());
   EXPECT_EQ(d.build(c), 3u);
   EXPECT_EQ(c.stats().volatileBuilt, 3);

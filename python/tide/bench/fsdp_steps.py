@@ -73,6 +73,7 @@ import torch.distributed as dist
 
 from tide.bench import models
 from tide.bench.calibration import PLAN_OPTIONS
+from tide.comm import host_us_per_call
 from tide.bench.fsdp_systems import (
     DEFAULT_SYSTEMS,
     SYSTEMS,
@@ -441,12 +442,6 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     for s in systems:
         s.close(env)
     return results
-
-
-def host_us_per_call(stats: dict, kind: str) -> float:
-    """Mean host µs inside one libtide call of `kind` (its enqueue, on CUDA)."""
-    calls = stats.get(f"{kind}_calls", 0)
-    return stats.get(f"{kind}_host_ns", 0) / 1e3 / calls if calls else 0.0
 
 
 def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) -> dict:

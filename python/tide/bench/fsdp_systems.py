@@ -15,7 +15,8 @@
                    record_stream each (not in the default set; for an A/B of the host cost).
   tide-polled-free In-Place with release_grads="read-done-polled": one event per reduce-scatter
                    at its read-done point, the gradients dropped by the next TIDE call that finds
-                   it passed (not in the default set; the same A/B, with earlier frees).
+                   it passed or handed to the allocator at the end of backward (not in the
+                   default set; the same A/B, with earlier frees).
   tide-4ctas       In-Place with every group's reduce-scatter sums on 4 CTAs
                    (plan_options={"sum_ctas": 4}) instead of the solver's budget (not in the
                    default set): slower sums that leave the backward's GEMMs their SMs; one GPU's

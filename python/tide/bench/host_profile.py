@@ -33,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from tide.bench import fsdp_steps
 from tide.bench.fsdp_systems import build_running
+from tide.comm import host_us_per_call
 
 
 def phase_of(key: str) -> str | None:
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
             f = results[n]["fabric"]
             print(f"# {n}: fabric per profiled step: {f['copy_descriptors']:.0f} copies, "
                   f"{f['copy_graph_launches']:.1f} lists as graph launches, {f['copy_graphs_built']:.1f} graphs built")
-            ag, rs = (fsdp_steps.host_us_per_call(f, k) for k in ("all_gather", "reduce_scatter"))
+            ag, rs = (host_us_per_call(f, k) for k in ("all_gather", "reduce_scatter"))
             print(f"# {n}: libtide's host time per call: all-gather {ag:.1f} us, reduce-scatter {rs:.1f} us "
                   "(the profiler adds to its CUDA calls)")
     for n in names:

@@ -84,9 +84,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         than stock, whose fp32 reduce-scatter input lives as long).
         "read-done-polled" (CUDA; the host fabric releases at read-done
         anyway): one event per call at its read-done point, and the
-        gradients dropped by the first TIDE call on this thread that finds
-        it passed (or by uninstall); no event per gradient, and the
-        gradients live at most until the next all-gather or reduce-scatter.
+        gradients dropped by the first later TIDE call that finds it passed;
+        those still queued when a backward ends go to the allocator then
+        (one record_stream each). No event per gradient in the steady state,
+        and the gradients live at most until the next all-gather or
+        reduce-scatter, or the end of the backward.
     timeout_s: deadline of every TIDE wait (fail stop).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width
@@ -557,9 +559,9 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
 
 def _calls_and_time(stats: dict, kind: str, label: str) -> str:
     """'N <label> X ms (Y us each)' from a fabric's stats (libtide's host time inside the calls)."""
-    calls, ns = stats[f"{kind}_calls"], stats[f"{kind}_host_ns"]
-    each = f" ({ns / 1e3 / calls:.0f} us each)" if calls else ""
-    return f"{calls} {label} {ns / 1e6:.1f} ms{each}"
+    calls = stats[f"{kind}_calls"]
+    each = f" ({tide_comm.host_us_per_call(stats, kind):.0f} us each)" if calls else ""
+    return f"{calls} {label} {stats[f'{kind}_host_ns'] / 1e6:.1f} ms{each}"
 
 
 def _print(rep: dict, file) -> None:
