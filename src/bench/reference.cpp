@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "fabric/host/host_kernels.hpp"
 
@@ -68,9 +69,10 @@ OutputCheck checkShardOutput(const plan::GroupLayout& g, const std::vector<std::
     else if (std::isinf(want)) match = got == want;
     else if (exact) match = got == want;
     else {
-      const double err = std::fabs(got - want) / scale;
-      match = !std::isnan(got) && err <= 1e-5;
-      if (match) out.maxRelErr = std::max(out.maxRelErr, err);
+      // A NaN where a number belongs is an infinite error, so the printed worst error shows it.
+      const double err = std::isnan(got) ? std::numeric_limits<double>::infinity() : std::fabs(got - want) / scale;
+      match = err <= 1e-5;
+      out.maxRelErr = std::max(out.maxRelErr, err);
     }
     out.wrong += match ? 0 : 1;
   }

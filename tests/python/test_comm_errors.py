@@ -121,7 +121,7 @@ def test_stats_start_at_zero_and_refuse_null(tmp_path):
         assert lib.tideCommGetStats(None, ctypes.byref(_capi.CommStats())) == _capi.Result.INVALID_ARGUMENT
 
 
-def test_cuda_ipc_communicator_refuses_bad_input_and_a_machine_without_gpus(tmp_path):
+def test_cuda_ipc_communicator_refuses_bad_input(tmp_path):
     # fabric="cuda-ipc" (tests: ranks sharing GPUs through CUDA IPC) needs a store directory.
     with pytest.raises(ValueError):
         Communicator(nodes=1, gpus_per_node=2, rank=0, arena_bytes=1 << 20, fabric="cuda-ipc")
@@ -129,10 +129,17 @@ def test_cuda_ipc_communicator_refuses_bad_input_and_a_machine_without_gpus(tmp_
         Communicator(nodes=1, gpus_per_node=2, rank=2, arena_bytes=1 << 20, fabric="cuda-ipc",
                      store_dir=str(tmp_path / "store"))
     assert info.value.result == _capi.Result.INVALID_ARGUMENT
+
+
+def _has_cuda_gpu():
     import torch
-    if torch.cuda.is_available():
-        return  # a machine with GPUs runs it for real (tests/gpu/check_collectives.py --ipc)
-    # No GPU: an error that says so, or (a build without the CUDA fabric) that it is unavailable.
+    return torch.cuda.is_available()
+
+
+# On a machine with GPUs the same call succeeds; tests/gpu/check_collectives.py --ipc runs that path.
+@pytest.mark.skipif(_has_cuda_gpu(), reason="this machine has a GPU; the no-GPU error cannot arise")
+def test_cuda_ipc_communicator_on_a_machine_without_gpus_says_so(tmp_path):
+    # An error that says so, or (a build without the CUDA fabric) that the fabric is unavailable.
     with pytest.raises(_capi.TideError) as info:
         Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="cuda-ipc",
                      store_dir=str(tmp_path / "store"), timeout_s=5)
