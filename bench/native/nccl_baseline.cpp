@@ -5,8 +5,8 @@
 //     the same on a default-policy communicator for comparison;
 //   - the copy-engine peer-write ceiling: cudaMemcpyAsync into a peer's window
 //     through its LSA address.
-// No multimem is ever requested; NCCL_NVLS_ENABLE is forced to 0 unless
-// TIDE_ENABLE_MULTICAST=1.
+// No multimem is ever requested, and a communicator is refused unless
+// NCCL_NVLS_ENABLE=0 (or TIDE_ENABLE_MULTICAST=1).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -105,7 +105,7 @@ TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int devic
   c->ranks = ranks;
   c->device = device;
   const int rc = guarded([&] {
-    keepMulticastOff();
+    requireMulticastOff();
     TIDE_CUDA_CHECK(cudaSetDevice(device));
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     ncclUniqueId uid;
@@ -116,7 +116,7 @@ TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int devic
     TIDE_NCCL_CHECK(ncclCommInitRankConfig(&c->comm, ranks, uid, rank, &config));
     allocWindow(*c, c->send, sendBytes);
     allocWindow(*c, c->recv, recvBytes);
-    c->team = discoverLsaTeam(c->comm, rank, ranks, c->stream);
+    c->team = discoverLsaTeam(c->comm, rank, ranks, c->stream, /*deadlineSeconds=*/300);
     const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream);
     c->peerRecv.assign(static_cast<size_t>(ranks), nullptr);
     for (int i = 0; i < c->team.size; ++i) c->peerRecv[static_cast<size_t>(c->team.first + i)] = bases[static_cast<size_t>(i)];

@@ -32,6 +32,15 @@ double envSeconds(const char* name, double fallback) {
   return (end != v && s > 0) ? s : fallback;
 }
 
+// The wait deadline of in-stream waits (the watchdog's).
+double waitSecondsOf(const CudaFabricOptions& options) {
+  return envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds);
+}
+
+// Host waits for work behind in-stream waits (a drain, a barrier): those waits
+// have the wait deadline each, and the work after them needs time too.
+double hostDrainSeconds(double waitSeconds) { return 2 * waitSeconds + 10; }
+
 CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
   const char* v = std::getenv("TIDE_FABRIC_RAILS");
   if (v == nullptr || *v == '\0') return fallback;
@@ -57,7 +66,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
       landCtas_(options.landCtas) {
   checkOptions(options);
   device_ = options.device >= 0 ? options.device : currentDevice();
-  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_);
+  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_, hostDrainSeconds(waitSecondsOf(options)));
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
   arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
   startQueues(options.numQueues);
@@ -167,7 +176,7 @@ void CudaEndpoint::startQueues(int numQueues) {
 
 void CudaEndpoint::startWatchdog(const CudaFabricOptions& options) {
   watchdog_ = std::make_unique<WaitWatchdog>(
-      rank_, device_, envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds));
+      rank_, device_, waitSecondsOf(options));
   DeviceQuiescence::enroll(device_, this, [this] { return drainsByItself(); });
   reportChoiceOnce();
 }
@@ -204,9 +213,12 @@ CudaEndpoint::~CudaEndpoint() {
     barrier();  // no peer still writes into an arena about to be unmapped
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: %s\n", rank_, e.what());
+    // Work may be outstanding that never completes: abort, never finalize.
+    if (comms_ != nullptr) comms_->markBroken();
   }
   watchdog_.reset();
 #if TIDE_HAVE_NCCL_RMA
+  if (rma_ != nullptr && comms_ != nullptr && comms_->broken()) rma_->abandonWindow();
   rma_.reset();  // its window on the rail communicator, before the arena goes
 #endif
   for (EventSlot& e : events_)
@@ -530,7 +542,7 @@ void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
   flushRailGroup();
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
-  const double limit = 2 * watchdog_->timeoutSeconds() + 10;
+  const double limit = hostDrainSeconds(watchdog_->timeoutSeconds());
   const auto start = std::chrono::steady_clock::now();
   int spins = 0;
   for (;;) {

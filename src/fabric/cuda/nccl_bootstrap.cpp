@@ -11,15 +11,18 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/multicast_policy.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -36,15 +39,37 @@ uint64_t fnv1a(const std::string& s) {
 
 }  // namespace
 
-void keepMulticastOff() {
-  const char* enable = std::getenv("TIDE_ENABLE_MULTICAST");
-  if (enable != nullptr && std::strcmp(enable, "1") == 0) return;
-  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-  if (nvls != nullptr && std::strcmp(nvls, "0") == 0) return;
-  if (nvls != nullptr)
-    std::fprintf(stderr, "[tide] NCCL_NVLS_ENABLE=%s overridden to 0 (multicast needs TIDE_ENABLE_MULTICAST=1)\n",
-                 nvls);
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
+void requireMulticastOff() {
+  const std::string why = multicastRefusalFromEnv();
+  if (!why.empty()) throw FabricError(FabricError::Kind::kUsage, "cuda fabric: " + why);
+}
+
+void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comms, double deadlineSeconds,
+                     const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) TIDE_CUDA_CHECK(e);
+    for (ncclComm_t c : comms) {
+      if (c == nullptr) continue;
+      ncclResult_t async = ncclSuccess;
+      TIDE_NCCL_CHECK(ncclCommGetAsyncError(c, &async));
+      if (async != ncclSuccess && async != ncclInProgress)
+        throw FabricError(kDeviceErrorKind, "cuda fabric: " + what + ": NCCL reports " +
+                                                ncclGetErrorString(async) + " (" + ncclGetLastError(c) + ")");
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > deadlineSeconds)
+      throw FabricError(FabricError::Kind::kTimeout,
+                        "cuda fabric: " + what + " did not complete within " + std::to_string(deadlineSeconds) +
+                            " s (a peer gone or stuck; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
+    if (spins < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
 }
 
 uint64_t hostIdentity() {
@@ -56,10 +81,11 @@ uint64_t hostIdentity() {
   return fnv1a(std::string(host) + "|" + boot);
 }
 
-NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device)
-    : rank_(rank), ranks_(topo.ranks()), device_(device) {
+NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device,
+                     double deadlineSeconds)
+    : rank_(rank), ranks_(topo.ranks()), device_(device), deadlineSeconds_(deadlineSeconds) {
   topo.checkRank(rank);
-  keepMulticastOff();
+  requireMulticastOff();
   try {
     TIDE_CUDA_CHECK(cudaSetDevice(device_));
     TIDE_NCCL_CHECK(ncclGetVersion(&ncclVersion_));
@@ -76,8 +102,9 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     config.minCTAs = 1;
     config.maxCTAs = 1;
     TIDE_NCCL_CHECK(ncclCommInitRankConfig(&world_, ranks_, id, rank_, &config));
-    lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_);
+    lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_, deadlineSeconds_);
   } catch (...) {
+    broken_ = true;  // a bootstrap collective may be outstanding
     release();
     throw;
   }
@@ -158,16 +185,29 @@ int NcclComms::sumOverWorld(int value) {
   TIDE_NCCL_CHECK(ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, world_, stream_));
   int sum = 0;
   TIDE_CUDA_CHECK(cudaMemcpyAsync(&sum, dev, sizeof(int), cudaMemcpyDeviceToHost, stream_));
-  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  awaitStream("rank " + std::to_string(rank_) + ": a sum over the world communicator");
   return sum;
+}
+
+void NcclComms::awaitStream(const std::string& what) {
+  try {
+    awaitNcclStream(stream_, {world_, rail_, railCredit_}, deadlineSeconds_, what);
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
 }
 
 void NcclComms::release() noexcept {
   cudaSetDevice(device_);
   for (ncclComm_t* c : {&railCredit_, &rail_, &world_}) {
     if (*c == nullptr) continue;
-    ncclCommFinalize(*c);
-    ncclCommDestroy(*c);
+    if (broken_) {
+      ncclCommAbort(*c);  // Finalize would wait for work a gone peer never joins
+    } else {
+      ncclCommFinalize(*c);
+      ncclCommDestroy(*c);
+    }
     *c = nullptr;
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -176,7 +216,7 @@ void NcclComms::release() noexcept {
   stream_ = nullptr;
 }
 
-LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream) {
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream, double deadlineSeconds) {
   // NCCL 2.28 maps a window across this team, and across none when the
   // host's ranks are not contiguous.
   const uint64_t mine = hostIdentity();
@@ -188,10 +228,15 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
                                                : ncclSuccess;
   if (err == cudaSuccess && nerr == ncclSuccess)
     err = cudaMemcpyAsync(all.data(), dev + 1, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
-  if (err == cudaSuccess && nerr == ncclSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess || nerr != ncclSuccess) {
+    cudaFree(dev);
+    TIDE_NCCL_CHECK(nerr);
+    TIDE_CUDA_CHECK(err);
+  }
+  // The all-gather may still be running on a failure: `dev` then stays allocated
+  // (a few bytes), the caller aborts the communicator.
+  awaitNcclStream(stream, {comm}, deadlineSeconds, "rank " + std::to_string(rank) + ": the host-identity all-gather");
   cudaFree(dev);
-  TIDE_NCCL_CHECK(nerr);
-  TIDE_CUDA_CHECK(err);
 
   int count = 0;
   int first = -1;
@@ -208,7 +253,7 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
 void NcclComms::barrier() {
   TIDE_CUDA_CHECK(cudaSetDevice(device_));
   TIDE_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, world_, stream_));
-  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  awaitStream("rank " + std::to_string(rank_) + ": a barrier over the world communicator");
 }
 
 }  // namespace tide::fabric::cuda

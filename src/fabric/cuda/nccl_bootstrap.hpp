@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "tide/plan.hpp"
@@ -24,7 +25,12 @@ struct LsaTeam {
 
 class NcclComms {
  public:
-  NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device);
+  // `deadlineSeconds` bounds every host wait on NCCL work after the world
+  // communicator exists (bootstrap collectives, splits' traffic, barriers).
+  // The world communicator's own creation blocks until every rank joins; the
+  // unique id's broadcast before it (the caller's job launcher) is what
+  // notices a rank that never started.
+  NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device, double deadlineSeconds);
   ~NcclComms();
   NcclComms(const NcclComms&) = delete;
   NcclComms& operator=(const NcclComms&) = delete;
@@ -56,17 +62,31 @@ class NcclComms {
   int ncclVersion() const { return ncclVersion_; }
 
   // Host-side barrier over the world communicator (a one-int all-reduce).
+  // Past the deadline, or on an NCCL error, it throws and marks the
+  // communicators broken.
   void barrier();
   // Sum of `value` over every rank (a one-int all-reduce on the world communicator).
   int sumOverWorld(int value);
 
+  // A wait on these communicators failed (a peer gone, a deadline passed):
+  // work may be outstanding that will never complete, so they are released
+  // with ncclCommAbort instead of ncclCommFinalize, which would wait for it,
+  // and no collective call (a window's deregistration) is made on them.
+  void markBroken() { broken_ = true; }
+  bool broken() const { return broken_; }
+  double deadlineSeconds() const { return deadlineSeconds_; }
+
  private:
   void release() noexcept;
+  // Waits for stream_ under the deadline (awaitNcclStream); marks broken on failure.
+  void awaitStream(const std::string& what);
 
   int rank_ = 0;
   int ranks_ = 1;
   int device_ = 0;
   int ncclVersion_ = 0;
+  double deadlineSeconds_ = 60;
+  bool broken_ = false;
   ncclComm_t world_ = nullptr;
   ncclComm_t rail_ = nullptr;
   ncclComm_t railCredit_ = nullptr;
@@ -75,13 +95,22 @@ class NcclComms {
   LsaTeam lsa_;
 };
 
-// Multicast is off unless TIDE_ENABLE_MULTICAST=1 (DESIGN §2): forces
-// NCCL_NVLS_ENABLE=0 before the first communicator is created.
-void keepMulticastOff();
+// Multicast is off unless TIDE_ENABLE_MULTICAST=1 (DESIGN §2): throws a
+// usage FabricError unless NCCL_NVLS_ENABLE=0 is in the environment
+// (fabric/multicast_policy says why TIDE refuses rather than sets it).
+void requireMulticastOff();
+
+// Waits until `stream` has drained while watching `comms`' asynchronous
+// errors (null entries are skipped). Throws FabricError: kDevice on a CUDA or
+// NCCL error, kTimeout once `deadlineSeconds` have passed, naming `what`. A
+// host wait on NCCL work that a peer may never join goes through this, never
+// through cudaStreamSynchronize, so a peer that is gone fails the wait.
+void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comms, double deadlineSeconds,
+                     const std::string& what);
 
 // The LSA team of `rank` in `comm`: the contiguous run of ranks on this host
-// (collective: an all-gather of host identities).
-LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream);
+// (collective: an all-gather of host identities, awaited under `deadlineSeconds`).
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream, double deadlineSeconds);
 
 // 64-bit identity of this host: NCCL_HOSTID if set, else hostname + boot id
 // (what NCCL uses to group ranks by host).

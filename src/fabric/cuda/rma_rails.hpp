@@ -61,6 +61,9 @@ class RmaRails {
   // with RMA contexts (ncclConfig_t::numRmaCtx >= 1).
   RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena);
   ~RmaRails();
+  // The communicators are broken (NcclComms::markBroken): the destructor
+  // leaves the window to the abort instead of deregistering it collectively.
+  void abandonWindow() { window_ = nullptr; }
   RmaRails(const RmaRails&) = delete;
   RmaRails& operator=(const RmaRails&) = delete;
 

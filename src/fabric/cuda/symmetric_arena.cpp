@@ -34,6 +34,7 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
     // hand out the allocation itself for this rank.
     peers_[static_cast<size_t>(comms_.rank())] = base_;
   } catch (...) {
+    comms_.markBroken();  // a registration or barrier may be outstanding
     release();
     throw;
   }
@@ -43,7 +44,8 @@ SymmetricArena::~SymmetricArena() { release(); }
 
 void SymmetricArena::release() noexcept {
   cudaSetDevice(comms_.device());
-  if (window_ != nullptr) ncclCommWindowDeregister(comms_.world(), window_);
+  // A broken communicator is aborted next: no call on it that a gone peer would have to join.
+  if (window_ != nullptr && !comms_.broken()) ncclCommWindowDeregister(comms_.world(), window_);
   if (base_ != nullptr) ncclMemFree(base_);
   window_ = nullptr;
   base_ = nullptr;

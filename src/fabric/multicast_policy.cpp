@@ -1,0 +1,23 @@
+#include "fabric/multicast_policy.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tide::fabric {
+
+std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNvlsEnable) {
+  if (tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0) return "";
+  if (ncclNvlsEnable != nullptr && std::strcmp(ncclNvlsEnable, "0") == 0) return "";
+  const std::string now = ncclNvlsEnable == nullptr ? std::string("unset")
+                                                    : "NCCL_NVLS_ENABLE=" + std::string(ncclNvlsEnable);
+  return "NCCL_NVLS_ENABLE is " + now +
+         ": TIDE lets NCCL use NVLink multicast only with TIDE_ENABLE_MULTICAST=1. Set NCCL_NVLS_ENABLE=0 "
+         "before the process creates its first NCCL communicator (NCCL reads it once per process, so setting "
+         "it later does not reach a communicator torch already made)";
+}
+
+std::string multicastRefusalFromEnv() {
+  return multicastRefusal(std::getenv("TIDE_ENABLE_MULTICAST"), std::getenv("NCCL_NVLS_ENABLE"));
+}
+
+}  // namespace tide::fabric
