@@ -66,6 +66,20 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
       landCtas_(options.landCtas) {
   checkOptions(options);
   device_ = options.device >= 0 ? options.device : currentDevice();
+  try {
+    startOverNccl(options, id);
+  } catch (...) {
+    // The destructor does not run for a constructor that throws: streams, pinned memory
+    // and events made so far go here. Peers may be inside a collective this rank will never
+    // join, so its communicators are aborted, never finalized.
+    DeviceQuiescence::withdraw(this);
+    if (comms_ != nullptr) comms_->markBroken();
+    releaseResources();
+    throw;
+  }
+}
+
+void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUniqueId& id) {
   comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_, hostDrainSeconds(waitSecondsOf(options)));
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
   arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
@@ -141,15 +155,21 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, LocalGroup& group)
     throwUsage(group.description() + ": rails are copy-engine copies only (send-recv or rma requested)");
   device_ = group.device();
   group_ = &group;
-  TIDE_CUDA_CHECK(cudaSetDevice(device_));
-  control_ = group.sharedControlStream();
-  ownsControl_ = control_ == nullptr;
-  if (ownsControl_) TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
-  arena_ = group.makeArena(rank_, options.arenaBytes, options.numCounters, control_);
-  startQueues(options.numQueues);
-  railMode_ = RailMode::kCopyEngine;
-  railWhy_ = group.description();
-  startWatchdog(options);
+  try {
+    TIDE_CUDA_CHECK(cudaSetDevice(device_));
+    control_ = group.sharedControlStream();
+    ownsControl_ = control_ == nullptr;
+    if (ownsControl_) TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+    arena_ = group.makeArena(rank_, options.arenaBytes, options.numCounters, control_);
+    startQueues(options.numQueues);
+    railMode_ = RailMode::kCopyEngine;
+    railWhy_ = group.description();
+    startWatchdog(options);
+  } catch (...) {
+    DeviceQuiescence::withdraw(this);
+    releaseResources();  // as in the NCCL constructor
+    throw;
+  }
 }
 
 void CudaEndpoint::checkOptions(const CudaFabricOptions& options) const {
@@ -216,6 +236,10 @@ CudaEndpoint::~CudaEndpoint() {
     // Work may be outstanding that never completes: abort, never finalize.
     if (comms_ != nullptr) comms_->markBroken();
   }
+  releaseResources();
+}
+
+void CudaEndpoint::releaseResources() noexcept {
   watchdog_.reset();
 #if TIDE_HAVE_NCCL_RMA
   if (rma_ != nullptr && comms_ != nullptr && comms_->broken()) rma_->abandonWindow();
@@ -223,13 +247,20 @@ CudaEndpoint::~CudaEndpoint() {
 #endif
   for (EventSlot& e : events_)
     if (e.event != nullptr) cudaEventDestroy(e.event);
+  events_.clear();
   for (cudaStream_t s : own_) cudaStreamDestroy(s);
+  own_.clear();
+  streams_.clear();
   if (hostWord_ != nullptr) cudaFreeHost(hostWord_);
+  hostWord_ = nullptr;
   if (replay_.bytes != nullptr) cudaFree(replay_.bytes);
   if (replay_.ready != nullptr) cudaEventDestroy(replay_.ready);
+  replay_.bytes = nullptr;
+  replay_.ready = nullptr;
   copies_.reset();
   arena_.reset();
   if (control_ != nullptr && ownsControl_) cudaStreamDestroy(control_);
+  control_ = nullptr;
   comms_.reset();
 }
 

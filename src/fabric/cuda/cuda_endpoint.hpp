@@ -148,6 +148,11 @@ class CudaEndpoint final : public Endpoint {
 
   // Construction steps shared by both kinds of endpoint, in this order.
   void checkOptions(const CudaFabricOptions& options) const;
+  // The NCCL constructor's body (communicators, arena, queues, rails, watchdog).
+  void startOverNccl(const CudaFabricOptions& options, const ncclUniqueId& id);
+  // Everything the endpoint holds, in dependency order, for the destructor and
+  // for a constructor that throws part-way. Null members are skipped.
+  void releaseResources() noexcept;
   void startQueues(int numQueues);  // after the arena: copy engine, streams, events
   void startWatchdog(const CudaFabricOptions& options);  // and enrolls in DeviceQuiescence
   // No watched wait outstanding and every queue it owns idle (DeviceQuiescence's probe).
