@@ -920,6 +920,26 @@ def reshard_after_forward_changed(ctx):
     assert len(refusals) == 1, refusals
     assert "mid-iteration" in refusals[0] and "between steps" in refusals[0], refusals[0]
     assert regions(mt) == before, (regions(mt), before)
+    # Refused means not applied: FSDP2 keeps the setting TIDE's layout was made for, and
+    # the next step runs (it once kept the new one, and the next all-gather found a conflict).
+    assert guards.param_groups(mt.blocks[0]._get_fsdp_state())[0]._reshard_after_forward
+    mt(batches(ctx, 1, seed=1)[0]).float().pow(2).mean().backward()
+    assert tide.fsdp.uninstall(mt)
+
+    # The last block starting to keep its parameters is a new layout too (folded), though
+    # it stays in the ring: a no-grad forward must then reshard it (App. F).
+    ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 5)
+    for m in (ms, mt):
+        m.blocks[3].set_reshard_after_forward(False)
+    folded = {g["fqn"]: (g["region"], g["folded"]) for g in tide.fsdp.report(mt, echo=False)["groups"]}
+    assert folded["blocks.3"] == ("slot1", True), folded
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=20 + s), tol=tight(ctx, FP32), what=f"folded later, step {s}")
+        with torch.no_grad():
+            x = batches(ctx, 1, seed=120 + s)[0]
+            compare(ms(x), mt(x), f"folded later, eval {s}", tight(ctx, FP32))
     assert tide.fsdp.uninstall(mt)
 
 
@@ -988,6 +1008,31 @@ def last_block_folded_with_eval(ctx):
             compare(ms(x), mt(x), f"eval {s}", tight(ctx, FP32))
         assert guards.param_groups(mt.blocks[3]._get_fsdp_state())[0].is_sharded, "folded block not resharded"
     tide.fsdp.uninstall(mt)
+
+
+def folded_block_forward_without_its_backward(ctx):
+    """The folded last block (reshard_after_forward=False) waits for a
+    backward that has not come when the next forward needs its ring slot:
+    two forwards before one backward, and a forward whose loss is dropped.
+    It is resharded and gathered again for its backward, as stock does for
+    a block that reshards; gradients and parameters match stock, both modes."""
+    loss_fn = lambda y: y.float().pow(2).mean()  # noqa: E731
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx), last_raf=False)
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(2):
+            xs = batches(ctx, 2, seed=30 + s)
+            for m in (ms, mt):
+                (loss_fn(m(xs[0])) + loss_fn(m(xs[1]))).backward()
+            compare_models(ms, mt, f"{mode} two forwards, step {s}", tight(ctx, FP32), grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad()
+        for m in (ms, mt):
+            _ = loss_fn(m(batches(ctx, 1, seed=40)[0]))  # a forward with grad, its loss dropped
+        step_both(ms, mt, opts, batches(ctx, 1, seed=41), tol=tight(ctx, FP32), what=f"{mode} after a dropped loss")
+        assert tide.fsdp.uninstall(mt)
 
 
 def reshard_after_backward_false(ctx):
@@ -1703,7 +1748,7 @@ TWO_RANKS = [
     "bf16_params_slot_reuse", "integer_exact", "integer_exact_slot_reuse_two_nodes", "integer_exact_plan_options",
     "integer_exact_bf16", "passes_fit_the_scratch",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
-    "last_block_folded_with_eval", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
+    "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",

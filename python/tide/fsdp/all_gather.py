@@ -32,7 +32,13 @@ class RegionConflict(RuntimeError):
 def region_holder(tg):
     """The group that keeps tg's region from being gathered into now (one
     with an all-gather pending, or unsharded and not yet past its backward),
-    or None when claim_region would succeed. Changes nothing."""
+    or None when claim_region would succeed. Changes nothing.
+
+    The folded last block (App. F) is no holder while idle: it kept its
+    parameters after its forward for a backward that has not come (two
+    forwards before one backward, a forward whose loss was dropped), and,
+    resharded here, its backward gathers them again, as FSDP2 does for any
+    block that reshards after forward."""
     it = guards.internals()
     for other in tg.region.members:
         if other is tg:
@@ -42,6 +48,8 @@ def region_holder(tg):
             return other
         if group.is_sharded or group._training_state == it.TrainingState.POST_BACKWARD:
             continue
+        if other.folded and group._training_state == it.TrainingState.IDLE:
+            continue
         return other
     return None
 
@@ -49,8 +57,9 @@ def region_holder(tg):
 def claim_region(tg) -> None:
     """Make tg's region free for its all-gather: every other group in it must
     be sharded. A group whose backward already ran (POST_BACKWARD; e.g. with
-    reshard_after_backward=False) is resharded here, as FSDP2 would do at
-    the end of its post-backward; anything else is a conflict (the execution
+    reshard_after_backward=False), or the idle folded last block, is
+    resharded here, as FSDP2 would do at the end of its post-backward or
+    post-forward; anything else is a conflict (the execution
     order differs from the module order the ring was laid out in), raised
     before any group is touched."""
     holder = region_holder(tg)

@@ -220,12 +220,45 @@ def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
                 continue
 
             def setter(*args, _stock=stock, **kwargs):
+                before = _comm_settings(model)
                 result = _stock(*args, **kwargs)
-                _relayout_if_needed(model)
+                try:
+                    _relayout_if_needed(model)
+                except LayoutBusy:
+                    _restore_comm_settings(before)  # refused: FSDP2 keeps what TIDE's layout was made for
+                    raise
                 return result
 
             setattr(module, name, setter)
             inst.watched.append((module, name))
+
+
+class LayoutBusy(RuntimeError):
+    """A setting that changes TIDE's layout came mid-iteration (refused)."""
+
+
+# What _LAYOUT_SETTERS change on FSDP2's states and parameter groups.
+_STATE_SETTINGS = ("_auto_reshard_after_forward",)
+_GROUP_SETTINGS = ("post_forward_mesh_info", "_all_gather_comm", "_reduce_scatter_comm")
+
+
+def _comm_settings(model: torch.nn.Module) -> list:
+    """(object, attribute, value) for every setting a layout setter may change."""
+    it = guards.internals()
+    saved = []
+    for module in model.modules():
+        state = it.get_module_fsdp_state(module)
+        if state is None:
+            continue
+        saved += [(state, a, getattr(state, a)) for a in _STATE_SETTINGS if hasattr(state, a)]
+        for group in guards.param_groups(state):
+            saved += [(group, a, getattr(group, a)) for a in _GROUP_SETTINGS if hasattr(group, a)]
+    return saved
+
+
+def _restore_comm_settings(saved: list) -> None:
+    for obj, attr, value in saved:
+        setattr(obj, attr, value)
 
 
 def _unwatch(inst) -> None:
@@ -246,7 +279,11 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     if inst is None:
         return
     in_ring = {id(tg) for ctx in inst.contexts for tg in _arena.ring_members_of(ctx.groups, ring=inst.ring)}
-    moved = [tg.info.fqn for tg in inst.tide_groups if (id(tg) in in_ring) != tg.region.name.startswith("slot")]
+    # A ring member moves out or in, or the last block starts or stops keeping its
+    # parameters within the ring (folded: its reshard after a no-grad forward).
+    moved = [tg.info.fqn for tg in inst.tide_groups
+             if (id(tg) in in_ring) != tg.region.name.startswith("slot")
+             or (id(tg) in in_ring and tg.folded != (not tg.info.group._reshard_after_forward))]
     custom = [tg.info.fqn for tg in inst.tide_groups if groups.has_custom_comms(tg.info.group)]
     default = [info.fqn for info in inst.infos
                if info.reason == "custom_comm" and not groups.has_custom_comms(info.group)]
@@ -254,8 +291,8 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
         return
     busy = _first_busy([tg.info for tg in inst.tide_groups])
     if busy is not None:
-        raise RuntimeError(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
-                           f"(group '{busy}' is busy): change it between steps")
+        raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
+                         f"(group '{busy}' is busy): change it between steps; it was not applied")
     changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
                (default, "FSDP2's own comms back for")]
     log.warning("tide.fsdp: laying TIDE out again: %s",
