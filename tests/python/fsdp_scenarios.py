@@ -1073,6 +1073,33 @@ def fallbacks(ctx):
     tide.fsdp.uninstall(mt)
 
 
+def reduce_dtype_choices(ctx):
+    """A bf16 reduce dtype for fp32 gradients stays stock, one logged line per
+    group (stock rounds every gradient to bf16 and reduces in bf16, TIDE
+    would reduce in fp32: other bits), and trains as stock. bf16 compute with
+    fp32 reduction and many passes: the fp32 gradients accumulated without
+    sync get a plan within the plan's bound on passes (twice the option once
+    asked for more), and training matches stock."""
+    narrow = MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), mp_policy=narrow)
+    rep = install(mt, ctx)
+    assert {(g["status"], g["reason"]) for g in rep["groups"]} == {("stock", "reduce_dtype_narrower")}, rep["groups"]
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+    assert len(lines) == len(rep["groups"]) and all("reduce_dtype_narrower" in m for m in lines), lines
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 2, seed=s), tol=tight(ctx, FP32), micro=2, no_sync_first=True,
+                  what=f"bf16 reduce, step {s}")
+    tide.fsdp.uninstall(mt)
+
+    mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    _, _, rep, st = train(ctx, transformer, mp_policy=mixed, tol=BF16, expect_groups=4, micro=2, no_sync_first=True,
+                          install_kw={"plan_options": {"passes": 40}})
+    for g in tide_groups(rep):
+        assert g["grad_dtypes"] == ["bfloat16", "float32"], g
+    assert st.get("rs_stock", 0) == 0, st
+
+
 def state_dict_and_checkpoint(ctx):
     """get_model_state_dict, its deepcopy, a DCP save/load round trip, and
     install/uninstall/install, with training matching stock throughout."""
@@ -1749,7 +1776,7 @@ TWO_RANKS = [
     "integer_exact_bf16", "passes_fit_the_scratch",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
     "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
-    "divide_factors", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
+    "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",

@@ -13,6 +13,8 @@ One reason name per group, the plan library's where it has one
   dtensor_param             tensor-parallel (DTensor) parameters
   all_gather_extension      fsdp_pre_all_gather / fsdp_post_all_gather tensor subclasses
   unsupported_reduce_dtype  a reduce dtype other than fp32 / bf16
+  reduce_dtype_narrower     a bf16 reduce dtype for fp32 gradients (stock rounds every
+                            gradient to bf16 and reduces in bf16; TIDE reduces in fp32)
   unsupported_device        neither CPU nor CUDA
   layout_mismatch           the plan's per-rank layout differs from FSDP2's padding
   attributes                an FSDPParam / FSDPParamGroup lacks an attribute the adapter uses
@@ -132,6 +134,11 @@ def describe(group: Any, *, order: int, is_root: bool, fqn: str) -> GroupInfo:
     reduce_dtype = getattr(group, "_reduce_dtype", None)
     if reduce_dtype is not None and str(reduce_dtype) not in DTYPE_NAMES:
         return refuse("unsupported_reduce_dtype", f"reduce dtype {reduce_dtype} (fp32 or bf16)")
+    if reduce_dtype is not None and reduce_dtype.itemsize < info.ag_dtype.itemsize:
+        # TIDE-RS sums what autograd left in fp32; stock's bf16 copy-in and bf16 reduction
+        # give other bits, and the gradients accumulated without sync are bf16 then.
+        return refuse("reduce_dtype_narrower", f"reduce dtype {reduce_dtype} for {info.ag_dtype} gradients "
+                                               "(TIDE reduces in fp32)")
     info.shapes = [tuple(int(d) for d in fp._orig_size) for fp in group.fsdp_params]
     info.adoptable = all(getattr(fp, "param_dtype", None) is None for fp in group.fsdp_params)
     return info

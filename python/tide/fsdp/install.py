@@ -329,6 +329,8 @@ def _refuse(model, reason: str, message: str) -> dict:
     return report(model, echo=False)
 
 
+# The plan library's bound on reduce-scatter passes (src/plan/reduce_scatter_plan.cpp).
+MAX_PASSES = 64
 # make_plan arguments the adapter sets from the model and the process group.
 _ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "grad_dtype", "mode"})
 # Reduce-scatter passes per call of the largest group when plan_options gives
@@ -443,8 +445,8 @@ def _plan_args(info: groups.GroupInfo, grad_dtype: torch.dtype, nodes: int, gpus
     args = dict(shapes=_shapes(info), nodes=nodes, gpus_per_node=gpus, dtype=info.dtype_name,
                 grad_dtype=groups.name_of(grad_dtype), mode=mode, **plan_options)
     widen = grad_dtype.itemsize // info.ag_dtype.itemsize
-    if widen > 1:
-        args["passes"] = max(1, int(plan_options.get("passes", 1))) * widen
+    if widen > 1:  # within the plan's bound (then the staging is larger, and the arena sized for it)
+        args["passes"] = min(MAX_PASSES, max(1, int(plan_options.get("passes", 1))) * widen)
     return args
 
 

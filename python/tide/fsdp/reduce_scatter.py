@@ -228,7 +228,8 @@ def prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype
 def _stock(tg, why: str) -> None:
     if why not in tg.stock_calls_logged:
         tg.stock_calls_logged.add(why)
-        log.info("tide.fsdp: group '%s': this reduce-scatter runs stock: %s", tg.info.fqn, why)
+        log.warning("tide.fsdp: group '%s': this reduce-scatter runs stock: %s (said once per group and reason)",
+                    tg.info.fqn, why)
     tg.stats["rs_stock"] += 1
 
 
