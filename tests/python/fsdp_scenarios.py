@@ -1287,6 +1287,43 @@ def one_rank_stays_stock(ctx):
     assert tide.fsdp.uninstall(mt) and not dispatch.active()
 
 
+def wrapped_by_another_tool(ctx):
+    """A tool (a profiler, a tracer) wraps FSDP2's foreach_reduce after
+    install, so around TIDE's replacement: uninstall leaves that binding to
+    it with a warning, and its calls keep reaching FSDP2's original, in
+    training that matches stock. Installing again while the tool's binding
+    stays is refused (foreign_patch); with FSDP2's own back it works."""
+    it = guards.internals()
+    torch_original = it.collectives.foreach_reduce
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    inner = it.param_group.foreach_reduce
+    calls = []
+
+    def traced(*a, **k):
+        calls.append(1)
+        return inner(*a, **k)
+
+    it.param_group.foreach_reduce = traced
+    try:
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="wrapped, TIDE")
+        assert tide.fsdp.uninstall(mt) and not dispatch.active()
+        rebound = [m for m in ctx.logs.messages(logging.WARNING) if "rebound by someone else" in m]
+        assert len(rebound) == 1 and "foreach_reduce" in rebound[0], rebound
+        before = len(calls)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tight(ctx, FP32), what="wrapped, after uninstall")
+        assert len(calls) > before, "the tool's wrapper was bypassed"
+        rep = install(mt, ctx)
+        assert not rep["installed"] and rep["reason"] == "foreign_patch", rep
+        step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="wrapped, install refused")
+    finally:
+        it.param_group.foreach_reduce = torch_original
+    assert_all_tide(install(mt, ctx), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="installed again")
+    assert tide.fsdp.uninstall(mt)
+
+
 def refusals(ctx):
     """install on a non-root module, a plain module or a model still on the
     meta device changes nothing, says why, and does not raise."""
@@ -1782,7 +1819,7 @@ TWO_RANKS = [
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
-    "a_check_failing_on_one_rank_fails_every_rank",
+    "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

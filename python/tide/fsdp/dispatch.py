@@ -6,7 +6,9 @@ looks foreach_reduce_scatter_copy_in up as a global of `_fsdp_collectives`, so
 that one is bound there. Each replacement routes calls for TIDE groups to the
 adapter and everything else (other models, fallback groups) to the original,
 unchanged. The rebinding is process-wide and stays while any model has TIDE
-groups installed; the originals come back with the last uninstall.
+groups installed; the originals come back with the last uninstall (a
+binding someone else replaced after install is left to them, with a
+warning: their wrapper's calls reach FSDP2's original through it).
 
 foreach_reduce is also where In-Place groups invert the backward prefetch
 (prefetch.py): FSDP2 calls it from post_backward after the group resharded,
@@ -34,7 +36,11 @@ from tide.fsdp import reduce_scatter as _rs
 log = logging.getLogger("tide.fsdp")
 
 _by_param: dict[int, object] = {}   # id(FSDPParam) -> TideGroup (which holds the FSDPParam)
+# FSDP2's own functions, captured at the first activation and kept: a tool
+# that wrapped a replacement after install keeps calling it after the last
+# uninstall (the binding is left to it), and every call then goes here.
 _originals: dict[str, object] = {}
+_active = False
 
 
 def lookup(fsdp_params):
@@ -139,28 +145,35 @@ def _bindings():
 
 
 def active() -> bool:
-    return bool(_originals)
+    return _active
 
 
 def activate() -> None:
-    if _originals:
+    global _active
+    if _active:
         return
     it = guards.internals()
     for module, name, replacement in _bindings():
-        _originals[name] = getattr(it.collectives, name)  # the originals live in _fsdp_collectives
+        # The originals live in _fsdp_collectives; the first capture stays (that module's
+        # copy-in may still be bound to a tool's wrapper around this replacement).
+        _originals.setdefault(name, getattr(it.collectives, name))
         setattr(module, name, replacement)
     cls = it.param_group.FSDPParamGroup
     problem = guards.check_prefetch_unshard()
     if problem is None:
-        _originals["_prefetch_unshard"] = cls.__dict__["_prefetch_unshard"]
+        current = cls.__dict__["_prefetch_unshard"]
+        if getattr(current, "__func__", None) is not prefetch_unshard:
+            _originals.setdefault("_prefetch_unshard", current)
         cls._prefetch_unshard = staticmethod(prefetch_unshard)
     else:
         log.info("tide.fsdp: prefetches into a held ring slot will raise RegionConflict, not be deferred: %s (%s)",
                  *problem)
+    _active = True
 
 
 def deactivate_if_unused() -> None:
-    if _by_param or not _originals:
+    global _active
+    if _by_param or not _active:
         return
     for module, name, replacement in _bindings():
         if getattr(module, name) is replacement:
@@ -174,4 +187,4 @@ def deactivate_if_unused() -> None:
             cls._prefetch_unshard = original
         else:
             log.warning("tide.fsdp: FSDPParamGroup._prefetch_unshard was rebound by someone else; leaving it")
-    _originals.clear()
+    _active = False
