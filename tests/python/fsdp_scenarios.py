@@ -1324,6 +1324,31 @@ def wrapped_by_another_tool(ctx):
     assert tide.fsdp.uninstall(mt)
 
 
+def dropped_without_uninstall(ctx):
+    """A model dropped while installed is collected like a stock one, with its
+    arena (host fabric: the communicator closes with its last view), FSDP2's
+    functions come back, and one warning says uninstall was skipped."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="before the drop")
+    owner = weakref.ref(importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].owner)
+    model = weakref.ref(mt)
+    del mt, opts
+    gc.collect()
+    assert model() is None, "the installed model outlived its last reference"
+    assert owner() is None, "the arena outlived the model"
+    assert not dispatch.active(), "FSDP2's functions were not restored"
+    dropped = [m for m in ctx.logs.messages(logging.WARNING) if "without tide.fsdp.uninstall" in m]
+    assert len(dropped) == 1, dropped
+    try:
+        copy.deepcopy(importlib.import_module("tide.fsdp.install").Installation("in-place", True))
+    except TypeError as e:
+        assert "uninstall" in str(e), e
+    else:
+        raise AssertionError("an installation was deep-copied")
+
+
 def refusals(ctx):
     """install on a non-root module, a plain module or a model still on the
     meta device changes nothing, says why, and does not raise."""
@@ -1819,7 +1844,7 @@ TWO_RANKS = [
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
-    "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool",
+    "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool", "dropped_without_uninstall",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

@@ -28,6 +28,7 @@ is not a prefetch still raises RegionConflict.
 from __future__ import annotations
 
 import logging
+import weakref
 
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import guards, prefetch
@@ -35,7 +36,9 @@ from tide.fsdp import reduce_scatter as _rs
 
 log = logging.getLogger("tide.fsdp")
 
-_by_param: dict[int, object] = {}   # id(FSDPParam) -> TideGroup (which holds the FSDPParam)
+# id(FSDPParam) -> weak reference to its TideGroup (which holds the FSDPParam). Weak: the
+# group refers to its model, and a model dropped without uninstall must be collectable.
+_by_param: dict[int, weakref.ref] = {}
 # FSDP2's own functions, captured at the first activation and kept: a tool
 # that wrapped a replacement after install keeps calling it after the last
 # uninstall (the binding is left to it), and every call then goes here.
@@ -47,21 +50,33 @@ def lookup(fsdp_params):
     if not fsdp_params:
         return None
     first = fsdp_params[0]
-    tg = _by_param.get(id(first))
+    tg = _group_of(id(first))
     if tg is None or tg.params[tg.index[id(first)]] is not first:
         return None
     return tg
 
 
+def _group_of(key: int):
+    ref = _by_param.get(key)
+    return ref() if ref is not None else None
+
+
 def register(tg) -> None:
+    ref = weakref.ref(tg)
     for fp in tg.params:
-        _by_param[id(fp)] = tg
+        _by_param[id(fp)] = ref
 
 
 def unregister(tg) -> None:
     for fp in tg.params:
-        if _by_param.get(id(fp)) is tg:
+        if _group_of(id(fp)) is tg:
             del _by_param[id(fp)]
+
+
+def _prune() -> None:
+    """Drops the entries of groups that were collected with their model."""
+    for key in [k for k, ref in _by_param.items() if ref() is None]:
+        del _by_param[key]
 
 
 # ------------------------------------------------------------------ replacements
@@ -173,6 +188,7 @@ def activate() -> None:
 
 def deactivate_if_unused() -> None:
     global _active
+    _prune()
     if _by_param or not _active:
         return
     for module, name, replacement in _bindings():

@@ -26,8 +26,52 @@ log = logging.getLogger("tide.fsdp")
 MODES = ("in-place", "slot-reuse")
 RELEASE_GRADS = ("read-done", "with-fsdp-state", "read-done-polled")
 
-_installed: weakref.WeakKeyDictionary[torch.nn.Module, Installation] = weakref.WeakKeyDictionary()
 _refused: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
+
+
+class _Installations:
+    """Model -> its Installation. The Installation refers back to the model
+    (its root group's modules, the setters it wrapped), so it lives in the
+    model's own __dict__: a registry holding it would keep every installed
+    model, and its arena, alive after the user dropped it. Only a weak set of
+    the models is kept here."""
+
+    ATTR = "_tide_installation"
+
+    def __init__(self):
+        self._models: weakref.WeakSet = weakref.WeakSet()
+
+    def get(self, model, default=None):
+        inst = getattr(model, "__dict__", {}).get(self.ATTR)
+        return inst if inst is not None else default
+
+    def __getitem__(self, model):
+        inst = self.get(model)
+        if inst is None:
+            raise KeyError(model)
+        return inst
+
+    def __contains__(self, model) -> bool:
+        return self.get(model) is not None
+
+    def __setitem__(self, model, inst) -> None:
+        model.__dict__[self.ATTR] = inst
+        self._models.add(model)
+
+    def pop(self, model, default=None):
+        self._models.discard(model)
+        inst = getattr(model, "__dict__", {}).pop(self.ATTR, None)
+        return inst if inst is not None else default
+
+    def __delitem__(self, model) -> None:
+        if self.pop(model) is None:
+            raise KeyError(model)
+
+    def keys(self) -> list:
+        return [m for m in list(self._models) if m in self]
+
+
+_installed = _Installations()
 
 
 class Installation:
@@ -42,6 +86,12 @@ class Installation:
         self.tide_groups: list[TideGroup] = []
         self.options: dict[str, Any] = {}         # install()'s arguments, to lay out again
         self.watched: list[tuple[torch.nn.Module, str]] = []  # FSDP modules' setters wrapped (_LAYOUT_SETTERS)
+        self.dropped: weakref.finalize | None = None  # runs if the model is collected while installed
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a model with TIDE installed cannot be pickled or deep-copied (its arena and "
+                        "communicator are this process's): tide.fsdp.uninstall(model) first; state dicts "
+                        "work while installed")
 
 
 # ------------------------------------------------------------------ install
@@ -188,6 +238,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if inst.tide_groups:
         dispatch.activate()
     _installed[model] = inst
+    inst.dropped = weakref.finalize(model, _dropped_while_installed, len(inst.tide_groups))
     _refused.pop(model, None)
     inst.options = given
     _watch_layout_setters(model, inst)
@@ -299,6 +350,17 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
                 "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns))
     uninstall(model)
     install(model, **inst.options)
+
+
+def _dropped_while_installed(tide_groups: int) -> None:
+    """The model was collected without uninstall (it and its installation
+    went together): FSDP2's functions come back if no other model uses them.
+    Its arena went with its last view on the host fabric; a CUDA arena stays
+    allocated to the process's exit, since closing its communicator is
+    collective and cannot run at a garbage collection."""
+    dispatch.deactivate_if_unused()
+    log.warning("tide.fsdp: a model with %d TIDE groups was garbage collected without tide.fsdp.uninstall(); "
+                "a CUDA arena stays allocated until the process exits", tide_groups)
 
 
 def _first_busy(infos: list[groups.GroupInfo]) -> str | None:
@@ -543,6 +605,8 @@ def uninstall(model: torch.nn.Module) -> bool:
         tg.ag_outputs, tg.resident, tg._shard_views, tg._own_views, tg.marker = [], [], None, None, None
     dispatch.deactivate_if_unused()
     del _installed[model]
+    if inst.dropped is not None:
+        inst.dropped.detach()
     for ctx in inst.contexts:
         ctx.shard_buffer = None
         if ctx.fabric == "cuda" and not _arena.release_collectively(ctx):
