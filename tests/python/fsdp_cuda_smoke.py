@@ -168,7 +168,9 @@ def main() -> int:
 # unshard for evaluation, tied embeddings, compiled blocks, two models with TIDE in one process,
 # gradient clipping, parameters with fewer elements than ranks, blocks skipped or run twice in a
 # step, an embedding group not gathered in backward, reshard_after_forward changed between steps, a
-# custom comm set after install, the root alone sharded. Ordered from plain training to the adapter's own machinery.
+# custom comm set after install, the root alone sharded, the folded block's forward without its
+# backward, reduce dtypes, a tool's wrapper around TIDE's functions, a model dropped without
+# uninstall. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -178,7 +180,8 @@ CUDA_SCENARIOS = [
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
-    "a_check_failing_on_one_rank_fails_every_rank",
+    "a_check_failing_on_one_rank_fails_every_rank", "folded_block_forward_without_its_backward",
+    "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall",
 ]
 
 

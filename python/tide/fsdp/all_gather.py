@@ -79,13 +79,25 @@ def _conflict(tg, other, what: str) -> str:
             "Install with ring=False (one region per group) for this model.")
 
 
-def adopt(tg, index: int) -> None:
+def adopt(tg, index: int, copy_in_stream=None) -> None:
     """Move parameter `index`'s sharded data into the group's resident region
     and point FSDP2's padded shard and the DTensor's local tensor at it (same
     tensor objects: `.data` is swapped, so the optimizer and the sharded
-    Parameter keep their identity)."""
+    Parameter keep their identity).
+
+    `copy_in_stream`: adopting again inside an all-gather (CUDA), whose
+    all-gather stream waits for the copy-in stream, not for the current one:
+    the copy goes there, after what the current stream wrote into the new
+    shard (load_state_dict), and the old storage is not reused before it."""
     fp, res = tg.params[index], tg.resident[index]
-    res.copy_(fp._sharded_param_data)
+    src = fp._sharded_param_data
+    if copy_in_stream is not None and tg.backend.fabric == "cuda":
+        copy_in_stream.wait_stream(torch.cuda.current_stream(tg.backend.device))
+        with torch.cuda.stream(copy_in_stream):
+            res.copy_(src)
+        src.record_stream(copy_in_stream)
+    else:
+        res.copy_(src)
     fp._sharded_param_data.data = res
     fp._sharded_local_tensor.data = res.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
 
@@ -101,7 +113,7 @@ def shard_pointer(tg, copy_in_stream) -> int:
         for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
             if fp._sharded_param_data.data_ptr() != ptr:
                 # Rebound behind the adapter (load_state_dict(assign=True), module.to(), ...): adopt again.
-                adopt(tg, i)
+                adopt(tg, i, copy_in_stream)
                 tg.stats["readopted"] += 1
         tg.stats["ag_resident"] += 1
         return tg.resident_base
