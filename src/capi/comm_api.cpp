@@ -1,4 +1,5 @@
 // C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -110,8 +111,25 @@ tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
   return tideSuccess;
 }
 
-bool validConfig(const tideCommConfig_t* cfg) {
-  return cfg && cfg->arenaBytes > 0 && cfg->rank >= 0 && cfg->rank < cfg->nodes * cfg->gpusPerNode;
+// Longest wait deadline accepted (about 11.6 days): a deadline must stay a
+// finite count of nanoseconds past now.
+constexpr double kMaxTimeoutSeconds = 1e6;
+// Largest arena accepted (1 PiB): its page and window roundings must not overflow.
+constexpr int64_t kMaxArenaBytes = int64_t{1} << 50;
+
+// Why `cfg` cannot make a communicator, or "" (the topology itself is checked by Topology::make).
+std::string configProblem(const tideCommConfig_t* cfg) {
+  if (!cfg) return "null config";
+  if (cfg->nodes <= 0 || cfg->gpusPerNode <= 0) return "nodes and gpusPerNode must be positive";
+  if (cfg->rank < 0 || int64_t{cfg->rank} >= int64_t{cfg->nodes} * cfg->gpusPerNode)
+    return "rank " + std::to_string(cfg->rank) + " outside 0.." +
+           std::to_string(int64_t{cfg->nodes} * cfg->gpusPerNode - 1);
+  if (cfg->arenaBytes <= 0 || cfg->arenaBytes > kMaxArenaBytes)
+    return "arenaBytes " + std::to_string(cfg->arenaBytes) + " outside 1.." + std::to_string(kMaxArenaBytes);
+  if (!std::isfinite(cfg->timeoutSeconds) || cfg->timeoutSeconds < 0 || cfg->timeoutSeconds > kMaxTimeoutSeconds)
+    return "timeoutSeconds " + std::to_string(cfg->timeoutSeconds) + " outside 0 (the default).." +
+           std::to_string(kMaxTimeoutSeconds);
+  return "";
 }
 
 // No CUDA fabric in this build: `call` says so.
@@ -127,7 +145,8 @@ template <class Make>
 tideResult_t initComm(const char* call, const tideCommConfig_t* cfg, const void* source, tideComm_t* out,
                       bool needsCuda, Make&& make) {
   return guarded(call, [&]() -> tideResult_t {
-    if (!out || !source || !validConfig(cfg)) return invalid(call, "null argument or bad rank/arena");
+    if (!out || !source) return invalid(call, "null argument");
+    if (const std::string problem = configProblem(cfg); !problem.empty()) return invalid(call, problem);
     *out = nullptr;
     if (needsCuda && !tide::capi::cudaFabricBuilt()) return noCudaFabric(call);
     tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
@@ -186,7 +205,7 @@ TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* off
     if (!comm || !offset || bytes <= 0) return invalid("tideCommAlloc", "null comm/offset or bytes <= 0");
     const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
     const int64_t limit = comm->comm ? comm->comm->layout().base : comm->fabric.endpoint->arenaBytes();
-    if (at + bytes > limit)
+    if (bytes > limit - at)  // not at + bytes: a huge request must not wrap into range
       return invalid("tideCommAlloc", std::to_string(bytes) + " bytes do not fit in the arena (" +
                                           std::to_string(limit - at) + " left)");
     comm->userTop = at + bytes;
@@ -268,8 +287,16 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());
-    for (const void* p : g)
-      if (!p) return invalid("tideReduceScatter", "null gradient pointer");
+    // The sum kernels load and store whole elements: a misaligned address faults on a GPU.
+    if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
+      return invalid("tideReduceScatter", "out is not 4-byte aligned");
+    const auto gradAlign = static_cast<uintptr_t>(tide::plan::itemSize(group->plan.group.gradDtype));
+    for (size_t p = 0; p < g.size(); ++p) {
+      if (!g[p]) return invalid("tideReduceScatter", "null gradient pointer (parameter " + std::to_string(p) + ")");
+      if (reinterpret_cast<uintptr_t>(g[p]) % gradAlign != 0)
+        return invalid("tideReduceScatter", "gradient of parameter " + std::to_string(p) + " is not " +
+                                                std::to_string(gradAlign) + "-byte aligned");
+    }
     comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
     comm->lastReduceScatter = c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);

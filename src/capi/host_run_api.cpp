@@ -31,7 +31,8 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     *json = nullptr;
     if (options->iters < 1) return capi::invalid("tideHostRun", "iters must be >= 1");
     if (options->inputKind < 0 || options->inputKind > 2) return capi::invalid("tideHostRun", "unknown input kind");
-    if (!(options->timeoutSeconds > 0)) return capi::invalid("tideHostRun", "timeout must be > 0");
+    if (!(options->timeoutSeconds > 0 && options->timeoutSeconds <= 1e6))  // NaN and infinity fail too
+      return capi::invalid("tideHostRun", "timeout must be in (0, 1e6] seconds");
     capi::PlanInputs in;
     bench::HostRunOptions o;
     try {

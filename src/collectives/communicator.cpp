@@ -97,8 +97,9 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   const int me = ep_.rank();
   const int node = t.nodeOf(me);
   const int local = t.localOf(me);
-  if (landingOffset < 0 || layout_.overlaps(landingOffset, g.unshardedBytes()) ||
-      landingOffset + g.unshardedBytes() > ep_.arenaBytes())
+  // Subtractions, not sums: an offset near INT64_MAX must not wrap into range.
+  if (landingOffset < 0 || g.unshardedBytes() > ep_.arenaBytes() ||
+      landingOffset > ep_.arenaBytes() - g.unshardedBytes() || layout_.overlaps(landingOffset, g.unshardedBytes()))
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
   // In place (shard == nullptr): this rank's shard already sits in its own
   // landing rows (the caller cast or copied it there), so nothing is copied

@@ -44,7 +44,8 @@ struct ScratchLayout {
   // Whether this scratch holds everything `plan` uses (blocks only exist on
   // several nodes, staging only with local peers).
   bool fits(const plan::Plan& plan) const;
-  bool overlaps(int64_t offset, int64_t size) const { return offset < end() && offset + size > base; }
+  // [offset, offset + size) meets the scratch; offset >= 0 and size >= 0 (no sum that could wrap).
+  bool overlaps(int64_t offset, int64_t size) const { return offset < end() && size > base - offset; }
   int64_t stagingSlot(int i) const { return staging + i * stagingSlotBytes; }
   int64_t outboxBlock(int bank, int i) const { return outbox + (int64_t{bank} * outboxBlocks + i) * blockBytes; }
   // The inbox's bytes (every generation); a push area is the same size.

@@ -20,6 +20,14 @@ def test_bad_config_is_refused(tmp_path):
         with pytest.raises(_capi.TideError) as info:
             _comm(tmp_path, **kwargs)
         assert info.value.result in (_capi.Result.INVALID_ARGUMENT,)
+    # A deadline must stay a finite number of nanoseconds: infinity once put every wait's deadline in the past.
+    for timeout in (float("inf"), float("nan"), 1e10, -1.0):
+        with pytest.raises(_capi.TideError, match="timeoutSeconds") as info:
+            Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                         store_dir=str(tmp_path / "store"), timeout_s=timeout)
+        assert info.value.result == _capi.Result.INVALID_ARGUMENT
+    with pytest.raises(_capi.TideError, match="arenaBytes"):
+        _comm(tmp_path, arena=(1 << 62))
     with pytest.raises(ValueError):
         Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="nvlink")
     with pytest.raises(ValueError):
@@ -34,6 +42,11 @@ def test_alloc_past_the_arena_is_refused(tmp_path):
             comm.alloc(1 << 20)
         with pytest.raises(_capi.TideError):
             comm.alloc(0)
+        # A size near INT64_MAX must not wrap past the check (it once returned a negative offset next).
+        with pytest.raises(_capi.TideError, match="do not fit"):
+            comm.alloc((1 << 63) - 1)
+        off, _ = comm.alloc(4096)
+        assert off == 4096, off
 
 
 def test_group_for_another_topology_is_refused(tmp_path):
@@ -78,6 +91,23 @@ def test_wrong_gradient_count_null_shard_and_bad_landing(tmp_path):
         shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)
         with pytest.raises(_capi.TideError, match="landing"):
             comm.all_gather(group, shard.ctypes.data, 1 << 30)  # outside the arena
+        with pytest.raises(_capi.TideError, match="landing"):  # an offset whose end wraps around
+            comm.all_gather(group, shard.ctypes.data, (1 << 63) - 100)
+        comm.synchronize()
+
+
+def test_misaligned_reduce_scatter_pointers_are_refused(tmp_path):
+    """The sum kernels load and store whole elements: on a GPU a misaligned one faults."""
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4], [3]])  # bf16 gradients
+        out = np.zeros(group.plan["group"]["out_bytes"] // 4 + 1, dtype=np.float32)
+        grads = [np.ones(n + 1, dtype=np.uint16) for n in (32, 3)]
+        ptrs = [g.ctypes.data for g in grads]
+        with pytest.raises(_capi.TideError, match="out is not 4-byte aligned"):
+            comm.reduce_scatter(group, ptrs, out.ctypes.data + 2)
+        with pytest.raises(_capi.TideError, match="parameter 1 is not 2-byte aligned"):
+            comm.reduce_scatter(group, [ptrs[0], ptrs[1] + 1], out.ctypes.data)
+        comm.reduce_scatter(group, ptrs, out.ctypes.data)  # aligned: runs
         comm.synchronize()
 
 

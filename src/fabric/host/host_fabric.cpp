@@ -100,6 +100,11 @@ Clock::time_point HostEndpoint::deadline() const {
                             std::chrono::duration<double>(options_.timeoutSeconds));
 }
 
+Clock::duration HostEndpoint::drainStallLimit() const {
+  // Waits inside the queue carry their own deadline; allow them to expire first.
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(2 * options_.timeoutSeconds + 1.0));
+}
+
 void HostEndpoint::fail(FabricError::Kind kind, const std::string& message) {
   if (mem_.failed) recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes, message);
   throw FabricError(kind, message);
@@ -479,9 +484,7 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   submit(q, "wait for queue " + std::to_string(srcQueue), [this, src, event, call, srcQueue](int task) {
     // The source queue's own waits carry deadlines and say what they waited
     // for; give them time to expire first so their message is the one seen.
-    const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
-    if (!src->waitCompleted(event, end) && (stopping_ || src->stopping()))
+    if (!src->waitCompleted(event, drainStallLimit()) && (stopping_ || src->stopping()))
       throw FabricError(FabricError::Kind::kPeerFailure,
                         "rank " + std::to_string(rank_) + " in " + call + ": the endpoint is shutting down");
     if (src->completed() < event)
@@ -496,12 +499,9 @@ void HostEndpoint::synchronize(int q) {
   flushRails();
   WorkQueue& wq = queue(q);
   const uint64_t target = wq.submitted();
-  // Waits inside the queue carry their own deadline; allow them to expire first.
-  const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
-  if (!wq.waitCompleted(target, end))
+  if (!wq.waitCompleted(target, drainStallLimit()))
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": queue " + std::to_string(q) +
-                                          " did not drain before its deadline");
+                                          " did not drain: no task finished within its deadline");
   if (wq.failure()) std::rethrow_exception(wq.failure());
   if (checker_) checker_->hostSynchronized(checker_->tid(rank_, q));
 }
@@ -513,11 +513,10 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
     throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": event " +
                                                      std::to_string(event) + " of queue " + std::to_string(q) +
                                                      " was never recorded");
-  const auto end = deadline() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options_.timeoutSeconds + 1.0));
-  if (!wq.waitCompleted(event, end))
+  if (!wq.waitCompleted(event, drainStallLimit()))
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": event " + std::to_string(event) +
-                                          " of queue " + std::to_string(q) + " did not complete before its deadline");
+                                          " of queue " + std::to_string(q) +
+                                          " did not complete: no task finished within its deadline");
   if (wq.failure()) std::rethrow_exception(wq.failure());
   if (checker_) checker_->hostJoinEvent(checker_->tid(rank_, q), event);
 }

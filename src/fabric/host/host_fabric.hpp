@@ -111,6 +111,8 @@ class HostEndpoint final : public Endpoint {
   template <typename F>
   void failStopOnError(F&& body);
   std::chrono::steady_clock::time_point deadline() const;
+  // How long a host wait on a queue may see no task finish (2 T + 1 s).
+  std::chrono::steady_clock::duration drainStallLimit() const;
   void checkRailPeer(int peer, int64_t dstOffset, int64_t bytes, const char* what) const;
   // Two-sided rails: the rail puts and receives enqueued back to back run as
   // one queue task (an NCCL group): all sends posted, every receive taken in

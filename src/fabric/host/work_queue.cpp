@@ -52,10 +52,15 @@ std::exception_ptr WorkQueue::failure() const {
   return failure_;
 }
 
-bool WorkQueue::waitCompleted(uint64_t seq, std::chrono::steady_clock::time_point deadline) const {
+bool WorkQueue::waitCompleted(uint64_t seq, std::chrono::steady_clock::duration stallLimit) const {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [&] { return completed_ >= seq || stop_; });
-  return completed_ >= seq;
+  for (;;) {
+    const uint64_t seen = completed_;
+    const bool woke = cv_.wait_until(lock, std::chrono::steady_clock::now() + stallLimit,
+                                     [&] { return completed_ >= seq || stop_ || completed_ != seen; });
+    if (!woke || completed_ >= seq || stop_) return completed_ >= seq;
+    // A task finished: the queue progresses, the stall limit starts again.
+  }
 }
 
 void WorkQueue::run() {

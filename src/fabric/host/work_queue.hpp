@@ -40,9 +40,11 @@ class WorkQueue {
   void join();
   bool stopping() const;
 
-  // Blocks until completed() >= seq, `deadline` passes or a stop is
-  // requested; false unless completed.
-  bool waitCompleted(uint64_t seq, std::chrono::steady_clock::time_point deadline) const;
+  // Blocks until completed() >= seq, a stop is requested, or no task has
+  // completed for `stallLimit`; false unless completed. A stall, not the
+  // whole wait, is bounded: a busy queue (many calls enqueued before one
+  // synchronize) is healthy as long as its tasks keep finishing.
+  bool waitCompleted(uint64_t seq, std::chrono::steady_clock::duration stallLimit) const;
 
  private:
   void run();

@@ -1,0 +1,54 @@
+// The host fabric's in-order queue: a host wait on it fails when the queue
+// stalls (no task finishes within the limit), not when a long but moving
+// backlog outlasts the limit (many calls enqueued before one synchronize).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fabric/host/work_queue.hpp"
+
+namespace tide::fabric::host {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(WorkQueue, ABusyQueueIsNoStall) {
+  WorkQueue q;
+  uint64_t last = 0;
+  // 12 tasks of 40 ms: 480 ms in all, each well within a 150 ms stall limit.
+  for (int i = 0; i < 12; ++i) last = q.submit([] { std::this_thread::sleep_for(40ms); });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(q.waitCompleted(last, 150ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 400ms) << "returned before the backlog ran";
+  EXPECT_EQ(q.completed(), last);
+}
+
+TEST(WorkQueue, AStalledQueueTimesOut) {
+  WorkQueue q;
+  q.submit([] {});
+  const uint64_t stuck = q.submit([] { std::this_thread::sleep_for(600ms); });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(q.waitCompleted(stuck, 100ms));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 500ms) << "the limit bounds the stall, not more";
+  EXPECT_TRUE(q.waitCompleted(stuck, 2s));  // the task ends: the same wait then passes
+}
+
+TEST(WorkQueue, AStopEndsTheWait) {
+  WorkQueue q;
+  const uint64_t stuck = q.submit([] { std::this_thread::sleep_for(300ms); });
+  const uint64_t never = q.submit([] {});
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(50ms);
+    q.requestStop();
+  });
+  EXPECT_FALSE(q.waitCompleted(never, 10s));  // dropped at the stop, so never completed
+  stopper.join();
+  EXPECT_LT(q.completed(), never);
+  (void)stuck;
+}
+
+}  // namespace
+}  // namespace tide::fabric::host
