@@ -5,16 +5,19 @@
 #include <cstring>
 #include <limits>
 
-#include "fabric/host/host_kernels.hpp"
-
 namespace tide::bench {
 
 double loadValue(const void* base, int64_t i, plan::DType t) {
   const auto* bytes = static_cast<const uint8_t*>(base);
   if (t == plan::DType::kBF16) {
+    // Decoded here, not with the fabric's bf16ToFloat: the reference must not share the
+    // code it checks. bf16 is the high half of an fp32 word.
     uint16_t b;
     std::memcpy(&b, bytes + i * 2, 2);
-    return fabric::host::bf16ToFloat(b);
+    const uint32_t word = uint32_t{b} << 16;
+    float f;
+    std::memcpy(&f, &word, 4);
+    return f;
   }
   float f;
   std::memcpy(&f, bytes + i * 4, 4);

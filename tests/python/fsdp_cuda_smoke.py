@@ -198,7 +198,8 @@ def run_scenarios(names: list[str], rank: int, world: int, device) -> int:
     def report(name, ok, tb, seconds):
         if not ok:
             failed.append(name)
-        verdict = "PASS" if ok else "FAIL\n" + tb
+        verdict = ("SKIP (" + tb[len(fsdp_harness.SKIPPED):] + ")" if ok and tb.startswith(fsdp_harness.SKIPPED)
+                   else "PASS" if ok else "FAIL\n" + tb)
         print(f"[rank {rank}] scenario {name}: {verdict} ({seconds:.1f} s)", flush=True)
 
     fsdp_harness.run_scenarios(S, names, ctx, report)

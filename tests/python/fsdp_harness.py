@@ -17,11 +17,23 @@ import traceback
 from dataclasses import dataclass, field
 
 
+class ScenarioSkipped(Exception):
+    """Raised by a scenario that cannot run here (this torch lacks an API it
+    needs): reported as skipped with the reason, never as passed."""
+
+
+SKIPPED = "SKIPPED: "  # an Outcome's message prefix for a skipped scenario (ok stays True)
+
+
 @dataclass
 class Outcome:
     ok: bool
     message: str
     seconds: float
+
+    @property
+    def skipped(self) -> bool:
+        return self.ok and self.message.startswith(SKIPPED)
 
 
 @dataclass
@@ -39,6 +51,13 @@ class JobResult:
         if len(per_rank) != self.world:
             raise AssertionError(f"scenario {name}: {len(per_rank)} of {self.world} ranks reported "
                                  f"(job: {self.crashed or 'no crash message'})")
+        skipped = [o for o in per_rank.values() if o.skipped]
+        if skipped:
+            import pytest
+
+            if len(skipped) != self.world:
+                raise AssertionError(f"scenario {name}: skipped on {len(skipped)} of {self.world} ranks")
+            pytest.skip(skipped[0].message[len(SKIPPED):])
 
 
 class LogCapture(logging.Handler):
@@ -88,6 +107,8 @@ def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
         try:
             getattr(module, name)(ctx)
             report(name, True, "", time.perf_counter() - start)
+        except ScenarioSkipped as e:
+            report(name, True, SKIPPED + str(e), time.perf_counter() - start)
         except Exception:
             report(name, False, traceback.format_exc(), time.perf_counter() - start)
         _cleanup()

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.utils.checkpoint
+from fsdp_harness import ScenarioSkipped
 from tide.fsdp import dispatch, guards
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
@@ -959,7 +960,7 @@ def custom_comm_after_install(ctx):
 
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     if not hasattr(mt.blocks[1], "set_custom_all_gather"):
-        return  # this torch has no custom comms
+        raise ScenarioSkipped(f"torch {torch.__version__} has no custom comms (set_custom_all_gather)")
     assert_all_tide(install(mt, ctx), 4)
     opts = optimizers(ms, mt, "adam", 1e-2)
     tol = tight(ctx, FP32)
@@ -1453,7 +1454,7 @@ def fsdp4_experts_on_a_sub_mesh(ctx):
     try:
         from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
     except ImportError:
-        return  # this torch has one mesh per module
+        raise ScenarioSkipped(f"torch {torch.__version__} has one mesh per module (no ShardPlacementResult)")
     mesh = mesh_1d(ctx)
     sub = init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("ep", "efsdp"))["efsdp"]
     experts_mesh = FSDPMeshInfo(mesh=sub, shard_mesh_dim=0)

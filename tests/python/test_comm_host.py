@@ -29,9 +29,10 @@ def _inputs(rank: int, seed: int, n: int):
     return grads
 
 
-def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float) -> list[float]:
-    """Per parameter: max |out - alpha * float64 sum over ranks| relative to max(1, |reference|);
-    inf where the output is not finite."""
+def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float, before=None) -> list[float]:
+    """Per parameter: max |out - (alpha * float64 sum over ranks [+ before])| relative to
+    max(1, |reference|); inf where the output is not finite. `before`: the output's contents
+    before an accumulating call."""
     errors = []
     for i, p in enumerate(plan["group"]["param_layout"]):
         k = p["shard_rows"] * p["row_elems"]
@@ -41,6 +42,8 @@ def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float) ->
         if hi > lo:
             ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
         ref *= alpha
+        if before is not None:
+            ref += before[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
         got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
         if not np.all(np.isfinite(got)):
             errors.append(float("inf"))
@@ -73,8 +76,16 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
                 landing[:] = 0xA5
                 comm.all_gather(group, shards[rank].ctypes.data, landing_off)
                 grads = _inputs(rank, seed + call, n)
-                out = np.full(plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
-                comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data, alpha=0.5)
+                # The second call accumulates into what the output held (a gradient accumulation).
+                accumulate = call == 1
+                if accumulate:
+                    before = np.random.default_rng([seed, 2000 + rank]).standard_normal(
+                        plan["group"]["out_bytes"] // 4).astype(np.float32)
+                    out = before.copy()
+                else:
+                    before, out = None, np.full(plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+                comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data, alpha=0.5,
+                                    accumulate=accumulate)
                 comm.synchronize()
                 # All-gather: rank r's shard of parameter p sits at o_p*N + r*s_p.
                 for p in plan["group"]["param_layout"]:
@@ -84,8 +95,8 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
                         assert np.array_equal(landing[at:at + p["shard_bytes"]], want), f"AG param {p}, rank {r}"
                 # Reduce-scatter against a float64 sum over every rank's gradients.
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
-                for i, err in enumerate(_rs_rel_errors(plan, out, all_grads, rank, 0.5)):
-                    assert err <= 1e-5, f"RS param {i}: max rel err {err}"
+                for i, err in enumerate(_rs_rel_errors(plan, out, all_grads, rank, 0.5, before)):
+                    assert err <= 1e-5, f"RS param {i} (accumulate={accumulate}): max rel err {err}"
             # What the fabric did over both calls: every all-gather copies this rank's shard into all
             # n landings; rails carry bytes only across nodes; the host fabric builds no copy graphs.
             stats = comm.stats
@@ -189,7 +200,9 @@ def test_an_early_read_done_fails_the_overwrite_test(tmp_path, rng):
     """The same check against a communicator that reports read-done before
     reading (rank 0's reads are also delayed): the poison reaches the outputs."""
     verdicts, _ = _read_done_job(2, 2, str(tmp_path), rng.seed_value, fault="release-grads-early")
-    assert len(verdicts) == 4 and any(v != "ok" for v in verdicts.values()), verdicts
+    # Detected as wrong outputs, not as some other failure (a refused fault would also be "not ok").
+    assert len(verdicts) == 4 and not any(v.startswith("error:") for v in verdicts.values()), verdicts
+    assert any(v.endswith("parameters wrong") for v in verdicts.values()), verdicts
 
 
 def test_wait_inputs_read_before_any_reduce_scatter_is_refused(tmp_path):
