@@ -70,11 +70,10 @@ OutputCheck checkShardOutput(const plan::GroupLayout& g, const std::vector<std::
     bool match;
     if (std::isnan(want)) match = std::isnan(got);
     else if (std::isinf(want)) match = got == want;
-    else if (exact) match = got == want;
     else {
       // A NaN where a number belongs is an infinite error, so the printed worst error shows it.
       const double err = std::isnan(got) ? std::numeric_limits<double>::infinity() : std::fabs(got - want) / scale;
-      match = err <= 1e-5;
+      match = exact ? got == want : err <= 1e-5;
       out.maxRelErr = std::max(out.maxRelErr, err);
     }
     out.wrong += match ? 0 : 1;

@@ -25,7 +25,7 @@ int64_t wrongLandingBytes(const plan::GroupLayout& g, const std::vector<const ui
 
 struct OutputCheck {
   int64_t wrong = 0;      // elements that missed
-  double maxRelErr = 0;   // over the finite reference elements, misses included (exact checks leave it 0)
+  double maxRelErr = 0;   // over the finite reference elements, misses included
 };
 
 // `rank`'s reduce-scatter output `y` against alpha * referenceShardSums (+ `before`,

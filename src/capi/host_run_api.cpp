@@ -64,6 +64,9 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     j["topology"] = {{"nodes", o.topo.nodes}, {"gpus_per_node", o.topo.gpusPerNode}, {"ranks", o.topo.ranks()}};
     j["rails"] = fabric::host::hostRailsName(o.rails);
     j["fault"] = collectives::faultName(o.fault.kind);
+    // What the inputs were and so how the outputs were checked (integer sums exactly).
+    static constexpr const char* kInputNames[] = {"normal", "integer", "nonfinite"};
+    j["inputs"] = kInputNames[options->inputKind];
     j["error"] = r.error;
     j["all_gather"] = {{"check", r.allGather.ok ? "ok" : "failed"},
                        {"wrong_bytes", r.allGather.wrong},
@@ -75,6 +78,7 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     j["reduce_scatter"] = {{"check", r.reduceScatter.ok ? "ok" : "failed"},
                            {"wrong_elems", r.reduceScatter.wrong},
                            {"max_rel_err", r.reduceScatter.maxRelErr},
+                           {"exact", o.inputs == bench::InputKind::kInteger},
                            {"seconds", r.reduceScatter.seconds},
                            {"waves", p.rs.waves.size()},
                            {"rounds", p.rs.networkRounds},

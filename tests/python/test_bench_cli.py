@@ -44,6 +44,22 @@ def test_bench_checks_pass(topo, rng):
     assert (report["all_gather"]["traffic"]["rail_bytes"] > 0) == (int(topo[0]) > 1)
 
 
+@pytest.mark.parametrize("inputs", ["integer", "nonfinite"])
+def test_bench_input_kinds(inputs, rng):
+    """--inputs reaches the run: integer sums are checked exactly (and come out exact), NaN and
+    infinities land where the reference puts them."""
+    r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--iters", "2",
+                 "--seed", str(rng.seed_value), "--inputs", inputs, "--json")
+    assert r.returncode == 0, r.stderr
+    report = r.json()
+    assert report["inputs"] == inputs
+    assert report["reduce_scatter"]["exact"] == (inputs == "integer")
+    assert report["all_gather"]["check"] == "ok" and report["reduce_scatter"]["check"] == "ok", report
+    assert report["reduce_scatter"]["wrong_elems"] == 0
+    if inputs == "integer":
+        assert report["reduce_scatter"]["max_rel_err"] == 0.0, report["reduce_scatter"]
+
+
 @pytest.mark.parametrize("topo", [("2", "2"), ("4", "1"), ("3", "2")])
 def test_bench_two_sided_rails(topo, rng):
     """The send/recv rail path (every transfer received by its peer) and the RMA
