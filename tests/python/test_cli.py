@@ -73,6 +73,30 @@ def test_preset_json_has_every_key(preset, nodes, gpus):
     assert rs["wave_width"] == gpus and rs["passes"] == 1
     assert 0 < rs["level1_descriptors"] <= rs["level1_descriptors_flat"] or gpus == 1
     assert plan["memory"]["fsdp2_live_ns"] == 4.0
+    _check_memory_model(plan, nodes, gpus)
+
+
+def _check_memory_model(plan: dict, m: int, l: int) -> None:
+    """The JSON's memory section against Sec. 5.4's Eqs. 10-12 written out here, in units of one
+    unsharded bf16 group (N S; one fp32 shard S_fp32 = 2 N S / (M L))."""
+    rs, mem = plan["reduce_scatter"], plan["memory"]
+    fp32_shard = 2.0 / (m * l)
+    multi = m > 1
+    slot = l / 2 if multi else (l - 1) / (2 * l)  # Eq. 10's staging slot; one node: a row per sender
+
+    def area(outbox_blocks: float) -> float:
+        return (slot * rs["staging_slots"] + l * rs["buffer_generations"] + 2 * outbox_blocks
+                + (2 if multi else 0)) * fp32_shard
+
+    in_place = area(m - 1 if multi else 0)                        # Eq. 11
+    slot_reuse = area(2 * rs["round_width"] if multi else 0)      # Eq. 12
+    ring = 2 + (1 / l if multi else 0)
+    want = {"rs_area_in_place_ns": in_place, "rs_area_slot_reuse_ns": slot_reuse,
+            "rs_area_ns": in_place if rs["mode"] == "in-place" else slot_reuse,
+            "tide_live_in_place_ns": ring + in_place + 1, "tide_live_slot_reuse_ns": ring + slot_reuse}
+    want["tide_live_ns"] = want["tide_live_in_place_ns" if rs["mode"] == "in-place" else "tide_live_slot_reuse_ns"]
+    for key, value in want.items():
+        assert mem[key] == pytest.approx(value, rel=1e-12), (key, mem[key], value)
 
 
 def test_default_output_is_a_table():
