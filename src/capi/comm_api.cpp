@@ -11,6 +11,7 @@
 #include "capi/call_timer.hpp"
 #include "capi/errors.hpp"
 #include "capi/fabric_factory.hpp"
+#include "capi/live_handles.hpp"
 #include "capi/plan_config.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/counter_ids.hpp"
@@ -102,11 +103,23 @@ using tide::capi::invalid;
 
 constexpr int kQueues = tide::collectives::kQueuesNeeded;
 
+// Why `comm` / `group` cannot be used, or null (tide::capi::LiveHandles).
+const char* commProblem(tideComm_t comm) {
+  if (!comm) return "null communicator";
+  return tide::capi::liveComms().contains(comm) ? nullptr : "unknown or destroyed communicator";
+}
+
+const char* groupProblem(tideGroup_t group) {
+  if (!group) return "null group";
+  return tide::capi::liveGroups().contains(group) ? nullptr : "unknown group, or its communicator was destroyed";
+}
+
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
                       const tide::collectives::IssueOptions& issue) {
   auto* c = new tideComm;
   c->fabric = std::move(handle);
   c->issue = issue;
+  tide::capi::liveComms().add(c);
   *out = c;
   return tideSuccess;
 }
@@ -187,7 +200,10 @@ TIDE_API tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* cfg, const cha
 
 TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
   return guarded("tideCommDestroy", [&]() -> tideResult_t {
+    if (comm && !tide::capi::liveComms().remove(comm))
+      return invalid("tideCommDestroy", "unknown or already destroyed communicator");
     if (comm) {
+      for (const auto& g : comm->groups) tide::capi::liveGroups().remove(g.get());
       try {
         comm->fabric.endpoint->synchronizeAll();
       } catch (...) {
@@ -202,7 +218,8 @@ TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
 
 TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr) {
   return guarded("tideCommAlloc", [&]() -> tideResult_t {
-    if (!comm || !offset || bytes <= 0) return invalid("tideCommAlloc", "null comm/offset or bytes <= 0");
+    if (const char* why = commProblem(comm)) return invalid("tideCommAlloc", why);
+    if (!offset || bytes <= 0) return invalid("tideCommAlloc", "null offset or bytes <= 0");
     const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
     const int64_t limit = comm->comm ? comm->comm->layout().base : comm->fabric.endpoint->arenaBytes();
     if (bytes > limit - at)  // not at + bytes: a huge request must not wrap into range
@@ -233,7 +250,8 @@ TIDE_API tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int coun
 
 TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* out) {
   return guarded("tideGroupRegister", [&]() -> tideResult_t {
-    if (!comm || !config || !out) return invalid("tideGroupRegister", "null argument");
+    if (const char* why = commProblem(comm)) return invalid("tideGroupRegister", why);
+    if (!config || !out) return invalid("tideGroupRegister", "null argument");
     *out = nullptr;
     const tide::plan::Topology& t = comm->fabric.endpoint->topology();
     if (config->nodes != t.nodes || config->gpusPerNode != t.gpusPerNode)
@@ -249,13 +267,15 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
                                             "more scratch than was sized");
     }
     *out = g.get();
+    tide::capi::liveGroups().add(g.get());
     comm->groups.push_back(std::move(g));
     return tideSuccess;
   });
 }
 
 TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
-  if (!group || !json) return invalid("tideGroupGetJson", "null argument");
+  if (const char* why = groupProblem(group)) return invalid("tideGroupGetJson", why);
+  if (!json) return invalid("tideGroupGetJson", "null argument");
   *json = group->json.c_str();
   return tideSuccess;
 }
@@ -268,7 +288,8 @@ constexpr const char* kForeignGroup = "the group was registered on another commu
 TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                                     void* stream) {
   return guarded("tideAllGather", [&]() -> tideResult_t {
-    if (!comm || !group) return invalid("tideAllGather", "null argument");  // shard NULL: in place
+    if (const char* why = commProblem(comm)) return invalid("tideAllGather", why);  // shard NULL: in place
+    if (const char* why = groupProblem(group)) return invalid("tideAllGather", why);
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
@@ -282,7 +303,9 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
 TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
                                         float alpha, int accumulate, void* stream) {
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
-    if (!comm || !group || !grads || !out) return invalid("tideReduceScatter", "null argument");
+    if (const char* why = commProblem(comm)) return invalid("tideReduceScatter", why);
+    if (const char* why = groupProblem(group)) return invalid("tideReduceScatter", why);
+    if (!grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
@@ -307,7 +330,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
 
 TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
   return guarded("tideCommWaitInputsRead", [&]() -> tideResult_t {
-    if (!comm) return invalid("tideCommWaitInputsRead", "null comm");
+    if (const char* why = commProblem(comm)) return invalid("tideCommWaitInputsRead", why);
     if (!comm->lastReduceScatter) return invalid("tideCommWaitInputsRead", "no reduce-scatter was issued");
     // readDone is on the caller queue, after the Level 1 pushes and sums: the
     // gradients' last readers (the network phase reads only arena blocks).
@@ -317,14 +340,16 @@ TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
 }
 
 TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
-  if (!comm || !bytes) return invalid("tideCommReservedBytes", "null argument");
+  if (const char* why = commProblem(comm)) return invalid("tideCommReservedBytes", why);
+  if (!bytes) return invalid("tideCommReservedBytes", "null argument");
   *bytes = comm->fabric.reservedBytes;
   return tideSuccess;
 }
 
 TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
   return guarded("tideCommGetRails", [&]() -> tideResult_t {
-    if (!comm || !name) return invalid("tideCommGetRails", "null argument");
+    if (const char* why = commProblem(comm)) return invalid("tideCommGetRails", why);
+    if (!name) return invalid("tideCommGetRails", "null argument");
     if (comm->rails.empty()) comm->rails = comm->fabric.endpoint->railsDescription();
     *name = comm->rails.c_str();
     return tideSuccess;
@@ -333,7 +358,8 @@ TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
 
 TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) {
   return guarded("tideCommGetStats", [&]() -> tideResult_t {
-    if (!comm || !stats) return invalid("tideCommGetStats", "null argument");
+    if (const char* why = commProblem(comm)) return invalid("tideCommGetStats", why);
+    if (!stats) return invalid("tideCommGetStats", "null argument");
     const tide::fabric::Stats s = comm->fabric.endpoint->stats();
     *stats = tideCommStats_t{.copyBytes = s.copyBytes,
                              .copyDescriptors = s.copyOps,
@@ -353,7 +379,7 @@ TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) 
 
 TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {
   return guarded("tideCommSynchronize", [&]() -> tideResult_t {
-    if (!comm) return invalid("tideCommSynchronize", "null comm");
+    if (const char* why = commProblem(comm)) return invalid("tideCommSynchronize", why);
     comm->fabric.endpoint->synchronizeAll();
     return tideSuccess;
   });

@@ -175,3 +175,24 @@ def test_cuda_ipc_communicator_on_a_machine_without_gpus_says_so(tmp_path):
                      store_dir=str(tmp_path / "store"), timeout_s=5)
     assert info.value.result != _capi.Result.SUCCESS
     assert "cuda" in str(info.value).lower()
+
+
+def test_destroyed_and_made_up_handles_are_refused(tmp_path):
+    """A handle used after tideCommDestroy, destroyed twice, or never handed out is refused
+    with an error (it once read freed memory)."""
+    import ctypes
+
+    lib = _capi.library()
+    comm = _comm(tmp_path)
+    group = comm.register_group([[8, 4]])
+    comm_handle, group_handle = _capi.CommHandle(comm.handle.value), _capi.GroupHandle(group.handle.value)
+    comm.close()
+    for result in (lib.tideCommSynchronize(comm_handle),
+                   lib.tideCommDestroy(comm_handle),
+                   lib.tideGroupGetJson(group_handle, ctypes.byref(ctypes.c_char_p())),
+                   lib.tideCommGetStats(comm_handle, ctypes.byref(_capi.CommStats()))):
+        assert result == _capi.Result.INVALID_ARGUMENT
+    assert "destroyed" in lib.tideGetLastError().decode()
+    bogus = _capi.CommHandle(ctypes.addressof(ctypes.create_string_buffer(64)))
+    assert lib.tideCommSynchronize(bogus) == _capi.Result.INVALID_ARGUMENT
+    assert lib.tideCommDestroy(_capi.CommHandle()) == _capi.Result.SUCCESS  # destroying NULL is a no-op
