@@ -163,7 +163,8 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
     const int64_t world = store.add(shm.keyPrefix + "rank" + std::to_string(rank) + "/worlds", 1) - 1;
     bootstrap(store, shm.keyPrefix + std::to_string(world) + "/", arenaBytes, shm.bootstrapTimeoutSeconds);
   } catch (const std::exception& e) {
-    // Peers that got further stop at once instead of at their deadline.
+    // Peers already past the bootstrap see the failure record in their next wait and stop at
+    // once; peers still waiting in the store fail at their bootstrap deadline.
     if (ControlBlock* control = segments_.empty() ? nullptr : controlOf(segments_[0])) {
       recordFirstFailure(control->failed, control->failure, sizeof control->failure, context + " failed: " + e.what());
     }
