@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tide import PlanInputError, TideError, make_plan
@@ -49,6 +51,19 @@ def test_paper_calibration_equals_the_default():
     default = make_plan(SHAPES, nodes=8, gpus_per_node=8)
     calibrated = make_plan(SHAPES, nodes=8, gpus_per_node=8, calibration=PAPER_CALIBRATION)
     assert default == calibrated
+
+
+@pytest.mark.parametrize("fabric_gbps", [40.0, 390.0, 1000.0])
+def test_fabric_rate_sizes_the_one_node_sums(fabric_gbps):
+    """fabric_gbps reaches the solver in GB/s: on one node the Level 1 sum keeps pace with the
+    copy engines' pushes (Eq. 13's one-node form, written out here): per output element the sum
+    moves L bf16 items in and 4 bytes out while the pushes carry L - 1 items, so
+    sum_ctas = ceil(1.5 * (2L + 4) / (2 (L - 1)) * fabric_gbps / sum_gbps_per_cta)."""
+    gpus = 4
+    plan = make_plan(SHAPES, nodes=1, gpus_per_node=gpus,
+                     calibration={**PAPER_CALIBRATION, "fabric_gbps": fabric_gbps})
+    ratio = (2 * gpus + 4) / (2 * (gpus - 1)) * fabric_gbps / PAPER_CALIBRATION["sum_gbps_per_cta"]
+    assert plan["reduce_scatter"]["sum_ctas"] == max(1, math.ceil(1.5 * ratio - 1e-9))
 
 
 def test_calibration_keys_are_checked():
