@@ -158,6 +158,9 @@ elif [[ -x $TEST ]]; then
   # Host time per copy three ways (each copy, batch, cached graph); fails unless every byte is
   # right and the graph's copies run on copy engines beside a kernel holding every SM.
   run copy_launch_probe 60 "$BUILD/tests/cuda/tide_copy_launch_probe" --copies 30 --bytes 1048576
+  # The multicast rule's refusal, and (two GPUs) a teardown whose peer is gone: bounded, aborted.
+  run nccl_lifecycle 200 env TIDE_LIBRARY="$PWD/$BUILD/libtide.so" PYTHONPATH="$PWD/python" \
+    "$PYTHON" tests/gpu/check_nccl_lifecycle.py
   if ((NGPU >= 2)); then
     # Every virtual topology of this host's GPUs (M nodes x L GPUs, L <= 8; on
     # 4 GPUs M1L4, M2L2, M4L1), then the send/recv rails on one GPU per node.

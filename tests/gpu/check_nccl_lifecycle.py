@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The CUDA fabric's NCCL life cycle on the GPU machines, the cases a training job seldom shows:
+
+  - the multicast rule: a communicator is refused, naming NCCL_NVLS_ENABLE, unless that is
+    exactly "0". Checked with "00", which NCCL itself reads as 0 (off), so that multicast stays
+    off even if TIDE's refusal were broken; then "0" is accepted (one GPU);
+  - a peer gone before teardown (two GPUs): rank 1 makes its communicator and exits at once;
+    rank 0's close must come back within the host drain deadline (2 T + 10 s at T = 5 s), the
+    NCCL communicators aborted, not hang in the teardown barrier, and the GPU must still work.
+
+Exits non-zero on any failure. Run with NCCL_NVLS_ENABLE=0 in the environment (tools/gpu_run.sh).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+
+ARENA = 1 << 24
+TIMEOUT_S = 5.0  # the communicator's wait deadline: the teardown waits at most 2 T + 10 s
+
+
+def _refused_unless_zero(value: str, out) -> None:
+    os.environ["NCCL_NVLS_ENABLE"] = value  # before this process's first NCCL communicator
+    os.environ.pop("TIDE_ENABLE_MULTICAST", None)
+    from tide import _capi
+    from tide.comm import Communicator, unique_id
+
+    try:
+        comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=ARENA, fabric="cuda",
+                            unique_id=unique_id(), device=0, timeout_s=TIMEOUT_S)
+    except _capi.TideError as e:
+        out.put(("refused", str(e)))
+        return
+    comm.close()
+    out.put(("accepted", ""))
+
+
+def check_multicast_rule() -> list[str]:
+    failures = []
+    ctx = mp.get_context("spawn")
+    for value, want in (("00", "refused"), ("0", "accepted")):
+        out = ctx.Queue()
+        p = ctx.Process(target=_refused_unless_zero, args=(value, out))
+        p.start()
+        p.join(120)
+        verdict, message = out.get(timeout=5) if not out.empty() else ("no answer", f"exit code {p.exitcode}")
+        ok = verdict == want and (want != "refused" or "NCCL_NVLS_ENABLE" in message)
+        print(f"NCCL_NVLS_ENABLE={value!r}: {verdict} {message[:160]} -> {'ok' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failures.append(f"NCCL_NVLS_ENABLE={value}: {verdict} (wanted {want})")
+    return failures
+
+
+def _teardown_rank(rank: int, ids, out) -> None:
+    import torch
+
+    from tide.comm import Communicator, unique_id
+
+    if rank == 0:
+        uid = unique_id()
+        ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=ARENA, fabric="cuda",
+                        unique_id=uid, device=rank, timeout_s=TIMEOUT_S)
+    if rank == 1:
+        out.put((1, "made", 0.0))
+        os._exit(0)  # gone without closing: rank 0's teardown barrier will never be joined
+    while out.empty():
+        time.sleep(0.1)
+    time.sleep(2.0)  # rank 1 is gone by now
+    start = time.monotonic()
+    comm.close()
+    took = time.monotonic() - start
+    x = torch.ones(1 << 20, device="cuda:0")  # the GPU still works after the abort
+    out.put((0, "closed" if float(x.sum()) == float(1 << 20) else "GPU broken", took))
+
+
+def check_teardown_with_a_gone_peer() -> list[str]:
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_teardown_rank, args=(r, ids, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    limit = 2 * TIMEOUT_S + 10 + 60  # the deadline, plus communicator setup and slack
+    procs[0].join(limit)
+    hung = procs[0].is_alive()
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+        p.join()
+    answers = {}
+    while not out.empty():
+        rank, what, took = out.get()
+        answers[rank] = (what, took)
+    what, took = answers.get(0, ("no answer", float("nan")))
+    ok = not hung and what == "closed" and took <= 2 * TIMEOUT_S + 10 + 5
+    print(f"teardown with rank 1 gone: rank 0 {what} in {took:.1f} s (deadline {2 * TIMEOUT_S + 10:.0f} s)"
+          f"{', HUNG' if hung else ''} -> {'ok' if ok else 'FAIL'}", flush=True)
+    return [] if ok else [f"teardown with a gone peer: {what}, {took:.1f} s, hung={hung}"]
+
+
+def main() -> int:
+    import torch
+
+    if os.environ.get("NCCL_NVLS_ENABLE") != "0":
+        sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
+    failures = check_multicast_rule()
+    if torch.cuda.device_count() >= 2:
+        failures += check_teardown_with_a_gone_peer()
+    else:
+        print("SKIP teardown with a gone peer: needs two GPUs", flush=True)
+    print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
