@@ -273,9 +273,14 @@ void CopyEngine::buildWanted() {
         // and neither does the host: the first launch waits for its event.
         if (exec != nullptr) {
           cudaEvent_t uploaded = nullptr;
-          TIDE_CUDA_CHECK(cudaGraphUpload(exec, upload_));
-          TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming));
-          TIDE_CUDA_CHECK(cudaEventRecord(uploaded, upload_));
+          cudaError_t err = cudaGraphUpload(exec, upload_);
+          if (err == cudaSuccess) err = cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
+          if (err == cudaSuccess) err = cudaEventRecord(uploaded, upload_);
+          if (err != cudaSuccess) {  // the cache never saw it: free it here before reporting
+            if (uploaded != nullptr) cudaEventDestroy(uploaded);
+            cudaGraphExecDestroy(exec);
+            TIDE_CUDA_CHECK(err);
+          }
           uploads_.emplace(exec, uploaded);
         }
         return exec;
