@@ -59,15 +59,20 @@ rm -rf "$LOGS"
 mkdir -p "$OUT" "$LOGS"
 # wanted STEP: true when --only is absent or names STEP.
 wanted() { [[ -z $ONLY || $ONLY == *",$1,"* ]]; }
+# tar_logs: the logs so far into $OUT/gpu-logs.tgz, through a temporary file of the
+# caller's own (the periodic packer below and pack_logs may overlap).
+tar_logs() {
+  local tmp="$OUT/gpu-logs.tgz.tmp.$BASHPID"
+  tar czf "$tmp" -C "$LOGS" . 2>/dev/null && mv -f "$tmp" "$OUT/gpu-logs.tgz"
+  rm -f "$tmp"
+}
 pack_logs() {
   printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
-  tar czf "$OUT/gpu-logs.tgz.tmp" -C "$LOGS" . 2>/dev/null && mv -f "$OUT/gpu-logs.tgz.tmp" "$OUT/gpu-logs.tgz"
+  tar_logs
 }
 # Also every 15 s, so that a step cut by the device's command limit still
 # brings back its log so far (a hang's last lines are the ones that matter).
-(while sleep 15; do
-  tar czf "$OUT/gpu-logs.tgz.tmp" -C "$LOGS" . 2>/dev/null && mv -f "$OUT/gpu-logs.tgz.tmp" "$OUT/gpu-logs.tgz"
-done) &
+(while sleep 15; do tar_logs; done) &
 PACKER=$!
 trap 'kill $PACKER 2>/dev/null' EXIT
 
@@ -394,5 +399,9 @@ printf '\n==================== summary (%d GPU(s), logs in %s, packed in %s)\n' 
 [[ -s $BUILD/fsdp_e2e_table.txt ]] && cat "$BUILD/fsdp_e2e_table.txt"
 printf '%-34s %-14s %6s\n' step result time
 printf '%s\n' "${SUMMARY[@]}"
+# The periodic packer stops first: its last tar must not rename over the final one.
+kill $PACKER 2>/dev/null
+wait $PACKER 2>/dev/null
+rm -f "$OUT"/gpu-logs.tgz.tmp.*
 pack_logs
 exit $FAILED

@@ -67,6 +67,8 @@ def _teardown_rank(rank: int, ids, out) -> None:
                         unique_id=uid, device=rank, timeout_s=TIMEOUT_S)
     if rank == 1:
         out.put((1, "made", 0.0))
+        out.close()
+        out.join_thread()  # os._exit would kill the queue's feeder thread before it sent the message
         os._exit(0)  # gone without closing: rank 0's teardown barrier will never be joined
     while out.empty():
         time.sleep(0.1)
