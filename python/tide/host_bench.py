@@ -85,7 +85,8 @@ def format_report(report: dict, title: str) -> str:
             f"{c.get('staging_bytes', 0) * mib:>12.2f}"
         )
     if "max_rel_err" in report["reduce_scatter"]:
-        lines.append(f"reduce_scatter max rel err vs float64: {report['reduce_scatter']['max_rel_err']:.3g}")
+        err = report["reduce_scatter"]["max_rel_err"]  # JSON null: infinite (a NaN where a number belongs)
+        lines.append(f"reduce_scatter max rel err vs float64: {float('inf') if err is None else err:.3g}")
     if report.get("error"):
         lines.append(f"error: {report['error']}")
     return "\n".join(lines)

@@ -123,3 +123,17 @@ def test_cuda_fabric_without_gpu_says_so():
     r = run_tide("bench", "--fabric", "cuda")
     assert r.returncode == 2
     assert "no CUDA device" in r.stderr
+
+
+def test_text_report_of_an_infinite_error(rng):
+    """A NaN output makes the worst error infinite, which JSON carries as null: the text report
+    says inf instead of failing on it."""
+    import json
+
+    from tide.host_bench import format_report
+
+    r = run_tide("bench", "--fabric", "host", "-M", "1", "-L", "2", "--preset", "llama-tiny", "--iters", "1",
+                 "--seed", str(rng.seed_value), "--json")
+    report = r.json()
+    report["reduce_scatter"]["max_rel_err"] = json.loads("null")
+    assert "max rel err vs float64: inf" in format_report(report, "nan output")

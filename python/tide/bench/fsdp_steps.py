@@ -176,6 +176,11 @@ def setup(args) -> tuple[Env, bool]:
     want_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if want_cuda:
         # Never NVLink multicast (DESIGN.md): NCCL, torch symmetric memory and NVSHMEM off it.
+        # NCCL reads NCCL_NVLS_ENABLE once, at the process's first communicator: with the
+        # caller's process group already up, setting it here could no longer reach NCCL.
+        if os.environ.get("NCCL_NVLS_ENABLE") != "0" and dist.is_initialized():
+            raise SystemExit("fsdp_steps: NCCL_NVLS_ENABLE must be 0 before the process group is created "
+                             f"(it is {os.environ.get('NCCL_NVLS_ENABLE', 'unset')})")
         if os.environ.get("NCCL_NVLS_ENABLE", "0") != "0":
             print(f"fsdp_steps: NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']} overridden to 0", flush=True)
         os.environ["NCCL_NVLS_ENABLE"] = "0"

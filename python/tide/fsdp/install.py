@@ -239,6 +239,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         dispatch.activate()
     _installed[model] = inst
     inst.dropped = weakref.finalize(model, _dropped_while_installed, len(inst.tide_groups))
+    inst.dropped.atexit = False  # exiting with TIDE installed is no drop: nothing to say then
     _refused.pop(model, None)
     inst.options = given
     _watch_layout_setters(model, inst)

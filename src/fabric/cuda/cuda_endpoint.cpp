@@ -29,7 +29,8 @@ double envSeconds(const char* name, double fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
-  return (end != v && s > 0) ? s : fallback;
+  // As the C API's timeouts: positive and at most 1e6 s, so a deadline stays finite (inf and nan fall back).
+  return (end != v && s > 0 && s <= 1e6) ? s : fallback;
 }
 
 // The wait deadline of in-stream waits (the watchdog's).
@@ -240,6 +241,8 @@ CudaEndpoint::~CudaEndpoint() {
 }
 
 void CudaEndpoint::releaseResources() noexcept {
+  // Before any memory is freed: a free would wait for a gone peer's NCCL kernel (nccl_bootstrap.hpp).
+  if (comms_ != nullptr) comms_->abortIfBroken();
   watchdog_.reset();
 #if TIDE_HAVE_NCCL_RMA
   if (rma_ != nullptr && comms_ != nullptr && comms_->broken()) rma_->abandonWindow();

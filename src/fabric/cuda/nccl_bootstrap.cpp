@@ -198,16 +198,25 @@ void NcclComms::awaitStream(const std::string& what) {
   }
 }
 
+void NcclComms::abortIfBroken() noexcept {
+  if (!broken_) return;
+  cudaSetDevice(device_);
+  // Grouped: NCCL sets every communicator's abort flag, then cleans them up (a cleanup
+  // frees memory, which would wait for a kernel still spinning on another's flag).
+  ncclGroupStart();
+  for (ncclComm_t* c : {&railCredit_, &rail_, &world_})
+    if (*c != nullptr) ncclCommAbort(*c);
+  ncclGroupEnd();
+  railCredit_ = rail_ = world_ = nullptr;
+}
+
 void NcclComms::release() noexcept {
   cudaSetDevice(device_);
+  abortIfBroken();  // Finalize would wait for work a gone peer never joins
   for (ncclComm_t* c : {&railCredit_, &rail_, &world_}) {
     if (*c == nullptr) continue;
-    if (broken_) {
-      ncclCommAbort(*c);  // Finalize would wait for work a gone peer never joins
-    } else {
-      ncclCommFinalize(*c);
-      ncclCommDestroy(*c);
-    }
+    ncclCommFinalize(*c);
+    ncclCommDestroy(*c);
     *c = nullptr;
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -226,15 +235,17 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
   cudaError_t err = cudaMemcpyAsync(dev, &mine, sizeof(mine), cudaMemcpyHostToDevice, stream);
   const ncclResult_t nerr = err == cudaSuccess ? ncclAllGather(dev, dev + 1, 1, ncclUint64, comm, stream)
                                                : ncclSuccess;
-  if (err == cudaSuccess && nerr == ncclSuccess)
+  const bool gathering = err == cudaSuccess && nerr == ncclSuccess;  // an all-gather is in flight
+  if (gathering)
     err = cudaMemcpyAsync(all.data(), dev + 1, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
   if (err != cudaSuccess || nerr != ncclSuccess) {
-    cudaFree(dev);
+    // With the all-gather in flight, cudaFree would wait for it, and it for peers that may
+    // never come: `dev` stays allocated (a few bytes) and the caller aborts the communicator.
+    if (!gathering) cudaFree(dev);
     TIDE_NCCL_CHECK(nerr);
     TIDE_CUDA_CHECK(err);
   }
-  // The all-gather may still be running on a failure: `dev` then stays allocated
-  // (a few bytes), the caller aborts the communicator.
+  // The same on a failed wait: `dev` stays allocated.
   awaitNcclStream(stream, {comm}, deadlineSeconds, "rank " + std::to_string(rank) + ": the host-identity all-gather");
   cudaFree(dev);
 

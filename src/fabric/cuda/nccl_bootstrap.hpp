@@ -26,9 +26,10 @@ struct LsaTeam {
 class NcclComms {
  public:
   // `deadlineSeconds` bounds every host wait on NCCL work after the world
-  // communicator exists (bootstrap collectives, splits' traffic, barriers).
-  // The world communicator's own creation blocks until every rank joins; the
-  // unique id's broadcast before it (the caller's job launcher) is what
+  // communicator exists (bootstrap collectives, barriers). Creating the world
+  // communicator, splitting it and registering a window are blocking NCCL
+  // calls without a deadline: they block until every rank joins, and the
+  // unique id's broadcast before them (the caller's job launcher) is what
   // notices a rank that never started.
   NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device, double deadlineSeconds);
   ~NcclComms();
@@ -74,6 +75,11 @@ class NcclComms {
   // and no collective call (a window's deregistration) is made on them.
   void markBroken() { broken_ = true; }
   bool broken() const { return broken_; }
+  // Broken: aborts every communicator now, all abort flags set before any
+  // cleanup runs (one NCCL group). An NCCL kernel of a gone peer's collective
+  // spins until its flag is set, and a cudaFree or cudaFreeHost anywhere
+  // would wait for that kernel: so this comes before freeing any memory.
+  void abortIfBroken() noexcept;
   double deadlineSeconds() const { return deadlineSeconds_; }
 
  private:

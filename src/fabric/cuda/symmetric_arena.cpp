@@ -35,6 +35,7 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
     peers_[static_cast<size_t>(comms_.rank())] = base_;
   } catch (...) {
     comms_.markBroken();  // a registration or barrier may be outstanding
+    comms_.abortIfBroken();  // before freeing the window's memory (nccl_bootstrap.hpp)
     release();
     throw;
   }
