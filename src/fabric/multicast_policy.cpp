@@ -8,7 +8,11 @@ namespace tide::fabric {
 std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNvlsEnable) {
   if (tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0) return "";
   if (ncclNvlsEnable != nullptr && std::strcmp(ncclNvlsEnable, "0") == 0) return "";
-  const std::string now = ncclNvlsEnable == nullptr ? std::string("unset") : "'" + std::string(ncclNvlsEnable) + "'";
+  std::string now = "unset";
+  if (ncclNvlsEnable != nullptr) {  // appended: GCC 12 misreads "'" + std::string(...) as an overlapping copy
+    now = "'";
+    now.append(ncclNvlsEnable).append("'");
+  }
   return "NCCL_NVLS_ENABLE is " + now +
          ": TIDE lets NCCL use NVLink multicast only with TIDE_ENABLE_MULTICAST=1. Set NCCL_NVLS_ENABLE=0 "
          "before the process creates its first NCCL communicator (NCCL reads it once per process, so setting "
