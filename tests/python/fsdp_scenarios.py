@@ -1036,6 +1036,43 @@ def folded_block_forward_without_its_backward(ctx):
         assert tide.fsdp.uninstall(mt)
 
 
+def stale_unsharded_use_fails(ctx):
+    """A backward through a graph kept with create_graph=True (a gradient
+    penalty) uses blocks' unsharded Parameters after those blocks resharded.
+    Stock fails on its freed storage; TIDE's storage is a ring slot another
+    block has been gathered into since, and once gave gradients computed with
+    that block's weights, silently. It must fail too, and the model must then
+    train on as stock does after the same failure."""
+    if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
+        raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed backward")
+
+    def penalty_loss(m, x):
+        x = x.clone().requires_grad_(True)
+        loss = m(x).float().pow(2).mean()
+        (g,) = torch.autograd.grad(loss, x, create_graph=True)
+        return loss + g.pow(2).sum()
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        x = batches(ctx, 1, seed=50)[0]
+        for name, m in (("stock", ms), ("tide", mt)):
+            try:
+                penalty_loss(m, x).backward()
+            except RuntimeError as e:
+                if name == "tide":
+                    assert "inplace operation" in str(e), e
+            else:
+                raise AssertionError(f"{mode}: {name}'s backward through resharded blocks did not fail")
+            m.reset_iter_state()
+            m.zero_grad()
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for step in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=51 + step), tol=tight(ctx, FP32),
+                      what=f"{mode} after the failed penalty, step {step}")
+        assert tide.fsdp.uninstall(mt)
+
+
 def reshard_after_backward_false(ctx):
     """Gradient accumulation without sync and without resharding after
     backward on the first micro-batches: groups left unsharded in a ring slot
@@ -1846,6 +1883,7 @@ TWO_RANKS = [
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
     "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool", "dropped_without_uninstall",
+    "stale_unsharded_use_fails",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

@@ -160,6 +160,7 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
     tg.check_dtypes()
     claim_region(tg)
+    tg.mark_unsharded()  # before the gather writes (shard_pointer preserves the versions it finds)
     shard_ptr = shard_pointer(tg, copy_in_stream)
     event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.ctx, tg.region, copy_in_stream,
                                   all_gather_stream)

@@ -530,9 +530,11 @@ def _apply(tg: TideGroup) -> None:
 
     def free_unsharded_param(fp):
         # The region is reused by the next group; nothing to free. Record
-        # where its last readers are (CUDA) before the next write.
+        # where its last readers are (CUDA) before the next write, and make a
+        # later use of the unsharded Parameters fail as stock's freed storage does.
         if fp is first:
             backend.on_reshard(region)
+            tg.mark_resharded()
 
     with torch.no_grad():
         for fp, out, idx in zip(tg.params, tg.ag_outputs, range(len(tg.params))):
@@ -561,6 +563,7 @@ def _apply(tg: TideGroup) -> None:
 def _restore(tg: TideGroup) -> None:
     group = tg.info.group
     prefetch.disable(tg)
+    tg.mark_unsharded()
     unsharded = not group.is_sharded
     with torch.no_grad():
         for idx, (fp, out) in enumerate(zip(tg.params, tg.ag_outputs)):

@@ -55,6 +55,32 @@ class TideGroup:
         self.invert_prefetch = False
         self.inversion_off: str | None = None
         self.backward_index: int | None = None  # post-forward index popped in this backward
+        # While resharded: the unsharded Parameters and the versions they had (mark_resharded).
+        self._versions_at_reshard: tuple | None = None
+
+    def mark_resharded(self) -> None:
+        """At reshard. Stock FSDP2 frees the unsharded storage here, so that a
+        later use of an unsharded Parameter (a backward through a graph kept
+        with create_graph=True, after its block resharded) fails. Here that
+        storage is the arena, which another group's gather then overwrites: a
+        use would read its weights silently. So each unsharded Parameter's
+        version counter moves on, and autograd refuses a tensor it saved
+        before ("modified by an inplace operation") until the next all-gather
+        of this group puts the versions back (mark_unsharded)."""
+        if self._versions_at_reshard is not None:
+            return
+        params = tuple(fp._unsharded_param for fp in self.params if hasattr(fp, "_unsharded_param"))
+        versions = tuple(p._version for p in params)
+        torch._C._autograd._unsafe_set_version_counter(params, tuple(v + 1 for v in versions))
+        self._versions_at_reshard = (params, versions)
+
+    def mark_unsharded(self) -> None:
+        """At this group's all-gather (and uninstall): the versions autograd saw."""
+        if self._versions_at_reshard is None:
+            return
+        params, versions = self._versions_at_reshard
+        torch._C._autograd._unsafe_set_version_counter(params, versions)
+        self._versions_at_reshard = None
 
     @property
     def comm(self):
