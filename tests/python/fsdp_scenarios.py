@@ -1036,6 +1036,80 @@ def folded_block_forward_without_its_backward(ctx):
         assert tide.fsdp.uninstall(mt)
 
 
+class TwoChildBlock(nn.Module):
+    """A block whose attention and MLP are sharded inside it (nested fully_shard)."""
+
+    def __init__(self, d: int = 24, h: int = 37):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.attn = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, h), nn.ReLU(), nn.Linear(h, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm(x))
+        return x + self.mlp(x)
+
+
+def nested_fully_shard(ctx):
+    """fully_shard on each block and on two modules inside it: a block stays
+    unsharded while its children run, so it gets a region of its own and only
+    the innermost groups share the ring; both modes match stock (the ring
+    once put a child into its parent's slot: RegionConflict)."""
+    def shard(model, mesh):
+        for b in model.blocks:
+            fully_shard(b.attn, mesh=mesh)
+            fully_shard(b.mlp, mesh=mesh)
+            fully_shard(b, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: Model([TwoChildBlock() for _ in range(3)]), ctx, mesh_1d(ctx), shard_fn=shard)
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 10)
+        regions = {g["fqn"]: g["region"] for g in rep["groups"]}
+        assert all(regions[f"blocks.{i}"] == f"pinned:blocks.{i}" for i in range(3)), regions
+        assert regions["blocks.0.attn"].startswith("slot") and regions["blocks.2.mlp"].startswith("slot"), regions
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for step in range(3):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=60 + step), tol=tight(ctx, FP32), what=f"{mode} step {step}")
+        assert tide.fsdp.uninstall(mt)
+
+
+class UnusedOutputModel(Model):
+    """Runs every block, but the outputs of the blocks in `unused` do not reach the loss."""
+
+    unused: tuple[int, ...] = ()
+
+    def forward(self, x):
+        x = self.inp(x)
+        for i, b in enumerate(self.blocks):
+            y = b(x)
+            if i not in self.unused:
+                x = y
+        return self.out(self.norm(x))
+
+
+def unused_block_output(ctx):
+    """A block computed but not in the loss: FSDP2's backward prefetch still
+    gathers it and never waits. Stock drops that gather at the end of the
+    backward; in the ring it holds a slot an earlier block needs, so it is
+    dropped then (it once raised RegionConflict). Both modes match stock,
+    for the last block and for a middle one."""
+    for mode in ("in-place", "slot-reuse"):
+        for unused in ((3,), (1,)):
+            ms, mt = make_pair(lambda: UnusedOutputModel([Block() for _ in range(4)]), ctx, mesh_1d(ctx))
+            ms.unused = mt.unused = unused
+            assert_all_tide(install(mt, ctx, mode=mode), 5)
+            opts = optimizers(ms, mt, "adam", 1e-2)
+            for step in range(3):
+                step_both(ms, mt, opts, batches(ctx, 1, seed=70 + step), tol=tight(ctx, FP32),
+                          what=f"{mode} unused {unused}, step {step}")
+            if unused == (3,):  # the root's prefetch of the last block is the one dropped
+                assert stats(mt).get("stale_prefetch_dropped", 0) >= 3, stats(mt)
+            assert tide.fsdp.uninstall(mt)
+
+
 def stale_unsharded_use_fails(ctx):
     """A backward through a graph kept with create_graph=True (a gradient
     penalty) uses blocks' unsharded Parameters after those blocks resharded.
@@ -1883,7 +1957,7 @@ TWO_RANKS = [
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
     "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool", "dropped_without_uninstall",
-    "stale_unsharded_use_fails",
+    "stale_unsharded_use_fails", "nested_fully_shard", "unused_block_output",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

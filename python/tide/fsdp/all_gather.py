@@ -44,6 +44,8 @@ def region_holder(tg):
         if other is tg:
             continue
         group = other.info.group
+        if stale_backward_prefetch(tg, other):
+            continue
         if group._all_gather_result is not None:
             return other
         if group.is_sharded or group._training_state == it.TrainingState.POST_BACKWARD:
@@ -69,8 +71,39 @@ def claim_region(tg) -> None:
                 else f"is unsharded ({group._training_state.name})")
         raise RegionConflict(_conflict(tg, holder, what))
     for other in tg.region.members:
+        if other is not tg and stale_backward_prefetch(tg, other):
+            _drop_stale_gather(tg, other)
         if other is not tg and not other.info.group.is_sharded:
             other.info.group._to_sharded()
+
+
+def stale_backward_prefetch(tg, other) -> bool:
+    """Is `other`'s pending all-gather a backward prefetch FSDP2 will never
+    wait for? It is when tg, earlier in forward order, is in its own
+    pre-backward while `other` has not had its backward: `other`'s output did
+    not reach the loss. FSDP2 clears such a gather at the end of the backward
+    (finalize_backward); in a ring the slot it holds is needed before that."""
+    it = guards.internals()
+    group = other.info.group
+    return (group._all_gather_result is not None
+            and tg.info.group._training_state == it.TrainingState.PRE_BACKWARD
+            and group._training_state == it.TrainingState.IDLE
+            and other.info.order > tg.info.order)
+
+
+def _drop_stale_gather(tg, other) -> None:
+    """What finalize_backward does to a stale gather, early: wait for it, forget it."""
+    group = other.info.group
+    event = group._all_gather_result.all_gather_event
+    if event is not None:
+        torch.cuda.current_stream(tg.backend.device).wait_event(event)
+    group._all_gather_result = None
+    other.mark_resharded()  # never copied out; the slot is overwritten next
+    other.stats["stale_prefetch_dropped"] += 1
+    if other.stats["stale_prefetch_dropped"] == 1:  # said once per group
+        log.info("tide.fsdp: group '%s': its backward prefetch went unused (its output did not reach the loss); "
+                 "dropped when '%s' needed the ring slot, as FSDP2 drops it at the end of the backward",
+                 other.info.fqn, tg.info.fqn)
 
 
 def _conflict(tg, other, what: str) -> str:

@@ -107,12 +107,16 @@ def release_collectively(ctx: Any) -> bool:
 def ring_members_of(groups: list, *, ring: bool) -> list:
     """The groups (in execution order) that share the two ring slots: every
     non-root group that reshards after forward, and the last block even if
-    it keeps its parameters (folded into the ring, App. F)."""
+    it keeps its parameters (folded into the ring, App. F). A group whose
+    module holds another group's (nested fully_shard) stays out: it is
+    unsharded while its children run, so it would hold a slot a child needs."""
     if not ring:
         return []
     non_root = [g for g in groups if not g.info.is_root]
-    last = non_root[-1] if non_root else None
-    return [g for g in non_root if g.info.group._reshard_after_forward or g is last]
+    leaves = [g for g in non_root
+              if not any(o is not g and o.info.fqn.startswith(g.info.fqn + ".") for o in non_root)]
+    last = leaves[-1] if leaves else None
+    return [g for g in leaves if g.info.group._reshard_after_forward or g is last]
 
 
 def assign_regions(groups: list, *, ring: bool) -> list[Region]:
