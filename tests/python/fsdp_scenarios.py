@@ -414,8 +414,11 @@ def int_loss(y):
 
 
 def sum_reduction(model):
-    model.set_gradient_divide_factor(1.0)
-    model.set_force_sum_reduction_for_comms(True)
+    """SUM on every FSDP module's groups (FSDPModule's setters do not recurse)."""
+    for module in model.modules():
+        if isinstance(module, torch.distributed.fsdp.FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)
 
 
 # ------------------------------------------------------------------ scenarios (any world size)
@@ -1108,6 +1111,30 @@ def unused_block_output(ctx):
             if unused == (3,):  # the root's prefetch of the last block is the one dropped
                 assert stats(mt).get("stale_prefetch_dropped", 0) >= 3, stats(mt)
             assert tide.fsdp.uninstall(mt)
+
+
+def dtype_changed_after_install(ctx):
+    """model.to(torch.bfloat16) after training steps (stock FSDP2 cannot go on
+    either: its gather buffers stay fp32): the next gather refuses with what
+    to do, before touching the new shards (they once went back into the
+    arena's fp32 storage, silently); after reset_iter_state, uninstall works."""
+    if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
+        raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed forward")
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    opts = optimizers(ms, mt, "sgd", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=80), tol=tight(ctx, FP32), what="before the cast")
+    mt.to(torch.bfloat16)
+    try:
+        mt(batches(ctx, 1, seed=81)[0].to(torch.bfloat16))
+    except RuntimeError as e:
+        assert "uninstall before changing dtypes" in str(e), e
+    else:
+        raise AssertionError("a forward after model.to(torch.bfloat16) ran on TIDE's fp32 arena")
+    assert all(p.dtype == torch.bfloat16 for p in mt.parameters()), "the new shards were changed back"
+    mt.reset_iter_state()
+    assert tide.fsdp.uninstall(mt)
+    assert not tide.fsdp.report(mt, echo=False)["installed"]
 
 
 def stale_unsharded_use_fails(ctx):
@@ -1957,7 +1984,7 @@ TWO_RANKS = [
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
     "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool", "dropped_without_uninstall",
-    "stale_unsharded_use_fails", "nested_fully_shard", "unused_block_output",
+    "stale_unsharded_use_fails", "nested_fully_shard", "unused_block_output", "dtype_changed_after_install",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

@@ -145,6 +145,11 @@ def shard_pointer(tg, copy_in_stream) -> int:
     if tg.adopt:
         for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
             if fp._sharded_param_data.data_ptr() != ptr:
+                if fp._sharded_param_data.dtype != tg.resident[i].dtype:  # e.g. model.to(torch.bfloat16)
+                    raise RuntimeError(
+                        f"tide.fsdp: group '{tg.info.fqn}': a parameter is now {fp._sharded_param_data.dtype}, the "
+                        f"arena holds {tg.resident[i].dtype}: uninstall before changing dtypes and install again "
+                        "(after a failed forward, model.reset_iter_state() first)")
                 # Rebound behind the adapter (load_state_dict(assign=True), module.to(), ...): adopt again.
                 adopt(tg, i, copy_in_stream)
                 tg.stats["readopted"] += 1

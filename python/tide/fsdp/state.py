@@ -131,7 +131,8 @@ class TideGroup:
         for fp, name in zip(self.params, self.info.names):
             if ag_dtype_of(fp) != self.info.ag_dtype:
                 raise RuntimeError(f"tide.fsdp: '{name}' now all-gathers in {ag_dtype_of(fp)}, the arena was laid "
-                                   f"out for {self.info.ag_dtype}: reinstall after changing dtypes")
+                                   f"out for {self.info.ag_dtype}: uninstall before changing dtypes and install "
+                                   "again (after a failed forward, model.reset_iter_state() first)")
         self._dtypes_checked = True
 
     @property
