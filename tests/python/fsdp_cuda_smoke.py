@@ -170,7 +170,8 @@ def main() -> int:
 # step, an embedding group not gathered in backward, reshard_after_forward changed between steps, a
 # custom comm set after install, the root alone sharded, the folded block's forward without its
 # backward, reduce dtypes, a tool's wrapper around TIDE's functions, a model dropped without
-# uninstall. Ordered from plain training to the adapter's own machinery.
+# uninstall, a use of unsharded parameters after reshard, nested fully_shard, a block whose output
+# misses the loss, a dtype changed after install. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -181,7 +182,8 @@ CUDA_SCENARIOS = [
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
     "a_check_failing_on_one_rank_fails_every_rank", "folded_block_forward_without_its_backward",
-    "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall",
+    "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall", "stale_unsharded_use_fails",
+    "nested_fully_shard", "unused_block_output", "dtype_changed_after_install",
 ]
 
 
