@@ -248,7 +248,10 @@ def _load() -> tuple[ctypes.CDLL, str]:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         raise LibraryNotFound(f"cannot load {path}: {exc}") from None
-    _declare(lib)
+    try:
+        _declare(lib)
+    except AttributeError as exc:  # not libtide, or a build older than this package
+        raise LibraryNotFound(f"{path} lacks a libtide symbol ({exc}): a stale build, or not libtide") from None
     return lib, str(path)
 
 

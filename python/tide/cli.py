@@ -90,8 +90,8 @@ def _read_json(path: Path, what: str):
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits, too deep
+        raise InputError(f"{what} {path} is not valid JSON: {type(exc).__name__}: {exc}") from None
 
 
 def _plan_params(args) -> tuple[list, str]:

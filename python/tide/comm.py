@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tide import _capi
-from tide.plan import build_plan_config
+from tide.plan import INT32, INT64, build_plan_config, c_integer
 
 
 def has_cuda() -> bool:
@@ -65,8 +66,11 @@ class Communicator:
                  fabric: str = "cuda", unique_id: bytes | None = None, store_dir: str | None = None,
                  device: int = -1, timeout_s: float = 0.0):
         self.nodes, self.gpus_per_node, self.rank = nodes, gpus_per_node, rank
-        config = _capi.CommConfig(nodes=nodes, gpusPerNode=gpus_per_node, rank=rank, arenaBytes=arena_bytes,
-                                  timeoutSeconds=timeout_s, device=device)
+        config = _capi.CommConfig(nodes=c_integer(nodes, "nodes", *INT32),
+                                  gpusPerNode=c_integer(gpus_per_node, "gpus_per_node", *INT32),
+                                  rank=c_integer(rank, "rank", *INT32),
+                                  arenaBytes=c_integer(arena_bytes, "arena_bytes", *INT64),
+                                  timeoutSeconds=timeout_s, device=c_integer(device, "device", *INT32))
         handle = _capi.CommHandle()
         lib = _capi.library()
         if fabric == "cuda":
@@ -80,7 +84,10 @@ class Communicator:
             if store_dir is None:
                 raise ValueError(f"fabric={fabric!r} needs store_dir")
             init = lib.tideCommInitHost if fabric == "host" else lib.tideCommInitCudaIpc
-            _capi.check(init(ctypes.byref(config), str(store_dir).encode(), ctypes.byref(handle)))
+            path = os.fsencode(store_dir)  # the file system's bytes, as the C library opens them
+            if b"\0" in path:
+                raise ValueError(f"store_dir {store_dir!r} contains a NUL byte")
+            _capi.check(init(ctypes.byref(config), path, ctypes.byref(handle)))
         else:
             raise ValueError(f"unknown fabric {fabric!r} (cuda, host or cuda-ipc)")
         self.fabric = fabric
@@ -111,12 +118,14 @@ class Communicator:
     def alloc(self, nbytes: int) -> tuple[int, int]:
         """Symmetric memory in the arena: (offset, local address); same calls on every rank."""
         offset, ptr = ctypes.c_int64(), ctypes.c_void_p()
-        _capi.check(_capi.library().tideCommAlloc(self.handle, nbytes, ctypes.byref(offset), ctypes.byref(ptr)))
+        _capi.check(_capi.library().tideCommAlloc(self.handle, c_integer(nbytes, "nbytes", *INT64),
+                                                  ctypes.byref(offset), ctypes.byref(ptr)))
         return offset.value, ptr.value
 
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
         """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
-        _capi.check(_capi.library().tideAllGather(self.handle, group.handle, shard_ptr, landing_offset, stream))
+        _capi.check(_capi.library().tideAllGather(self.handle, group.handle, shard_ptr,
+                                                  c_integer(landing_offset, "landing_offset", *INT64), stream))
 
     def reduce_scatter(self, group: Group, grad_ptrs: Sequence[int], out_ptr: int, *, alpha: float = 1.0,
                        accumulate: bool = False, stream: int = 0) -> None:

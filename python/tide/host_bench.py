@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tide import _capi
-from tide.plan import build_plan_config
+from tide.plan import INT32, UINT64, build_plan_config, c_integer
 
 INPUT_KINDS = {"normal": 0, "integer": 1, "nonfinite": 2}
 RAILS = ("one-sided", "two-sided", "rma")  # tideHostRunOptions_t.rails: 0, 1, 2
@@ -46,12 +46,12 @@ def run_host(
         raise ValueError(f"rails must be one of {RAILS}")
     config, _keepalive = build_plan_config(shapes, nodes=nodes, gpus_per_node=gpus_per_node, **plan_options)
     options = _capi.HostRunOptions(
-        iters=iters,
-        seed=seed if seed is not None else int.from_bytes(os.urandom(8), "little"),
+        iters=c_integer(iters, "iters", *INT32),
+        seed=c_integer(seed, "seed", *UINT64) if seed is not None else int.from_bytes(os.urandom(8), "little"),
         inputKind=INPUT_KINDS[inputs],
         timeoutSeconds=timeout_s,
         fault=fault.encode() if fault else None,
-        faultRank=fault_rank,
+        faultRank=c_integer(fault_rank, "fault rank", *INT32),
         rails=RAILS.index(rails),
     )
     _, report = _capi.host_run(config, options)

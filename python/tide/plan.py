@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -190,7 +191,15 @@ def to_c_calibration(calibration: Mapping[str, float]) -> _capi.Calibration:
         value = calibration[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise PlanInputError(f"calibration: {key} must be a number, got {value!r}")
-        fields[field] = float(value) * scale
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise PlanInputError(f"calibration: {key} must be finite, got {value!r}")
+        if key in OPTIONAL_CALIBRATION_KEYS and number <= 0:  # the library reads 0 as "not given"
+            raise PlanInputError(f"calibration: {key} must be > 0 (leave it out for the default), got {value!r}")
+        fields[field] = number * scale
     return _capi.Calibration(**fields)
 
 
@@ -220,10 +229,21 @@ def _shape(raw: Any, name: str) -> list[int]:
 
 
 def _c_int(value: Any, what: str) -> int:
+    return c_integer(value, what, -2**31, _INT32_MAX)
+
+
+def c_integer(value: Any, what: str, lo: int, hi: int) -> int:
+    """value as an int within [lo, hi] (a C field's range), else PlanInputError: ctypes would
+    silently keep only the low bits of a larger number."""
     value = _integer(value, f"{what} must be an integer, got {value!r}")
-    if not -_INT32_MAX - 1 <= value <= _INT32_MAX:
-        raise PlanInputError(f"{what} = {value} out of range")
+    if not lo <= value <= hi:
+        raise PlanInputError(f"{what} = {value} out of range {lo}..{hi}")
     return value
+
+
+INT32 = (-2**31, 2**31 - 1)
+INT64 = (-2**63, 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
 
 
 def _dtype_code(name: Any, what: str) -> _capi.DataType:

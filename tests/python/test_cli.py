@@ -195,7 +195,10 @@ def test_zero_dim_shape(tmp_path):
     assert_bad_input(run_tide("plan", "--shapes", path, "-M", 1, "-L", 8), "rejected (zero_dim_tensor)")
 
 
-@pytest.mark.parametrize("content", ["not json", '{"shapes": [[4]]}', '[["a"]]', "[[4, -1]]"])
+# Short ids: pytest puts the id in the environment of the `tide` process it starts.
+@pytest.mark.parametrize("content", ["not json", '{"shapes": [[4]]}', '[["a"]]', "[[4, -1]]",
+                                     "[" * 200000, "[[" + "9" * 5000 + "]]"],
+                         ids=["text", "object", "string", "negative", "too-deep", "too-many-digits"])
 def test_malformed_shapes_file(tmp_path, content):
     path = tmp_path / "shapes.json"
     path.write_text(content)
@@ -214,6 +217,29 @@ def test_bad_calibration_file(tmp_path):
     path.write_text(json.dumps({"nic_gbps": 47.5}))
     assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "-M", 2, "-L", 8,
                               "--calibration", path), "missing keys")
+
+
+@pytest.mark.parametrize("key, value", [("round_wait_ms", 10**400), ("nic_gbps", "Infinity"),
+                                        ("fabric_gbps", -5), ("fabric_gbps", "NaN")])
+def test_calibration_values_must_be_finite_and_positive(tmp_path, key, value):
+    """Values JSON can carry but no rate is: a huge integer, infinity, NaN, a negative optional
+    rate (which the library would have read as "not given")."""
+    calibration = {"nic_gbps": 47.5, "sum_gbps_per_cta": 99, "land_gbps_per_cta": 21, "land_cap_gbps": 90,
+                   "round_wait_ms": 1.3}
+    path = tmp_path / "calibration.json"
+    body = json.dumps(calibration)[:-1] + f', "{key}": ' + (str(value) if not isinstance(value, str) else value) + "}"
+    if key in calibration:
+        body = body.replace(f'"{key}": {json.dumps(calibration[key])}, ', "")
+    path.write_text(body)
+    assert_bad_input(run_tide("plan", "--preset", "llama3.1-8b", "-M", 2, "-L", 8, "--calibration", path), key)
+
+
+def test_numbers_beyond_c_ranges_are_refused():
+    """ctypes keeps the low bits of a larger number: --iters 2**32 + 200 once ran 200 iterations."""
+    assert_bad_input(run_tide("bench", "--fabric", "host", "--preset", "llama-tiny", "-M", 1, "-L", 2,
+                              "--iters", 2**32 + 200), "iters")
+    assert_bad_input(run_tide("bench", "--fabric", "host", "--preset", "llama-tiny", "-M", 1, "-L", 2,
+                              "--seed", 2**64), "seed")
 
 
 def test_usage_errors_are_one_line():
@@ -239,3 +265,20 @@ def test_wave_widths_dividing_l_are_accepted(wave_width):
                       "--wave-width", wave_width, "--json")
     assert result.returncode == 0, result.stderr
     assert result.json()["reduce_scatter"]["wave_width"] == wave_width
+
+
+def test_a_library_that_is_not_libtide_is_one_line(tmp_path):
+    """TIDE_LIBRARY pointing at another library (or a stale build): one line, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    # The C library this Python process has mapped: a shared library that is surely not libtide.
+    with open("/proc/self/maps") as maps:
+        libc = next(line.split()[-1] for line in maps if "/libc.so" in line or "/libc-" in line)
+    env = dict(os.environ, TIDE_LIBRARY=libc)
+    r = subprocess.run([sys.executable, "-m", "tide", "plan", "--preset", "llama-tiny", "-M", "1", "-L", "2"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "lacks a libtide symbol" in lines[0], r.stderr

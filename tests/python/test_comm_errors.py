@@ -196,3 +196,23 @@ def test_destroyed_and_made_up_handles_are_refused(tmp_path):
     bogus = _capi.CommHandle(ctypes.addressof(ctypes.create_string_buffer(64)))
     assert lib.tideCommSynchronize(bogus) == _capi.Result.INVALID_ARGUMENT
     assert lib.tideCommDestroy(_capi.CommHandle()) == _capi.Result.SUCCESS  # destroying NULL is a no-op
+
+
+def test_numbers_beyond_c_ranges_and_nul_paths_are_refused(tmp_path):
+    """ctypes would keep the low bits: rank 2**32 joined as rank 0, an arena of 2**64 + 4096 bytes
+    was 4 KiB. A NUL byte would cut the store path short."""
+    from tide import PlanInputError
+
+    with pytest.raises(PlanInputError, match="rank"):
+        _comm(tmp_path, rank=2**32)
+    with pytest.raises(PlanInputError, match="arena_bytes"):
+        _comm(tmp_path, arena=2**64 + 4096)
+    with pytest.raises(ValueError, match="NUL"):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                     store_dir=str(tmp_path / "a\0b"))
+    with _comm(tmp_path) as comm:
+        with pytest.raises(PlanInputError, match="nbytes"):
+            comm.alloc(2**64 + 16)
+        group = comm.register_group([[8, 4]])
+        with pytest.raises(PlanInputError, match="landing_offset"):
+            comm.all_gather(group, 0, 2**64)
