@@ -178,7 +178,10 @@ def _add_bench_command(subparsers) -> None:
                           "send/recv, or as one-sided puts with counted signals and credits (NCCL host RMA); "
                           "the last two are the paths across real nodes")
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
-    cmd.set_defaults(run=_run_bench)
+    # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs).
+    host_only = {a.dest: a.default for a in cmd._actions
+                 if a.dest not in ("help", "fabric", "gpus", "native", "json")}
+    cmd.set_defaults(run=_run_bench, host_only_defaults=host_only)
 
 
 def _run_cuda_bench(args) -> int:
@@ -186,6 +189,12 @@ def _run_cuda_bench(args) -> int:
     import os
     import subprocess
 
+    given = [dest for dest, default in args.host_only_defaults.items() if getattr(args, dest, default) != default]
+    if given:
+        raise InputError("--fabric cuda runs tide.bench.collectives' own groups and options; --fabric host only: "
+                         + ", ".join("--" + dest.replace("_", "-") for dest in given))
+    if args.gpus is not None and args.gpus < 1:
+        raise InputError(f"--gpus must be at least 1, got {args.gpus}")
     try:
         import torch
     except ImportError:

@@ -137,3 +137,14 @@ def test_text_report_of_an_infinite_error(rng):
     report = r.json()
     report["reduce_scatter"]["max_rel_err"] = json.loads("null")
     assert "max rel err vs float64: inf" in format_report(report, "nan output")
+
+
+def test_cuda_fabric_refuses_host_only_options():
+    """--fabric cuda runs the GPU driver's own groups: options it would drop are an error, not ignored."""
+    from cli_runner import run_tide as run
+
+    r = run("bench", "--fabric", "cuda", "--preset", "llama-tiny", "--iters", "7")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "--preset" in r.stderr and "--iters" in r.stderr, r.stderr
+    r = run("bench", "--fabric", "cuda", "--gpus", "0")
+    assert r.returncode == 2 and "--gpus" in r.stderr, r.stderr
