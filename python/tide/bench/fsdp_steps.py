@@ -33,9 +33,12 @@ Per (model, tokens per GPU):
      of the wall time (CUDA events are recorded too; host_ms is the time until the step's Python
      returned, before that synchronize: near the wall time, the step is bound by the host's
      enqueueing, not the device). Reported: median, min, p90 and mean, the
-     ratio of medians against stock, and the median of per-round ratios (paired). The systems train
-     on the same batches, so their losses are compared step by step (--loss-rtol; the first
-     LOSS_CHECK_STEPS steps, see there).
+     ratio of medians against the reference (--reference, stock by default), and the median of
+     per-round ratios (paired). The systems train on the same batches, so their losses are compared
+     step by step (--loss-rtol; the first LOSS_CHECK_STEPS steps, see there). With --ipc (ranks
+     sharing a GPU) stock is no baseline, and `--reference tide-in-place --memory-steps 0` makes a
+     paired A/B among TIDE systems: on one GPU, at token counts small enough that the two ranks'
+     device work stays below their host time, the host time each system saves shows.
 
 Loss curve (--loss-curve N): stock twice from the same initial weights on two data orders (data
 seeds A and B; on CPUs nothing else would make two stock runs differ), and every other system of
@@ -99,7 +102,7 @@ MEM_WARMUP = 2
 # step 22 while every system agreed to 4e-4 over the first 10 steps. A wrong
 # reduction shows from the second step on; training equivalence over many
 # steps is the loss curve's check (run-to-run spread of stock, 200 steps).
-# All-step differences are still reported (max_loss_rdiff_vs_stock_all_steps).
+# All-step differences are still reported (max_loss_rdiff_vs_reference_all_steps).
 LOSS_CHECK_STEPS = 10
 TARGET_SPEEDUP_PCT = {("moe", 4096): 10.0, "llama": 3.0}  # anything else: never slower (0 %)
 
@@ -125,8 +128,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="memory phase: also hook every decoder layer and report the three intervals between "
                         "layer hooks with the highest allocator peak (which point of the step sets the peak)")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(DEFAULT_SYSTEMS),
-                   help="systems to compare (stock always runs: it is the reference; default: "
+                   help="systems to compare (the reference always runs; default: "
                         f"{' '.join(DEFAULT_SYSTEMS)})")
+    p.add_argument("--reference", choices=SYSTEMS, default="stock",
+                   help="the system every other one is compared with: step-time ratios and loss agreement "
+                        "(default stock; the issue's targets apply only to stock). With --ipc stock's collectives "
+                        "go through gloo, so an A/B between TIDE systems names one of them here")
     p.add_argument("--loss-curve", type=int, default=0, metavar="N",
                    help="run the N-step loss-curve experiment (first --model, first --tokens) instead of timing")
     p.add_argument("--loss-window", type=int, default=20, help="steps per loss-curve window (default 20)")
@@ -159,8 +166,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.tokens = [64] if args.tiny else [4096]
     if args.seq_len is None:
         args.seq_len = 32 if args.tiny else 4096
-    if "stock" not in args.systems:
-        args.systems = ["stock", *args.systems]
+    if args.loss_curve and args.reference != "stock":
+        p.error("--loss-curve measures against stock's own spread: --reference must be stock")
+    if args.reference not in args.systems:
+        args.systems = [args.reference, *args.systems]
     args.systems = list(dict.fromkeys(args.systems))
     for name in ("steps", "warmup", "round_steps", "loss_window"):
         if getattr(args, name) < (0 if name == "warmup" else 1):
@@ -306,8 +315,9 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     if env.cuda:
         # The first steps of a process load kernels, create library handles and set up NCCL's
         # connections and buffers, all outside the caching allocator and never freed: a throwaway
-        # stock system takes them, so that no measured system is charged for them.
-        warm = build_system("stock", cfg, env, train, seed=args.seed)
+        # system (the reference: stock unless an --ipc A/B names another) takes them, so that no
+        # measured system is charged for them.
+        warm = build_system(args.reference, cfg, env, train, seed=args.seed)
         for i in range(MEM_WARMUP):
             warm.step(*batches[i])
         warm.close(env)
@@ -361,8 +371,8 @@ def memory_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
             out(f"#   memory {name:<19} allocator peak by phase (GiB): {by_phase}")
             for where, v in m.get("peak_allocated_intervals", {}).items():  # this rank's (rank 0 prints)
                 out(f"#   memory {name:<19} allocator peak {v / GiB:7.2f} GiB between {where}")
-    if env.cuda and "stock" in results and "outside_allocator_before" in results["stock"]:
-        base = results["stock"]["outside_allocator_before"]
+    if env.cuda and "outside_allocator_before" in results.get(args.reference, {}):
+        base = results[args.reference]["outside_allocator_before"]
         for mem in results.values():
             if "device_peak" in mem:
                 mem["carried_over"] = mem["outside_allocator_before"] - base
@@ -450,12 +460,15 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
 
 
 def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) -> dict:
-    """Ratios against stock, loss agreement, and the issue's targets."""
-    stock = results.get("stock", {})
+    """Ratios against the reference (stock unless --reference names another), loss agreement, and
+    the issue's targets (against stock only)."""
+    ref_name = args.reference
+    stock = results.get(ref_name, {})
     stock_local = stock.get("_local_losses", [])
     rtol = args.loss_rtol if args.loss_rtol is not None else (2e-2 if env.cuda else 1e-4)
-    target = TARGET_SPEEDUP_PCT.get((kind, tokens), TARGET_SPEEDUP_PCT.get(kind, 0.0))
-    checks: dict[str, Any] = {"loss_rtol": rtol, "losses_match": True, "speedup_target_pct": target, "systems": {},
+    target = TARGET_SPEEDUP_PCT.get((kind, tokens), TARGET_SPEEDUP_PCT.get(kind, 0.0)) if ref_name == "stock" else None
+    checks: dict[str, Any] = {"reference": ref_name, "loss_rtol": rtol, "losses_match": True,
+                              "speedup_target_pct": target, "systems": {},
                               "tide_skipped": [n for n, r in results.items()
                                                if n in TIDE_MODES and r.get("status") != "ok"]}
     s_med = stock.get("step_ms", {}).get("median")
@@ -466,29 +479,31 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
         rdiffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(local, stock_local)]
         finite = all(math.isfinite(x) for x in local)
         checked = max(rdiffs[:LOSS_CHECK_STEPS], default=0.0)
-        res["max_loss_rdiff_vs_stock"] = reduce_max(env, [checked if finite else math.inf])[0]
-        res["max_loss_rdiff_vs_stock_all_steps"] = reduce_max(env, [max(rdiffs, default=0.0)])[0]
+        res["max_loss_rdiff_vs_reference"] = reduce_max(env, [checked if finite else math.inf])[0]
+        res["max_loss_rdiff_vs_reference_all_steps"] = reduce_max(env, [max(rdiffs, default=0.0)])[0]
     # pg-alloc runs stock's arithmetic: its difference from stock is the run's own nondeterminism
-    # (CUDA atomics, amplified by training), which TIDE may show too.
-    floor = ran.get("pg-alloc", {}).get("max_loss_rdiff_vs_stock", 0.0)
+    # (CUDA atomics, amplified by training), which TIDE may show too. Against another reference
+    # it measures nothing of the kind.
+    floor = ran.get("pg-alloc", {}).get("max_loss_rdiff_vs_reference", 0.0) if ref_name == "stock" else 0.0
     checks["nondeterminism_floor"] = floor
     for name, res in ran.items():
         allowed = max(rtol, 2.0 * floor) if name in TIDE_MODES else rtol
-        ok = res["max_loss_rdiff_vs_stock"] <= allowed
+        ok = res["max_loss_rdiff_vs_reference"] <= allowed
         if name in TIDE_MODES:  # pg-alloc's own mismatch is reported, never a failure of the run
             checks["losses_match"] &= ok
         c: dict[str, Any] = {"losses_match": ok, "loss_rdiff_allowed": allowed}
         med = res.get("step_ms", {}).get("median")
         if s_med and med:
-            res["ratio_vs_stock"] = med / s_med
+            res["ratio_vs_reference"] = med / s_med
             res["speedup_pct"] = (1.0 - med / s_med) * 100.0
-            res["paired_ratio_vs_stock"] = paired_ratio(res, stock)
-        if name in TIDE_MODES and s_med and med:
+            res["paired_ratio_vs_reference"] = paired_ratio(res, stock)
+        if name in TIDE_MODES and s_med and med and target is not None:
             c["speedup_pct"] = res["speedup_pct"]
             c["speedup_met"] = res["speedup_pct"] >= target
             c["never_slower"] = med <= s_med
         mem = res.get("memory") or {}
-        if name in TIDE_MODES and "device_peak_adjusted" in mem and "device_peak_adjusted" in s_mem:
+        if (name in TIDE_MODES and ref_name == "stock" and "device_peak_adjusted" in mem
+                and "device_peak_adjusted" in s_mem):
             slot_reuse = TIDE_MODES[name] == "slot-reuse"
             limit = s_mem["device_peak_adjusted"] + (0 if slot_reuse else mem["arena_bytes"])
             c["memory_limit_bytes"] = limit
@@ -501,7 +516,8 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
 
 
 def paired_ratio(res: dict, stock: dict) -> float | None:
-    """Median over rounds of (this system's median step in the round / stock's in the same round)."""
+    """Median over rounds of (this system's median step in the round / the reference's in the same
+    round)."""
     def by_round(r):
         out: dict[int, list[float]] = {}
         for rnd, v in zip(r.get("rounds", []), r.get("step_ms", {}).get("values", [])):
@@ -515,7 +531,7 @@ def paired_ratio(res: dict, stock: dict) -> float | None:
 
 # ------------------------------------------------------------------ one configuration
 
-HEADER = ("#  model  tokens  system              steps  median_ms    min_ms    p90_ms   host_ms  vs_stock  paired  "
+HEADER = ("#  model  tokens  system              steps  median_ms    min_ms    p90_ms   host_ms    vs_ref  paired  "
           "alloc_GiB  device_GiB  arena_MiB  loss_rdiff  tide_groups")
 
 
@@ -533,11 +549,11 @@ def row(kind: str, tokens: int, name: str, res: dict) -> str:
     arena = (tg or {}).get("arena_bytes", mem.get("arena_bytes", 0)) / MiB
     return (f"   {kind:<5} {tokens:>7}  {name:<19} {st.get('n', 0):>5}  {f(st.get('median'), '9.2f')} "
             f"{f(st.get('min'), '9.2f')} {f(st.get('p90'), '9.2f')} {f(res.get('host_ms', {}).get('median'), '9.2f')}  "
-            f"{f(res.get('ratio_vs_stock'), '8.3f')} "
-            f"{f(res.get('paired_ratio_vs_stock'), '7.3f')}  "
+            f"{f(res.get('ratio_vs_reference'), '8.3f')} "
+            f"{f(res.get('paired_ratio_vs_reference'), '7.3f')}  "
             f"{f(mem.get('peak_allocated', None) and mem['peak_allocated'] / GiB, '9.2f')}  "
             f"{f(mem.get('device_peak_adjusted', None) and mem['device_peak_adjusted'] / GiB, '10.2f')}  "
-            f"{arena:9.1f}  {f(res.get('max_loss_rdiff_vs_stock'), '10.2e')}  {groups:>11}")
+            f"{arena:9.1f}  {f(res.get('max_loss_rdiff_vs_reference'), '10.2e')}  {groups:>11}")
 
 
 def synthetic_batches(env: Env, cfg, args, tokens: int, count: int) -> list:
@@ -666,6 +682,9 @@ def loss_curve(env: Env, args, out) -> dict:
 def summary(runs: list[dict], out) -> None:
     out("")
     out("# ==================== summary (median step time; memory: whole-device peak, adjusted)")
+    ref = runs[0].get("checks", {}).get("reference", "stock") if runs else "stock"
+    if ref != "stock":
+        out(f"# speedups against {ref}, not stock: the issue's targets and memory limits do not apply")
     out("#  model  tokens  system              median_ms  speedup  target  met  device_GiB  limit_GiB  mem  losses")
     for run in runs:
         if "error" in run:
@@ -689,7 +708,7 @@ def summary(runs: list[dict], out) -> None:
             target = checks["speedup_target_pct"]
             out(f"   {run['model']:<5} {run['tokens_per_gpu']:>7}  {name:<19} {med:9.2f}  "
                 f"{f'{sp:+6.1f}%' if sp is not None else '      -'}  "
-                f"{f'{target:5.1f}%' if name in TIDE_MODES else '     -'}  {yn(met):>3}  "
+                f"{f'{target:5.1f}%' if name in TIDE_MODES and target is not None else '     -'}  {yn(met):>3}  "
                 f"{(mem / GiB) if mem else float('nan'):10.2f}  {(lim / GiB) if lim else float('nan'):9.2f}  "
                 f"{yn(c.get('memory_met')):>3}  {'ok' if c.get('losses_match') else 'DIFFER'}")
 
@@ -724,6 +743,7 @@ def main(argv: list[str] | None = None) -> int:
             save()
         else:
             out(HEADER)
+            out(f"# vs_ref, paired and loss_rdiff: against {args.reference}")
             for kind in args.model:
                 for tokens in args.tokens:
                     try:
