@@ -318,9 +318,25 @@ fi
 # shellcheck disable=SC2086
 run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --tokens $E2E_TOKENS \
   --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
+if wanted e2e && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
+  # One GPU: two TIDE ranks sharing it (--ipc). Stock would reduce through gloo, so it is no
+  # baseline here: the TIDE systems are paired against In-Place instead (--reference), at token
+  # counts small enough that both ranks' device work stays under their host time (the step is
+  # host-bound, as the 4K steps on two GPUs are): what a system saves on the host then shows.
+  # FSDP_E2E_IPC_TOKENS / FSDP_E2E_IPC_SYSTEMS override the defaults below.
+  # shellcheck disable=SC2086
+  run fsdp_e2e_ipc "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m tide.bench.fsdp_steps --ipc --reference tide-in-place --memory-steps 0 --model moe llama \
+    --tokens ${FSDP_E2E_IPC_TOKENS:-1024} --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e_ipc.json" \
+    --systems ${FSDP_E2E_IPC_SYSTEMS:-tide-in-place tide-polled-free tide-late-free tide-slot-reuse tide-no-copy-graphs} \
+    $E2E_ARGS
+fi
 [[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }
-# The table of the step's log, if it ran ($LOGS starts empty).
-[[ -f $LOGS/fsdp_e2e.log ]] && { grep -E '^ *(#  model|llama|moe) ' "$LOGS/fsdp_e2e.log" >"$BUILD/fsdp_e2e_table.txt" || true; }
+# The tables of the steps' logs, if they ran ($LOGS starts empty).
+rm -f "$BUILD/fsdp_e2e_table.txt"
+for e2e in fsdp_e2e fsdp_e2e_ipc; do
+  [[ -f $LOGS/$e2e.log ]] && { grep -E '^ *(#  model|# vs_ref|llama|moe) ' "$LOGS/$e2e.log" >>"$BUILD/fsdp_e2e_table.txt" || true; }
+done
 run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 \
   --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
 # Device memory of one communicator, step by step, with NCCL's own allocations logged.
