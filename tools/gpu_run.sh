@@ -320,9 +320,10 @@ run_2gpu e2e fsdp_e2e "$E2E_LIMIT" -m tide.bench.fsdp_steps --model llama moe --
   --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e.json" $E2E_ARGS
 if wanted e2e && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
   # One GPU: two TIDE ranks sharing it (--ipc). Stock would reduce through gloo, so it is no
-  # baseline here: the TIDE systems are paired against In-Place instead (--reference), at token
-  # counts small enough that both ranks' device work stays under their host time (the step is
-  # host-bound, as the 4K steps on two GPUs are): what a system saves on the host then shows.
+  # baseline here: the TIDE systems train side by side, paired against In-Place (--reference),
+  # their losses compared step by step. The two processes time-slice the GPU, which makes these
+  # steps device-bound at any token count (BENCHMARKS.md, session 16): the times compare the
+  # systems on a shared GPU, not the host time they save on two GPUs.
   # FSDP_E2E_IPC_TOKENS / FSDP_E2E_IPC_SYSTEMS override the defaults below.
   # shellcheck disable=SC2086
   run fsdp_e2e_ipc "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \

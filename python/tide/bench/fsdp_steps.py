@@ -36,9 +36,10 @@ Per (model, tokens per GPU):
      ratio of medians against the reference (--reference, stock by default), and the median of
      per-round ratios (paired). The systems train on the same batches, so their losses are compared
      step by step (--loss-rtol; the first LOSS_CHECK_STEPS steps, see there). With --ipc (ranks
-     sharing a GPU) stock is no baseline, and `--reference tide-in-place --memory-steps 0` makes a
-     paired A/B among TIDE systems: on one GPU, at token counts small enough that the two ranks'
-     device work stays below their host time, the host time each system saves shows.
+     sharing a GPU) stock is no baseline, and `--reference tide-in-place --memory-steps 0` pairs
+     the TIDE systems with each other instead. On one GPU that A/B is device-bound whatever the
+     token count (BENCHMARKS.md, session 16: the two ranks' processes time-slice the GPU), so it
+     compares the systems' device time on a shared GPU, not the host time they save on two GPUs.
 
 Loss curve (--loss-curve N): stock twice from the same initial weights on two data orders (data
 seeds A and B; on CPUs nothing else would make two stock runs differ), and every other system of
