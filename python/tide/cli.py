@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -104,7 +105,8 @@ def _plan_params(args) -> tuple[list, str]:
             data = data["params"]
         if not isinstance(data, list):
             raise InputError(f"shapes file {args.shapes}: expected a JSON list of shapes")
-        params, title = data, args.shapes.name
+        # A file name that is not UTF-8 (surrogate-escaped) still prints.
+        params, title = data, os.fsencode(args.shapes.name).decode("utf-8", "backslashreplace")
     if args.dtype:
         params = [
             {**p, "dtype": args.dtype} if isinstance(p, dict) else {"shape": p, "dtype": args.dtype}
@@ -154,39 +156,43 @@ def _add_bench_command(subparsers) -> None:
     cmd.add_argument("--gpus", type=int, metavar="N", help="cuda: GPUs to use (default: all)")
     cmd.add_argument("--native", metavar="PATH", help="cuda: libtide_bench_native.so for the NCCL "
                                                       "copy-engine rows (built by tools/gpu_run.sh)")
-    cmd.add_argument("--list-faults", action="store_true", help="print the injectable faults and exit")
+    # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs):
+    # every option below, with its default, as add_argument returned it.
+    host_only: dict[str, object] = {}
+
+    def host_arg(*names, parser=cmd, **kw):
+        action = parser.add_argument(*names, **kw)
+        host_only[action.dest] = action.default
+
+    host_arg("--list-faults", action="store_true", help="print the injectable faults and exit")
     source = cmd.add_mutually_exclusive_group()
-    source.add_argument("--preset", choices=presets.names(), help="one layer of a known model")
-    source.add_argument("--shapes", metavar="FILE.json", type=Path, help="as for tide plan")
-    cmd.add_argument("--nodes", "-M", type=int, metavar="M", help="nodes")
-    cmd.add_argument("--gpus-per-node", "-L", type=int, metavar="L", help="ranks per node (1..8)")
-    cmd.add_argument("--dtype", choices=sorted(DTYPES), help="all-gather dtype of every parameter")
-    cmd.add_argument("--grad-dtype", choices=sorted(DTYPES), help="gradient dtype")
-    cmd.add_argument("--mode", choices=sorted(MODES), default="in-place")
-    cmd.add_argument("--wave-width", type=int, default=0, metavar="W")
-    cmd.add_argument("--round-width", type=int, default=0, metavar="K")
-    cmd.add_argument("--passes", type=int, default=1, metavar="N")
-    cmd.add_argument("--landing", choices=sorted(LANDINGS), default="pull")
-    cmd.add_argument("--iters", type=int, default=5, metavar="N", help="calls of each collective")
-    cmd.add_argument("--seed", type=int, help="input seed (default: fresh)")
-    cmd.add_argument("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
-    cmd.add_argument("--timeout", type=float, default=10.0, metavar="S", help="deadline of every wait")
-    cmd.add_argument("--inject", metavar="FAULT", help="inject a fault (see --list-faults)")
-    cmd.add_argument("--fault-rank", type=int, default=0, metavar="R")
-    cmd.add_argument("--rails", choices=host_bench.RAILS, default="one-sided",
-                     help="host fabric: rails as puts with signals (copy engines, default), as two-sided "
-                          "send/recv, or as one-sided puts with counted signals and credits (NCCL host RMA); "
-                          "the last two are the paths across real nodes")
+    host_arg("--preset", parser=source, choices=presets.names(), help="one layer of a known model")
+    host_arg("--shapes", parser=source, metavar="FILE.json", type=Path, help="as for tide plan")
+    host_arg("--nodes", "-M", type=int, metavar="M", help="nodes")
+    host_arg("--gpus-per-node", "-L", type=int, metavar="L", help="ranks per node (1..8)")
+    host_arg("--dtype", choices=sorted(DTYPES), help="all-gather dtype of every parameter")
+    host_arg("--grad-dtype", choices=sorted(DTYPES), help="gradient dtype")
+    host_arg("--mode", choices=sorted(MODES), default="in-place")
+    host_arg("--wave-width", type=int, default=0, metavar="W")
+    host_arg("--round-width", type=int, default=0, metavar="K")
+    host_arg("--passes", type=int, default=1, metavar="N")
+    host_arg("--landing", choices=sorted(LANDINGS), default="pull")
+    host_arg("--iters", type=int, default=5, metavar="N", help="calls of each collective")
+    host_arg("--seed", type=int, help="input seed (default: fresh)")
+    host_arg("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
+    host_arg("--timeout", type=float, default=10.0, metavar="S", help="deadline of every wait")
+    host_arg("--inject", metavar="FAULT", help="inject a fault (see --list-faults)")
+    host_arg("--fault-rank", type=int, default=0, metavar="R")
+    host_arg("--rails", choices=host_bench.RAILS, default="one-sided",
+             help="host fabric: rails as puts with signals (copy engines, default), as two-sided "
+                  "send/recv, or as one-sided puts with counted signals and credits (NCCL host RMA); "
+                  "the last two are the paths across real nodes")
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
-    # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs).
-    host_only = {a.dest: a.default for a in cmd._actions
-                 if a.dest not in ("help", "fabric", "gpus", "native", "json")}
     cmd.set_defaults(run=_run_bench, host_only_defaults=host_only)
 
 
 def _run_cuda_bench(args) -> int:
     """torchrun the GPU driver (tide.bench.collectives) on this machine's GPUs."""
-    import os
     import subprocess
 
     given = [dest for dest, default in args.host_only_defaults.items() if getattr(args, dest, default) != default]

@@ -146,5 +146,11 @@ def test_cuda_fabric_refuses_host_only_options():
     r = run("bench", "--fabric", "cuda", "--preset", "llama-tiny", "--iters", "7")
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "--preset" in r.stderr and "--iters" in r.stderr, r.stderr
+    # Every host option counts, the mutually exclusive source among them.
+    r = run("bench", "--fabric", "cuda", "--shapes", "x.json", "--rails", "two-sided", "--mode", "slot-reuse",
+            "--inputs", "integer", "-M", "2", "--list-faults")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    for option in ("--shapes", "--rails", "--mode", "--inputs", "--nodes", "--list-faults"):
+        assert option in r.stderr, (option, r.stderr)
     r = run("bench", "--fabric", "cuda", "--gpus", "0")
     assert r.returncode == 2 and "--gpus" in r.stderr, r.stderr

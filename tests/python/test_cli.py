@@ -140,6 +140,26 @@ def test_shapes_file(tmp_path):
     assert result.returncode == 0 and "plain.json" in result.stdout
 
 
+def test_shapes_file_name_that_is_not_utf8(tmp_path):
+    """A file name the filesystem holds as bytes that are not UTF-8 still heads the table, escaped,
+    under a strict UTF-8 output encoding (it used to end in a UnicodeEncodeError traceback)."""
+    import os
+    import subprocess
+
+    from cli_runner import tide_command
+
+    name = os.fsdecode(b"shapes-\xff.json")
+    try:
+        (tmp_path / name).write_text(json.dumps([[4096, 4096], [4096]]))
+    except (OSError, UnicodeError):
+        pytest.skip("this filesystem refuses a non-UTF-8 file name")
+    proc = subprocess.run(tide_command() + ["plan", "--shapes", str(tmp_path / name), "-M", "1", "-L", "2"],
+                          capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert b"shapes-\\xff.json" in proc.stdout, proc.stdout[:300]
+
+
 def test_dtype_options():
     result = run_tide("plan", "--preset", "llama3.1-8b", "-M", 2, "-L", 8, "--dtype", "fp32",
                       "--grad-dtype", "bf16", "--json")
