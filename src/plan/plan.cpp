@@ -1,5 +1,8 @@
 // A whole plan: layout, both schedules, descriptor counts and memory.
 #include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "tide/plan.hpp"
 
@@ -28,48 +31,103 @@ std::pair<int64_t, int64_t> pushCount(const GroupLayout& g, ElemRange range, int
   return {coalesced, flat};
 }
 
+using Counts = std::pair<int64_t, int64_t>;  // (coalesced, flat)
+
+void add(Counts& a, const Counts& b) {
+  a.first += b.first;
+  a.second += b.second;
+}
+
 // Level 1 descriptor counts per call, maximised over every sender rank (the
-// tail padding and the sub-slice rotation make them differ). Counts per
-// (destination block, sub-slice) are computed once, then summed per rank.
+// tail padding and the sub-slice rotation make them differ).
+//
+// Across nodes (M > 1), sender (n, u) pushes, for every destination node t
+// and every owner j != u, sub-slice s = (j + d) mod L with d = c(t, n) mod M
+// (Eq. 6; d = 0 for t = n). As j runs over the L - 1 owners, s runs over
+// every sub-slice but (u + d) mod L, so the sender's count is the sum of all
+// of node t's counts less that one sub-slice's. Summed over t, the skipped
+// sub-slices follow d, whose histogram mod L is the same for every n (t - n
+// takes each residue 1..M-1 once). Most nodes have the same counts (only the
+// tail padding makes a node differ), so only the nodes that differ are
+// visited per sender: O(M L) for uniform layouts instead of O(M^2 L^2 passes)
+// (which took minutes at M in the tens of thousands).
 void countLevel1Descriptors(const GroupLayout& g, RsPlan& rs) {
   const int m = g.topo.nodes;
   const int l = g.topo.gpusPerNode;
   rs.level1Descriptors = rs.level1DescriptorsFlat = 0;
   if (l == 1) return;  // nobody to push to
-  // cnt[(q * blocks + block) * L + s] for the owner's rows of that block.
-  const int blocks = m > 1 ? m : l;  // destination nodes, or single-node owners
-  std::vector<std::pair<int64_t, int64_t>> cnt(static_cast<size_t>(rs.passes) * blocks * l);
-  for (int q = 0; q < rs.passes; ++q)
-    for (int b = 0; b < blocks; ++b)
-      for (int s = 0; s < l; ++s)
-        cnt[(static_cast<size_t>(q) * blocks + b) * l + s] =
-            m > 1 ? pushCount(g, subSliceRange(g, rs, q, s), g.topo.rankOf(b, 0), l)
-                  : pushCount(g, subSliceRange(g, rs, q, s), b, 1);
-  for (int n = 0; n < m; ++n) {
+  auto keepMax = [&rs](const Counts& c) {
+    rs.level1Descriptors = std::max(rs.level1Descriptors, c.first);
+    rs.level1DescriptorsFlat = std::max(rs.level1DescriptorsFlat, c.second);
+  };
+  if (m == 1) {
+    // One node: owner j's rows of chunk s, from every sender u != j.
+    std::vector<Counts> cnt(static_cast<size_t>(l) * l);  // cnt[owner * L + s], summed over passes
+    for (int q = 0; q < rs.passes; ++q)
+      for (int owner = 0; owner < l; ++owner)
+        for (int s = 0; s < l; ++s) add(cnt[static_cast<size_t>(owner) * l + s], pushCount(g, subSliceRange(g, rs, q, s), owner, 1));
     for (int u = 0; u < l; ++u) {
-      int64_t co = 0, fl = 0;
-      for (int q = 0; q < rs.passes; ++q) {
-        if (m > 1) {
-          for (int t = 0; t < m; ++t)
-            for (int j = 0; j < l; ++j) {
-              if (j == u) continue;
-              const int s = subSlice(j, contributorIndex(t, n, m), m, l);
-              const auto& c = cnt[(static_cast<size_t>(q) * blocks + t) * l + s];
-              co += c.first;
-              fl += c.second;
-            }
-        } else {
-          for (int s = 0; s < l; ++s)
-            for (int owner = 0; owner < l; ++owner) {
-              if (owner == u) continue;
-              const auto& c = cnt[(static_cast<size_t>(q) * blocks + owner) * l + s];
-              co += c.first;
-              fl += c.second;
-            }
-        }
+      Counts c{};
+      for (int owner = 0; owner < l; ++owner)
+        if (owner != u)
+          for (int s = 0; s < l; ++s) add(c, cnt[static_cast<size_t>(owner) * l + s]);
+      keepMax(c);
+    }
+    return;
+  }
+  // w[t * L + s]: node t's L rows of sub-slice s, summed over passes.
+  std::vector<Counts> w(static_cast<size_t>(m) * l);
+  Counts all{};
+  for (int q = 0; q < rs.passes; ++q)
+    for (int s = 0; s < l; ++s) {
+      const ElemRange range = subSliceRange(g, rs, q, s);
+      for (int t = 0; t < m; ++t) {
+        const Counts c = pushCount(g, range, g.topo.rankOf(t, 0), l);
+        add(w[static_cast<size_t>(t) * l + s], c);
+        add(all, c);
       }
-      rs.level1Descriptors = std::max(rs.level1Descriptors, co);
-      rs.level1DescriptorsFlat = std::max(rs.level1DescriptorsFlat, fl);
+    }
+  auto row = [&w, l](int t) { return w.begin() + static_cast<std::ptrdiff_t>(t) * l; };
+  // The most common row of counts is the reference; the nodes whose rows differ are visited one by one.
+  std::vector<int> order(static_cast<size_t>(m));
+  for (int t = 0; t < m; ++t) order[static_cast<size_t>(t)] = t;
+  auto less = [&](int a, int b) { return std::lexicographical_compare(row(a), row(a) + l, row(b), row(b) + l); };
+  auto same = [&](int a, int b) { return std::equal(row(a), row(a) + l, row(b)); };
+  std::sort(order.begin(), order.end(), less);
+  int ref = order[0];
+  for (size_t i = 0, best = 0; i < order.size();) {
+    size_t j = i;
+    while (j < order.size() && same(order[i], order[j])) ++j;
+    if (j - i > best) {
+      best = j - i;
+      ref = order[i];
+    }
+    i = j;
+  }
+  std::vector<int> differing;
+  for (int t = 0; t < m; ++t)
+    if (!same(t, ref)) differing.push_back(t);
+  // hist[r]: destination nodes whose skipped sub-slice is (u + r) mod L, for any sender node.
+  std::vector<int64_t> hist(static_cast<size_t>(l), 0);
+  hist[0] = 1;  // t = n
+  for (int k = 1; k < m; ++k) ++hist[static_cast<size_t>(k % l)];
+  for (int u = 0; u < l; ++u) {
+    Counts skippedAtRef{};  // every node as the reference row
+    for (int r = 0; r < l; ++r) {
+      const Counts& c = row(ref)[(u + r) % l];
+      skippedAtRef.first += hist[static_cast<size_t>(r)] * c.first;
+      skippedAtRef.second += hist[static_cast<size_t>(r)] * c.second;
+    }
+    for (int n = 0; n < m; ++n) {
+      Counts skipped = skippedAtRef;
+      for (int t : differing) {
+        const int d = t == n ? 0 : contributorIndex(t, n, m) % m;
+        const int s = (u + d) % l;
+        skipped.first += row(t)[s].first - row(ref)[s].first;
+        skipped.second += row(t)[s].second - row(ref)[s].second;
+      }
+      keepMax({all.first - skipped.first, all.second - skipped.second});
+      if (differing.empty()) break;  // every sender node alike
     }
   }
 }

@@ -161,6 +161,41 @@ TEST(RsLevel1, CoalescedEqualsFlatEqualsReference) {
   EXPECT_GT(checkedCalls, 0);
 }
 
+// makePlan counts per rank without listing descriptors (plan.cpp folds the
+// destination nodes that look alike). Against the descriptors themselves,
+// summed per sender rank and maximised, on topologies large enough for the
+// sub-slice rotation to wrap (M > L, M not a multiple of L) and for several
+// nodes' rows to hold tail padding or nothing at all.
+TEST(RsLevel1, CountsEqualTheDescriptorsListedPerRank) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int M = rng.irange(2, 19);
+    const int L = rng.irange(2, 8);
+    const int N = M * L;
+    const int passes = rng.irange(1, 4);
+    auto specs = randomSpecs(rng, rng.irange(1, 5), N, 2, 3, 2, DType::kBF16);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " M=" + std::to_string(M) + " L=" + std::to_string(L) +
+                 " passes=" + std::to_string(passes) + " shapes " + shapesToString(specs));
+    const GroupLayout g = makeGroupLayout(Topology::make(M, L), specs, DType::kFP32);
+    PlanOptions opt;
+    opt.rs.passes = passes;
+    const RsPlan plan = makePlan(Topology::make(M, L), specs, DType::kFP32, opt).rs;
+    int64_t worstCo = 0, worstFlat = 0;
+    for (int r = 0; r < N; ++r) {
+      int64_t co = 0, flat = 0;
+      for (int q = 0; q < passes; ++q)
+        for (int blk = 0; blk < M; ++blk) {
+          co += static_cast<int64_t>(level1Pushes(g, plan, r, q, blk, true).size());
+          flat += static_cast<int64_t>(level1Pushes(g, plan, r, q, blk, false).size());
+        }
+      worstCo = std::max(worstCo, co);
+      worstFlat = std::max(worstFlat, flat);
+    }
+    EXPECT_EQ(plan.level1Descriptors, worstCo);
+    EXPECT_EQ(plan.level1DescriptorsFlat, worstFlat);
+  }
+}
+
 // Coalescing pays off at the paper's scale (L, M, P) = (8, 64, 30): the
 // destination-rank axis (L rows) folds into one strided copy, so the
 // coalesced count is about L times smaller than the flat one and within the
