@@ -1,6 +1,7 @@
 #include "fabric/cuda/cuda_endpoint.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/host_poll.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/kernels/delay_kernel.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
@@ -577,22 +579,8 @@ void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
   const double limit = hostDrainSeconds(watchdog_->timeoutSeconds());
-  const auto start = std::chrono::steady_clock::now();
-  int spins = 0;
-  for (;;) {
-    const cudaError_t e = done();
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) TIDE_CUDA_CHECK(e);
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > limit)
-      throw FabricError(FabricError::Kind::kTimeout,
-                        "cuda fabric: " + who() + ": " + what + " within " + std::to_string(limit) + " s");
-    if (++spins < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
+  pollUntilDone(done, [] {}, limit, std::chrono::microseconds(50),
+                [&] { return "cuda fabric: " + who() + ": " + what + " within " + std::to_string(limit) + " s"; });
 }
 
 void CudaEndpoint::synchronize(int q) {

@@ -18,10 +18,10 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/host_poll.hpp"
 #include "fabric/multicast_policy.hpp"
 
 namespace tide::fabric::cuda {
@@ -46,30 +46,22 @@ void requireMulticastOff() {
 
 void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comms, double deadlineSeconds,
                      const std::string& what) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0;; ++spins) {
-    const cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) TIDE_CUDA_CHECK(e);
-    for (ncclComm_t c : comms) {
-      if (c == nullptr) continue;
-      ncclResult_t async = ncclSuccess;
-      TIDE_NCCL_CHECK(ncclCommGetAsyncError(c, &async));
-      if (async != ncclSuccess && async != ncclInProgress)
-        throw FabricError(kDeviceErrorKind, "cuda fabric: " + what + ": NCCL reports " +
-                                                ncclGetErrorString(async) + " (" + ncclGetLastError(c) + ")");
-    }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > deadlineSeconds)
-      throw FabricError(FabricError::Kind::kTimeout,
-                        "cuda fabric: " + what + " did not complete within " + std::to_string(deadlineSeconds) +
-                            " s (a peer gone or stuck; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
-    if (spins < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
+  pollUntilDone([stream] { return cudaStreamQuery(stream); },
+                [&] {
+                  for (ncclComm_t c : comms) {
+                    if (c == nullptr) continue;
+                    ncclResult_t async = ncclSuccess;
+                    TIDE_NCCL_CHECK(ncclCommGetAsyncError(c, &async));
+                    if (async != ncclSuccess && async != ncclInProgress)
+                      throw FabricError(kDeviceErrorKind, "cuda fabric: " + what + ": NCCL reports " +
+                                                              ncclGetErrorString(async) + " (" + ncclGetLastError(c) +
+                                                              ")");
+                  }
+                },
+                deadlineSeconds, std::chrono::microseconds(200), [&] {
+                  return "cuda fabric: " + what + " did not complete within " + std::to_string(deadlineSeconds) +
+                         " s (a peer gone or stuck; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)";
+                });
 }
 
 uint64_t hostIdentity() {

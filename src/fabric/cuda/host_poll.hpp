@@ -1,0 +1,44 @@
+// The host's wait for device work: poll a CUDA query under a deadline, so
+// that a copy, kernel or peer that never finishes fails the wait with a
+// message instead of hanging the caller. Shared by the endpoint's drains and
+// the NCCL bootstrap's waits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "fabric/cuda/cuda_check.hpp"
+#include "tide/fabric.hpp"
+
+namespace tide::fabric::cuda {
+
+// Returns once `query()` (cudaStreamQuery, cudaEventQuery, ...) gives
+// cudaSuccess; throws its error, or a kTimeout FabricError whose message is
+// `timeoutMessage()` once `limitSeconds` have passed. Between queries,
+// `check()` may throw for a failure seen elsewhere (NCCL's asynchronous
+// errors). The first polls only yield, keeping short waits short; later ones
+// sleep `backoff`, so a long wait leaves the core to others.
+template <typename Query, typename Check, typename Message>
+void pollUntilDone(Query&& query, Check&& check, double limitSeconds, std::chrono::microseconds backoff,
+                   Message&& timeoutMessage) {
+  constexpr int kYieldingPolls = 1000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t e = query();
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) TIDE_CUDA_CHECK(e);
+    check();
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limitSeconds)
+      throw FabricError(FabricError::Kind::kTimeout, timeoutMessage());
+    if (polls < kYieldingPolls) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(backoff);
+    }
+  }
+}
+
+}  // namespace tide::fabric::cuda
