@@ -42,6 +42,7 @@ class Group:
         self._comm = comm
         self.handle = handle
         self.num_params = num_params
+        self._ptr_array = ctypes.c_void_p * num_params  # reduce_scatter's pointer array type, made once
 
     @property
     def plan(self) -> dict:
@@ -93,6 +94,7 @@ class Communicator:
         self.fabric = fabric
         self.handle = handle
         self._groups: list[Group] = []
+        self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
 
     def close(self) -> None:
         if self.handle:
@@ -124,16 +126,16 @@ class Communicator:
 
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
         """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
-        _capi.check(_capi.library().tideAllGather(self.handle, group.handle, shard_ptr,
-                                                  c_integer(landing_offset, "landing_offset", *INT64), stream))
+        _capi.check(self._lib.tideAllGather(self.handle, group.handle, shard_ptr,
+                                            c_integer(landing_offset, "landing_offset", *INT64), stream))
 
     def reduce_scatter(self, group: Group, grad_ptrs: Sequence[int], out_ptr: int, *, alpha: float = 1.0,
                        accumulate: bool = False, stream: int = 0) -> None:
         if len(grad_ptrs) != group.num_params:
             raise ValueError(f"expected {group.num_params} gradient pointers, got {len(grad_ptrs)}")
-        arr = (ctypes.c_void_p * len(grad_ptrs))(*grad_ptrs)
-        _capi.check(_capi.library().tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha,
-                                                      1 if accumulate else 0, stream))
+        arr = group._ptr_array(*grad_ptrs)
+        _capi.check(self._lib.tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha,
+                                                1 if accumulate else 0, stream))
 
     def wait_inputs_read(self, stream: int = 0) -> None:
         """Order the caller after the point where the last reduce_scatter has
@@ -144,10 +146,10 @@ class Communicator:
         call waits for that point; the host does not block. Host fabric: the
         host blocks until then (`stream` ignored). The output is final only
         once the reduce-scatter completes (synchronize(), or its stream)."""
-        _capi.check(_capi.library().tideCommWaitInputsRead(self.handle, stream))
+        _capi.check(self._lib.tideCommWaitInputsRead(self.handle, stream))
 
     def synchronize(self) -> None:
-        _capi.check(_capi.library().tideCommSynchronize(self.handle))
+        _capi.check(self._lib.tideCommSynchronize(self.handle))
 
     @property
     def rails(self) -> str:

@@ -16,6 +16,7 @@ allocator's peak but raised its reserved memory more (fragmentation).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -39,21 +40,35 @@ def region_holder(tg):
     forwards before one backward, a forward whose loss was dropped), and,
     resharded here, its backward gathers them again, as FSDP2 does for any
     block that reshards after forward."""
+    return _scan_region(tg)[0]
+
+
+def _scan_region(tg) -> tuple:
+    """(holder, others): region_holder's answer, and when it is None the
+    other members claim_region must clear first (a stale backward prefetch to
+    drop, or a group to reshard), in member order. One pass over the members
+    (it runs at every all-gather and prefetch; in a ring slot of a deep model
+    most members are sharded with nothing pending, which two reads show)."""
     it = guards.internals()
+    others = []
     for other in tg.region.members:
         if other is tg:
             continue
         group = other.info.group
-        if stale_backward_prefetch(tg, other):
-            continue
         if group._all_gather_result is not None:
-            return other
-        if group.is_sharded or group._training_state == it.TrainingState.POST_BACKWARD:
+            # (Only a pending gather can be a stale backward prefetch.)
+            if stale_backward_prefetch(tg, other):
+                others.append(other)
+                continue
+            return other, []
+        if group.is_sharded:
             continue
-        if other.folded and group._training_state == it.TrainingState.IDLE:
+        state = group._training_state
+        if state == it.TrainingState.POST_BACKWARD or (other.folded and state == it.TrainingState.IDLE):
+            others.append(other)
             continue
-        return other
-    return None
+        return other, []
+    return None, others
 
 
 def claim_region(tg) -> None:
@@ -64,16 +79,16 @@ def claim_region(tg) -> None:
     post-forward; anything else is a conflict (the execution
     order differs from the module order the ring was laid out in), raised
     before any group is touched."""
-    holder = region_holder(tg)
+    holder, others = _scan_region(tg)
     if holder is not None:
         group = holder.info.group
         what = ("has an all-gather pending" if group._all_gather_result is not None
                 else f"is unsharded ({group._training_state.name})")
         raise RegionConflict(_conflict(tg, holder, what))
-    for other in tg.region.members:
-        if other is not tg and stale_backward_prefetch(tg, other):
+    for other in others:  # (the members that are neither sharded nor free of a pending gather)
+        if stale_backward_prefetch(tg, other):
             _drop_stale_gather(tg, other)
-        if other is not tg and not other.info.group.is_sharded:
+        if not other.info.group.is_sharded:
             other.info.group._to_sharded()
 
 
@@ -163,7 +178,7 @@ def shard_pointer(tg, copy_in_stream) -> int:
         # or autograd would take the next gather for an in-place edit of saved tensors.
         tg.backend.before_region_write(tg.region, copy_in_stream)
         views = tg.own_landing_views()
-        with _stream(tg, copy_in_stream), torch.autograd._unsafe_preserve_version_counter(tuple(views)):
+        with _stream(tg, copy_in_stream), torch.autograd._unsafe_preserve_version_counter(views):
             torch._foreach_copy_(views, sources)
         tg.stats["ag_in_place"] += 1
         return 0
@@ -174,27 +189,23 @@ def shard_pointer(tg, copy_in_stream) -> int:
     return tg.ctx.shard_buffer.data_ptr()
 
 
-class _stream:
-    def __init__(self, tg, stream):
-        self.ctx = torch.cuda.stream(stream) if tg.backend.fabric == "cuda" else None
-
-    def __enter__(self):
-        if self.ctx is not None:
-            self.ctx.__enter__()
-
-    def __exit__(self, *exc):
-        if self.ctx is not None:
-            self.ctx.__exit__(*exc)
+_NO_STREAM = contextlib.nullcontext()  # the host fabric's copy-in runs where it is called
 
 
-@torch.no_grad()
+def _stream(tg, stream):
+    """The context that runs the copy-in on `stream` (CUDA); none on the host."""
+    return torch.cuda.stream(stream) if tg.backend.fabric == "cuda" else _NO_STREAM
+
+
+@guards.no_grad
 def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
     """foreach_all_gather for a TIDE group: returns an AllGatherResult whose
     output is a placeholder (the data is already in the parameters)."""
     it = guards.internals()
     group = tg.info.group
+    sharded = it.ShardedState.SHARDED
     for fp in group.fsdp_params:
-        if fp.sharded_state != it.ShardedState.SHARDED:
+        if fp.sharded_state != sharded:
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
     tg.check_dtypes()
     claim_region(tg)
@@ -203,26 +214,26 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
     event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.ctx, tg.region, copy_in_stream,
                                   all_gather_stream)
     tg.stats["all_gathers"] += 1
-    numels = [[fp.padded_sharded_param_size.numel()] for fp in group.fsdp_params]
     return it.AllGatherResult(
         all_gather_output=tg.marker,
         all_gather_event=event,
         all_gather_work=None,
-        param_all_gather_input_dtypes=[[tg.info.ag_dtype] for _ in group.fsdp_params],
-        param_all_gather_input_numels=numels,
-        all_gather_input_split_sizes=[n[0] for n in numels],
+        param_all_gather_input_dtypes=tg.ag_input_dtypes,
+        param_all_gather_input_numels=tg.ag_input_numels,
+        all_gather_input_split_sizes=tg.ag_split_sizes,
     )
 
 
-@torch.no_grad()
 def copy_out(tg, all_gather_result) -> None:
-    """foreach_all_gather_copy_out for a TIDE group: wait; nothing to copy."""
+    """foreach_all_gather_copy_out for a TIDE group: wait; nothing to copy.
+    (No tensor operation here, so no grad mode to set.)"""
     if all_gather_result.all_gather_output is not tg.marker:
         raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': copy-out of an all-gather TIDE did not issue")
     event = all_gather_result.all_gather_event
     if event is not None:
         torch.cuda.current_stream(tg.backend.device).wait_event(event)
     for fp, out in zip(tg.info.group.fsdp_params, tg.ag_outputs):
-        if len(fp.all_gather_outputs) != 1 or fp.all_gather_outputs[0] is not out:
+        outputs = fp.all_gather_outputs
+        if len(outputs) != 1 or outputs[0] is not out:
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': the unsharded storage of "
                                f"'{getattr(fp, '_param_fqn', fp)}' was replaced behind the adapter's back")

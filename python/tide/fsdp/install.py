@@ -607,6 +607,7 @@ def uninstall(model: torch.nn.Module) -> bool:
         _restore(tg)
         dispatch.unregister(tg)
         tg.ag_outputs, tg.resident, tg._shard_views, tg._own_views, tg.marker = [], [], None, None, None
+        tg._grad_slots = None
     dispatch.deactivate_if_unused()
     del _installed[model]
     if inst.dropped is not None:

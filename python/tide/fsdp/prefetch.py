@@ -115,5 +115,9 @@ def _default_single_group_prefetch(*groups) -> bool:
 
 def _region_free(tt) -> bool:
     """No other group of tt's region is unsharded or being gathered."""
-    return all(m is tt or (m.info.group.is_sharded and m.info.group._all_gather_result is None)
-               for m in tt.region.members)
+    for m in tt.region.members:  # (a loop, not all() over a generator: runs at every reduce-scatter)
+        if m is not tt:
+            group = m.info.group
+            if group._all_gather_result is not None or not group.is_sharded:
+                return False
+    return True

@@ -82,11 +82,13 @@ except Exception:  # pragma: no cover
 class ReduceScatterCall(_ReduceScatterBase):
     """FSDP2 reduce-scatter comm for one foreach_reduce call of a TIDE group."""
 
-    def __init__(self, tg, fsdp_params: list, alpha: float, premul: float | None, grad_dtype: torch.dtype):
+    def __init__(self, tg, fsdp_params: list, index: list[int], alpha: float, premul: float | None,
+                 grad_dtype: torch.dtype):
         self.tg = tg
         self.grad_dtype = grad_dtype
         self.handle = tg.handles[grad_dtype]
         self.fsdp_params = fsdp_params
+        self.index = index  # per entry of fsdp_params, its position in the group (prepare checked each)
         self.alpha = alpha
         self.premul = premul
         self.marker: torch.Tensor | None = None
@@ -103,26 +105,30 @@ class ReduceScatterCall(_ReduceScatterBase):
         return torch.empty(*size, dtype=dtype, device=device)
 
     # -- foreach_reduce_scatter_copy_in
-    @torch.no_grad()
+    @guards.no_grad
     def take_grads(self, unsharded_grads: list[torch.Tensor]) -> None:
         tg = self.tg
-        index = [tg.index[id(fp)] for fp in self.fsdp_params]
+        index = self.index
         if len(index) != len(unsharded_grads):
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': {len(unsharded_grads)} gradients for "
                                f"{len(index)} parameters")
+        numels, premul = tg.numels, self.premul
         grads = []
         for p, g in zip(index, unsharded_grads):
-            if g.numel() != tg.numels[p]:
+            if g.numel() != numels[p]:
                 raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': gradient of '{tg.info.names[p]}' has "
-                                   f"{g.numel()} elements, the parameter {tg.numels[p]}")
+                                   f"{g.numel()} elements, the parameter {numels[p]}")
             if not g.is_contiguous():
                 g = g.contiguous()
-            if self.premul is not None:
-                g.mul_(self.premul)
+            if premul is not None:
+                g.mul_(premul)
             grads.append(g)
-        ptrs: list[int | None] = [None] * len(tg.numels)
-        present = set(index)
-        missing = [p for p in range(len(tg.numels)) if p not in present]
+        ptrs: list[int | None] = [None] * len(numels)
+        if index is tg.all_index:  # every parameter has a gradient (prepare's common case)
+            missing = []
+        else:
+            present = set(index)
+            missing = [p for p in range(len(numels)) if p not in present]
         if missing:  # parameters without a gradient this step contribute zeros
             zeros = torch.zeros(max(tg.numels[p] for p in missing), dtype=self.grad_dtype, device=grads[0].device
                                 if grads else tg.backend.device)
@@ -136,14 +142,17 @@ class ReduceScatterCall(_ReduceScatterBase):
             # Park the gradients in the vacated region; FSDP2 drops its references
             # right after this returns, which frees them at once.
             tg.backend.before_region_write(region)
-            outs = tuple(tg.ag_outputs[p] for p in index)
-            views = [out[: g.numel()] for out, g in zip(outs, grads)]
+            slots, slot_ptrs = tg.grad_slots()
+            if index is tg.all_index:
+                outs, views = tuple(tg.ag_outputs), list(slots)
+            else:
+                outs, views = tuple(tg.ag_outputs[p] for p in index), [slots[p] for p in index]
             # The region backs the unsharded Parameters: like FSDP2's copy-out, keep
             # their version counters so saved references to them stay valid.
             with torch.autograd._unsafe_preserve_version_counter(outs):
                 torch._foreach_copy_(views, [g.view(-1) for g in grads])
-            for p, view in zip(index, views):
-                ptrs[p] = view.data_ptr()
+            for p in index:
+                ptrs[p] = slot_ptrs[p]
             self.slot_views.extend(views)
             self.region = region
             tg.stats["rs_slot_reuse"] += 1
@@ -155,7 +164,7 @@ class ReduceScatterCall(_ReduceScatterBase):
         self.ptrs = ptrs  # type: ignore[assignment]
 
     # -- ReduceScatter
-    @torch.no_grad()
+    @guards.no_grad
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group, op, async_op: bool = False):
         tg = self.tg
         if input_tensor is not self.marker or self.ptrs is None:
@@ -194,21 +203,45 @@ def prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype
             all_reduce_group, force_sum_reduction_for_comms) -> ReduceScatterCall | None:
     """A ReduceScatterCall for this foreach_reduce, or None (with the reason
     logged once per group) when this call must run stock."""
-    it = guards.internals()
-    if not all(id(fp) in tg.index for fp in fsdp_params):
-        return _stock(tg, "parameters from another group")
-    if reduce_scatter_group is None or reduce_scatter_group.size() != tg.info.world_size:
+    if fsdp_params == tg.params:  # every parameter has a gradient: one list comparison (identity per item)
+        index = tg.all_index
+    else:
+        index = [tg.index.get(id(fp)) for fp in fsdp_params]
+        if None in index:
+            return _stock(tg, "parameters from another group")
+    # (FSDP2 passes the group's own shard group, whose size install read.)
+    if reduce_scatter_group is None or (reduce_scatter_group is not tg.info.pg
+                                        and reduce_scatter_group.size() != tg.info.world_size):
         return _stock(tg, "the reduce-scatter group differs from the all-gather group")
     dtypes = {g.dtype for g in unsharded_grads}
     grad_dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
     if grad_dtype not in tg.handles:
         return _stock(tg, f"gradient dtype {sorted(map(str, dtypes))}: no plan registered for it "
                           f"(registered: {[str(d) for d in tg.handles]})")
-    pre, _post, rs_op, _ar_op = it.get_gradient_divide_factors(
+    # The scaling depends only on these arguments (and the groups' sizes, fixed), and a group
+    # sees the same few every step: decided once per combination.
+    key = (reduce_scatter_group, all_reduce_group, reduce_dtype, grad_dtype, device.type, gradient_divide_factor,
+           force_sum_reduction_for_comms)
+    scaling = tg.rs_scaling.get(key)
+    if scaling is None:
+        scaling = _scaling(tg, reduce_scatter_group, all_reduce_group, reduce_dtype, grad_dtype, device,
+                           gradient_divide_factor, force_sum_reduction_for_comms)
+        if len(tg.rs_scaling) < 64:  # (a bound, should a key never compare equal again, e.g. a NaN factor)
+            tg.rs_scaling[key] = scaling
+    if isinstance(scaling, str):
+        return _stock(tg, scaling)
+    alpha, premul = scaling
+    return ReduceScatterCall(tg, fsdp_params, index, alpha, premul, grad_dtype)
+
+
+def _scaling(tg, reduce_scatter_group, all_reduce_group, reduce_dtype, grad_dtype, device, gradient_divide_factor,
+             force_sum_reduction_for_comms) -> tuple[float, float | None] | str:
+    """(alpha, premul) for TIDE-RS under FSDP2's divide factors, or why the call runs stock."""
+    pre, _post, rs_op, _ar_op = guards.internals().get_gradient_divide_factors(
         reduce_scatter_group, all_reduce_group, reduce_dtype or grad_dtype, device.type,
         gradient_divide_factor, force_sum_reduction_for_comms)
     if pre is not None and pre != 1:
-        return _stock(tg, f"predivide by {pre}")
+        return f"predivide by {pre}"
     premul = None
     if rs_op == dist.ReduceOp.AVG:
         alpha = 1.0 / tg.info.world_size
@@ -221,8 +254,8 @@ def prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype
         else:
             alpha, premul = 1.0, scale
     else:
-        return _stock(tg, f"reduce op {rs_op}")
-    return ReduceScatterCall(tg, fsdp_params, alpha, premul, grad_dtype)
+        return f"reduce op {rs_op}"
+    return alpha, premul
 
 
 def _stock(tg, why: str) -> None:

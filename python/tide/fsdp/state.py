@@ -22,6 +22,7 @@ class TideGroup:
         self.adopt = adopt and info.adoptable
         self.params = list(info.group.fsdp_params)
         self.index = {id(fp): i for i, fp in enumerate(self.params)}
+        self.all_index = list(range(len(self.params)))  # a reduce-scatter's index when every parameter has a gradient
         self.numels = [math.prod(s) for s in info.shapes]
         self.grad_dtype = info.ag_dtype
         layout = plan["group"]["param_layout"]
@@ -32,6 +33,15 @@ class TideGroup:
         self.unsharded_bytes = plan["group"]["unsharded_bytes"]
         self.shard_bytes = plan["group"]["shard_bytes"]
         self.world_size = info.world_size
+        # Does the cast/copy write this rank's shard straight into its own landing rows
+        # (one node; the all-gather then runs in place)? Fixed at install (read per call).
+        self.in_place_shard = not self.adopt and plan["topology"]["nodes"] == 1
+        # What all_gather hands FSDP2 in each AllGatherResult: fixed by the layout, so made
+        # once (FSDP2 only reads them, in its own copy-out, which TIDE groups do not run).
+        numels = [[fp.padded_sharded_param_size.numel()] for fp in self.params]
+        self.ag_input_numels = numels
+        self.ag_input_dtypes = [[info.ag_dtype] for _ in self.params]
+        self.ag_split_sizes = [n[0] for n in numels]
         # Set when the arena is built.
         self.ctx: CommContext | None = None
         self.handle: Any = None      # gradients in the all-gather dtype
@@ -46,10 +56,13 @@ class TideGroup:
         self.resident_offset = -1
         self.marker: torch.Tensor | None = None
         self._shard_views: list[torch.Tensor] | None = None
-        self._own_views: list[torch.Tensor] | None = None
+        self._own_views: tuple[torch.Tensor, ...] | None = None
+        self._grad_slots: tuple | None = None
         self._dtypes_checked = False
         self.stats: Counter = Counter()
         self.stock_calls_logged: set[str] = set()
+        # foreach_reduce's scaling arguments -> (alpha, premul) or why stock (reduce_scatter.prepare)
+        self.rs_scaling: dict[tuple, Any] = {}
         self.deferrals_logged: set[str] = set()  # holders whose slot deferred this group's prefetch
         # Backward prefetch inversion (prefetch.py): on, or why not.
         self.invert_prefetch = False
@@ -69,9 +82,11 @@ class TideGroup:
         of this group puts the versions back (mark_unsharded)."""
         if self._versions_at_reshard is not None:
             return
-        params = tuple(fp._unsharded_param for fp in self.params if hasattr(fp, "_unsharded_param"))
-        versions = tuple(p._version for p in params)
-        torch._C._autograd._unsafe_set_version_counter(params, tuple(v + 1 for v in versions))
+        # (Comprehensions into lists: this runs at every reshard, and generator
+        # expressions cost more per item.)
+        params = [fp._unsharded_param for fp in self.params if hasattr(fp, "_unsharded_param")]
+        versions = [p._version for p in params]
+        torch._C._autograd._unsafe_set_version_counter(params, [v + 1 for v in versions])
         self._versions_at_reshard = (params, versions)
 
     def mark_unsharded(self) -> None:
@@ -96,19 +111,14 @@ class TideGroup:
             return "resident"
         return "cast" if any(getattr(fp, "param_dtype", None) is not None for fp in self.params) else "copy"
 
-    @property
-    def in_place_shard(self) -> bool:
-        """Does the cast/copy write this rank's shard straight into its own landing rows
-        (one node; the all-gather then runs in place)?"""
-        return not self.adopt and self.plan["topology"]["nodes"] == 1
-
-    def own_landing_views(self) -> list[torch.Tensor]:
-        """Per parameter, this rank's rows of its unsharded (padded) storage in the arena."""
+    def own_landing_views(self) -> tuple[torch.Tensor, ...]:
+        """Per parameter, this rank's rows of its unsharded (padded) storage in the arena
+        (a tuple: what _unsafe_preserve_version_counter takes, made once)."""
         if self._own_views is None:
             r = self.ctx.comm.rank
-            self._own_views = [out.narrow(0, r * (p["shard_bytes"] // out.element_size()),
-                                          p["shard_bytes"] // out.element_size())
-                               for out, p in zip(self.ag_outputs, self.layout)]
+            self._own_views = tuple(out.narrow(0, r * (p["shard_bytes"] // out.element_size()),
+                                               p["shard_bytes"] // out.element_size())
+                                    for out, p in zip(self.ag_outputs, self.layout))
         return self._own_views
 
     def shard_views(self) -> list[torch.Tensor]:
@@ -119,9 +129,21 @@ class TideGroup:
                                  for p in self.layout]
         return self._shard_views
 
+    def grad_slots(self) -> tuple[tuple[torch.Tensor, ...], list[int]]:
+        """Slot-Reuse: per parameter, the start of its unsharded storage in the
+        arena that holds its gradient (as many elements), and its address; made once."""
+        if self._grad_slots is None:
+            views = tuple(out[:n] for out, n in zip(self.ag_outputs, self.numels))
+            self._grad_slots = (views, [v.data_ptr() for v in views])
+        return self._grad_slots
+
     def region_vacated(self) -> bool:
         """Is no group unsharded (or being gathered) in this group's region?"""
-        return all(m.info.group.is_sharded and m.info.group._all_gather_result is None for m in self.region.members)
+        for m in self.region.members:  # (a loop, not all() over a generator: runs at every reduce-scatter)
+            group = m.info.group
+            if group._all_gather_result is not None or not group.is_sharded:
+                return False
+        return True
 
     def check_dtypes(self) -> None:
         if self._dtypes_checked:
