@@ -114,7 +114,7 @@ void countLevel1Descriptors(const GroupLayout& g, RsPlan& rs) {
   for (int u = 0; u < l; ++u) {
     Counts skippedAtRef{};  // every node as the reference row
     for (int r = 0; r < l; ++r) {
-      const Counts& c = row(ref)[(u + r) % l];
+      const Counts c = row(ref)[(u + r) % l];  // (a copy: GCC 13 takes a reference here for a dangling one)
       skippedAtRef.first += hist[static_cast<size_t>(r)] * c.first;
       skippedAtRef.second += hist[static_cast<size_t>(r)] * c.second;
     }
