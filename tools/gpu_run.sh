@@ -329,7 +329,7 @@ if wanted e2e && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
   run fsdp_e2e_ipc "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m tide.bench.fsdp_steps --ipc --reference tide-in-place --memory-steps 0 --model moe llama \
     --tokens ${FSDP_E2E_IPC_TOKENS:-1024} --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e_ipc.json" \
-    --systems ${FSDP_E2E_IPC_SYSTEMS:-tide-in-place tide-polled-free tide-late-free tide-slot-reuse tide-no-copy-graphs} \
+    --systems ${FSDP_E2E_IPC_SYSTEMS:-tide-in-place tide-record-stream tide-late-free tide-slot-reuse tide-no-copy-graphs} \
     $E2E_ARGS
 fi
 [[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }
@@ -359,7 +359,7 @@ if wanted hostprof && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
   # shellcheck disable=SC2086
   run host_profile_moe_ipc 180 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m tide.bench.host_profile --ipc --model moe --tokens 4096 --warmup 8 --steps 5 \
-    --systems tide-in-place tide-polled-free tide-no-copy-graphs tide-slot-reuse ${HOSTPROF_ARGS:-}
+    --systems tide-in-place tide-record-stream tide-no-copy-graphs tide-slot-reuse ${HOSTPROF_ARGS:-}
 fi
 
 # ---- NCCL host RMA rails on an NCCL built from source (--nccl-src)

@@ -13,7 +13,7 @@ import pytest
 from fsdp_harness import run_job
 
 SYSTEMS = ["stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas",
-           "tide-no-copy-graphs", "tide-polled-free"]
+           "tide-no-copy-graphs", "tide-record-stream"]
 STEPS, WARMUP = 4, 2
 LOSS_STEPS = 8
 SCENARIOS = ["timing_run", "reference_run", "loss_curve_run", "host_profile_run"]
@@ -35,7 +35,7 @@ def timing_run(ctx) -> None:
 
 def reference_run(ctx) -> None:
     # An A/B among TIDE systems (as on ranks sharing one GPU, where stock is no baseline).
-    _main(ctx, "--model", "llama", "--systems", "tide-slot-reuse", "tide-polled-free", "--reference", "tide-in-place",
+    _main(ctx, "--model", "llama", "--systems", "tide-slot-reuse", "tide-record-stream", "--reference", "tide-in-place",
           "--steps", "2", "--warmup", "1", "--memory-steps", "0", "--json", f"{ctx.tmp}/reference.json")
 
 
@@ -84,7 +84,7 @@ def test_every_system_runs_and_matches_stock(job):
             assert res["losses"] == pytest.approx(stock, rel=1e-5, abs=1e-6), name
             assert res["max_loss_rdiff_vs_reference"] <= 1e-5
         for name in ("tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas", "tide-no-copy-graphs",
-                     "tide-polled-free"):
+                     "tide-record-stream"):
             tide = systems[name]["tide"]
             assert tide["groups_tide"] == tide["groups_total"] == run["config"]["layers"] + 1
             assert tide["arena_bytes"] > 0
@@ -115,13 +115,13 @@ def test_another_reference_takes_stocks_place(job):
     are not claimed."""
     (run,) = _load(job, "reference_run", "reference.json")["runs"]
     assert "error" not in run, run.get("error")
-    assert list(run["systems"]) == ["tide-in-place", "tide-slot-reuse", "tide-polled-free"]
+    assert list(run["systems"]) == ["tide-in-place", "tide-slot-reuse", "tide-record-stream"]
     checks = run["checks"]
     assert checks["reference"] == "tide-in-place" and checks["speedup_target_pct"] is None
     assert checks["losses_match"]
     ref = run["systems"]["tide-in-place"]
     assert ref["ratio_vs_reference"] == 1.0 and ref["max_loss_rdiff_vs_reference"] == 0.0
-    for name in ("tide-slot-reuse", "tide-polled-free"):
+    for name in ("tide-slot-reuse", "tide-record-stream"):
         res = run["systems"][name]
         assert res["ratio_vs_reference"] == pytest.approx(res["step_ms"]["median"] / ref["step_ms"]["median"])
         assert res["max_loss_rdiff_vs_reference"] <= 1e-5

@@ -8,15 +8,16 @@
                    (FSDPModule.set_allocate_memory_from_process_group_for_comm(True) on every
                    FSDP module: NCCL's allocator, user-buffer registration). Skipped, with the
                    reason, where the running torch lacks the switch.
-  tide-in-place    the same model with tide.fsdp.install(model, mode="in-place").
+  tide-in-place    the same model with tide.fsdp.install(model, mode="in-place") (its default
+                   release_grads="read-done-polled" since session 16).
   tide-slot-reuse  the same with mode="slot-reuse".
   tide-late-free   In-Place with release_grads="with-fsdp-state": gradients read in place are
-                   freed with FSDP2's own reduce-scatter state instead of through one
-                   record_stream each (not in the default set; for an A/B of the host cost).
-  tide-polled-free In-Place with release_grads="read-done-polled": one event per reduce-scatter
-                   at its read-done point, the gradients dropped by the next TIDE call that finds
-                   it passed or handed to the allocator at the end of backward (not in the
-                   default set; the same A/B, with earlier frees).
+                   freed with FSDP2's own reduce-scatter state (not in the default set; for an
+                   A/B of the host cost).
+  tide-record-stream  In-Place with release_grads="read-done", the default until session 16: one
+                   record_stream per gradient read in place, so the caching allocator records and
+                   polls one event per gradient (not in the default set; the A/B against the
+                   default's one event per call).
   tide-4ctas       In-Place with every group's reduce-scatter sums on 4 CTAs
                    (plan_options={"sum_ctas": 4}) instead of the solver's budget (not in the
                    default set): slower sums that leave the backward's GEMMs their SMs; one GPU's
@@ -50,13 +51,13 @@ from tide.bench.scoped_env import scoped_env
 log = logging.getLogger("tide.bench.fsdp")
 
 SYSTEMS = ("stock", "pg-alloc", "tide-in-place", "tide-slot-reuse", "tide-late-free", "tide-4ctas",
-           "tide-no-copy-graphs", "tide-polled-free")
+           "tide-no-copy-graphs", "tide-record-stream")
 DEFAULT_SYSTEMS = SYSTEMS[:4]
 TIDE_MODES = {"tide-in-place": "in-place", "tide-slot-reuse": "slot-reuse", "tide-late-free": "in-place",
-              "tide-4ctas": "in-place", "tide-no-copy-graphs": "in-place", "tide-polled-free": "in-place"}
+              "tide-4ctas": "in-place", "tide-no-copy-graphs": "in-place", "tide-record-stream": "in-place"}
 TIDE_INSTALL_OPTIONS = {"tide-late-free": {"release_grads": "with-fsdp-state"},
                         "tide-4ctas": {"plan_options": {"sum_ctas": 4}},
-                        "tide-polled-free": {"release_grads": "read-done-polled"}}
+                        "tide-record-stream": {"release_grads": "read-done"}}
 # Environment set while install() makes the system's communicators (the CUDA fabric reads
 # TIDE_COPY_GRAPHS when an endpoint is made).
 TIDE_INSTALL_ENV = {"tide-no-copy-graphs": {"TIDE_COPY_GRAPHS": "0"}}

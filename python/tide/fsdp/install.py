@@ -80,7 +80,7 @@ class Installation:
         self.ring = ring
         self.inversion: str = "off"  # backward prefetch inversion: "on" or "off (why)"
         self.check_read_done = False
-        self.release_grads = "read-done"
+        self.release_grads = "read-done-polled"
         self.infos: list[groups.GroupInfo] = []
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
@@ -98,7 +98,7 @@ class Installation:
 
 def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None = None, *,
             topology: tuple[int, int] | None = None, ring: bool = True, adopt: bool = True,
-            invert_prefetch: bool = True, check_read_done: bool = False, release_grads: str = "read-done",
+            invert_prefetch: bool = True, check_read_done: bool = False, release_grads: str = "read-done-polled",
             timeout_s: float = 120.0, plan_options: Mapping[str, Any] | None = None) -> dict:
     """Run FSDP2's all-gather and reduce-scatter on TIDE for every parameter
     group of `model` (the root module, after fully_shard) that meets the
@@ -124,21 +124,23 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         the call's read-done point (where TIDE releases it); a dishonest
         read-done then shows up in the gradients. Costs one fill per input.
     release_grads: when reduce-scatter inputs read in place (In-Place
-        gradients) go back to the allocator. "read-done": at the call's
-        read-done point, through one record_stream per gradient (the
-        allocator then records and polls one event per gradient).
-        "with-fsdp-state": together with FSDP2's own reduce-scatter input,
-        i.e. at the next group's post-backward or the end of backward, after
-        FSDP2 made the compute stream wait for the reduce-scatter; no event
-        per gradient, but the gradients live one group longer (still less
-        than stock, whose fp32 reduce-scatter input lives as long).
-        "read-done-polled" (CUDA; the host fabric releases at read-done
-        anyway): one event per call at its read-done point, and the
-        gradients dropped by the first later TIDE call that finds it passed;
-        those still queued when a backward ends go to the allocator then
-        (one record_stream each). No event per gradient in the steady state,
-        and the gradients live at most until the next all-gather or
-        reduce-scatter, or the end of the backward.
+        gradients) go back to the allocator. "read-done-polled" (default;
+        on CUDA, the host fabric releases at read-done anyway): one event
+        per call at its read-done point, and the gradients dropped by the
+        first later TIDE call that finds it passed; those still queued when
+        a backward ends go to the allocator then (one record_stream each).
+        No event per gradient in the steady state, and the gradients live at
+        most until the next all-gather or reduce-scatter, or the end of the
+        backward. "read-done": at the call's read-done point, through one
+        record_stream per gradient (the caching allocator then records and
+        polls one event per gradient: 1711 cudaEventQuery calls per MoE-like
+        step against 680, the same allocator peak; BENCHMARKS.md, session
+        16). "with-fsdp-state": together with FSDP2's own reduce-scatter
+        input, i.e. at the next group's post-backward or the end of
+        backward, after FSDP2 made the compute stream wait for the
+        reduce-scatter; no event per gradient, but the gradients live one
+        group longer (still less than stock, whose fp32 reduce-scatter input
+        lives as long).
     timeout_s: deadline of every TIDE wait (fail stop).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width
