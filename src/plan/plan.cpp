@@ -38,19 +38,26 @@ void add(Counts& a, const Counts& b) {
   a.second += b.second;
 }
 
+// How many k in [lo, hi] (0 <= lo, hi < lo allowed: none) have k mod l == r.
+int64_t countResidue(int64_t lo, int64_t hi, int r, int l) {
+  auto upTo = [r, l](int64_t z) -> int64_t { return z < r ? 0 : (z - r) / l + 1; };
+  return hi < lo ? 0 : upTo(hi) - upTo(lo - 1);
+}
+
 // Level 1 descriptor counts per call, maximised over every sender rank (the
 // tail padding and the sub-slice rotation make them differ).
 //
 // Across nodes (M > 1), sender (n, u) pushes, for every destination node t
 // and every owner j != u, sub-slice s = (j + d) mod L with d = c(t, n) mod M
-// (Eq. 6; d = 0 for t = n). As j runs over the L - 1 owners, s runs over
-// every sub-slice but (u + d) mod L, so the sender's count is the sum of all
-// of node t's counts less that one sub-slice's. Summed over t, the skipped
-// sub-slices follow d, whose histogram mod L is the same for every n (t - n
-// takes each residue 1..M-1 once). Most nodes have the same counts (only the
-// tail padding makes a node differ), so only the nodes that differ are
-// visited per sender: O(M L) for uniform layouts instead of O(M^2 L^2 passes)
-// (which took minutes at M in the tens of thousands).
+// (Eq. 6), i.e. d = (t - n) mod M (t = n too: c = M there). As j runs over
+// the L - 1 owners, s runs over every sub-slice but (u + d) mod L, so the
+// sender's count is the sum of all of node t's counts less that one
+// sub-slice's. Consecutive destination nodes mostly have equal counts: a
+// parameter with fewer rows than ranks ends inside one node, so there are at
+// most 2P + 1 runs of equal nodes, and over a run of nodes d takes a
+// contiguous (cyclic) range of values, whose residues mod L are counted in
+// O(1). That is O(M runs L^2) instead of O(M^2 L^2 passes), which took
+// minutes at M in the tens of thousands.
 void countLevel1Descriptors(const GroupLayout& g, RsPlan& rs) {
   const int m = g.topo.nodes;
   const int l = g.topo.gpusPerNode;
@@ -65,7 +72,8 @@ void countLevel1Descriptors(const GroupLayout& g, RsPlan& rs) {
     std::vector<Counts> cnt(static_cast<size_t>(l) * l);  // cnt[owner * L + s], summed over passes
     for (int q = 0; q < rs.passes; ++q)
       for (int owner = 0; owner < l; ++owner)
-        for (int s = 0; s < l; ++s) add(cnt[static_cast<size_t>(owner) * l + s], pushCount(g, subSliceRange(g, rs, q, s), owner, 1));
+        for (int s = 0; s < l; ++s)
+          add(cnt[static_cast<size_t>(owner) * l + s], pushCount(g, subSliceRange(g, rs, q, s), owner, 1));
     for (int u = 0; u < l; ++u) {
       Counts c{};
       for (int owner = 0; owner < l; ++owner)
@@ -75,7 +83,7 @@ void countLevel1Descriptors(const GroupLayout& g, RsPlan& rs) {
     }
     return;
   }
-  // w[t * L + s]: node t's L rows of sub-slice s, summed over passes.
+  // w[t * L + s]: node t's L rows of sub-slice s, summed over passes; `all` over every t and s.
   std::vector<Counts> w(static_cast<size_t>(m) * l);
   Counts all{};
   for (int q = 0; q < rs.passes; ++q)
@@ -87,48 +95,43 @@ void countLevel1Descriptors(const GroupLayout& g, RsPlan& rs) {
         add(all, c);
       }
     }
-  auto row = [&w, l](int t) { return w.begin() + static_cast<std::ptrdiff_t>(t) * l; };
-  // The most common row of counts is the reference; the nodes whose rows differ are visited one by one.
-  std::vector<int> order(static_cast<size_t>(m));
-  for (int t = 0; t < m; ++t) order[static_cast<size_t>(t)] = t;
-  auto less = [&](int a, int b) { return std::lexicographical_compare(row(a), row(a) + l, row(b), row(b) + l); };
-  auto same = [&](int a, int b) { return std::equal(row(a), row(a) + l, row(b)); };
-  std::sort(order.begin(), order.end(), less);
-  int ref = order[0];
-  for (size_t i = 0, best = 0; i < order.size();) {
-    size_t j = i;
-    while (j < order.size() && same(order[i], order[j])) ++j;
-    if (j - i > best) {
-      best = j - i;
-      ref = order[i];
+  auto at = [&w, l](int t, int s) { return w[static_cast<size_t>(t) * l + static_cast<size_t>(s)]; };
+  struct Run {
+    int first = 0;
+    int count = 0;
+  };
+  std::vector<Run> runs;
+  for (int t = 0; t < m; ++t) {
+    const bool same = t > 0 && std::equal(w.begin() + static_cast<std::ptrdiff_t>(t) * l,
+                                          w.begin() + static_cast<std::ptrdiff_t>(t + 1) * l,
+                                          w.begin() + static_cast<std::ptrdiff_t>(t - 1) * l);
+    if (same) {
+      ++runs.back().count;
+    } else {
+      runs.push_back({t, 1});
     }
-    i = j;
   }
-  std::vector<int> differing;
-  for (int t = 0; t < m; ++t)
-    if (!same(t, ref)) differing.push_back(t);
-  // hist[r]: destination nodes whose skipped sub-slice is (u + r) mod L, for any sender node.
-  std::vector<int64_t> hist(static_cast<size_t>(l), 0);
-  hist[0] = 1;  // t = n
-  for (int k = 1; k < m; ++k) ++hist[static_cast<size_t>(k % l)];
-  for (int u = 0; u < l; ++u) {
-    Counts skippedAtRef{};  // every node as the reference row
-    for (int r = 0; r < l; ++r) {
-      const Counts c = row(ref)[(u + r) % l];  // (a copy: GCC 13 takes a reference here for a dangling one)
-      skippedAtRef.first += hist[static_cast<size_t>(r)] * c.first;
-      skippedAtRef.second += hist[static_cast<size_t>(r)] * c.second;
+  std::vector<int64_t> residues(static_cast<size_t>(l));
+  std::vector<Counts> skipped(static_cast<size_t>(l));  // per u: the sub-slices no owner takes
+  for (int n = 0; n < m; ++n) {
+    std::fill(skipped.begin(), skipped.end(), Counts{});
+    for (const Run& run : runs) {
+      // d = (t - n) mod M over the run: from lo, `count` values, wrapping past M - 1 to 0.
+      const int64_t lo = ((run.first - n) % m + m) % m;
+      const int64_t hi = lo + run.count - 1;
+      for (int r = 0; r < l; ++r)
+        residues[static_cast<size_t>(r)] =
+            countResidue(lo, std::min<int64_t>(hi, m - 1), r, l) + countResidue(0, hi - m, r, l);
+      for (int u = 0; u < l; ++u)
+        for (int r = 0; r < l; ++r) {
+          const Counts c = at(run.first, (u + r) % l);
+          skipped[static_cast<size_t>(u)].first += residues[static_cast<size_t>(r)] * c.first;
+          skipped[static_cast<size_t>(u)].second += residues[static_cast<size_t>(r)] * c.second;
+        }
     }
-    for (int n = 0; n < m; ++n) {
-      Counts skipped = skippedAtRef;
-      for (int t : differing) {
-        const int d = t == n ? 0 : contributorIndex(t, n, m) % m;
-        const int s = (u + d) % l;
-        skipped.first += row(t)[s].first - row(ref)[s].first;
-        skipped.second += row(t)[s].second - row(ref)[s].second;
-      }
-      keepMax({all.first - skipped.first, all.second - skipped.second});
-      if (differing.empty()) break;  // every sender node alike
-    }
+    for (int u = 0; u < l; ++u)
+      keepMax({all.first - skipped[static_cast<size_t>(u)].first, all.second - skipped[static_cast<size_t>(u)].second});
+    if (runs.size() == 1) break;  // every destination node alike: every sender node too
   }
 }
 
