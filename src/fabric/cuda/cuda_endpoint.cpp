@@ -579,8 +579,7 @@ void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
   const double limit = hostDrainSeconds(watchdog_->timeoutSeconds());
-  pollUntilDone(done, [] {}, limit, std::chrono::microseconds(50),
-                [&] { return "cuda fabric: " + who() + ": " + what + " within " + std::to_string(limit) + " s"; });
+  pollUntilDone(done, [] {}, limit, std::chrono::microseconds(50), [&] { return "cuda fabric: " + who() + ": " + what; });
 }
 
 void CudaEndpoint::synchronize(int q) {

@@ -58,10 +58,9 @@ void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comm
                                                               ")");
                   }
                 },
-                deadlineSeconds, std::chrono::microseconds(200), [&] {
-                  return "cuda fabric: " + what + " did not complete within " + std::to_string(deadlineSeconds) +
-                         " s (a peer gone or stuck; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)";
-                });
+                deadlineSeconds, std::chrono::microseconds(200),
+                [&] { return "cuda fabric: " + what + " did not complete"; },
+                " (a peer gone or stuck; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
 }
 
 uint64_t hostIdentity() {
