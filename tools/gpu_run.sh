@@ -324,13 +324,14 @@ if wanted e2e && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
   # their losses compared step by step. The two processes time-slice the GPU, which makes these
   # steps device-bound at any token count (BENCHMARKS.md, session 16): the times compare the
   # systems on a shared GPU, not the host time they save on two GPUs.
-  # FSDP_E2E_IPC_TOKENS / FSDP_E2E_IPC_SYSTEMS override the defaults below.
+  # FSDP_E2E_IPC_TOKENS / FSDP_E2E_IPC_SYSTEMS override the defaults below (a --systems in
+  # FSDP_E2E_ARGS, meant for the two-GPU step, does not: stock through gloo would take minutes).
   # shellcheck disable=SC2086
   run fsdp_e2e_ipc "$E2E_LIMIT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m tide.bench.fsdp_steps --ipc --reference tide-in-place --memory-steps 0 --model moe llama \
     --tokens ${FSDP_E2E_IPC_TOKENS:-1024} --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e_ipc.json" \
-    --systems ${FSDP_E2E_IPC_SYSTEMS:-tide-in-place tide-record-stream tide-late-free tide-slot-reuse tide-no-copy-graphs} \
-    $E2E_ARGS
+    $E2E_ARGS \
+    --systems ${FSDP_E2E_IPC_SYSTEMS:-tide-in-place tide-record-stream tide-late-free tide-slot-reuse tide-no-copy-graphs}
 fi
 [[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }
 # The tables of the steps' logs, if they ran ($LOGS starts empty).

@@ -140,6 +140,19 @@ def test_reference_option_is_checked():
         fsdp_steps.parse_args(["--device", "cpu", "--reference", "nonesuch"])
 
 
+def test_summary_names_the_reference_even_after_a_failed_configuration():
+    from tide.bench import fsdp_steps
+
+    lines: list[str] = []
+    fsdp_steps.summary([{"model": "moe", "tokens_per_gpu": 64, "error": "Traceback\nRuntimeError: boom"}], lines.append,
+                       "tide-in-place")
+    assert any("against tide-in-place, not stock" in line for line in lines), lines
+    assert any("ERROR: RuntimeError: boom" in line for line in lines), lines
+    lines.clear()
+    fsdp_steps.summary([], lines.append)
+    assert not any("not stock" in line for line in lines), lines
+
+
 def test_loss_curve_stays_within_stock_spread(job):
     curve = _load(job, "loss_curve_run", "curve.json")["loss_curve"]
     assert set(curve["curves"]) == {"stock-A", "stock-B", "tide-in-place", "tide-slot-reuse"}

@@ -129,9 +129,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         per call at its read-done point, and the gradients dropped by the
         first later TIDE call that finds it passed; those still queued when
         a backward ends go to the allocator then (one record_stream each).
-        No event per gradient in the steady state, and the gradients live at
-        most until the next all-gather or reduce-scatter, or the end of the
-        backward. "read-done": at the call's read-done point, through one
+        No event per gradient in the steady state; the gradients live until
+        a later all-gather or reduce-scatter finds their call's read-done
+        event passed (the queue is drained in order), at the latest to the
+        end of the backward. "read-done": at the call's read-done point, through one
         record_stream per gradient (the caching allocator then records and
         polls one event per gradient: 1711 cudaEventQuery calls per MoE-like
         step against 680, the same allocator peak; BENCHMARKS.md, session

@@ -13,10 +13,14 @@ per-call `ReduceScatterCall` as its reduce-scatter comm, which
     (rebound in _fsdp_collectives) and keeps pointers to them where autograd
     left them (In-Place), or copies them into the group's vacated region and
     lets FSDP2 free them at once (Slot-Reuse); inputs read in place are
-    released at the call's read-done point, before its network phase ends,
-    or (install's release_grads="with-fsdp-state") handed to FSDP2's
-    reduce-scatter state with the placeholder, which FSDP2 drops once its
-    compute stream has waited for the call (backend.py);
+    released once the call's read-done point has passed, before its network
+    phase ends (by default on CUDA, queued behind one event per call and
+    dropped by a later TIDE call that finds it passed, or at the end of the
+    backward; with release_grads="read-done", through one record_stream each;
+    the host fabric releases at read-done itself), or (install's
+    release_grads="with-fsdp-state") handed to FSDP2's reduce-scatter state
+    with the placeholder, which FSDP2 drops once its compute stream has
+    waited for the call (backend.py);
   - runs TIDE-RS into FSDP2's packed fp32 per-rank output with the divide
     factor folded into alpha.
 
