@@ -38,8 +38,10 @@ PARAM_KEYS = ("name", "shape", "dtype")
 class PlanInputError(ValueError):
     """Malformed Python input, caught before the library sees it."""
 
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
+# C integer fields' ranges (c_integer).
+INT32 = (-2**31, 2**31 - 1)
+INT64 = (-2**63, 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
 
 
 def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: Any) -> dict:
@@ -222,14 +224,14 @@ def _shape(raw: Any, name: str) -> list[int]:
     shape = []
     for dim in raw:
         dim = _integer(dim, not_ints)
-        if dim < 0 or dim > _INT64_MAX:
+        if dim < 0 or dim > INT64[1]:
             raise PlanInputError(f"{name}: dimension {dim} out of range")
         shape.append(dim)
     return shape
 
 
 def _c_int(value: Any, what: str) -> int:
-    return c_integer(value, what, -2**31, _INT32_MAX)
+    return c_integer(value, what, *INT32)
 
 
 def c_integer(value: Any, what: str, lo: int, hi: int) -> int:
@@ -239,11 +241,6 @@ def c_integer(value: Any, what: str, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise PlanInputError(f"{what} = {value} out of range {lo}..{hi}")
     return value
-
-
-INT32 = (-2**31, 2**31 - 1)
-INT64 = (-2**63, 2**63 - 1)
-UINT64 = (0, 2**64 - 1)
 
 
 def _dtype_code(name: Any, what: str) -> _capi.DataType:

@@ -9,10 +9,12 @@
 namespace tide::plan {
 namespace {
 
+using Counts = std::pair<int64_t, int64_t>;  // (coalesced, flat)
+
 // Copies one sender pushes to one owner for destination ranks
 // [firstRank, firstRank + rows) over `range`: per parameter piece, the full
 // rows (one strided copy when coalesced) plus a short tail row.
-std::pair<int64_t, int64_t> pushCount(const GroupLayout& g, ElemRange range, int firstRank, int rows) {
+Counts pushCount(const GroupLayout& g, ElemRange range, int firstRank, int rows) {
   int64_t coalesced = 0, flat = 0;
   for (const ParamLayout& pl : g.params) {
     const int64_t a = std::max(range.begin, pl.outOffset);
@@ -30,8 +32,6 @@ std::pair<int64_t, int64_t> pushCount(const GroupLayout& g, ElemRange range, int
   }
   return {coalesced, flat};
 }
-
-using Counts = std::pair<int64_t, int64_t>;  // (coalesced, flat)
 
 void add(Counts& a, const Counts& b) {
   a.first += b.first;

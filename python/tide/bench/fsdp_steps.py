@@ -464,20 +464,20 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
     """Ratios against the reference (stock unless --reference names another), loss agreement, and
     the issue's targets (against stock only)."""
     ref_name = args.reference
-    stock = results.get(ref_name, {})
-    stock_local = stock.get("_local_losses", [])
+    ref = results.get(ref_name, {})
+    ref_local = ref.get("_local_losses", [])
     rtol = args.loss_rtol if args.loss_rtol is not None else (2e-2 if env.cuda else 1e-4)
     target = TARGET_SPEEDUP_PCT.get((kind, tokens), TARGET_SPEEDUP_PCT.get(kind, 0.0)) if ref_name == "stock" else None
     checks: dict[str, Any] = {"reference": ref_name, "loss_rtol": rtol, "losses_match": True,
                               "speedup_target_pct": target, "systems": {},
                               "tide_skipped": [n for n, r in results.items()
                                                if n in TIDE_MODES and r.get("status") != "ok"]}
-    s_med = stock.get("step_ms", {}).get("median")
-    s_mem = stock.get("memory") or {}
+    ref_med = ref.get("step_ms", {}).get("median")
+    ref_mem = ref.get("memory") or {}
     ran = {name: res for name, res in results.items() if res.get("status") == "ok"}
     for name, res in ran.items():
         local = res.pop("_local_losses", [])
-        rdiffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(local, stock_local)]
+        rdiffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(local, ref_local)]
         finite = all(math.isfinite(x) for x in local)
         checked = max(rdiffs[:LOSS_CHECK_STEPS], default=0.0)
         res["max_loss_rdiff_vs_reference"] = reduce_max(env, [checked if finite else math.inf])[0]
@@ -494,19 +494,19 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
             checks["losses_match"] &= ok
         c: dict[str, Any] = {"losses_match": ok, "loss_rdiff_allowed": allowed}
         med = res.get("step_ms", {}).get("median")
-        if s_med and med:
-            res["ratio_vs_reference"] = med / s_med
-            res["speedup_pct"] = (1.0 - med / s_med) * 100.0
-            res["paired_ratio_vs_reference"] = paired_ratio(res, stock)
-        if name in TIDE_MODES and s_med and med and target is not None:
+        if ref_med and med:
+            res["ratio_vs_reference"] = med / ref_med
+            res["speedup_pct"] = (1.0 - med / ref_med) * 100.0
+            res["paired_ratio_vs_reference"] = paired_ratio(res, ref)
+        if name in TIDE_MODES and ref_med and med and target is not None:
             c["speedup_pct"] = res["speedup_pct"]
             c["speedup_met"] = res["speedup_pct"] >= target
-            c["never_slower"] = med <= s_med
+            c["never_slower"] = med <= ref_med
         mem = res.get("memory") or {}
         if (name in TIDE_MODES and ref_name == "stock" and "device_peak_adjusted" in mem
-                and "device_peak_adjusted" in s_mem):
+                and "device_peak_adjusted" in ref_mem):
             slot_reuse = TIDE_MODES[name] == "slot-reuse"
-            limit = s_mem["device_peak_adjusted"] + (0 if slot_reuse else mem["arena_bytes"])
+            limit = ref_mem["device_peak_adjusted"] + (0 if slot_reuse else mem["arena_bytes"])
             c["memory_limit_bytes"] = limit
             c["memory_met"] = (mem["device_peak_adjusted"] < limit if slot_reuse
                                else mem["device_peak_adjusted"] <= limit)
@@ -516,7 +516,7 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
     return checks
 
 
-def paired_ratio(res: dict, stock: dict) -> float | None:
+def paired_ratio(res: dict, reference: dict) -> float | None:
     """Median over rounds of (this system's median step in the round / the reference's in the same
     round)."""
     def by_round(r):
@@ -525,8 +525,8 @@ def paired_ratio(res: dict, stock: dict) -> float | None:
             out.setdefault(rnd, []).append(v)
         return out
 
-    mine, ref = by_round(res), by_round(stock)
-    ratios = [statistics.median(v) / statistics.median(ref[k]) for k, v in mine.items() if k in ref]
+    mine, theirs = by_round(res), by_round(reference)
+    ratios = [statistics.median(v) / statistics.median(theirs[k]) for k, v in mine.items() if k in theirs]
     return statistics.median(ratios) if ratios else None
 
 

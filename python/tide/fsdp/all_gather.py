@@ -45,8 +45,9 @@ def region_holder(tg):
 
 def _scan_region(tg) -> tuple:
     """(holder, others): region_holder's answer, and when it is None the
-    other members claim_region must clear first (a stale backward prefetch to
-    drop, or a group to reshard), in member order. One pass over the members
+    other members claim_region must clear first, in member order, each with
+    whether its pending gather is a stale backward prefetch to drop (else it
+    is a group to reshard). One pass over the members
     (it runs at every all-gather and prefetch; in a ring slot of a deep model
     most members are sharded with nothing pending, which two reads show)."""
     it = guards.internals()
@@ -58,14 +59,14 @@ def _scan_region(tg) -> tuple:
         if group._all_gather_result is not None:
             # (Only a pending gather can be a stale backward prefetch.)
             if stale_backward_prefetch(tg, other):
-                others.append(other)
+                others.append((other, True))
                 continue
             return other, []
         if group.is_sharded:
             continue
         state = group._training_state
         if state == it.TrainingState.POST_BACKWARD or (other.folded and state == it.TrainingState.IDLE):
-            others.append(other)
+            others.append((other, False))
             continue
         return other, []
     return None, others
@@ -85,8 +86,8 @@ def claim_region(tg) -> None:
         what = ("has an all-gather pending" if group._all_gather_result is not None
                 else f"is unsharded ({group._training_state.name})")
         raise RegionConflict(_conflict(tg, holder, what))
-    for other in others:  # (the members that are neither sharded nor free of a pending gather)
-        if stale_backward_prefetch(tg, other):
+    for other, stale in others:  # (the members that are neither sharded nor free of a pending gather)
+        if stale:
             _drop_stale_gather(tg, other)
         if not other.info.group.is_sharded:
             other.info.group._to_sharded()

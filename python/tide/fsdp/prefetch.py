@@ -92,7 +92,7 @@ def invert(tg, lookup: Callable[[list], Any]) -> None:
         return  # a stock target keeps FSDP2's schedule
     if target._all_gather_result is not None or not target.is_sharded or not target.unshard_in_backward:
         return
-    if not _region_free(tt):
+    if not tt.region_vacated():  # (tt itself was just checked: sharded, nothing pending)
         return
     guards.internals().param_group.FSDPParamGroup._prefetch_unshard(target, "backward")
     if target._all_gather_result is not None:
@@ -112,12 +112,3 @@ def _default_single_group_prefetch(*groups) -> bool:
             return False
     return True
 
-
-def _region_free(tt) -> bool:
-    """No other group of tt's region is unsharded or being gathered."""
-    for m in tt.region.members:  # (a loop, not all() over a generator: runs at every reduce-scatter)
-        if m is not tt:
-            group = m.info.group
-            if group._all_gather_result is not None or not group.is_sharded:
-                return False
-    return True
