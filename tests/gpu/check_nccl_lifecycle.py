@@ -4,6 +4,10 @@
   - the multicast rule: a communicator is refused, naming NCCL_NVLS_ENABLE, unless that is
     exactly "0". Checked with "00", which NCCL itself reads as 0 (off), so that multicast stays
     off even if TIDE's refusal were broken; then "0" is accepted (one GPU);
+  - a rank that never joins (one GPU): rank 0 of a two-rank world starts alone; creating the
+    communicator must fail with a timeout naming the world communicator within the host deadline
+    (2 T + 10 s) instead of hanging in NCCL's bootstrap, and the process must still make a
+    one-rank communicator and use the GPU afterwards;
   - a peer gone before teardown (two GPUs): rank 1 makes its communicator and exits at once;
     rank 0's close must come back within the host drain deadline (2 T + 10 s at T = 5 s), the
     NCCL communicators aborted, not hang in the teardown barrier, and the GPU must still work.
@@ -51,6 +55,50 @@ def check_multicast_rule() -> list[str]:
         if not ok:
             failures.append(f"NCCL_NVLS_ENABLE={value}: {verdict} (wanted {want})")
     return failures
+
+
+def _alone_in_a_world_of_two(out) -> None:
+    import torch
+
+    from tide import _capi
+    from tide.comm import Communicator, unique_id
+
+    start = time.monotonic()
+    try:
+        comm = Communicator(nodes=1, gpus_per_node=2, rank=0, arena_bytes=ARENA, fabric="cuda",
+                            unique_id=unique_id(), device=0, timeout_s=TIMEOUT_S)
+    except _capi.TideError as e:
+        took = time.monotonic() - start
+        verdict = "timeout" if e.result == _capi.Result.TIMEOUT else f"error {e.result!r}"
+        comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=ARENA, fabric="cuda",
+                            unique_id=unique_id(), device=0, timeout_s=TIMEOUT_S)
+        comm.close()
+        x = torch.ones(1 << 20, device="cuda:0")
+        usable = float(x.sum()) == float(1 << 20)
+        out.put((verdict if usable else "GPU broken", e.message, took))
+        return
+    comm.close()
+    out.put(("created", "a two-rank communicator was made with one rank", time.monotonic() - start))
+
+
+def check_rank_that_never_joins() -> list[str]:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    p = ctx.Process(target=_alone_in_a_world_of_two, args=(out,))
+    p.start()
+    deadline = 2 * TIMEOUT_S + 10
+    p.join(deadline + 90)  # plus process start, the abort and the one-rank communicator
+    hung = p.is_alive()
+    if hung:
+        p.kill()
+        p.join()
+    verdict, message, took = out.get(timeout=5) if not out.empty() else ("no answer", f"exit code {p.exitcode}",
+                                                                          float("nan"))
+    ok = (not hung and verdict == "timeout" and "world communicator" in message and "did not complete" in message
+          and took <= deadline + 15)
+    print(f"a rank that never joins: {verdict} after {took:.1f} s (deadline {deadline:.0f} s){', HUNG' if hung else ''}"
+          f": {message[:200]} -> {'ok' if ok else 'FAIL'}", flush=True)
+    return [] if ok else [f"a rank that never joins: {verdict}, {took:.1f} s, hung={hung}"]
 
 
 def _teardown_rank(rank: int, ids, out) -> None:
@@ -110,6 +158,7 @@ def main() -> int:
     if os.environ.get("NCCL_NVLS_ENABLE") != "0":
         sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
     failures = check_multicast_rule()
+    failures += check_rank_that_never_joins()
     if torch.cuda.device_count() >= 2:
         failures += check_teardown_with_a_gone_peer()
     else:

@@ -34,6 +34,15 @@ inline constexpr FabricError::Kind kDeviceErrorKind = FabricError::Kind::kDevice
       ::tide::fabric::cuda::throwDriverError(tide_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
+// For calls on a nonblocking communicator: ncclInProgress means issued, the
+// caller then awaits the communicator (awaitCommReady, nccl_bootstrap.hpp).
+#define TIDE_NCCL_ISSUE(expr)                                                     \
+  do {                                                                            \
+    const ncclResult_t tide_err_ = (expr);                                        \
+    if (tide_err_ != ncclSuccess && tide_err_ != ncclInProgress)                  \
+      ::tide::fabric::cuda::throwNcclError(tide_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
 #define TIDE_NCCL_CHECK(expr)                                                    \
   do {                                                                           \
     const ncclResult_t tide_err_ = (expr);                                       \

@@ -102,6 +102,10 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
     noRma = NcclRmaApi::get().missing;
   else if (loaded < NCCL_VERSION(2, 29, 0))
     noRma = "NCCL library " + ncclVersionString(loaded) + " is older than 2.29";
+  else if (const char* b = std::getenv("NCCL_COMM_BLOCKING"); b != nullptr && std::strcmp(b, "0") == 0)
+    // It makes every communicator nonblocking: the RMA rails' puts, signals and waits on the
+    // data path would return before they are enqueued.
+    noRma = "NCCL_COMM_BLOCKING=0 makes the rail communicators nonblocking";
   if (wanted == Rails::kSendRecv) {
     railMode_ = RailMode::kSendRecv;
     railWhy_ = "requested";
@@ -135,7 +139,8 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
   if (wanted == Rails::kCopyEngine && !railPeersReachable)
     throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
   if (wanted == Rails::kRma && !noRma.empty()) throwUsage("RMA rails requested but " + noRma);
-  if (railMode_ == RailMode::kSendRecv) sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail());
+  if (railMode_ == RailMode::kSendRecv)
+    sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail(), comms_->deadlineSeconds());
 #if TIDE_HAVE_NCCL_RMA
   if (railMode_ == RailMode::kRma) rma_ = std::make_unique<RmaRails>(comms_->rail(), comms_->railCredit(), *arena_);
 #endif

@@ -37,6 +37,43 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// Whether `comm` is still busy with its last call; throws its asynchronous error.
+bool commInProgress(ncclComm_t comm, const std::string& what) {
+  ncclResult_t async = ncclSuccess;
+  TIDE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+  if (async == ncclInProgress) return true;
+  if (async != ncclSuccess)
+    throw FabricError(kDeviceErrorKind, "cuda fabric: " + what + ": NCCL reports " + ncclGetErrorString(async) +
+                                            " (" + ncclGetLastError(comm) + ")");
+  return false;
+}
+
+const char* const kDeadlineHint = " (a peer gone, stuck or never started; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)";
+
+// Finalizes `comm` within `deadlineSeconds` (a nonblocking one returns
+// ncclInProgress until its work is done), then destroys it; aborts it when
+// finalization fails or runs past the deadline, which a peer gone after the
+// last check would make it do.
+void finalizeOrAbort(ncclComm_t comm, double deadlineSeconds) noexcept {
+  bool finalized = false;
+  const ncclResult_t issued = ncclCommFinalize(comm);
+  if (issued == ncclSuccess) {
+    finalized = true;
+  } else if (issued == ncclInProgress) {
+    try {
+      awaitCommReady(comm, deadlineSeconds, "finalizing a communicator");
+      finalized = true;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tide: %s; aborting it\n", e.what());
+    }
+  }
+  if (finalized) {
+    ncclCommDestroy(comm);
+  } else {
+    ncclCommAbort(comm);
+  }
+}
+
 }  // namespace
 
 void requireMulticastOff() {
@@ -44,23 +81,23 @@ void requireMulticastOff() {
   if (!why.empty()) throw FabricError(FabricError::Kind::kUsage, "cuda fabric: " + why);
 }
 
+void awaitCommReady(ncclComm_t comm, double deadlineSeconds, const std::string& what) {
+  pollUntilDone([&] { return commInProgress(comm, what) ? cudaErrorNotReady : cudaSuccess; }, [] {},
+                deadlineSeconds, std::chrono::microseconds(200),
+                [&] { return "cuda fabric: " + what + " did not complete"; }, kDeadlineHint);
+}
+
 void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comms, double deadlineSeconds,
                      const std::string& what) {
-  pollUntilDone([stream] { return cudaStreamQuery(stream); },
-                [&] {
-                  for (ncclComm_t c : comms) {
-                    if (c == nullptr) continue;
-                    ncclResult_t async = ncclSuccess;
-                    TIDE_NCCL_CHECK(ncclCommGetAsyncError(c, &async));
-                    if (async != ncclSuccess && async != ncclInProgress)
-                      throw FabricError(kDeviceErrorKind, "cuda fabric: " + what + ": NCCL reports " +
-                                                              ncclGetErrorString(async) + " (" + ncclGetLastError(c) +
-                                                              ")");
-                  }
-                },
-                deadlineSeconds, std::chrono::microseconds(200),
-                [&] { return "cuda fabric: " + what + " did not complete"; },
-                " (a peer gone or stuck; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
+  pollUntilDone(
+      [&] {
+        // A collective still being enqueued is not on the stream yet: the stream may look drained without it.
+        for (ncclComm_t c : comms)
+          if (c != nullptr && commInProgress(c, what)) return cudaErrorNotReady;
+        return cudaStreamQuery(stream);
+      },
+      [] {}, deadlineSeconds, std::chrono::microseconds(200),
+      [&] { return "cuda fabric: " + what + " did not complete"; }, kDeadlineHint);
 }
 
 uint64_t hostIdentity() {
@@ -84,7 +121,10 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     TIDE_CUDA_CHECK(cudaMalloc(&scratch_, 64 * sizeof(uint64_t)));
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;
+    // Nonblocking: every call on it returns at once and is awaited under the
+    // deadline (awaitWorld). NCCL_COMM_BLOCKING=1 in the environment
+    // overrides this, and then NCCL's own calls block without one.
+    config.blocking = 0;
     // The node communicator carries only the bootstrap all-gather, barriers
     // and the symmetric window's registration, a few bytes each: one channel
     // is plenty, and every further channel holds its own staging buffers in
@@ -92,7 +132,9 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     // outside torch's allocator beyond the arena with NCCL's defaults).
     config.minCTAs = 1;
     config.maxCTAs = 1;
-    TIDE_NCCL_CHECK(ncclCommInitRankConfig(&world_, ranks_, id, rank_, &config));
+    TIDE_NCCL_ISSUE(ncclCommInitRankConfig(&world_, ranks_, id, rank_, &config));
+    awaitWorld("rank " + std::to_string(rank_) + ": creating the world communicator of " + std::to_string(ranks_) +
+               " ranks (every rank joins it with the same unique id)");
     lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_, deadlineSeconds_);
   } catch (...) {
     broken_ = true;  // a bootstrap collective may be outstanding
@@ -111,6 +153,8 @@ void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool
   // every channel of a communicator its own device buffers, each rounded up
   // to the 2 MiB cuMem granularity, and a default split measured 64 channels
   // and ~0.4 GiB of device memory on an H200 with no byte ever sent over it.
+  // Blocking (see the class comment); the split itself runs as the world
+  // communicator's nonblocking work, under the deadline.
   ncclConfig_t railConfig = NCCL_CONFIG_INITIALIZER;
   railConfig.blocking = 1;
   const int color = join ? topo.localOf(rank_) : NCCL_SPLIT_NOCOLOR;
@@ -125,13 +169,17 @@ void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool
 #else
   if (rma) throw std::logic_error("RMA rails need NCCL >= 2.29 headers");
 #endif
-  TIDE_NCCL_CHECK(ncclCommSplit(world_, color, topo.nodeOf(rank_), &rail_, &railConfig));
+  const std::string who = "rank " + std::to_string(rank_) + ": ";
+  TIDE_NCCL_ISSUE(ncclCommSplit(world_, color, topo.nodeOf(rank_), &rail_, &railConfig));
+  awaitWorld(who + "splitting the rail communicator (every rank joins the split)");
   // RMA rails count signals per (communicator, peer): credits go on a
   // communicator of their own so that they never count as data arrivals.
   if (rma && !creditSplit) throw std::logic_error("RMA rails need the credit split");
-  if (creditSplit)
-    TIDE_NCCL_CHECK(ncclCommSplit(world_, rma ? color : NCCL_SPLIT_NOCOLOR, topo.nodeOf(rank_), &railCredit_,
+  if (creditSplit) {
+    TIDE_NCCL_ISSUE(ncclCommSplit(world_, rma ? color : NCCL_SPLIT_NOCOLOR, topo.nodeOf(rank_), &railCredit_,
                                   &railConfig));
+    awaitWorld(who + "splitting the rail credit communicator (every rank joins the split)");
+  }
 }
 
 std::string NcclComms::railRmaUnsupported() {
@@ -162,8 +210,7 @@ std::string NcclComms::railRmaUnsupported() {
 void NcclComms::resplitRailsForSendRecv(const plan::Topology& topo, bool join) {
   for (ncclComm_t* c : {&railCredit_, &rail_}) {
     if (*c == nullptr) continue;
-    ncclCommFinalize(*c);
-    ncclCommDestroy(*c);
+    finalizeOrAbort(*c, deadlineSeconds_);
     *c = nullptr;
   }
   splitRails(topo, join, /*rma=*/false, /*creditSplit=*/false);
@@ -173,16 +220,27 @@ int NcclComms::sumOverWorld(int value) {
   TIDE_CUDA_CHECK(cudaSetDevice(device_));
   int* dev = reinterpret_cast<int*>(scratch_);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(dev, &value, sizeof(int), cudaMemcpyHostToDevice, stream_));
-  TIDE_NCCL_CHECK(ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, world_, stream_));
+  TIDE_NCCL_ISSUE(ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, world_, stream_));
+  const std::string what = "rank " + std::to_string(rank_) + ": a sum over the world communicator";
+  awaitWorld(what);  // the all-reduce is on the stream before the copy behind it
   int sum = 0;
   TIDE_CUDA_CHECK(cudaMemcpyAsync(&sum, dev, sizeof(int), cudaMemcpyDeviceToHost, stream_));
-  awaitStream("rank " + std::to_string(rank_) + ": a sum over the world communicator");
+  awaitStream(what);
   return sum;
 }
 
 void NcclComms::awaitStream(const std::string& what) {
   try {
     awaitNcclStream(stream_, {world_, rail_, railCredit_}, deadlineSeconds_, what);
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+}
+
+void NcclComms::awaitWorld(const std::string& what) {
+  try {
+    awaitCommReady(world_, deadlineSeconds_, what);
   } catch (...) {
     broken_ = true;
     throw;
@@ -206,8 +264,7 @@ void NcclComms::release() noexcept {
   abortIfBroken();  // Finalize would wait for work a gone peer never joins
   for (ncclComm_t* c : {&railCredit_, &rail_, &world_}) {
     if (*c == nullptr) continue;
-    ncclCommFinalize(*c);
-    ncclCommDestroy(*c);
+    finalizeOrAbort(*c, deadlineSeconds_);
     *c = nullptr;
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -223,21 +280,23 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
   std::vector<uint64_t> all(static_cast<size_t>(ranks));
   uint64_t* dev = nullptr;
   TIDE_CUDA_CHECK(cudaMalloc(&dev, (all.size() + 1) * sizeof(uint64_t)));
+  const std::string what = "rank " + std::to_string(rank) + ": the host-identity all-gather";
   cudaError_t err = cudaMemcpyAsync(dev, &mine, sizeof(mine), cudaMemcpyHostToDevice, stream);
   const ncclResult_t nerr = err == cudaSuccess ? ncclAllGather(dev, dev + 1, 1, ncclUint64, comm, stream)
                                                : ncclSuccess;
-  const bool gathering = err == cudaSuccess && nerr == ncclSuccess;  // an all-gather is in flight
-  if (gathering)
-    err = cudaMemcpyAsync(all.data(), dev + 1, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
-  if (err != cudaSuccess || nerr != ncclSuccess) {
-    // With the all-gather in flight, cudaFree would wait for it, and it for peers that may
-    // never come: `dev` stays allocated (a few bytes) and the caller aborts the communicator.
-    if (!gathering) cudaFree(dev);
+  // Past here an all-gather is in flight (ncclInProgress: still being enqueued). cudaFree
+  // would wait for it, and it for peers that may never come: on any failure from here on,
+  // `dev` stays allocated (a few bytes) and the caller aborts the communicator.
+  const bool gathering = err == cudaSuccess && (nerr == ncclSuccess || nerr == ncclInProgress);
+  if (!gathering) {
+    cudaFree(dev);
     TIDE_NCCL_CHECK(nerr);
     TIDE_CUDA_CHECK(err);
   }
-  // The same on a failed wait: `dev` stays allocated.
-  awaitNcclStream(stream, {comm}, deadlineSeconds, "rank " + std::to_string(rank) + ": the host-identity all-gather");
+  awaitCommReady(comm, deadlineSeconds, what);  // the all-gather is on the stream before the copy behind it
+  TIDE_CUDA_CHECK(
+      cudaMemcpyAsync(all.data(), dev + 1, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+  awaitNcclStream(stream, {comm}, deadlineSeconds, what);
   cudaFree(dev);
 
   int count = 0;
@@ -254,7 +313,7 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
 
 void NcclComms::barrier() {
   TIDE_CUDA_CHECK(cudaSetDevice(device_));
-  TIDE_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, world_, stream_));
+  TIDE_NCCL_ISSUE(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, world_, stream_));
   awaitStream("rank " + std::to_string(rank_) + ": a barrier over the world communicator");
 }
 

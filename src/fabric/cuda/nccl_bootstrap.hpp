@@ -25,12 +25,15 @@ struct LsaTeam {
 
 class NcclComms {
  public:
-  // `deadlineSeconds` bounds every host wait on NCCL work after the world
-  // communicator exists (bootstrap collectives, barriers). Creating the world
-  // communicator, splitting it and registering a window are blocking NCCL
-  // calls without a deadline: they block until every rank joins, and the
-  // unique id's broadcast before them (the caller's job launcher) is what
-  // notices a rank that never started.
+  // `deadlineSeconds` bounds every host wait on the world communicator's
+  // work: its creation, splits, window registration, bootstrap collectives,
+  // barriers and finalization. The world communicator is nonblocking, so that
+  // a rank that never joins (or is gone) fails the wait with a kTimeout
+  // FabricError and the communicators are aborted, instead of hanging the
+  // caller in NCCL. The rail communicators split from it are blocking: their
+  // sends and receives are enqueued on the data path, where a nonblocking
+  // group would cost a host thread per call; their waits are the in-stream
+  // watchdog's.
   NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int rank, int device, double deadlineSeconds);
   ~NcclComms();
   NcclComms(const NcclComms&) = delete;
@@ -66,6 +69,9 @@ class NcclComms {
   // Past the deadline, or on an NCCL error, it throws and marks the
   // communicators broken.
   void barrier();
+  // Waits under the deadline until the world communicator's last call is done
+  // (awaitCommReady); on failure marks the communicators broken and throws.
+  void awaitWorld(const std::string& what);
   // Sum of `value` over every rank (a one-int all-reduce on the world communicator).
   int sumOverWorld(int value);
 
@@ -106,11 +112,20 @@ class NcclComms {
 // (fabric/multicast_policy says why TIDE refuses rather than sets it).
 void requireMulticastOff();
 
+// Waits until the nonblocking `comm` has finished its last call (init, split,
+// window registration, finalization, or a collective's enqueue: ncclInProgress
+// until then). Throws FabricError: kDevice on an NCCL error, kTimeout once
+// `deadlineSeconds` have passed, naming `what`. Stream work that must follow a
+// collective is enqueued only after this returns: until then NCCL may not
+// have put the collective on the stream.
+void awaitCommReady(ncclComm_t comm, double deadlineSeconds, const std::string& what);
+
 // Waits until `stream` has drained while watching `comms`' asynchronous
-// errors (null entries are skipped). Throws FabricError: kDevice on a CUDA or
-// NCCL error, kTimeout once `deadlineSeconds` have passed, naming `what`. A
-// host wait on NCCL work that a peer may never join goes through this, never
-// through cudaStreamSynchronize, so a peer that is gone fails the wait.
+// errors (null entries are skipped; one still in progress counts as not
+// drained). Throws FabricError: kDevice on a CUDA or NCCL error, kTimeout once
+// `deadlineSeconds` have passed, naming `what`. A host wait on NCCL work that
+// a peer may never join goes through this, never through
+// cudaStreamSynchronize, so a peer that is gone fails the wait.
 void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comms, double deadlineSeconds,
                      const std::string& what);
 

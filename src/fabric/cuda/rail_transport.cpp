@@ -1,6 +1,7 @@
 #include "fabric/cuda/rail_transport.hpp"
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 
 namespace tide::fabric::cuda {
@@ -38,7 +39,9 @@ void SendRecvRails::flush() {
   }
   const ncclResult_t ended = ncclGroupEnd();
   TIDE_NCCL_CHECK(issued);
-  TIDE_NCCL_CHECK(ended);
+  TIDE_NCCL_ISSUE(ended);
+  // The counters go on the streams behind the receives: a nonblocking group is awaited first.
+  if (ended == ncclInProgress) awaitCommReady(rail_, deadlineSeconds_, "enqueueing NCCL rail sends and receives");
   const StreamMemOps& memops = StreamMemOps::get();
   for (const Op& op : ops)
     if (!op.send && op.counter != nullptr) memops.write(op.stream, op.counter, op.value);

@@ -25,7 +25,9 @@ const char* railModeName(RailMode mode);
 
 class SendRecvRails {
  public:
-  explicit SendRecvRails(ncclComm_t rail) : rail_(rail) {}
+  // `deadlineSeconds` bounds the host wait for a nonblocking rail
+  // communicator's enqueue (NCCL_COMM_BLOCKING=0 in the environment makes it one).
+  SendRecvRails(ncclComm_t rail, double deadlineSeconds) : rail_(rail), deadlineSeconds_(deadlineSeconds) {}
 
   void deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes);
   // After the receive lands: *counter := value on `stream`.
@@ -47,6 +49,7 @@ class SendRecvRails {
     uint64_t value = 0;
   };
   ncclComm_t rail_;
+  double deadlineSeconds_;
   std::vector<Op> ops_;
 };
 

@@ -15,8 +15,10 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
     base_ = static_cast<std::byte*>(ptr);
     initCountersAndTag(comms_.rank(), stream);
 
-    TIDE_NCCL_CHECK(ncclCommWindowRegister(comms_.world(), base_, static_cast<size_t>(windowBytes_),
+    // Collective; the world communicator is nonblocking, so NCCL sets window_ once the registration is done.
+    TIDE_NCCL_ISSUE(ncclCommWindowRegister(comms_.world(), base_, static_cast<size_t>(windowBytes_),
                                            &window_, NCCL_WIN_COLL_SYMMETRIC));
+    comms_.awaitWorld("rank " + std::to_string(comms_.rank()) + ": registering the arena's symmetric window");
     if (!isSymmetricWindow(window_))
       throw FabricError(kDeviceErrorKind,
                         "cuda fabric: rank " + std::to_string(comms_.rank()) +
