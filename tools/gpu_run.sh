@@ -163,7 +163,8 @@ elif [[ -x $TEST ]]; then
   # Host time per copy three ways (each copy, batch, cached graph); fails unless every byte is
   # right and the graph's copies run on copy engines beside a kernel holding every SM.
   run copy_launch_probe 60 "$BUILD/tests/cuda/tide_copy_launch_probe" --copies 30 --bytes 1048576
-  # The multicast rule's refusal, and (two GPUs) a teardown whose peer is gone: bounded, aborted.
+  # The multicast rule's refusal, a rank that never joins, and a teardown whose peer is gone (two
+  # GPUs; and on any GPU count, two ranks on hosts of their own): bounded, aborted.
   run nccl_lifecycle 200 env TIDE_LIBRARY="$PWD/$BUILD/libtide.so" PYTHONPATH="$PWD/python" \
     "$PYTHON" tests/gpu/check_nccl_lifecycle.py
   if ((NGPU >= 2)); then
@@ -248,6 +249,13 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   # torch.distributed, the CUDA fabric over CUDA IPC ranks (no NCCL, which refuses two ranks on one GPU).
   run collectives_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
     tests/gpu/check_collectives.py --ipc
+  # Two and four ranks, each a host of its own as NCCL and TIDE see it (NCCL_HOSTID per rank), on
+  # this host's GPUs: M2L1 and M4L1 over the CUDA fabric's NCCL path, the rails between "hosts"
+  # (NCCL send/recv over loopback sockets, chosen by the fabric itself), as across real nodes.
+  run collectives_2ranks_hosts 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    tests/gpu/check_collectives.py --host-per-rank
+  run collectives_4ranks_hosts 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
+    tests/gpu/check_collectives.py --host-per-rank
   if ((NGPU >= 2)); then
     run collectives_2gpu_registers 300 env TIDE_SUM_KERNEL=registers "$PYTHON" -m torch.distributed.run \
       --standalone --nproc_per_node=2 tests/gpu/check_collectives.py

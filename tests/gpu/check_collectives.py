@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """GPU correctness of TIDE-AG and TIDE-RS on the CUDA fabric (torchrun, one GPU per rank; with
 --ipc, any number of ranks per GPU: gloo for torch.distributed and the CUDA fabric over CUDA IPC
-ranks, fabric="cuda-ipc", rank r on GPU r mod count).
+ranks, fabric="cuda-ipc", rank r on GPU r mod count; with --host-per-rank, any number of ranks per GPU
+too, each on a host of its own as NCCL and TIDE see it: the CUDA fabric over NCCL, M = ranks nodes of one
+GPU each, whose rails cross the "hosts" through NCCL's network transport).
 
 For every topology the GPUs allow (M=1 x L=N, and N virtual nodes of one GPU):
   - all-gather: every landing byte equals the owner's shard (landing poisoned first);
@@ -100,10 +102,22 @@ def main() -> int:
                         help="only the topologies with M > 1 (e.g. with TIDE_FABRIC_RAILS=send-recv, the rails)")
     parser.add_argument("--ipc", action="store_true",
                         help="ranks may share GPUs: gloo, and the CUDA fabric over CUDA IPC (no NCCL)")
+    parser.add_argument("--host-per-rank", action="store_true",
+                        help="every rank a host of its own (NCCL_HOSTID per rank, before NCCL starts): ranks may "
+                             "share GPUs, gloo for torch.distributed, and only M = ranks, L = 1, whose rails go "
+                             "between 'hosts' as across real ones (NCCL send/recv over its network transport: sockets "
+                             "over loopback unless NCCL_SOCKET_IFNAME and NCCL_IB_DISABLE say otherwise)")
     args = parser.parse_args()
+    if args.ipc and args.host_per_rank:
+        parser.error("--ipc and --host-per-rank exclude each other")
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.ipc:
+    if args.host_per_rank:
+        # NCCL reads it once, at its first communicator; TIDE's LSA team follows it (hostIdentity).
+        os.environ["NCCL_HOSTID"] = f"tide-check-rank-{local}"
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")  # the "hosts" are this one: sockets over loopback
+        os.environ.setdefault("NCCL_IB_DISABLE", "1")
+    if args.ipc or args.host_per_rank:
         local %= torch.cuda.device_count()
         torch.cuda.set_device(local)
         dist.init_process_group("gloo")
@@ -118,7 +132,7 @@ def main() -> int:
     # Across nodes both Level 2 landing directions, each on its own communicator (one
     # direction per communicator), both held to the host fabric's pull-landing bits.
     runs = [(m, l, d) for m, l in node_splits(n) for d in (("pull", "push") if m > 1 else ("pull",))
-            if m > 1 or not args.multi_node_only]
+            if (m > 1 or not args.multi_node_only) and (l == 1 or not args.host_per_rank)]
     # Rank 0's host-fabric references, one set of rank processes per topology (both directions
     # are held to the pull landing's bits).
     references: dict[tuple[int, int], HostReference] = {}
@@ -134,6 +148,8 @@ def main() -> int:
             dist.broadcast_object_list(uid)
             comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20, fabric="cuda",
                                 unique_id=uid[0], device=local, timeout_s=30)
+            if args.host_per_rank and not comm.rails().startswith("nccl-"):
+                failures.append(f"{tag}: rails {comm.rails()!r} between ranks on hosts of their own (wanted NCCL's)")
         groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in PLAN_VARIANTS}
         plan = groups["default"].plan["group"]
         off, ptr = comm.alloc(plan["unsharded_bytes"])
@@ -246,7 +262,7 @@ def main() -> int:
         flat = [f for fs in all_failures for f in fs]
         for f in flat:
             print("FAIL", f)
-        gpus = torch.cuda.device_count() if args.ipc else n
+        gpus = torch.cuda.device_count() if args.ipc or args.host_per_rank else n
         print(f"check_collectives: {'FAILED' if flat else 'all checks passed'} ({n} rank(s) on {min(n, gpus)} GPU(s))")
         return 1 if flat else 0
     return 0

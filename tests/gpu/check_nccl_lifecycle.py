@@ -8,9 +8,11 @@
     communicator must fail with a timeout naming the world communicator within the host deadline
     (2 T + 10 s) instead of hanging in NCCL's bootstrap, and the process must still make a
     one-rank communicator and use the GPU afterwards;
-  - a peer gone before teardown (two GPUs): rank 1 makes its communicator and exits at once;
-    rank 0's close must come back within the host drain deadline (2 T + 10 s at T = 5 s), the
-    NCCL communicators aborted, not hang in the teardown barrier, and the GPU must still work.
+  - a peer gone before teardown: rank 1 makes its communicator and exits at once; rank 0's close
+    must come back within the host drain deadline (2 T + 10 s at T = 5 s), the NCCL communicators
+    aborted, not hang in the teardown barrier, and the GPU must still work. On two GPUs, one node
+    of two (M1L2, copy-engine rails); on one GPU, two ranks on hosts of their own as NCCL sees
+    them (NCCL_HOSTID per rank; M2L1, NCCL send/recv rails over loopback sockets).
 
 Exits non-zero on any failure. Run with NCCL_NVLS_ENABLE=0 in the environment (tools/gpu_run.sh).
 """
@@ -101,7 +103,11 @@ def check_rank_that_never_joins() -> list[str]:
     return [] if ok else [f"a rank that never joins: {verdict}, {took:.1f} s, hung={hung}"]
 
 
-def _teardown_rank(rank: int, ids, out) -> None:
+def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
+    if host_per_rank:  # before this process's first NCCL communicator
+        os.environ["NCCL_HOSTID"] = f"tide-lifecycle-rank-{rank}"
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("NCCL_IB_DISABLE", "1")
     import torch
 
     from tide.comm import Communicator, unique_id
@@ -111,27 +117,29 @@ def _teardown_rank(rank: int, ids, out) -> None:
         ids.put(uid)
     else:
         uid = ids.get(timeout=60)
-    comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=ARENA, fabric="cuda",
-                        unique_id=uid, device=rank, timeout_s=TIMEOUT_S)
+    nodes, gpus = (2, 1) if host_per_rank else (1, 2)
+    comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=ARENA, fabric="cuda",
+                        unique_id=uid, device=rank % torch.cuda.device_count(), timeout_s=TIMEOUT_S)
     if rank == 1:
-        out.put((1, "made", 0.0))
+        out.put((1, "made", 0.0, ""))
         out.close()
         out.join_thread()  # os._exit would kill the queue's feeder thread before it sent the message
         os._exit(0)  # gone without closing: rank 0's teardown barrier will never be joined
     while out.empty():
         time.sleep(0.1)
     time.sleep(2.0)  # rank 1 is gone by now
+    rails = comm.rails()
     start = time.monotonic()
     comm.close()
     took = time.monotonic() - start
     x = torch.ones(1 << 20, device="cuda:0")  # the GPU still works after the abort
-    out.put((0, "closed" if float(x.sum()) == float(1 << 20) else "GPU broken", took))
+    out.put((0, "closed" if float(x.sum()) == float(1 << 20) else "GPU broken", took, rails))
 
 
-def check_teardown_with_a_gone_peer() -> list[str]:
+def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
     ctx = mp.get_context("spawn")
     ids, out = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_teardown_rank, args=(r, ids, out)) for r in range(2)]
+    procs = [ctx.Process(target=_teardown_rank, args=(r, ids, out, host_per_rank)) for r in range(2)]
     for p in procs:
         p.start()
     limit = 2 * TIMEOUT_S + 10 + 60  # the deadline, plus communicator setup and slack
@@ -143,13 +151,16 @@ def check_teardown_with_a_gone_peer() -> list[str]:
         p.join()
     answers = {}
     while not out.empty():
-        rank, what, took = out.get()
-        answers[rank] = (what, took)
-    what, took = answers.get(0, ("no answer", float("nan")))
-    ok = not hung and what == "closed" and took <= 2 * TIMEOUT_S + 10 + 5
-    print(f"teardown with rank 1 gone: rank 0 {what} in {took:.1f} s (deadline {2 * TIMEOUT_S + 10:.0f} s)"
-          f"{', HUNG' if hung else ''} -> {'ok' if ok else 'FAIL'}", flush=True)
-    return [] if ok else [f"teardown with a gone peer: {what}, {took:.1f} s, hung={hung}"]
+        rank, what, took, rails = out.get()
+        answers[rank] = (what, took, rails)
+    what, took, rails = answers.get(0, ("no answer", float("nan"), ""))
+    # The rails say which path the communicators took: NCCL's between hosts, copy engines on one.
+    wanted_rails = "nccl-send-recv" if host_per_rank else "copy-engine"
+    ok = not hung and what == "closed" and took <= 2 * TIMEOUT_S + 10 + 5 and rails.startswith(wanted_rails)
+    how = "ranks on hosts of their own, one GPU" if host_per_rank else "one node of two GPUs"
+    print(f"teardown with rank 1 gone ({how}; rails {rails}): rank 0 {what} in {took:.1f} s "
+          f"(deadline {2 * TIMEOUT_S + 10:.0f} s){', HUNG' if hung else ''} -> {'ok' if ok else 'FAIL'}", flush=True)
+    return [] if ok else [f"teardown with a gone peer ({how}): {what}, {took:.1f} s, rails {rails!r}, hung={hung}"]
 
 
 def main() -> int:
@@ -160,9 +171,8 @@ def main() -> int:
     failures = check_multicast_rule()
     failures += check_rank_that_never_joins()
     if torch.cuda.device_count() >= 2:
-        failures += check_teardown_with_a_gone_peer()
-    else:
-        print("SKIP teardown with a gone peer: needs two GPUs", flush=True)
+        failures += check_teardown_with_a_gone_peer(host_per_rank=False)
+    failures += check_teardown_with_a_gone_peer(host_per_rank=True)
     print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
 

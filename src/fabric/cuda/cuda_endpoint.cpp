@@ -610,7 +610,11 @@ void CudaEndpoint::synchronizeAll() {
 uint64_t CudaEndpoint::counterValue(int id) {
   const uint64_t* counter = arena_->counter(id);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(hostWord_, counter, sizeof(uint64_t), cudaMemcpyDeviceToHost, control_));
-  TIDE_CUDA_CHECK(cudaStreamSynchronize(control_));
+  // Under the deadline like every host wait (the control stream also carries graph uploads).
+  cudaStream_t s = control_;
+  pollUntilDone([s] { return cudaStreamQuery(s); }, [] {}, hostDrainSeconds(watchdog_->timeoutSeconds()),
+                std::chrono::microseconds(50),
+                [&] { return "cuda fabric: " + who() + ": reading counter " + std::to_string(id) + " did not complete"; });
   return *hostWord_;
 }
 
