@@ -148,8 +148,8 @@ def main() -> int:
             dist.broadcast_object_list(uid)
             comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=256 << 20, fabric="cuda",
                                 unique_id=uid[0], device=local, timeout_s=30)
-            if args.host_per_rank and not comm.rails().startswith("nccl-"):
-                failures.append(f"{tag}: rails {comm.rails()!r} between ranks on hosts of their own (wanted NCCL's)")
+            if args.host_per_rank and not comm.rails.startswith("nccl-"):
+                failures.append(f"{tag}: rails {comm.rails!r} between ranks on hosts of their own (wanted NCCL's)")
         groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in PLAN_VARIANTS}
         plan = groups["default"].plan["group"]
         off, ptr = comm.alloc(plan["unsharded_bytes"])

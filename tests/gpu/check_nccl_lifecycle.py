@@ -128,7 +128,7 @@ def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
     while out.empty():
         time.sleep(0.1)
     time.sleep(2.0)  # rank 1 is gone by now
-    rails = comm.rails()
+    rails = comm.rails
     start = time.monotonic()
     comm.close()
     took = time.monotonic() - start
