@@ -6,12 +6,19 @@ configuration, losses / gradients / parameters compared.
     torchrun --nproc_per_node 1 tests/python/fsdp_cuda_smoke.py   # one GPU: TIDE stays stock
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py   # + the four-rank scenarios (HSDP 2x2)
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc   # 4 ranks on any number of GPUs
+    torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py --host-per-rank   # likewise, across "hosts"
 
 --ipc: ranks may share GPUs (rank r on GPU r mod count): torch.distributed on
 gloo, so stock FSDP2 runs its collectives through gloo on the CUDA tensors,
 and TIDE on the CUDA fabric over CUDA IPC ranks (install's fabric
 "cuda-ipc"; NCCL refuses two ranks on one GPU). The same configurations and
 scenarios as under NCCL, e.g. HSDP on a 2x2 mesh with one GPU.
+
+--host-per-rank: ranks may share GPUs too, each a host of its own as NCCL
+and TIDE see it (NCCL_HOSTID per rank, LOCAL_WORLD_SIZE=1): torch.distributed
+on gloo, and TIDE on the CUDA fabric with its NCCL bootstrap (install's
+default), every shard group M = its size nodes of one GPU, the rails between
+the "hosts" by NCCL send/recv over loopback sockets, as across real nodes.
 
 On one GPU there is nothing to gather or scatter: the one-rank scenarios of
 the CPU suite (fsdp_scenarios.ONE_RANK) check that every group stays stock
@@ -98,15 +105,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ipc", action="store_true",
                         help="ranks may share GPUs: gloo, and TIDE on the CUDA fabric over CUDA IPC ranks")
+    parser.add_argument("--host-per-rank", action="store_true",
+                        help="ranks may share GPUs, each a host of its own: gloo, and TIDE on the CUDA fabric "
+                             "over NCCL with rails between the 'hosts'")
     args = parser.parse_args()
+    if args.ipc and args.host_per_rank:
+        parser.error("--ipc and --host-per-rank exclude each other")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
-    if args.ipc:
+    if args.host_per_rank:
+        # Before the first NCCL communicator: NCCL and TIDE group ranks by NCCL_HOSTID, and
+        # install's default topology (one node per rank here) reads LOCAL_WORLD_SIZE.
+        os.environ["NCCL_HOSTID"] = f"tide-smoke-rank-{local}"
+        os.environ["LOCAL_WORLD_SIZE"] = "1"
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("NCCL_IB_DISABLE", "1")
+    if args.ipc or args.host_per_rank:
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
         dist.init_process_group("gloo")
-        # Every install of this process (the configurations' and the scenarios') on the IPC fabric.
-        tide.fsdp.install = functools.partial(tide.fsdp.install, fabric="cuda-ipc")
+        if args.ipc:
+            # Every install of this process (the configurations' and the scenarios') on the IPC fabric.
+            tide.fsdp.install = functools.partial(tide.fsdp.install, fabric="cuda-ipc")
     else:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
