@@ -148,7 +148,9 @@ std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const v
   std::vector<uint64_t> arrived(plan.ag.scatterGroups.size(), 0);
   if (t.nodes > 1) {
     ep_.waitEvent(kNetQueue, kCallerQueue, entry);
-    if (twoSided && agStageFree_ > 0) ep_.waitEvent(kNetQueue, kCopyQueue, agStageFree_);
+    // A counter, not an event: any number of calls may come between two all-gathers.
+    if (twoSided && v > 1)
+      ep_.wait(kNetQueue, ids::kAgStageFree, v - 1, me, "the previous all-gather's stage consumed");
     // Rails that read only from the arena send the shard from a copy in the
     // scratch, made on this queue (the previous call's puts from it come first).
     const std::byte* shardSource = static_cast<const std::byte*>(shard);
@@ -287,7 +289,7 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
   const uint64_t done = ep_.record(kCopyQueue);
   if (!injected(Fault::kDropCredit)) {
     if (twoSided)
-      agStageFree_ = done;  // the next call's receives wait for it
+      ep_.signal(kCopyQueue, me, ids::kAgStageFree, v);  // the next call's receives wait for it
     else
       for (const plan::AgRound& r : plan.ag.rounds)
         ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);

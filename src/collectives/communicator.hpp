@@ -92,7 +92,6 @@ class Communicator {
   // Cumulative protocol positions; identical on every rank that issues the
   // same calls in the same order.
   uint64_t agCalls_ = 0;
-  uint64_t agStageFree_ = 0;    // two-sided rails: copy-queue event, the last all-gather's stage consumed
   uint64_t rsCalls_ = 0;
   uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
   uint64_t rsWaves_ = 0;        // Level 2 waves

@@ -25,6 +25,8 @@ inline constexpr int kRsCredit = kRsSpareFree + 2;              // [dest node]: 
 inline constexpr int kRsInbox = kRsCredit + kMaxNodes;          // [source node]: its block arrived in my inbox
 inline constexpr int kRsArrived = kRsInbox + kMaxNodes;         // [local]: its inbox holds the wave
 inline constexpr int kRsLanded = kRsArrived + kMaxLocal;        // [local]: it landed the wave
-inline constexpr int kEnd = kRsLanded + kMaxLocal;
+// TIDE-AG, two-sided rails
+inline constexpr int kAgStageFree = kRsLanded + kMaxLocal;      // (self): my copies consumed the call's stage
+inline constexpr int kEnd = kAgStageFree + 1;
 
 }  // namespace tide::collectives::ids
