@@ -102,6 +102,7 @@ struct Stats {
   int64_t landElems = 0;
   int64_t copyGraphLaunches = 0;  // copy lists that went out as one launch of a cached graph (CUDA)
   int64_t copyGraphsBuilt = 0;
+  int64_t events = 0;  // events recorded (record())
 };
 
 class Endpoint {
@@ -168,6 +169,12 @@ class Endpoint {
   virtual void wait(int q, int id, uint64_t value, int peer, const char* what) = 0;
 
   // ---- ordering between queues of this rank
+  // An event stays usable for the next kEventWindow events this endpoint
+  // records, on any queue; waiting on an older one is a usage error. The CUDA
+  // fabric recycles its events after that many, and the host fabric refuses
+  // an older one the same way, so that CPU runs catch an event held too long
+  // (counters, not events, carry an order across calls).
+  static constexpr uint64_t kEventWindow = 1024;
   virtual uint64_t record(int q) = 0;                   // event: q's work so far
   virtual void waitEvent(int q, int srcQueue, uint64_t event) = 0;
 

@@ -38,6 +38,7 @@ void addStats(fabric::Stats& s, fabric::host::HostWorld& world) {
     s.railPuts += x.railPuts;
     s.sumElems += x.sumElems;
     s.landElems += x.landElems;
+    s.events += x.events;
     world.endpoint(r).resetStats();
   }
 }
@@ -45,6 +46,7 @@ void addStats(fabric::Stats& s, fabric::host::HostWorld& world) {
 void perCall(fabric::Stats& s, int iters) {
   const int64_t n = std::max(iters, 1);
   s.copyBytes /= n; s.railBytes /= n; s.copyOps /= n; s.railPuts /= n; s.sumElems /= n; s.landElems /= n;
+  s.events /= n;
 }
 
 void synchronizeAll(fabric::host::HostWorld& world) {

@@ -719,6 +719,27 @@ TEST(TwoSidedRails, MatchOneSidedBitForBit) {
   }
 }
 
+// Between two all-gathers a reduce-scatter of many passes records more events
+// than an endpoint keeps (Endpoint::kEventWindow; the CUDA fabric recycles
+// them): an order carried from one all-gather to the next must not be an event
+// (session 17: two-sided rails kept the stage credit as one, and the CUDA
+// fabric's ring had recycled it by the next all-gather).
+TEST(TwoSidedRails, OrderAcrossCallsOutlivesTheEventWindow) {
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  HostRunOptions o = baseOptions(8, 1, seed);
+  o.specs = {{.shape = {2048, 64}, .dtype = DType::kBF16}, {.shape = {1024, 33}, .dtype = DType::kBF16}};
+  o.iters = 2;  // all-gather, reduce-scatter, all-gather, reduce-scatter
+  o.planOptions.rs.passes = 64;  // the most a plan takes
+  o.rails = fabric::host::HostRails::kSendRecv;
+  const bench::HostRunResult r = bench::runOnHost(o);
+  expectOk(r);
+  // The premise: one reduce-scatter recorded more events on a rank than the window holds
+  // (the stats are per call, summed over the ranks).
+  const int64_t perRank = r.reduceScatter.stats.events / o.topo.ranks();
+  EXPECT_GT(perRank, static_cast<int64_t>(fabric::Endpoint::kEventWindow)) << "the case no longer outruns the event window";
+}
+
 // A receive that no send matches fails stop at the deadline, naming the peer;
 // a size mismatch is a protocol error. Driven on the fabric directly.
 TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {

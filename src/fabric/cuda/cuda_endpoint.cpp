@@ -24,7 +24,7 @@ namespace tide::fabric::cuda {
 
 namespace {
 
-constexpr size_t kEventRing = 1024;
+constexpr size_t kEventRing = Endpoint::kEventWindow;
 
 double envSeconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -563,6 +563,7 @@ uint64_t CudaEndpoint::record(int q) {
   TIDE_CUDA_CHECK(cudaEventRecord(slot.event, s));
   slot.id = id;
   slot.queue = q;
+  ++stats_.events;
   return id;
 }
 

@@ -30,6 +30,7 @@ HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, Hos
   if (options_.queues < 1 || options_.queues > 64)
     throw FabricError(FabricError::Kind::kUsage, "host fabric needs 1 to 64 queues");
   for (int q = 0; q < options_.queues; ++q) queues_.push_back(std::make_unique<WorkQueue>());
+  recentEvents_.resize(queues_.size());
 }
 
 HostEndpoint::~HostEndpoint() {
@@ -470,12 +471,29 @@ uint64_t HostEndpoint::record(int q) {
     if (checker_) checker_->mark(task, seq);
   });
   if (got != seq) throw FabricError(FabricError::Kind::kUsage, "queues are not thread safe: one host thread per rank");
+  ++eventsRecorded_;
+  ++stats_.events;
+  auto& recent = recentEvents_[static_cast<size_t>(q)];
+  recent.emplace_back(seq, eventsRecorded_);
+  while (recent.front().second + kEventWindow <= eventsRecorded_) recent.pop_front();
   return seq;
+}
+
+void HostEndpoint::requireLiveEvent(int q, uint64_t event) const {
+  if (event == 0) return;
+  const auto& recent = recentEvents_[static_cast<size_t>(q)];
+  const auto it = std::lower_bound(recent.begin(), recent.end(), std::make_pair(event, uint64_t{0}));
+  if (it == recent.end() || it->first != event || it->second + kEventWindow <= eventsRecorded_)
+    throw FabricError(FabricError::Kind::kUsage,
+                      "rank " + std::to_string(rank_) + ": event " + std::to_string(event) + " of queue " +
+                          std::to_string(q) + " is unknown or was recycled (more than " +
+                          std::to_string(kEventWindow) + " events recorded since; the CUDA fabric reuses them)");
 }
 
 void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   flushRails();
   WorkQueue* src = &queue(srcQueue);
+  requireLiveEvent(srcQueue, event);
   std::string call;
   {
     std::lock_guard<std::mutex> lock(callMu_);
@@ -509,10 +527,7 @@ void HostEndpoint::synchronize(int q) {
 void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
   flushRails();
   WorkQueue& wq = queue(q);
-  if (event > wq.submitted())
-    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": event " +
-                                                     std::to_string(event) + " of queue " + std::to_string(q) +
-                                                     " was never recorded");
+  requireLiveEvent(q, event);
   if (!wq.waitCompleted(event, drainStallLimit()))
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": event " + std::to_string(event) +
                                           " of queue " + std::to_string(q) +

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -147,6 +148,14 @@ class HostEndpoint final : public Endpoint {
   HostOptions options_;
   ProtocolChecker* checker_ = nullptr;
   std::vector<std::unique_ptr<WorkQueue>> queues_;
+  // Endpoint::kEventWindow, kept as the CUDA fabric's event ring keeps it: the
+  // events recorded so far (all queues), and per queue its recent events as
+  // (sequence number, index among all records).
+  uint64_t eventsRecorded_ = 0;
+  std::vector<std::deque<std::pair<uint64_t, uint64_t>>> recentEvents_;
+  // Throws a usage FabricError unless `event` of queue q is one of the last
+  // kEventWindow events recorded (0, no event, passes).
+  void requireLiveEvent(int q, uint64_t event) const;
   std::mutex callMu_;
   std::string call_ = "(no call)";
   mutable std::mutex statsMu_;
