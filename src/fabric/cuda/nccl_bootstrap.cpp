@@ -123,8 +123,16 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     // Nonblocking: every call on it returns at once and is awaited under the
     // deadline (awaitWorld). NCCL_COMM_BLOCKING=1 in the environment
-    // overrides this, and then NCCL's own calls block without one.
+    // overrides this, and then NCCL's own calls block without one: said once.
     config.blocking = 0;
+    if (const char* b = std::getenv("NCCL_COMM_BLOCKING"); b != nullptr && std::strcmp(b, "1") == 0) {
+      static const bool said = [] {
+        std::fprintf(stderr, "[tide] cuda fabric: NCCL_COMM_BLOCKING=1 makes the world communicator blocking: "
+                             "its creation, splits and window registration wait without TIDE's deadline\n");
+        return true;
+      }();
+      (void)said;
+    }
     // The node communicator carries only the bootstrap all-gather, barriers
     // and the symmetric window's registration, a few bytes each: one channel
     // is plenty, and every further channel holds its own staging buffers in
