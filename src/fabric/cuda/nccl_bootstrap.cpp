@@ -64,7 +64,7 @@ void finalizeOrAbort(ncclComm_t comm, double deadlineSeconds) noexcept {
       awaitCommReady(comm, deadlineSeconds, "finalizing a communicator");
       finalized = true;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tide: %s; aborting it\n", e.what());
+      std::fprintf(stderr, "[tide] %s; aborting it\n", e.what());
     }
   }
   if (finalized) {
