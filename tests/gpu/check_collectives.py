@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from host_reference import HostReference  # noqa: E402
 
 from tide.bench.calibration import H200_PAIR  # noqa: E402
-from tide.bench.topologies import node_splits  # noqa: E402
+from tide.bench.topologies import as_own_host, node_splits  # noqa: E402
 
 SHAPES = [[256, 256], [128, 256], [688, 256], [256, 688], [256], [37, 5], [3], [64, 2, 3], [1, 7]]
 
@@ -113,10 +113,7 @@ def main() -> int:
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if args.host_per_rank:
-        # NCCL reads it once, at its first communicator; TIDE's LSA team follows it (hostIdentity).
-        os.environ["NCCL_HOSTID"] = f"tide-check-rank-{local}"
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")  # the "hosts" are this one: sockets over loopback
-        os.environ.setdefault("NCCL_IB_DISABLE", "1")
+        as_own_host(f"tide-check-rank-{local}")
     if args.ipc or args.host_per_rank:
         local %= torch.cuda.device_count()
         torch.cuda.set_device(local)

@@ -105,9 +105,9 @@ def check_rank_that_never_joins() -> list[str]:
 
 def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
     if host_per_rank:  # before this process's first NCCL communicator
-        os.environ["NCCL_HOSTID"] = f"tide-lifecycle-rank-{rank}"
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
-        os.environ.setdefault("NCCL_IB_DISABLE", "1")
+        from tide.bench.topologies import as_own_host
+
+        as_own_host(f"tide-lifecycle-rank-{rank}")
     import torch
 
     from tide.comm import Communicator, unique_id

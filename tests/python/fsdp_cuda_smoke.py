@@ -48,6 +48,7 @@ import fsdp_scenarios as S  # noqa: E402
 
 import tide.fsdp  # noqa: E402
 from tide.bench.calibration import H200_PAIR  # noqa: E402
+from tide.bench.topologies import as_own_host  # noqa: E402
 
 FP32 = {"rtol": 1e-4, "atol": 1e-5}
 BF16 = {"rtol": 3e-2, "atol": 3e-2}
@@ -114,12 +115,10 @@ def main() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     if args.host_per_rank:
-        # Before the first NCCL communicator: NCCL and TIDE group ranks by NCCL_HOSTID, and
-        # install's default topology (one node per rank here) reads LOCAL_WORLD_SIZE.
-        os.environ["NCCL_HOSTID"] = f"tide-smoke-rank-{local}"
+        # Before the first NCCL communicator; install's default topology (one node per
+        # rank here) reads LOCAL_WORLD_SIZE.
+        as_own_host(f"tide-smoke-rank-{local}")
         os.environ["LOCAL_WORLD_SIZE"] = "1"
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
-        os.environ.setdefault("NCCL_IB_DISABLE", "1")
     if args.ipc or args.host_per_rank:
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)

@@ -1,8 +1,10 @@
 """The virtual topologies the GPU scripts run over one host's GPUs."""
 
+import os
+
 import pytest
 
-from tide.bench.topologies import node_splits
+from tide.bench.topologies import as_own_host, node_splits
 
 
 @pytest.mark.parametrize("ranks, want", [
@@ -21,3 +23,16 @@ def test_every_split_with_at_most_eight_gpus_per_node(ranks, want):
 def test_refuses_no_ranks():
     with pytest.raises(ValueError):
         node_splits(0)
+
+
+def test_own_host_sets_the_host_id_and_keeps_a_chosen_transport(monkeypatch):
+    for var in ("NCCL_HOSTID", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE"):
+        monkeypatch.delenv(var, raising=False)
+    as_own_host("host-a")
+    assert (os.environ["NCCL_HOSTID"], os.environ["NCCL_SOCKET_IFNAME"], os.environ["NCCL_IB_DISABLE"]) == \
+        ("host-a", "lo", "1")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth7")
+    monkeypatch.setenv("NCCL_IB_DISABLE", "0")
+    as_own_host("host-b")
+    assert (os.environ["NCCL_HOSTID"], os.environ["NCCL_SOCKET_IFNAME"], os.environ["NCCL_IB_DISABLE"]) == \
+        ("host-b", "eth7", "0")

@@ -582,10 +582,15 @@ void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
 template <typename Done>
 void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
   flushRailGroup();
+  awaitOnHost(done, what);
+}
+
+template <typename Done>
+void CudaEndpoint::awaitOnHost(Done&& done, const std::string& what) {
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
   const double limit = hostDrainSeconds(watchdog_->timeoutSeconds());
-  pollUntilDone(done, [] {}, limit, std::chrono::microseconds(50), [&] { return "cuda fabric: " + who() + ": " + what; });
+  pollUntilDone(done, limit, std::chrono::microseconds(50), [&] { return "cuda fabric: " + who() + ": " + what; });
 }
 
 void CudaEndpoint::synchronize(int q) {
@@ -613,9 +618,7 @@ uint64_t CudaEndpoint::counterValue(int id) {
   TIDE_CUDA_CHECK(cudaMemcpyAsync(hostWord_, counter, sizeof(uint64_t), cudaMemcpyDeviceToHost, control_));
   // Under the deadline like every host wait (the control stream also carries graph uploads).
   cudaStream_t s = control_;
-  pollUntilDone([s] { return cudaStreamQuery(s); }, [] {}, hostDrainSeconds(watchdog_->timeoutSeconds()),
-                std::chrono::microseconds(50),
-                [&] { return "cuda fabric: " + who() + ": reading counter " + std::to_string(id) + " did not complete"; });
+  awaitOnHost([s] { return cudaStreamQuery(s); }, "reading counter " + std::to_string(id) + " did not complete");
   return *hostWord_;
 }
 

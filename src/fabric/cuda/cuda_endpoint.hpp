@@ -166,9 +166,13 @@ class CudaEndpoint final : public Endpoint {
   std::string who() const;
   void reportChoiceOnce() const;
   void checkArenaRange(int64_t offset, int64_t bytes, const char* call) const;
-  // Host polls `done` until it returns true, under the drain deadline.
+  // Host polls `done` (a CUDA query) until it succeeds, under the drain
+  // deadline, after issuing the deferred rail group (hostPoll) or not
+  // (awaitOnHost: waits that no rail transfer can hold up).
   template <typename Done>
   void hostPoll(Done&& done, const std::string& what);
+  template <typename Done>
+  void awaitOnHost(Done&& done, const std::string& what);
 
   plan::Topology topo_;
   int rank_ = 0;

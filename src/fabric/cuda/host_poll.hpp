@@ -20,13 +20,13 @@ namespace tide::fabric::cuda {
 // ("cuda fabric: rank 0: queue 3 did not drain"), made only on one: the
 // query's error is thrown as `unfinished() (CUDA error ...)`, and once
 // `limitSeconds` have passed a kTimeout FabricError says
-// `unfinished() within N s` and `hint`. Between queries, `check()` may throw
-// for a failure seen elsewhere (NCCL's asynchronous errors). The first polls
-// only yield, keeping short waits short; later ones sleep `backoff`, so a
-// long wait leaves the core to others.
-template <typename Query, typename Check, typename Unfinished>
-void pollUntilDone(Query&& query, Check&& check, double limitSeconds, std::chrono::microseconds backoff,
-                   Unfinished&& unfinished, const std::string& hint = {}) {
+// `unfinished() within N s` and `hint`. A query may throw for a failure
+// seen elsewhere (NCCL's asynchronous errors). The first polls only yield,
+// keeping short waits short; later ones sleep `backoff`, so a long wait
+// leaves the core to others.
+template <typename Query, typename Unfinished>
+void pollUntilDone(Query&& query, double limitSeconds, std::chrono::microseconds backoff, Unfinished&& unfinished,
+                   const std::string& hint = {}) {
   constexpr int kYieldingPolls = 1000;
   const auto start = std::chrono::steady_clock::now();
   for (int polls = 0;; ++polls) {
@@ -36,7 +36,6 @@ void pollUntilDone(Query&& query, Check&& check, double limitSeconds, std::chron
       throw FabricError(kDeviceErrorKind, unfinished() + " (CUDA error " + cudaGetErrorName(e) + ": " +
                                               cudaGetErrorString(e) + ")");
     }
-    check();
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limitSeconds)
       throw FabricError(FabricError::Kind::kTimeout,
                         unfinished() + " within " + std::to_string(limitSeconds) + " s" + hint);

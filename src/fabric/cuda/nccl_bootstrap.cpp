@@ -82,8 +82,8 @@ void requireMulticastOff() {
 }
 
 void awaitCommReady(ncclComm_t comm, double deadlineSeconds, const std::string& what) {
-  pollUntilDone([&] { return commInProgress(comm, what) ? cudaErrorNotReady : cudaSuccess; }, [] {},
-                deadlineSeconds, std::chrono::microseconds(200),
+  pollUntilDone([&] { return commInProgress(comm, what) ? cudaErrorNotReady : cudaSuccess; }, deadlineSeconds,
+                std::chrono::microseconds(200),
                 [&] { return "cuda fabric: " + what + " did not complete"; }, kDeadlineHint);
 }
 
@@ -96,7 +96,7 @@ void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comm
           if (c != nullptr && commInProgress(c, what)) return cudaErrorNotReady;
         return cudaStreamQuery(stream);
       },
-      [] {}, deadlineSeconds, std::chrono::microseconds(200),
+      deadlineSeconds, std::chrono::microseconds(200),
       [&] { return "cuda fabric: " + what + " did not complete"; }, kDeadlineHint);
 }
 

@@ -472,7 +472,10 @@ uint64_t HostEndpoint::record(int q) {
   });
   if (got != seq) throw FabricError(FabricError::Kind::kUsage, "queues are not thread safe: one host thread per rank");
   ++eventsRecorded_;
-  ++stats_.events;
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    ++stats_.events;
+  }
   auto& recent = recentEvents_[static_cast<size_t>(q)];
   recent.emplace_back(seq, eventsRecorded_);
   while (recent.front().second + kEventWindow <= eventsRecorded_) recent.pop_front();
