@@ -1,5 +1,6 @@
 #include "fabric/device_quiescence.hpp"
 
+#include <array>
 #include <mutex>
 #include <vector>
 
@@ -23,6 +24,8 @@ std::vector<Enrolled>& registry() {
   return r;
 }
 
+constexpr int kGates = 64;  // more devices than one process drives; beyond, devices share
+
 }  // namespace
 
 void DeviceQuiescence::enroll(int device, const void* owner, Probe probe) {
@@ -39,6 +42,18 @@ bool DeviceQuiescence::quiescent(int device) {
   std::lock_guard<std::mutex> lock(registryMutex());
   for (const Enrolled& e : registry())
     if (e.device == device && !e.probe()) return false;
+  return true;
+}
+
+std::shared_mutex& DeviceQuiescence::gate(int device) {
+  static std::array<std::shared_mutex, kGates> gates;
+  return gates[static_cast<size_t>((device % kGates + kGates) % kGates)];
+}
+
+bool DeviceQuiescence::runIfQuiescent(int device, const std::function<void()>& call) {
+  std::unique_lock<std::shared_mutex> exclusive(gate(device), std::try_to_lock);
+  if (!exclusive.owns_lock() || !quiescent(device)) return false;
+  call();
   return true;
 }
 

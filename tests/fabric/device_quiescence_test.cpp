@@ -1,9 +1,17 @@
 // The registry of fabric/device_quiescence.hpp with plain probes: a device is
 // quiescent when every endpoint enrolled on it says so, whatever the endpoints
-// of other devices say; a withdrawn endpoint no longer counts.
+// of other devices say; a withdrawn endpoint no longer counts. A call made
+// through runIfQuiescent runs only then, never while another thread is inside
+// an endpoint operation (holding the device's gate shared), and operations
+// started meanwhile wait for it to return.
 #include "fabric/device_quiescence.hpp"
 
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
 
 namespace tide::fabric {
 namespace {
@@ -37,6 +45,75 @@ TEST(DeviceQuiescence, WithdrawRemovesOnlyThatOwner) {
   EXPECT_EQ(askedA, 0);
   EXPECT_EQ(askedB, 1);
   DeviceQuiescence::withdraw(&b);
+}
+
+TEST(DeviceQuiescence, RunIfQuiescentAsksEveryProbe) {
+  int a = 0;
+  bool idle = false;
+  int calls = 0;
+  DeviceQuiescence::enroll(3, &a, [&] { return idle; });
+  EXPECT_FALSE(DeviceQuiescence::runIfQuiescent(3, [&] { ++calls; }));
+  EXPECT_EQ(calls, 0);
+  idle = true;
+  EXPECT_TRUE(DeviceQuiescence::runIfQuiescent(3, [&] { ++calls; }));
+  EXPECT_EQ(calls, 1);
+  DeviceQuiescence::withdraw(&a);
+}
+
+TEST(DeviceQuiescence, AnOperationInFlightOnAnotherThreadDefersTheCall) {
+  int a = 0;
+  int asked = 0;
+  DeviceQuiescence::enroll(4, &a, [&] { ++asked; return true; });
+  std::promise<void> inside, leave;
+  std::thread op([&] {
+    std::shared_lock<std::shared_mutex> gate(DeviceQuiescence::gate(4));
+    inside.set_value();
+    leave.get_future().wait();
+  });
+  inside.get_future().wait();
+  int calls = 0;
+  // Not waited for: the operation may itself be waiting on the host for this thread.
+  EXPECT_FALSE(DeviceQuiescence::runIfQuiescent(4, [&] { ++calls; }));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(asked, 0);  // its endpoint is mid-operation: not even asked
+  leave.set_value();
+  op.join();
+  EXPECT_TRUE(DeviceQuiescence::runIfQuiescent(4, [&] { ++calls; }));
+  EXPECT_EQ(calls, 1);
+  DeviceQuiescence::withdraw(&a);
+}
+
+TEST(DeviceQuiescence, OperationsStartedDuringTheCallWaitForIt) {
+  std::atomic<bool> inCall{false};
+  std::atomic<bool> sawCall{false};
+  std::thread op;
+  std::promise<void> opWaiting;
+  EXPECT_TRUE(DeviceQuiescence::runIfQuiescent(5, [&] {
+    inCall = true;
+    op = std::thread([&] {
+      opWaiting.set_value();
+      std::shared_lock<std::shared_mutex> gate(DeviceQuiescence::gate(5));
+      sawCall = inCall.load();  // an operation that got in during the call would see it
+    });
+    opWaiting.get_future().wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    inCall = false;
+  }));
+  op.join();
+  EXPECT_FALSE(sawCall.load());
+}
+
+TEST(DeviceQuiescence, OtherDevicesOperationsDoNotDeferTheCall) {
+  std::promise<void> inside, leave;
+  std::thread op([&] {
+    std::shared_lock<std::shared_mutex> gate(DeviceQuiescence::gate(6));
+    inside.set_value();
+    leave.get_future().wait();
+  });
+  inside.get_future().wait();
+  EXPECT_TRUE(DeviceQuiescence::runIfQuiescent(7, [] {}));
+  leave.set_value();
+  op.join();
 }
 
 }  // namespace

@@ -218,11 +218,18 @@ bool CudaEndpoint::drainsByItself() const {
 }
 
 void CudaEndpoint::setCallContext(const std::string& call) {
-  flushRailGroup();
+  {
+    const auto gate = gateShared();
+    flushRailGroup();
+  }
   call_ = call;
   // Copy graphs wanted since the last call are built here, at the start of a
   // call and only where nothing of TIDE's on this device waits (fabric/device_quiescence.hpp).
-  if (copies_->hasWanted() && DeviceQuiescence::quiescent(device_)) copies_->buildWanted();
+  if (copies_->hasWanted()) DeviceQuiescence::runIfQuiescent(device_, [this] { copies_->buildWanted(); });
+}
+
+std::shared_lock<std::shared_mutex> CudaEndpoint::gateShared() const {
+  return std::shared_lock<std::shared_mutex>(DeviceQuiescence::gate(device_));
 }
 
 CudaEndpoint::~CudaEndpoint() {
@@ -321,13 +328,15 @@ void CudaEndpoint::checkArenaRange(int64_t offset, int64_t bytes, const char* ca
                std::to_string(bytes) + ") outside the arena");
 }
 
-void CudaEndpoint::beginOp(bool flushRails) {
+std::shared_lock<std::shared_mutex> CudaEndpoint::beginOp(bool flushRails) {
+  auto gate = gateShared();
   if (!stalled_) {
     stalled_ = true;
     if (faults_.stallSeconds > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
   }
   if (flushRails) flushRailGroup();
+  return gate;
 }
 
 void CudaEndpoint::flushRailGroup() {
@@ -364,7 +373,7 @@ void CudaEndpoint::resetStats() {
 void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   HostProfile::Scope timed(profile_, HostProfile::kCopy, static_cast<int64_t>(ops.size()));
   cudaStream_t s = queue(q);
-  beginOp();
+  const auto gate = beginOp();
   const int64_t launchesBefore = profile_.enabled() ? copies_->graphStats().launches : 0;
   stats_.copyBytes += copies_->issue(s, ops);
   stats_.copyOps += static_cast<int64_t>(ops.size());
@@ -384,7 +393,7 @@ void CudaEndpoint::sum(int q, const SumOp& op) {
       if (src.ptr == nullptr || static_cast<int64_t>(src.valid.size()) != pc.rows)
         throwUsage(who() + ": sum source without an address or without one valid count per row");
   }
-  beginOp();
+  const auto gate = beginOp();
   const auto type = op.srcType == plan::DType::kBF16 ? kernels::SourceType::kBF16
                                                       : kernels::SourceType::kFP32;
   const int64_t item = plan::itemSize(op.srcType);
@@ -425,7 +434,7 @@ void CudaEndpoint::land(int q, const LandOp& op) {
   if (op.dst == nullptr || op.elems < 0) throwUsage(who() + ": land without a destination");
   if (op.sources.empty() || op.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
     throwUsage(who() + ": land takes 1.." + std::to_string(kernels::kMaxSourcesPerPiece) + " sources");
-  beginOp();
+  const auto gate = beginOp();
   kernels::LandLaunch p;
   p.dst = op.dst;
   p.elems = op.elems;
@@ -445,7 +454,7 @@ void CudaEndpoint::zero(int q, void* dst, int64_t bytes) {
   HostProfile::Scope timed(profile_, HostProfile::kZero);
   cudaStream_t s = queue(q);
   if (bytes < 0 || (bytes > 0 && dst == nullptr)) throwUsage(who() + ": zero of a bad range");
-  beginOp();
+  const auto gate = beginOp();
   if (bytes > 0) TIDE_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), s));
 }
 
@@ -457,7 +466,7 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   if (topo_.localOf(dstRank) != topo_.localOf(rank_))
     throwUsage(who() + ": rail put to rank " + std::to_string(dstRank) + " on another rail");
   checkArenaRange(dstOffset, bytes, "rail put");
-  beginOp(/*flushRails=*/false);  // puts and receives of a round go out in one group
+  const auto gate = beginOp(/*flushRails=*/false);  // puts and receives of a round go out in one group
   const bool duplicate = railPuts_++ == faults_.duplicatePutAfter;
   stats_.railBytes += bytes;
   stats_.railPuts += 1;
@@ -509,7 +518,7 @@ void CudaEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes
   topo_.checkRank(srcRank);
   checkArenaRange(dstOffset, bytes, "rail receive");
   if (railMode_ == RailMode::kCopyEngine) return;
-  beginOp(/*flushRails=*/false);
+  const auto gate = beginOp(/*flushRails=*/false);
 #if TIDE_HAVE_NCCL_RMA
   if (railMode_ == RailMode::kRma) {
     if (signalId >= 0) arena_->counter(signalId);  // range check now, not at the flush
@@ -532,7 +541,7 @@ void CudaEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
   if (counter == nullptr)
     throwUsage(who() + ": signal to rank " + std::to_string(dstRank) +
                ", which is not load/store reachable (send/recv rails carry signals with their data)");
-  beginOp();
+  const auto gate = beginOp();
   writeCounter(s, counter, value, dstRank != rank_);
 }
 
@@ -540,7 +549,7 @@ void CudaEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
   HostProfile::Scope timed(profile_, HostProfile::kWait);
   cudaStream_t s = queue(q);
   uint64_t* counter = arena_->counter(id);
-  beginOp();
+  const auto gate = beginOp();
   watchdog_->before(s);
   StreamMemOps::get().waitGeq(s, counter, value);
   watchdog_->after(s, WaitRecord{.call = call_, .queue = q, .counterId = id, .value = value, .peer = peer,
@@ -549,14 +558,14 @@ void CudaEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
 
 void CudaEndpoint::delay(int q, double seconds) {
   cudaStream_t s = queue(q);
-  beginOp();
+  const auto gate = beginOp();
   kernels::launchDelay(seconds, s);
 }
 
 uint64_t CudaEndpoint::record(int q) {
   HostProfile::Scope timed(profile_, HostProfile::kRecord);
   cudaStream_t s = queue(q);
-  beginOp();
+  const auto gate = beginOp();
   const uint64_t id = nextEvent_++;
   EventSlot& slot = events_[id % kEventRing];
   if (slot.event == nullptr) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming));
@@ -575,13 +584,16 @@ void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
     throwUsage(who() + ": event " + std::to_string(event) + " of queue " + std::to_string(srcQueue) +
                " is unknown or was recycled (more than " + std::to_string(kEventRing) +
                " events in flight)");
-  beginOp();
+  const auto gate = beginOp();
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, slot.event, 0));
 }
 
 template <typename Done>
 void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
-  flushRailGroup();
+  {
+    const auto gate = gateShared();
+    flushRailGroup();
+  }
   awaitOnHost(done, what);
 }
 

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -158,8 +159,11 @@ class CudaEndpoint final : public Endpoint {
   // No watched wait outstanding and every queue it owns idle (DeviceQuiescence's probe).
   bool drainsByItself() const;
   cudaStream_t queue(int q) const;  // validates q
-  // Faults, late duplicates, and (unless a rail op) the deferred send/recv rails.
-  void beginOp(bool flushRails = true);
+  // The start of every operation: holds the device's gate shared for the
+  // operation's lifetime (the returned lock; fabric/device_quiescence.hpp),
+  // then faults, late duplicates, and (unless a rail op) the deferred
+  // send/recv rails.
+  [[nodiscard]] std::shared_lock<std::shared_mutex> beginOp(bool flushRails = true);
   bool dropThisRemoteSignal();
   void replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes, bool duplicate);
   void writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote);
@@ -196,7 +200,9 @@ class CudaEndpoint final : public Endpoint {
   std::unique_ptr<RmaRails> rma_;
 #endif
   std::string railWhy_;  // why these rails (reported once)
+  // Issues the deferred rail group; the caller holds the gate (beginOp's lock or gateShared()).
   void flushRailGroup();
+  std::shared_lock<std::shared_mutex> gateShared() const;
   std::unique_ptr<WaitWatchdog> watchdog_;
   std::vector<EventSlot> events_;
   uint64_t nextEvent_ = 1;
