@@ -163,10 +163,11 @@ elif [[ -x $TEST ]]; then
   # Host time per copy three ways (each copy, batch, cached graph); fails unless every byte is
   # right and the graph's copies run on copy engines beside a kernel holding every SM.
   run copy_launch_probe 60 "$BUILD/tests/cuda/tide_copy_launch_probe" --copies 30 --bytes 1048576
-  # The multicast rule's refusal, a rank that never joins, and a teardown whose peer is gone (two
-  # GPUs; and on any GPU count, two ranks on hosts of their own): bounded, aborted.
-  run nccl_lifecycle 200 env TIDE_LIBRARY="$PWD/$BUILD/libtide.so" PYTHONPATH="$PWD/python" \
-    "$PYTHON" tests/gpu/check_nccl_lifecycle.py
+  # The multicast rule's refusal, a rank that never joins (TIDE's and the benchmark's NCCL
+  # baseline), and a teardown whose peer is gone (two GPUs; and on any GPU count, two ranks on
+  # hosts of their own): bounded, aborted.
+  run nccl_lifecycle 240 env TIDE_LIBRARY="$PWD/$BUILD/libtide.so" PYTHONPATH="$PWD/python" \
+    "$PYTHON" tests/gpu/check_nccl_lifecycle.py --native "$NATIVE"
   if ((NGPU >= 2)); then
     # Every virtual topology of this host's GPUs (M nodes x L GPUs, L <= 8; on
     # 4 GPUs M1L4, M2L2, M4L1), then the send/recv rails on one GPU per node.

@@ -6,10 +6,15 @@
 //   - the copy-engine peer-write ceiling: cudaMemcpyAsync into a peer's window
 //     through its LSA address.
 // No multimem is ever requested, and a communicator is refused unless
-// NCCL_NVLS_ENABLE=0 (or TIDE_ENABLE_MULTICAST=1).
+// NCCL_NVLS_ENABLE=0 (or TIDE_ENABLE_MULTICAST=1). The communicator is
+// nonblocking, as the CUDA fabric's world communicator is: its creation,
+// window registrations and bootstrap all-gather are awaited under the
+// caller's deadline, so a rank that never joins fails tbn_create with a
+// message instead of hanging the benchmark; what was made is then aborted.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -37,6 +42,8 @@ struct TbnComm {
   int ranks = 1;
   int device = 0;
   ncclComm_t comm = nullptr;
+  double deadlineSeconds = 0;
+  bool broken = false;  // a bootstrap wait failed: NCCL work may be outstanding, abort
   cudaStream_t stream = nullptr;
   Buffer send, recv;
   LsaTeam team;
@@ -56,7 +63,8 @@ int guarded(F&& body) {
 
 void allocWindow(TbnComm& c, Buffer& b, size_t bytes) {
   TIDE_NCCL_CHECK(ncclMemAlloc(&b.ptr, bytes));
-  TIDE_NCCL_CHECK(ncclCommWindowRegister(c.comm, b.ptr, bytes, &b.window, NCCL_WIN_COLL_SYMMETRIC));
+  TIDE_NCCL_ISSUE(ncclCommWindowRegister(c.comm, b.ptr, bytes, &b.window, NCCL_WIN_COLL_SYMMETRIC));
+  awaitCommReady(c.comm, c.deadlineSeconds, "registering a baseline window");
   if (!isSymmetricWindow(b.window))
     throw std::runtime_error("ncclCommWindowRegister returned no symmetric window");
 }
@@ -64,15 +72,24 @@ void allocWindow(TbnComm& c, Buffer& b, size_t bytes) {
 void destroy(TbnComm* c) {
   if (c == nullptr) return;
   cudaSetDevice(c->device);
-  if (c->stream != nullptr) cudaStreamSynchronize(c->stream);
+  if (c->broken && c->comm != nullptr) {
+    ncclCommAbort(c->comm);  // no call on it that a gone peer would have to join
+    c->comm = nullptr;
+  }
+  if (c->stream != nullptr && c->comm != nullptr) {
+    try {
+      awaitNcclStream(c->stream, {c->comm}, c->deadlineSeconds, "draining the baseline stream");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[tide] %s; aborting the baseline communicator\n", e.what());
+      ncclCommAbort(c->comm);
+      c->comm = nullptr;
+    }
+  }
   for (Buffer* b : {&c->send, &c->recv}) {
-    if (b->window != nullptr) ncclCommWindowDeregister(c->comm, b->window);
+    if (b->window != nullptr && c->comm != nullptr) ncclCommWindowDeregister(c->comm, b->window);
     if (b->ptr != nullptr) ncclMemFree(b->ptr);
   }
-  if (c->comm != nullptr) {
-    ncclCommFinalize(c->comm);
-    ncclCommDestroy(c->comm);
-  }
+  if (c->comm != nullptr) finalizeOrAbort(c->comm, c->deadlineSeconds);
   if (c->stream != nullptr) cudaStreamDestroy(c->stream);
   delete c;
 }
@@ -98,12 +115,18 @@ TBN_API int tbn_get_unique_id(unsigned char* out) {
 }
 
 // ctaPolicy: NCCL_CTA_POLICY_* value, or -1 for NCCL's default.
+// deadlineSeconds: the limit of each wait of the communicator's bootstrap and teardown.
 TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int device, int ctaPolicy,
-                         size_t sendBytes, size_t recvBytes) {
+                         size_t sendBytes, size_t recvBytes, double deadlineSeconds) {
+  if (!(deadlineSeconds > 0)) {
+    lastError = "tbn_create: the deadline must be positive, got " + std::to_string(deadlineSeconds);
+    return nullptr;
+  }
   auto* c = new TbnComm;
   c->rank = rank;
   c->ranks = ranks;
   c->device = device;
+  c->deadlineSeconds = deadlineSeconds;
   const int rc = guarded([&] {
     requireMulticastOff();
     TIDE_CUDA_CHECK(cudaSetDevice(device));
@@ -111,12 +134,16 @@ TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int devic
     ncclUniqueId uid;
     std::memcpy(&uid, id, sizeof(uid));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;
+    config.blocking = 0;
     if (ctaPolicy >= 0) config.CTAPolicy = ctaPolicy;
-    TIDE_NCCL_CHECK(ncclCommInitRankConfig(&c->comm, ranks, uid, rank, &config));
+    c->broken = true;  // until its bootstrap is done
+    TIDE_NCCL_ISSUE(ncclCommInitRankConfig(&c->comm, ranks, uid, rank, &config));
+    awaitCommReady(c->comm, deadlineSeconds,
+                   "creating the baseline communicator of " + std::to_string(ranks) + " ranks");
     allocWindow(*c, c->send, sendBytes);
     allocWindow(*c, c->recv, recvBytes);
-    c->team = discoverLsaTeam(c->comm, rank, ranks, c->stream, /*deadlineSeconds=*/300);
+    c->team = discoverLsaTeam(c->comm, rank, ranks, c->stream, deadlineSeconds);
+    c->broken = false;
     const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream);
     c->peerRecv.assign(static_cast<size_t>(ranks), nullptr);
     for (int i = 0; i < c->team.size; ++i) c->peerRecv[static_cast<size_t>(c->team.first + i)] = bases[static_cast<size_t>(i)];
@@ -140,8 +167,12 @@ TBN_API void* tbn_peer_recv(void* h, int peer) {
 TBN_API int tbn_all_gather(void* h, size_t bytesPerRank, void* stream) {
   auto* c = static_cast<TbnComm*>(h);
   return guarded([&] {
-    TIDE_NCCL_CHECK(ncclAllGather(c->send.ptr, c->recv.ptr, bytesPerRank / 2, ncclBfloat16, c->comm,
-                                  static_cast<cudaStream_t>(stream)));
+    // Nonblocking: ncclInProgress while NCCL still enqueues (first use); it is
+    // awaited before the caller's next stream work, which must follow it.
+    const ncclResult_t r = ncclAllGather(c->send.ptr, c->recv.ptr, bytesPerRank / 2, ncclBfloat16, c->comm,
+                                         static_cast<cudaStream_t>(stream));
+    if (r == ncclInProgress) awaitCommReady(c->comm, c->deadlineSeconds, "enqueuing the baseline all-gather");
+    else TIDE_NCCL_CHECK(r);
   });
 }
 

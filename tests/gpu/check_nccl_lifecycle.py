@@ -8,6 +8,9 @@
     communicator must fail with a timeout naming the world communicator within the host deadline
     (2 T + 10 s) instead of hanging in NCCL's bootstrap, and the process must still make a
     one-rank communicator and use the GPU afterwards;
+  - the same for the benchmark's own NCCL baseline communicator (bench/native/nccl_baseline.cpp,
+    with --native PATH): alone in a world of two, tbn_create fails within its deadline naming the
+    baseline communicator, and a one-rank baseline communicator works afterwards;
   - a peer gone before teardown: rank 1 makes its communicator and exits at once; rank 0's close
     must come back within the host drain deadline (2 T + 10 s at T = 5 s), the NCCL communicators
     aborted, not hang in the teardown barrier, and the GPU must still work. On two GPUs, one node
@@ -103,6 +106,56 @@ def check_rank_that_never_joins() -> list[str]:
     return [] if ok else [f"a rank that never joins: {verdict}, {took:.1f} s, hung={hung}"]
 
 
+def _baseline_alone_in_a_world_of_two(native_path: str, deadline: float, out) -> None:
+    import ctypes
+
+    import torch
+
+    from tide.bench.collectives import Native
+
+    torch.cuda.set_device(0)
+    native = Native(native_path)
+    start = time.monotonic()
+    h = native.lib.tbn_create(native.unique_id(), 2, 0, 0, Native.DEFAULT_POLICY, 1 << 20, 1 << 20, deadline)
+    took = time.monotonic() - start
+    if h:
+        native.lib.tbn_destroy(h)
+        out.put(("created", "a two-rank baseline communicator was made with one rank", took))
+        return
+    message = native.lib.tbn_last_error().decode()
+    alone = native.lib.tbn_create(native.unique_id(), 1, 0, 0, Native.DEFAULT_POLICY, 1 << 20, 1 << 20, deadline)
+    usable = False
+    if alone:
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            native.check(native.lib.tbn_all_gather(ctypes.c_void_p(alone), 1 << 20,
+                                                   ctypes.c_void_p(stream.cuda_stream)), "ncclAllGather")
+        stream.synchronize()
+        native.lib.tbn_destroy(alone)
+        usable = True
+    out.put(("timeout" if usable else "no one-rank communicator afterwards", message, took))
+
+
+def check_baseline_rank_that_never_joins(native_path: str) -> list[str]:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    deadline = 2 * TIMEOUT_S + 10
+    p = ctx.Process(target=_baseline_alone_in_a_world_of_two, args=(native_path, deadline, out))
+    p.start()
+    p.join(deadline + 90)
+    hung = p.is_alive()
+    if hung:
+        p.kill()
+        p.join()
+    verdict, message, took = out.get(timeout=5) if not out.empty() else ("no answer", f"exit code {p.exitcode}",
+                                                                          float("nan"))
+    ok = (not hung and verdict == "timeout" and "baseline communicator" in message and "did not complete" in message
+          and took <= deadline + 15)
+    print(f"a rank that never joins the NCCL baseline: {verdict} after {took:.1f} s (deadline {deadline:.0f} s)"
+          f"{', HUNG' if hung else ''}: {message[:200]} -> {'ok' if ok else 'FAIL'}", flush=True)
+    return [] if ok else [f"a rank that never joins the NCCL baseline: {verdict}, {took:.1f} s, hung={hung}"]
+
+
 def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
     if host_per_rank:  # before this process's first NCCL communicator
         from tide.bench.topologies import as_own_host
@@ -164,12 +217,19 @@ def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
 
 
 def main() -> int:
+    import argparse
+
     import torch
 
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--native", metavar="PATH", help="libtide_bench_native.so: also check its NCCL baseline")
+    args = parser.parse_args()
     if os.environ.get("NCCL_NVLS_ENABLE") != "0":
         sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
     failures = check_multicast_rule()
     failures += check_rank_that_never_joins()
+    if args.native:
+        failures += check_baseline_rank_that_never_joins(args.native)
     if torch.cuda.device_count() >= 2:
         failures += check_teardown_with_a_gone_peer(host_per_rank=False)
     failures += check_teardown_with_a_gone_peer(host_per_rank=True)

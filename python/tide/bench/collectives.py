@@ -147,6 +147,11 @@ def wrap_device_bytes(ptr: int, nbytes: int, device: torch.device) -> torch.Tens
     return torch.as_tensor(_CudaArray(ptr, nbytes), device=device)
 
 
+# Each wait of a baseline communicator's bootstrap and teardown (the CUDA fabric's own default: twice
+# its 60 s wait timeout plus 10 s): past it, a rank that never joins fails the run with a message.
+NCCL_BOOTSTRAP_DEADLINE_S = 130.0
+
+
 class Native:
     """bench/native/nccl_baseline.cpp: NCCL communicators with symmetric windows."""
 
@@ -158,7 +163,7 @@ class Native:
         lib.tbn_last_error.restype = ctypes.c_char_p
         lib.tbn_create.restype = ctypes.c_void_p
         lib.tbn_create.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                   ctypes.c_size_t, ctypes.c_size_t]
+                                   ctypes.c_size_t, ctypes.c_size_t, ctypes.c_double]
         for f in ("tbn_send", "tbn_recv"):
             getattr(lib, f).restype = ctypes.c_void_p
             getattr(lib, f).argtypes = [ctypes.c_void_p]
@@ -191,7 +196,7 @@ class NativeComm:
         dist.broadcast_object_list(uid, src=0)
         dev = torch.cuda.current_device()
         self.h = native.lib.tbn_create(uid[0], dist.get_world_size(), dist.get_rank(), dev, policy,
-                                       send_bytes, recv_bytes)
+                                       send_bytes, recv_bytes, NCCL_BOOTSTRAP_DEADLINE_S)
         if not self.h:
             raise RuntimeError(f"tbn_create: {native.lib.tbn_last_error().decode()}")
         device = torch.device("cuda", dev)

@@ -50,10 +50,11 @@ bool commInProgress(ncclComm_t comm, const std::string& what) {
 
 const char* const kDeadlineHint = " (a peer gone, stuck or never started; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)";
 
-// Finalizes `comm` within `deadlineSeconds` (a nonblocking one returns
-// ncclInProgress until its work is done), then destroys it; aborts it when
-// finalization fails or runs past the deadline, which a peer gone after the
-// last check would make it do.
+}  // namespace
+
+// A nonblocking communicator returns ncclInProgress from finalization until
+// its work is done; a peer gone after the last check makes it run past the
+// deadline, and then only an abort releases it.
 void finalizeOrAbort(ncclComm_t comm, double deadlineSeconds) noexcept {
   bool finalized = false;
   const ncclResult_t issued = ncclCommFinalize(comm);
@@ -73,8 +74,6 @@ void finalizeOrAbort(ncclComm_t comm, double deadlineSeconds) noexcept {
     ncclCommAbort(comm);
   }
 }
-
-}  // namespace
 
 void requireMulticastOff() {
   const std::string why = multicastRefusalFromEnv();

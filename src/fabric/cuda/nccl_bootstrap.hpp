@@ -120,6 +120,11 @@ void requireMulticastOff();
 // have put the collective on the stream.
 void awaitCommReady(ncclComm_t comm, double deadlineSeconds, const std::string& what);
 
+// Releases the nonblocking `comm`: ncclCommFinalize awaited under
+// `deadlineSeconds`, then ncclCommDestroy; ncclCommAbort where finalization
+// fails or does not complete in time (said on stderr).
+void finalizeOrAbort(ncclComm_t comm, double deadlineSeconds) noexcept;
+
 // Waits until `stream` has drained while watching `comms`' asynchronous
 // errors (null entries are skipped; one still in progress counts as not
 // drained). Throws FabricError: kDevice on a CUDA or NCCL error, kTimeout once
