@@ -147,9 +147,10 @@ def wrap_device_bytes(ptr: int, nbytes: int, device: torch.device) -> torch.Tens
     return torch.as_tensor(_CudaArray(ptr, nbytes), device=device)
 
 
-# Each wait of a baseline communicator's bootstrap and teardown (the CUDA fabric's own default: twice
-# its 60 s wait timeout plus 10 s): past it, a rank that never joins fails the run with a message.
-NCCL_BOOTSTRAP_DEADLINE_S = 130.0
+# Each wait of a baseline communicator's bootstrap and teardown, as the CUDA fabric's host deadline:
+# twice its wait timeout (TIDE_FABRIC_WAIT_TIMEOUT_S, 60 s by default) plus 10 s. Past it, a rank
+# that never joins fails the run with a message.
+NCCL_BOOTSTRAP_DEADLINE_S = 2 * float(os.environ.get("TIDE_FABRIC_WAIT_TIMEOUT_S", "60")) + 10
 
 
 class Native:
