@@ -22,7 +22,8 @@
 # rma (needs --nccl-src DIR, an NCCL >= 2.29 source tree, e.g. `git archive` of NVIDIA/nccl
 # into build/nccl-src, carried to the device): builds that NCCL (tools/build_nccl.sh, about
 # 70 s) and TIDE against it in build/gpu-rma, then runs tide_nccl_rma_probe on every GPU and,
-# on 2+ GPUs, the fabric test over RMA rails (virtual nodes). The machine's own NCCL (2.28.9
+# on 2+ GPUs, the fabric test over RMA rails (virtual nodes); on any GPU count, the collectives
+# with two and four ranks on hosts of their own on that NCCL. The machine's own NCCL (2.28.9
 # on the device) predates host RMA.
 set -uo pipefail
 
@@ -395,9 +396,16 @@ else
       --ranks "$NGPU"
     # TIDE-AG and TIDE-RS over RMA rails against the host fabric, bit for bit (PyTorch runs on
     # the preloaded NCCL for its object broadcasts and all-gathers).
-    RMA_PY=(env LD_PRELOAD="$PWD/build/nccl/lib/libnccl.so.2" TIDE_LIBRARY="$PWD/build/gpu-rma/libtide.so"
-      TIDE_FABRIC_RAILS=rma "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU"
-      tests/gpu/check_collectives.py)
+    ON_BUILT_NCCL=(env LD_PRELOAD="$PWD/build/nccl/lib/libnccl.so.2" TIDE_LIBRARY="$PWD/build/gpu-rma/libtide.so")
+    RMA_PY=("${ON_BUILT_NCCL[@]}" TIDE_FABRIC_RAILS=rma "$PYTHON" -m torch.distributed.run --standalone
+      --nproc_per_node="$NGPU" tests/gpu/check_collectives.py)
+    # Ranks on hosts of their own (one per rank, sockets over loopback) on this NCCL: the rails
+    # the fabric chooses by itself (RMA where NCCL grants host RMA across hosts, else send/recv,
+    # with the reason), and the arena's window on each host's own communicator.
+    for ranks in 2 4; do
+      run "collectives_${ranks}ranks_hosts_built_nccl" 240 "${ON_BUILT_NCCL[@]}" "$PYTHON" -m torch.distributed.run \
+        --standalone --nproc_per_node="$ranks" tests/gpu/check_collectives.py --host-per-rank
+    done
     if ((NGPU >= 2)); then
       run "fabric_${NGPU}gpu_M${NGPU}xL1_rma_built" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" \
         build/gpu-rma/tests/cuda/tide_cuda_fabric_test --ranks "$NGPU" --nodes "$NGPU" --rails rma

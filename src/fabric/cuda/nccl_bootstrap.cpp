@@ -132,8 +132,8 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
       }();
       (void)said;
     }
-    // The node communicator carries only the bootstrap all-gather, barriers
-    // and the symmetric window's registration, a few bytes each: one channel
+    // The world communicator carries only the bootstrap all-gather, barriers
+    // and (on one host) the symmetric window's registration, a few bytes each: one channel
     // is plenty, and every further channel holds its own staging buffers in
     // device memory outside the arena (the end-to-end run measured ~0.9 GiB
     // outside torch's allocator beyond the arena with NCCL's defaults).
@@ -143,6 +143,7 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     awaitWorld("rank " + std::to_string(rank_) + ": creating the world communicator of " + std::to_string(ranks_) +
                " ranks (every rank joins it with the same unique id)");
     lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_, deadlineSeconds_);
+    if (lsa_.size < ranks_) splitHost();
   } catch (...) {
     broken_ = true;  // a bootstrap collective may be outstanding
     release();
@@ -151,6 +152,30 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
 }
 
 NcclComms::~NcclComms() { release(); }
+
+void NcclComms::splitHost() {
+  // Collective over the world communicator. Color: the first world rank of
+  // this rank's LSA team (a rank alone when its host's ranks are not
+  // contiguous); NCCL then sees one LSA team on the child.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // its window registration and finalization are awaited under the deadline
+  config.minCTAs = 1;   // it carries no collective: one channel's buffers (see the world's)
+  config.maxCTAs = 1;
+  const std::string what = "rank " + std::to_string(rank_) + ": splitting the host communicator of " +
+                           std::to_string(lsa_.size) + " rank(s) (every rank joins the split)";
+  TIDE_NCCL_ISSUE(ncclCommSplit(world_, lsa_.first, rank_, &host_, &config));
+  awaitWorld(what);
+  awaitComm(host_, what);
+}
+
+void NcclComms::awaitComm(ncclComm_t comm, const std::string& what) {
+  try {
+    awaitCommReady(comm, deadlineSeconds_, what);
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+}
 
 void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool creditSplit) {
   if (rail_ != nullptr) throw std::logic_error("NcclComms::splitRails called twice");
@@ -245,14 +270,7 @@ void NcclComms::awaitStream(const std::string& what) {
   }
 }
 
-void NcclComms::awaitWorld(const std::string& what) {
-  try {
-    awaitCommReady(world_, deadlineSeconds_, what);
-  } catch (...) {
-    broken_ = true;
-    throw;
-  }
-}
+void NcclComms::awaitWorld(const std::string& what) { awaitComm(world_, what); }
 
 void NcclComms::abortIfBroken() noexcept {
   if (!broken_) return;
@@ -260,16 +278,16 @@ void NcclComms::abortIfBroken() noexcept {
   // Grouped: NCCL sets every communicator's abort flag, then cleans them up (a cleanup
   // frees memory, which would wait for a kernel still spinning on another's flag).
   ncclGroupStart();
-  for (ncclComm_t* c : {&railCredit_, &rail_, &world_})
+  for (ncclComm_t* c : {&railCredit_, &rail_, &host_, &world_})
     if (*c != nullptr) ncclCommAbort(*c);
   ncclGroupEnd();
-  railCredit_ = rail_ = world_ = nullptr;
+  railCredit_ = rail_ = host_ = world_ = nullptr;
 }
 
 void NcclComms::release() noexcept {
   cudaSetDevice(device_);
   abortIfBroken();  // Finalize would wait for work a gone peer never joins
-  for (ncclComm_t* c : {&railCredit_, &rail_, &world_}) {
+  for (ncclComm_t* c : {&railCredit_, &rail_, &host_, &world_}) {
     if (*c == nullptr) continue;
     finalizeOrAbort(*c, deadlineSeconds_);
     *c = nullptr;

@@ -40,6 +40,14 @@ class NcclComms {
   NcclComms& operator=(const NcclComms&) = delete;
 
   ncclComm_t world() const { return world_; }
+  // The communicator the arena's symmetric window is registered on: the
+  // world's where it lives on one host (one LSA team), else this host's
+  // ranks, split from it at construction. NCCL >= 2.29 makes symmetric
+  // windows on a communicator across hosts only with GPU-initiated
+  // networking (GIN) and otherwise returns none, without an error (2.30.7
+  // across two hosts over sockets: BENCHMARKS.md, session 18); 2.28 mapped
+  // the host's part. The window only ever maps this host's peers.
+  ncclComm_t windowComm() const { return host_ != nullptr ? host_ : world_; }
   // Collective over the world communicator, once, after construction: the
   // rail communicator of this rank (color = local rank, key = node) when
   // `join`, none (rail() stays null) otherwise. With `rma` (NCCL >= 2.29
@@ -72,6 +80,8 @@ class NcclComms {
   // Waits under the deadline until the world communicator's last call is done
   // (awaitCommReady); on failure marks the communicators broken and throws.
   void awaitWorld(const std::string& what);
+  // The same for another of these communicators (the window's).
+  void awaitComm(ncclComm_t comm, const std::string& what);
   // Sum of `value` over every rank (a one-int all-reduce on the world communicator).
   int sumOverWorld(int value);
 
@@ -90,6 +100,7 @@ class NcclComms {
 
  private:
   void release() noexcept;
+  void splitHost();  // host_ (see windowComm)
   // Waits for stream_ under the deadline (awaitNcclStream); marks broken on failure.
   void awaitStream(const std::string& what);
 
@@ -100,6 +111,7 @@ class NcclComms {
   double deadlineSeconds_ = 60;
   bool broken_ = false;
   ncclComm_t world_ = nullptr;
+  ncclComm_t host_ = nullptr;  // null on one host
   ncclComm_t rail_ = nullptr;
   ncclComm_t railCredit_ = nullptr;
   cudaStream_t stream_ = nullptr;

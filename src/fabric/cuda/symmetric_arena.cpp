@@ -15,10 +15,12 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
     base_ = static_cast<std::byte*>(ptr);
     initCountersAndTag(comms_.rank(), stream);
 
-    // Collective; the world communicator is nonblocking, so NCCL sets window_ once the registration is done.
-    TIDE_NCCL_ISSUE(ncclCommWindowRegister(comms_.world(), base_, static_cast<size_t>(windowBytes_),
+    // Collective over this host's ranks (NcclComms::windowComm); the communicator is nonblocking,
+    // so NCCL sets window_ once the registration is done.
+    TIDE_NCCL_ISSUE(ncclCommWindowRegister(comms_.windowComm(), base_, static_cast<size_t>(windowBytes_),
                                            &window_, NCCL_WIN_COLL_SYMMETRIC));
-    comms_.awaitWorld("rank " + std::to_string(comms_.rank()) + ": registering the arena's symmetric window");
+    comms_.awaitComm(comms_.windowComm(),
+                     "rank " + std::to_string(comms_.rank()) + ": registering the arena's symmetric window");
     if (!isSymmetricWindow(window_))
       throw FabricError(kDeviceErrorKind,
                         "cuda fabric: rank " + std::to_string(comms_.rank()) +
@@ -48,7 +50,7 @@ SymmetricArena::~SymmetricArena() { release(); }
 void SymmetricArena::release() noexcept {
   cudaSetDevice(comms_.device());
   // A broken communicator is aborted next: no call on it that a gone peer would have to join.
-  if (window_ != nullptr && !comms_.broken()) ncclCommWindowDeregister(comms_.world(), window_);
+  if (window_ != nullptr && !comms_.broken()) ncclCommWindowDeregister(comms_.windowComm(), window_);
   if (base_ != nullptr) ncclMemFree(base_);
   window_ = nullptr;
   base_ = nullptr;
