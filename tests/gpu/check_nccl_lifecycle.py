@@ -86,10 +86,13 @@ def _alone_in_a_world_of_two(out) -> None:
     out.put(("created", "a two-rank communicator was made with one rank", time.monotonic() - start))
 
 
-def check_rank_that_never_joins() -> list[str]:
+def _check_alone(label: str, target, args: tuple, names: str) -> list[str]:
+    """Runs `target(*args, out)` in a fresh process, rank 0 alone in a world of two: it must report a
+    timeout whose message names `names` and says the wait did not complete, within the deadline
+    (2 T + 10 s) plus a margin, and must not hang."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    p = ctx.Process(target=_alone_in_a_world_of_two, args=(out,))
+    p = ctx.Process(target=target, args=(*args, out))
     p.start()
     deadline = 2 * TIMEOUT_S + 10
     p.join(deadline + 90)  # plus process start, the abort and the one-rank communicator
@@ -99,11 +102,15 @@ def check_rank_that_never_joins() -> list[str]:
         p.join()
     verdict, message, took = out.get(timeout=5) if not out.empty() else ("no answer", f"exit code {p.exitcode}",
                                                                           float("nan"))
-    ok = (not hung and verdict == "timeout" and "world communicator" in message and "did not complete" in message
+    ok = (not hung and verdict == "timeout" and names in message and "did not complete" in message
           and took <= deadline + 15)
-    print(f"a rank that never joins: {verdict} after {took:.1f} s (deadline {deadline:.0f} s){', HUNG' if hung else ''}"
+    print(f"{label}: {verdict} after {took:.1f} s (deadline {deadline:.0f} s){', HUNG' if hung else ''}"
           f": {message[:200]} -> {'ok' if ok else 'FAIL'}", flush=True)
-    return [] if ok else [f"a rank that never joins: {verdict}, {took:.1f} s, hung={hung}"]
+    return [] if ok else [f"{label}: {verdict}, {took:.1f} s, hung={hung}"]
+
+
+def check_rank_that_never_joins() -> list[str]:
+    return _check_alone("a rank that never joins", _alone_in_a_world_of_two, (), "world communicator")
 
 
 def _baseline_alone_in_a_world_of_two(native_path: str, deadline: float, out) -> None:
@@ -137,23 +144,8 @@ def _baseline_alone_in_a_world_of_two(native_path: str, deadline: float, out) ->
 
 
 def check_baseline_rank_that_never_joins(native_path: str) -> list[str]:
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    deadline = 2 * TIMEOUT_S + 10
-    p = ctx.Process(target=_baseline_alone_in_a_world_of_two, args=(native_path, deadline, out))
-    p.start()
-    p.join(deadline + 90)
-    hung = p.is_alive()
-    if hung:
-        p.kill()
-        p.join()
-    verdict, message, took = out.get(timeout=5) if not out.empty() else ("no answer", f"exit code {p.exitcode}",
-                                                                          float("nan"))
-    ok = (not hung and verdict == "timeout" and "baseline communicator" in message and "did not complete" in message
-          and took <= deadline + 15)
-    print(f"a rank that never joins the NCCL baseline: {verdict} after {took:.1f} s (deadline {deadline:.0f} s)"
-          f"{', HUNG' if hung else ''}: {message[:200]} -> {'ok' if ok else 'FAIL'}", flush=True)
-    return [] if ok else [f"a rank that never joins the NCCL baseline: {verdict}, {took:.1f} s, hung={hung}"]
+    return _check_alone("a rank that never joins the NCCL baseline", _baseline_alone_in_a_world_of_two,
+                        (native_path, 2 * TIMEOUT_S + 10), "baseline communicator")
 
 
 def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
