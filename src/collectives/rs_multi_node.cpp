@@ -46,11 +46,14 @@ class Communicator::MultiNodeRs {
   }
 
   void readBlock(size_t j);
+  // A wave's network work in parts, issued in this order: each k-way round
+  // of outbox blocks on the net queue (the first one after the wave's
+  // accept), then its landing on the landing queue (receive, own-node
+  // partial, push, land). Round by round: a small outbox (Slot-Reuse, two
+  // rounds' blocks, Eq. 9) reuses a block of the wave's first round for a
+  // later round's read, so that first round's send is issued before the
+  // later reads are.
   void issueNextPart(const char* why);
-  // A wave's network work in two parts, issued in this order: its sends on
-  // the net queue (accept the wave, then k-way rounds of outbox blocks) and
-  // its landing on the landing queue (receive, own-node partial, push, land).
-  void issueSends(const plan::RsWave& wave);
   void acceptWave(const plan::RsWave& wave, uint64_t seq);
   void sendRound(const plan::RsWave& wave, const plan::RsRound& round, uint64_t seq);
   void transferBlock(const plan::RsWave& wave, int c, uint64_t seq, bool send);
@@ -88,7 +91,8 @@ class Communicator::MultiNodeRs {
   std::vector<uint64_t> summed_;  // sum-queue event per block
   uint64_t sent_;                 // outbox blocks whose send is issued (the last "sent" signal's value)
   size_t nextWave_ = 0;           // the wave whose parts are issued next
-  bool sendsIssued_ = false;      // its sends are, its landing is not yet
+  bool waveAccepted_ = false;     // its accept is issued
+  size_t roundsIssued_ = 0;       // its rounds whose sends are issued (its landing after all of them)
   size_t readsIssued_ = 0;        // blocks whose read (pushes and sum) is issued
 };
 
@@ -203,28 +207,26 @@ void Communicator::MultiNodeRs::issueNextPart(const char* why) {
   if (nextWave_ >= rs_.waves.size())
     throw std::logic_error(std::string("reduce-scatter issue: no wave left for ") + why);
   const plan::RsWave& wave = rs_.waves[nextWave_];
-  if (nextWave_ == 0 && !sendsIssued_ && c_.injected(Fault::kReuseOutboxEarly))
-    ep_.delay(kNetQueue, kFaultRaceSeconds);
-  if (!sendsIssued_) {
-    for (const plan::RsRound& round : wave.rounds)
-      for (int c : round.contributors)
+  const uint64_t seq = waveSeq(wave);
+  if (!waveAccepted_ || roundsIssued_ < wave.rounds.size()) {
+    if (roundsIssued_ < wave.rounds.size())
+      for (int c : wave.rounds[roundsIssued_].contributors)
         if (readIndex(wave.pass, c) >= readsIssued_)
           throw std::logic_error(std::string("reduce-scatter issue: a send before its read, for ") + why);
-    issueSends(wave);
-    sendsIssued_ = true;
+    if (!waveAccepted_) {
+      if (nextWave_ == 0 && c_.injected(Fault::kReuseOutboxEarly)) ep_.delay(kNetQueue, kFaultRaceSeconds);
+      acceptWave(wave, seq);
+      waveAccepted_ = true;
+    }
+    if (roundsIssued_ < wave.rounds.size()) sendRound(wave, wave.rounds[roundsIssued_++], seq);
     return;
   }
   if (wave.hasOwnNode && readIndex(wave.pass, m_) >= readsIssued_)
     throw std::logic_error(std::string("reduce-scatter issue: a landing before the own node's read, for ") + why);
   issueLanding(wave);
-  sendsIssued_ = false;
+  waveAccepted_ = false;
+  roundsIssued_ = 0;
   ++nextWave_;
-}
-
-void Communicator::MultiNodeRs::issueSends(const plan::RsWave& wave) {
-  const uint64_t seq = waveSeq(wave);
-  acceptWave(wave, seq);
-  for (const plan::RsRound& round : wave.rounds) sendRound(wave, round, seq);
 }
 
 // Accept the wave: the generation's previous landing is done on every local

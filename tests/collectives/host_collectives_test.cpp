@@ -584,6 +584,8 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
     o.planOptions.rs.stagingSlots = 1 + static_cast<int>(rng() % 3);
     o.planOptions.rs.mode = rng() % 2 ? plan::Mode::kInPlace : plan::Mode::kSlotReuse;
     o.planOptions.rs.landing = rng() % 2 ? plan::Landing::kPull : plan::Landing::kPush;
+    // Narrow rounds a third of the time (0: the solver's): a wave of several rounds.
+    o.planOptions.rs.roundWidth = rng() % 3 == 0 ? 1 + static_cast<int>(rng() % 2) : 0;
     // Rails as across real nodes half the time: send/recv or RMA puts with counted signals.
     o.rails = static_cast<fabric::host::HostRails>(rng() % 4 == 3 ? 0 : rng() % 3);
     o.issue.landingOwnQueue = rng() % 4 != 0;  // behind the sends a quarter of the time
@@ -598,7 +600,8 @@ TEST(ProtocolChecker, RandomLevel2ConfigurationsAreClean) {
     ++trial;
     SCOPED_TRACE(std::string(plan::modeName(o.planOptions.rs.mode)) + " M=" + std::to_string(m) + " L=" +
                  std::to_string(l) + " W=" +
-                 std::to_string(o.planOptions.rs.waveWidth) + " passes=" + std::to_string(o.planOptions.rs.passes) +
+                 std::to_string(o.planOptions.rs.waveWidth) + " K=" + std::to_string(o.planOptions.rs.roundWidth) +
+                 " passes=" + std::to_string(o.planOptions.rs.passes) +
                  " landing " + plan::landingName(o.planOptions.rs.landing) +
                  " rails " + fabric::host::hostRailsName(o.rails) +
                  (o.issue.landingOwnQueue ? "" : " landing behind the sends"));
@@ -622,6 +625,39 @@ TEST(ProtocolChecker, SmallOutboxIssuesSendsBeforeReuse) {
     const plan::Plan p = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
     EXPECT_LT(p.rs.outboxBlocks, c.t.m - 1) << "the case needs an outbox smaller than the pass's remote reads";
     expectOk(bench::runOnHost(o));
+  }
+}
+
+// Slot-Reuse's outbox holds two consecutive rounds' blocks (Eq. 9): with
+// rounds narrower than a wave, a later round's read reuses a block of the
+// same wave's first round, whose send must be issued before that read (the
+// sends of a wave once went out all together, after all of its reads: "a send
+// before its read" on M4L3 at K = 1, found by a random sweep of the CLI's
+// options). Every rail kind and landing direction.
+TEST(ProtocolChecker, NarrowRoundsReuseTheOutboxWithinAWave) {
+  struct Case { Topo t; int roundWidth, passes; };
+  for (Case c : {Case{{4, 3}, 1, 1}, Case{{8, 4}, 1, 2}, Case{{6, 5}, 2, 1}, Case{{6, 4}, 1, 3}}) {
+    for (int rails = 0; rails < 3; ++rails) {
+      for (plan::Landing landing : {plan::Landing::kPull, plan::Landing::kPush}) {
+        const uint64_t seed = freshSeed();
+        SCOPED_TRACE("M=" + std::to_string(c.t.m) + " L=" + std::to_string(c.t.l) + " K=" +
+                     std::to_string(c.roundWidth) + " rails=" + std::to_string(rails) + " landing " +
+                     plan::landingName(landing) + " seed=" + std::to_string(seed));
+        HostRunOptions o = baseOptions(c.t.m, c.t.l, seed);
+        o.checkProtocol = true;
+        o.rails = static_cast<fabric::host::HostRails>(rails);
+        o.planOptions.rs.mode = plan::Mode::kSlotReuse;
+        o.planOptions.rs.roundWidth = c.roundWidth;
+        o.planOptions.rs.passes = c.passes;
+        o.planOptions.rs.landing = landing;
+        const plan::Plan p = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
+        size_t widest = 0;
+        for (const plan::RsWave& w : p.rs.waves) widest = std::max(widest, w.contributors.size());
+        EXPECT_LT(p.rs.outboxBlocks, static_cast<int>(widest))
+            << "the case needs a wave wider than the outbox (several rounds per wave)";
+        expectOk(bench::runOnHost(o));
+      }
+    }
   }
 }
 
