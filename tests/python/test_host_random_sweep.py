@@ -1,0 +1,78 @@
+"""Random draws of everything `tide bench --fabric host` takes at once: topology, group shapes and
+dtypes, gradient dtype, memory mode, passes, wave and round widths, landing direction, rail kind
+and input class. Every draw either runs with both collectives checked against the independent
+references inside the library, or is refused as a plan (never a failure inside the run). A sweep
+like this found Slot-Reuse's within-wave outbox reuse at narrow rounds ("a send before its read",
+M4L3 at round width 1); the fixed draws below keep that case in every run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tide import _capi, host_bench
+from tide.plan import PlanInputError
+
+DRAWS = 40
+MAX_ELEMS = 60_000  # per group: keeps a draw of up to 32 CPU ranks on two cores to a second or two
+
+
+def _draw(rng) -> dict:
+    while True:
+        m = rng.choice([1, 2, 3, 4, 5, 8])
+        l = rng.choice([1, 2, 3, 4]) if m > 4 else rng.choice([1, 2, 3, 4, 8])
+        dtype = rng.choice(["bf16", "fp32"])
+        params = [{"shape": [rng.choice([1, 2, 3, 7, 8, 31, 64, 100, 257]) for _ in range(rng.choice([1, 2, 3]))],
+                   "dtype": dtype} for _ in range(rng.choice([1, 2, 3, 5, 9]))]
+        if sum(math.prod(p["shape"]) for p in params) > MAX_ELEMS:
+            continue
+        opts = {"mode": rng.choice(["in-place", "slot-reuse"]), "passes": rng.choice([1, 2, 3]),
+                "landing": rng.choice(["pull", "push"]), "wave_width": rng.choice([0, 0, 1, 2, 3]),
+                "round_width": rng.choice([0, 0, 1, 2])}
+        if rng.random() < 0.3:
+            opts["grad_dtype"] = rng.choice(["bf16", "fp32"])
+        return {"m": m, "l": l, "params": params, "opts": opts, "rails": rng.choice(host_bench.RAILS),
+                "inputs": rng.choice(["normal", "integer", "nonfinite"]), "seed": rng.getrandbits(63)}
+
+
+def _run(draw: dict) -> dict | None:
+    """The report, or None where the plan is refused (a clean rejection, not a failure)."""
+    try:
+        return host_bench.run_host(draw["params"], nodes=draw["m"], gpus_per_node=draw["l"], iters=2,
+                                   seed=draw["seed"], inputs=draw["inputs"], rails=draw["rails"], timeout_s=30,
+                                   **draw["opts"])
+    except PlanInputError:
+        return None
+    except _capi.TideError as e:
+        if e.result in (_capi.Result.PLAN_REJECTED, _capi.Result.INVALID_ARGUMENT):
+            return None
+        raise
+
+
+def _assert_ok(report: dict, draw: dict) -> None:
+    assert report["error"] == "", draw
+    assert report["all_gather"]["check"] == "ok", (report["all_gather"], draw)
+    assert report["reduce_scatter"]["check"] == "ok", (report["reduce_scatter"], draw)
+
+
+def test_random_draws_run_or_are_refused(rng):
+    ran = 0
+    for _ in range(DRAWS):
+        draw = _draw(rng)
+        report = _run(draw)
+        if report is not None:
+            _assert_ok(report, draw)
+            ran += 1
+    assert ran >= DRAWS // 2, f"only {ran} of {DRAWS} draws made a plan: the sweep tests too little"
+
+
+@pytest.mark.parametrize("rails", host_bench.RAILS)
+def test_slot_reuse_with_rounds_narrower_than_a_wave(rails, rng):
+    """M4L3 at round width 1: three rounds per wave, an outbox of two blocks."""
+    draw = {"m": 4, "l": 3, "params": [{"shape": [100], "dtype": "bf16"}, {"shape": [31, 7], "dtype": "bf16"}],
+            "opts": {"mode": "slot-reuse", "round_width": 1, "passes": 2}, "rails": rails, "inputs": "normal",
+            "seed": rng.getrandbits(63)}
+    report = _run(draw)
+    assert report is not None, "the plan must be made"
+    _assert_ok(report, draw)
