@@ -1,7 +1,8 @@
 """Random draws of everything `tide bench --fabric host` takes at once: topology, group shapes and
-dtypes, gradient dtype, memory mode, passes, wave and round widths, landing direction, rail kind
-and input class. Every draw either runs with both collectives checked against the independent
-references inside the library, or is refused as a plan (never a failure inside the run). A sweep
+dtypes, gradient dtype, memory mode, passes, wave and round widths, CTA budgets, the platform
+calibration the sizing solver plans for, landing direction, rail kind and input class. Every draw
+either runs with both collectives checked against the independent references inside the library,
+or is refused as a plan (never a failure inside the run). A sweep
 like this found Slot-Reuse's within-wave outbox reuse at narrow rounds ("a send before its read",
 M4L3 at round width 1); the fixed draws below keep that case in every run."""
 
@@ -16,6 +17,8 @@ from tide.plan import PlanInputError
 
 DRAWS = 40
 MAX_ELEMS = 60_000  # per group: keeps a draw of up to 32 CPU ranks on two cores to a second or two
+CALIBRATION_RANGES = {"nic_gbps": (1, 400), "sum_gbps_per_cta": (1, 100), "land_gbps_per_cta": (1, 100),
+                      "land_cap_gbps": (10, 3000), "round_wait_ms": (0.001, 2), "fabric_gbps": (10, 900)}
 
 
 def _draw(rng) -> dict:
@@ -29,9 +32,13 @@ def _draw(rng) -> dict:
             continue
         opts = {"mode": rng.choice(["in-place", "slot-reuse"]), "passes": rng.choice([1, 2, 3]),
                 "landing": rng.choice(["pull", "push"]), "wave_width": rng.choice([0, 0, 1, 2, 3]),
-                "round_width": rng.choice([0, 0, 1, 2])}
+                "round_width": rng.choice([0, 0, 1, 2]), "sum_ctas": rng.choice([0, 0, 1, 3]),
+                "landing_ctas": rng.choice([0, 0, 1, 2])}
         if rng.random() < 0.3:
             opts["grad_dtype"] = rng.choice(["bf16", "fp32"])
+        if rng.random() < 0.3:  # another platform: the sizing solver picks other rounds, slots and CTAs
+            opts["calibration"] = {key: math.exp(rng.uniform(math.log(lo), math.log(hi)))
+                                   for key, (lo, hi) in CALIBRATION_RANGES.items()}
         return {"m": m, "l": l, "params": params, "opts": opts, "rails": rng.choice(host_bench.RAILS),
                 "inputs": rng.choice(["normal", "integer", "nonfinite"]), "seed": rng.getrandbits(63)}
 
