@@ -178,17 +178,22 @@ HostRunResult runOnHost(const HostRunOptions& o) {
                                                  landingOffset);
       }
       // Each rank's landing is checked as soon as its caller's event fires,
-      // as a consumer would read it.
-      for (int r = 0; r < n; ++r) {
+      // as a consumer would read it, the misbehaving rank's first: a rank
+      // checked after another's wait has already outlived its race would not
+      // show a fault that lets its caller return too early.
+      for (int k = 0; k < n; ++k) {
+        const int r = (o.fault.rank + k) % n;
         world.endpoint(r).synchronize(collectives::kCallerQueue);
-        if (r + 1 == n) agTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        if (k + 1 == n) agTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         const uint8_t* land = reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landingOffset);
         if (checker) checker->hostAccess(land, g.unshardedBytes(), Access::kRead, "consumes a landing");
         std::vector<const uint8_t*> shards;
         for (const RankData& d : data) shards.push_back(d.shard.data());
         res.allGather.wrong += wrongLandingBytes(g, shards, land);
-        if (o.keepOutputs && it + 1 == o.iters)
-          res.landings.emplace_back(land, land + g.unshardedBytes());
+        if (o.keepOutputs && it + 1 == o.iters) {
+          res.landings.resize(static_cast<size_t>(n));
+          res.landings[static_cast<size_t>(r)].assign(land, land + g.unshardedBytes());
+        }
       }
       synchronizeAll(world);
       addStats(res.allGather.stats, world);

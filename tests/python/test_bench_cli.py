@@ -102,6 +102,17 @@ def test_injected_fault_is_detected(fault):
     assert f"fault {fault} detected" in r.stderr
 
 
+@pytest.mark.parametrize("fault_rank", [1, 2, 3])
+def test_early_return_is_detected_on_any_rank(fault_rank):
+    """skip-completion-fence on a rank other than 0: its caller returns before its landing is
+    written. The harness checks the misbehaving rank's landing first, as its own consumer would
+    read it; checked after rank 0's wait (which its late copies hold up), it looked whole."""
+    r = run_tide("bench", "--fabric", "host", "-M", "1", "-L", "4", "--preset", "llama-tiny", "--iters", "2",
+                 "--timeout", "5", "--inject", "skip-completion-fence", "--fault-rank", str(fault_rank))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "fault skip-completion-fence detected" in r.stderr
+
+
 def test_call_order_needs_two_groups():
     r = run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "call-order")
     assert r.returncode == 2
