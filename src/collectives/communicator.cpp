@@ -229,7 +229,12 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
   for (int i = 0; i < t.gpusPerNode; ++i)
     if (i != local) ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
   std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me, inPlace);
-  if (injected(Fault::kWrongLandingOffset) && !localDescs.empty()) localDescs.front().dst.offset += 1;
+  if (injected(Fault::kWrongLandingOffset) && !localDescs.empty()) {
+    // One byte off, inside the shard's own range: at the landing's end a
+    // whole-width write one byte on would land past the arena.
+    localDescs.front().dst.offset += 1;
+    localDescs.front().width -= 1;
+  }
   // The own landing is filled on its own queue (another copy engine) while
   // this one writes the peers'; the done signals wait for both.
   std::vector<CopyDesc> ownDescs, peerDescs;

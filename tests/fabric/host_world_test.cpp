@@ -45,6 +45,38 @@ TEST(HostWorldTearDown, PendingWaitsEndPromptly) {
 
 // Many ranks fail at once: exactly one message is recorded, and a rank that
 // sees the failure reads one whole message, never one being written.
+// A copy or zeroing that starts in a rank's arena and runs past its end is
+// refused when issued (a usage error naming the arena and the overrun), not
+// written into whatever the heap holds next; ranges inside an arena, and
+// memory outside every arena (the caller's), go through.
+TEST(HostWorldArenas, RangesRunningPastAnArenaAreRefused) {
+  constexpr int64_t kArena = 1 << 12;
+  HostWorld world(plan::Topology::make(1, 2), kArena, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  std::byte* mine = ep.arena();
+  std::byte* peer = ep.peerArena(1);
+  std::vector<std::byte> user(64, std::byte{7});
+  ep.copy(0, {CopyOp{peer + kArena - 64, user.data(), 64, 1, 0, 0}});   // ends at the peer arena's end
+  ep.copy(0, {CopyOp{user.data(), mine + kArena - 64, 64, 1, 0, 0}});
+  ep.synchronizeAll();
+  EXPECT_EQ(user[0], std::byte{0});  // read back from the (zeroed) arena
+  auto refused = [&](auto&& issue, const std::string& words) {
+    try {
+      issue();
+      ADD_FAILURE() << "not refused: " << words;
+    } catch (const FabricError& e) {
+      EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { ep.copy(0, {CopyOp{peer + kArena - 63, user.data(), 64, 1, 0, 0}}); },
+          "copy destination at offset 4033 of rank 1's arena runs 1 byte(s) past its end");
+  refused([&] { ep.copy(0, {CopyOp{user.data(), mine + 100, 32, 2, kArena - 120, 32}}); },
+          "copy source at offset 100 of rank 0's arena runs");
+  refused([&] { ep.zero(0, mine + kArena - 8, 9); }, "zeroed range");
+  ep.synchronizeAll();
+}
+
 TEST(FailureRecord, OneWholeMessageWins) {
   for (int round = 0; round < 200; ++round) {
     std::atomic<int> state{0};

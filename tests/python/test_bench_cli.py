@@ -113,6 +113,19 @@ def test_early_return_is_detected_on_any_rank(fault_rank):
     assert "fault skip-completion-fence detected" in r.stderr
 
 
+@pytest.mark.parametrize("fault_rank", [0, 2, 4])
+def test_wrong_landing_offset_on_any_rank(fault_rank, tmp_path):
+    """The last rank's one-byte-off shard once ran past the end of its arena (a heap overrun that
+    aborted the process); now it stays inside its own range, is detected as wrong bytes, and the
+    host fabric refuses any copy that would run past an arena."""
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text("[[100, 31]]")
+    r = run_tide("bench", "--fabric", "host", "-M", "5", "-L", "1", "--shapes", str(shapes), "--iters", "2",
+                 "--timeout", "5", "--inject", "wrong-landing-offset", "--fault-rank", str(fault_rank))
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "fault wrong-landing-offset detected: all_gather failed" in r.stderr
+
+
 def test_call_order_needs_two_groups():
     r = run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "call-order")
     assert r.returncode == 2

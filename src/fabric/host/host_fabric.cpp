@@ -168,7 +168,28 @@ void HostEndpoint::annotateInbox(int64_t offset, int64_t bytes) {
   if (checker_) checker_->watchInbox(arena() + offset, bytes);
 }
 
+void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const {
+  if (width <= 0 || rows <= 0) return;
+  const auto* b = static_cast<const std::byte*>(p);
+  for (size_t r = 0; r < mem_.arenas.size(); ++r) {
+    const std::byte* a = mem_.arenas[r];
+    if (b < a || b >= a + mem_.arenaBytes) continue;
+    const int64_t end = (b - a) + (rows - 1) * pitch + width;
+    if (end > mem_.arenaBytes)
+      throw FabricError(FabricError::Kind::kUsage,
+                        "rank " + std::to_string(rank_) + ": " + what + " at offset " + std::to_string(b - a) +
+                            " of rank " + std::to_string(r) + "'s arena runs " +
+                            std::to_string(end - mem_.arenaBytes) + " byte(s) past its end (" +
+                            std::to_string(mem_.arenaBytes) + " bytes)");
+    return;
+  }
+}
+
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
+  for (const CopyOp& op : ops) {
+    checkArenaSpan(op.src, op.width, op.rows, op.srcPitch, "copy source");
+    checkArenaSpan(op.dst, op.width, op.rows, op.dstPitch, "copy destination");
+  }
   flushRails();
   int64_t bytes = 0;
   for (const CopyOp& op : ops) bytes += op.width * op.rows;
@@ -230,6 +251,7 @@ void HostEndpoint::land(int q, const LandOp& op) {
 }
 
 void HostEndpoint::zero(int q, void* dst, int64_t bytes) {
+  checkArenaSpan(dst, bytes, 1, 0, "zeroed range");
   flushRails();
   submit(q, "zero", [this, dst, bytes](int task) {
     if (checker_) checker_->access(task, dst, bytes, Access::kZero);

@@ -99,6 +99,11 @@ class HostEndpoint final : public Endpoint {
   void setFabricFaults(const FabricFaults& f) override;
 
  private:
+  // A range that starts in some rank's arena must end in it: a plan or
+  // descriptor bug (or a fault) would otherwise write past the arena into
+  // whatever the heap holds next. Memory outside every arena (the caller's
+  // shards and gradients) has no bounds the fabric knows.
+  void checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const;
   WorkQueue& queue(int q);
   // Every op goes through here: stall injection and, when on, the checker
   // (body gets the checker's task handle, -1 without a checker).
