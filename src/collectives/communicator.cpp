@@ -230,10 +230,14 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
     if (i != local) ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
   std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me, inPlace);
   if (injected(Fault::kWrongLandingOffset) && !localDescs.empty()) {
-    // One byte off, inside the shard's own range: at the landing's end a
-    // whole-width write one byte on would land past the arena.
-    localDescs.front().dst.offset += 1;
-    localDescs.front().width -= 1;
+    // One byte off, into a neighbour's range (a doubled landing) but never
+    // outside the landing: at its end, one byte back instead of on, which
+    // would write past the arena.
+    CopyDesc& d = localDescs.front();
+    const int64_t end = d.dst.offset + (d.rows - 1) * d.dstPitch + d.width;
+    if (end < g.unshardedBytes()) d.dst.offset += 1;
+    else if (d.dst.offset > 0) d.dst.offset -= 1;
+    else d.width -= 1;  // the whole landing: one byte short
   }
   // The own landing is filled on its own queue (another copy engine) while
   // this one writes the peers'; the done signals wait for both.
