@@ -177,6 +177,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         comms[static_cast<size_t>(r)]->allGather(pl, o.inPlaceShard ? nullptr : data[static_cast<size_t>(r)].shard.data(),
                                                  landingOffset);
       }
+      if (o.keepOutputs && it + 1 == o.iters) res.landings.assign(static_cast<size_t>(n), {});  // by rank
       // Each rank's landing is checked as soon as its caller's event fires,
       // as a consumer would read it, the misbehaving rank's first: a rank
       // checked after another's wait has already outlived its race would not
@@ -190,10 +191,8 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         std::vector<const uint8_t*> shards;
         for (const RankData& d : data) shards.push_back(d.shard.data());
         res.allGather.wrong += wrongLandingBytes(g, shards, land);
-        if (o.keepOutputs && it + 1 == o.iters) {
-          res.landings.resize(static_cast<size_t>(n));
+        if (o.keepOutputs && it + 1 == o.iters)
           res.landings[static_cast<size_t>(r)].assign(land, land + g.unshardedBytes());
-        }
       }
       synchronizeAll(world);
       addStats(res.allGather.stats, world);

@@ -16,6 +16,30 @@
 namespace tide::fabric {
 namespace {
 
+// Another thread inside an endpoint operation on `device`: it holds the
+// device's gate shared from construction until release() (or destruction).
+class OperationInFlight {
+ public:
+  explicit OperationInFlight(int device)
+      : thread_([this, device] {
+          std::shared_lock<std::shared_mutex> gate(DeviceQuiescence::gate(device));
+          inside_.set_value();
+          leave_.get_future().wait();
+        }) {
+    inside_.get_future().wait();
+  }
+  ~OperationInFlight() { release(); }
+  void release() {
+    if (!thread_.joinable()) return;
+    leave_.set_value();
+    thread_.join();
+  }
+
+ private:
+  std::promise<void> inside_, leave_;
+  std::thread thread_;
+};
+
 TEST(DeviceQuiescence, EveryEndpointOfTheDeviceMustAgree) {
   int a = 0, b = 0, other = 0;  // owners
   bool aIdle = true, bIdle = true, otherIdle = false;
@@ -64,20 +88,13 @@ TEST(DeviceQuiescence, AnOperationInFlightOnAnotherThreadDefersTheCall) {
   int a = 0;
   int asked = 0;
   DeviceQuiescence::enroll(4, &a, [&] { ++asked; return true; });
-  std::promise<void> inside, leave;
-  std::thread op([&] {
-    std::shared_lock<std::shared_mutex> gate(DeviceQuiescence::gate(4));
-    inside.set_value();
-    leave.get_future().wait();
-  });
-  inside.get_future().wait();
+  OperationInFlight op(4);
   int calls = 0;
   // Not waited for: the operation may itself be waiting on the host for this thread.
   EXPECT_FALSE(DeviceQuiescence::runIfQuiescent(4, [&] { ++calls; }));
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(asked, 0);  // its endpoint is mid-operation: not even asked
-  leave.set_value();
-  op.join();
+  op.release();
   EXPECT_TRUE(DeviceQuiescence::runIfQuiescent(4, [&] { ++calls; }));
   EXPECT_EQ(calls, 1);
   DeviceQuiescence::withdraw(&a);
@@ -104,16 +121,8 @@ TEST(DeviceQuiescence, OperationsStartedDuringTheCallWaitForIt) {
 }
 
 TEST(DeviceQuiescence, OtherDevicesOperationsDoNotDeferTheCall) {
-  std::promise<void> inside, leave;
-  std::thread op([&] {
-    std::shared_lock<std::shared_mutex> gate(DeviceQuiescence::gate(6));
-    inside.set_value();
-    leave.get_future().wait();
-  });
-  inside.get_future().wait();
+  OperationInFlight op(6);
   EXPECT_TRUE(DeviceQuiescence::runIfQuiescent(7, [] {}));
-  leave.set_value();
-  op.join();
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ import sys
 import time
 
 ARENA = 1 << 24
-TIMEOUT_S = 5.0  # the communicator's wait deadline: the teardown waits at most 2 T + 10 s
+TIMEOUT_S = 5.0  # the communicator's wait deadline T
+HOST_DEADLINE_S = 2 * TIMEOUT_S + 10  # every host wait on NCCL (bootstrap, teardown): 2 T + 10 s
 
 
 def _refused_unless_zero(value: str, out) -> None:
@@ -94,7 +95,7 @@ def _check_alone(label: str, target, args: tuple, names: str) -> list[str]:
     out = ctx.Queue()
     p = ctx.Process(target=target, args=(*args, out))
     p.start()
-    deadline = 2 * TIMEOUT_S + 10
+    deadline = HOST_DEADLINE_S
     p.join(deadline + 90)  # plus process start, the abort and the one-rank communicator
     hung = p.is_alive()
     if hung:
@@ -145,7 +146,7 @@ def _baseline_alone_in_a_world_of_two(native_path: str, deadline: float, out) ->
 
 def check_baseline_rank_that_never_joins(native_path: str) -> list[str]:
     return _check_alone("a rank that never joins the NCCL baseline", _baseline_alone_in_a_world_of_two,
-                        (native_path, 2 * TIMEOUT_S + 10), "baseline communicator")
+                        (native_path, HOST_DEADLINE_S), "baseline communicator")
 
 
 def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
@@ -187,7 +188,7 @@ def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
     procs = [ctx.Process(target=_teardown_rank, args=(r, ids, out, host_per_rank)) for r in range(2)]
     for p in procs:
         p.start()
-    limit = 2 * TIMEOUT_S + 10 + 60  # the deadline, plus communicator setup and slack
+    limit = HOST_DEADLINE_S + 60  # the deadline, plus communicator setup and slack
     procs[0].join(limit)
     hung = procs[0].is_alive()
     for p in procs:
@@ -201,10 +202,10 @@ def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
     what, took, rails = answers.get(0, ("no answer", float("nan"), ""))
     # The rails say which path the communicators took: NCCL's between hosts, copy engines on one.
     wanted_rails = "nccl-send-recv" if host_per_rank else "copy-engine"
-    ok = not hung and what == "closed" and took <= 2 * TIMEOUT_S + 10 + 5 and rails.startswith(wanted_rails)
+    ok = not hung and what == "closed" and took <= HOST_DEADLINE_S + 5 and rails.startswith(wanted_rails)
     how = "ranks on hosts of their own, one GPU" if host_per_rank else "one node of two GPUs"
     print(f"teardown with rank 1 gone ({how}; rails {rails}): rank 0 {what} in {took:.1f} s "
-          f"(deadline {2 * TIMEOUT_S + 10:.0f} s){', HUNG' if hung else ''} -> {'ok' if ok else 'FAIL'}", flush=True)
+          f"(deadline {HOST_DEADLINE_S:.0f} s){', HUNG' if hung else ''} -> {'ok' if ok else 'FAIL'}", flush=True)
     return [] if ok else [f"teardown with a gone peer ({how}): {what}, {took:.1f} s, rails {rails!r}, hung={hung}"]
 
 
