@@ -196,6 +196,11 @@ class Endpoint {
   virtual Stats stats() const = 0;
   virtual void resetStats() = 0;
   virtual void setFabricFaults(const FabricFaults& f) = 0;
+  // How often an injected fabric fault has acted so far (a lost signal, a
+  // replayed put, a stall taken): a fault with nothing to act on in a run
+  // (no remote signal, no second put to one place) stays at 0, which tells
+  // "not applicable here" from "not detected".
+  virtual int64_t fabricFaultFirings() const { return 0; }
 };
 
 }  // namespace tide::fabric

@@ -243,8 +243,14 @@ def _run_bench(args) -> int:
     print(json.dumps(report, indent=2) if args.json else host_bench.format_report(report, f"tide bench: {title}"))
     failed = report["error"] or report["all_gather"]["check"] != "ok" or report["reduce_scatter"]["check"] != "ok"
     if not failed:
+        if args.inject and report["fault_firings"] == 0:
+            # Not a missed detection: e.g. drop-credit on one node (no rail credits), duplicate-put
+            # without a second put to one place, skip-stale-zeroing without stale blocks.
+            _fail("tide bench", f"fault {args.inject} never acted: this configuration gives it nothing to act on "
+                  "(README, `tide bench`: what each fault needs)", EXIT_BAD_INPUT)
         if args.inject:
-            _fail("tide bench", f"fault {args.inject} was NOT detected", EXIT_FAILURE)
+            _fail("tide bench", f"fault {args.inject} acted {report['fault_firings']} time(s) and was NOT detected",
+                  EXIT_FAILURE)
         return 0
     what = report["error"] or (
         f"all_gather {report['all_gather']['check']}, reduce_scatter {report['reduce_scatter']['check']}")

@@ -34,7 +34,8 @@ def run_host(
 
     Returns the report: `all_gather.check` / `reduce_scatter.check` are "ok"
     only when every output matched; `error` holds a fabric failure (deadline,
-    peer failure), empty if none. rails: "one-sided" (puts and signals, as
+    peer failure), empty if none; `fault_firings` how often an injected fault
+    acted (0: this run gave it nothing to act on). rails: "one-sided" (puts and signals, as
     copy engines between reachable peers) or "two-sided" (every transfer is
     received by its peer, as NCCL send/recv across nodes) or "rma" (one-sided puts with counted
     signals and receiver credits, as NCCL's host RMA across nodes). plan_options are
@@ -87,6 +88,8 @@ def format_report(report: dict, title: str) -> str:
     if "max_rel_err" in report["reduce_scatter"]:
         err = report["reduce_scatter"]["max_rel_err"]  # JSON null: infinite (a NaN where a number belongs)
         lines.append(f"reduce_scatter max rel err vs float64: {float('inf') if err is None else err:.3g}")
+    if report.get("fault", "none") != "none":
+        lines.append(f"fault {report['fault']}: acted {report['fault_firings']} time(s)")
     if report.get("error"):
         lines.append(f"error: {report['error']}")
     return "\n".join(lines)

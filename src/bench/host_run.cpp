@@ -240,6 +240,9 @@ HostRunResult runOnHost(const HostRunOptions& o) {
     res.error = e.what();
     res.allGather.ok = res.reduceScatter.ok = false;
   }
+  if (o.fault.kind != collectives::Fault::kNone)
+    res.faultFirings = comms[static_cast<size_t>(o.fault.rank)]->faultFirings() +
+                       world.endpoint(o.fault.rank).fabricFaultFirings();
   res.allGather.ok = res.allGather.ok && res.allGather.wrong == 0;
   res.reduceScatter.ok = res.reduceScatter.ok && res.reduceScatter.wrong == 0;
   res.allGather.seconds = median(agTimes);

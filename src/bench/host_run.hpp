@@ -48,6 +48,10 @@ struct HostRunResult {
   CollectiveReport allGather;
   CollectiveReport reduceScatter;
   std::string error;          // a fabric error (deadline, peer failure), empty if none
+  // How often the injected fault acted on its rank (its collectives' and its
+  // fabric's counts): 0 means this run gave it nothing to act on, so "not
+  // detected" would say nothing about the checks.
+  int64_t faultFirings = 0;
   plan::Plan plan;
   std::vector<std::vector<uint8_t>> landings;  // per rank, last call (keepOutputs)
   std::vector<std::vector<float>> outputs;     // per rank, last call (keepOutputs)

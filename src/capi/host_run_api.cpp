@@ -64,6 +64,7 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     j["topology"] = {{"nodes", o.topo.nodes}, {"gpus_per_node", o.topo.gpusPerNode}, {"ranks", o.topo.ranks()}};
     j["rails"] = fabric::host::hostRailsName(o.rails);
     j["fault"] = collectives::faultName(o.fault.kind);
+    j["fault_firings"] = r.faultFirings;
     // What the inputs were and so how the outputs were checked (integer sums exactly).
     static constexpr const char* kInputNames[] = {"normal", "integer", "nonfinite"};
     j["inputs"] = kInputNames[options->inputKind];

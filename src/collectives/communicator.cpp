@@ -128,6 +128,8 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
     for (int i = 0; i < t.gpusPerNode; ++i)
       if (i != local) ep_.wait(kCallerQueue, ids::kAgDone + i, v, t.rankOf(node, i), "landing writes");
     ep_.waitEvent(kCallerQueue, kCopyQueue, copiesDone);
+  } else {
+    noteFaultFired();
   }
   return ep_.record(kCallerQueue);
 }
@@ -233,6 +235,7 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
     // One byte off, into a neighbour's range (a doubled landing) but never
     // outside the landing: at its end, one byte back instead of on, which
     // would write past the arena.
+    noteFaultFired();
     CopyDesc& d = localDescs.front();
     const int64_t end = d.dst.offset + (d.rows - 1) * d.dstPitch + d.width;
     if (end < g.unshardedBytes()) d.dst.offset += 1;
@@ -302,6 +305,8 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
     else
       for (const plan::AgRound& r : plan.ag.rounds)
         ep_.signal(kCopyQueue, t.railPeer(me, r.firstSlot), ids::kAgCredit + r.index, v);
+  } else if (!plan.ag.rounds.empty()) {
+    noteFaultFired();  // on one node there are no rail rounds, so no credit to drop
   }
   return done;
 }
@@ -318,6 +323,7 @@ ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const st
   const uint64_t entry = ep_.record(kCallerQueue);
   ReduceScatterEvents ev;
   if (injected(Fault::kReleaseGradsEarly)) {
+    noteFaultFired();
     ev.readDone = entry;  // claims the gradients are free before they are read
     ep_.delay(kCopyQueue, kFaultRaceSeconds);
     ep_.delay(kSumQueue, kFaultRaceSeconds);
@@ -364,6 +370,7 @@ void Communicator::stageChunk(const plan::Plan& plan, const std::vector<const vo
   std::vector<CopyDesc> pushes = plan::level1Pushes(plan.group, plan.rs, me, pass, block);
   ep_.copy(kCopyQueue, toCopyOps(pushes, nullptr, 0, &grads, slot));
   if (injected(Fault::kCorruptStagedChunk) && !pushes.empty()) {
+    noteFaultFired();
     const CopyDesc& d = pushes.front();
     ep_.zero(kCopyQueue, addressOf(d.dst, nullptr, 0, &grads, slot), d.width);
   }

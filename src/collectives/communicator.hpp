@@ -60,6 +60,10 @@ class Communicator {
                                     float* out, float alpha, bool accumulate);
 
   fabric::Endpoint& endpoint() { return ep_; }
+  // How often this rank's injected fault (FaultConfig) has changed what it
+  // issues; 0 where the run gives it nothing to act on (e.g. drop-credit on
+  // one node, skip-stale-zeroing without stale blocks).
+  int64_t faultFirings() const { return faultFirings_; }
   const ScratchLayout& layout() const { return layout_; }
 
  private:
@@ -69,6 +73,7 @@ class Communicator {
                                         int64_t landingOffset, const std::vector<const void*>* grads,
                                         int stagingSlot);
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
+  void noteFaultFired() { ++faultFirings_; }
   void checkPlan(const plan::Plan& plan) const;
   int rsLandQueue() const { return issue_.landingOwnQueue ? kLandQueue : kNetQueue; }
   // TIDE-AG's two halves, issued in this order (communicator.cpp).
@@ -93,6 +98,7 @@ class Communicator {
   // same calls in the same order.
   uint64_t agCalls_ = 0;
   uint64_t rsCalls_ = 0;
+  int64_t faultFirings_ = 0;
   uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
   uint64_t rsWaves_ = 0;        // Level 2 waves
   uint64_t rsSends_[2] = {0, 0};  // outbox blocks filled per bank

@@ -172,12 +172,16 @@ void Communicator::MultiNodeRs::readBlock(size_t j) {
   std::byte* dst;
   if (blk.remote >= 0) {
     const uint64_t k = sendBase_ + static_cast<uint64_t>(blk.remote);
-    if (k >= static_cast<uint64_t>(nOut_) && !c_.injected(Fault::kReuseOutboxEarly)) {
-      // The block this one reuses must be sent first, and its send issued
-      // before this wait (rule I5): a small outbox (Slot-Reuse) reuses
-      // blocks of this very pass.
-      while (sent_ < k - nOut_ + 1) issueNextPart("an outbox block's reuse");
-      ep_.wait(kSumQueue, ids::kRsSent + bank_, k - nOut_ + 1, me_, "outbox block sent");
+    if (k >= static_cast<uint64_t>(nOut_)) {
+      if (!c_.injected(Fault::kReuseOutboxEarly)) {
+        // The block this one reuses must be sent first, and its send issued
+        // before this wait (rule I5): a small outbox (Slot-Reuse) reuses
+        // blocks of this very pass.
+        while (sent_ < k - nOut_ + 1) issueNextPart("an outbox block's reuse");
+        ep_.wait(kSumQueue, ids::kRsSent + bank_, k - nOut_ + 1, me_, "outbox block sent");
+      } else {
+        c_.noteFaultFired();
+      }
     }
     dst = outboxBlock(k);
   } else {
@@ -236,9 +240,12 @@ void Communicator::MultiNodeRs::acceptWave(const plan::RsWave& wave, uint64_t se
   if (c_.rsGenLastUse_[gen] > 0)
     for (int i = 0; i < l_; ++i)
       ep_.wait(kNetQueue, ids::kRsLanded + i, c_.rsGenLastUse_[gen], t_.rankOf(node_, i), "inbox generation landed");
-  if (!push_ && !c_.injected(Fault::kSkipStaleZeroing))
+  if (!push_)
     for (const plan::InboxBlock& z : wave.zero)
-      if (z.gpu == local_) ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+      if (z.gpu == local_) {
+        if (c_.injected(Fault::kSkipStaleZeroing)) c_.noteFaultFired();
+        else ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+      }
   if (!push_ && wave.clearAfterLanding) {
     // The last wave on this generation clears what its landing reads, so
     // the next call starts from zero. Where this pass's sub-slice is

@@ -457,9 +457,39 @@ TEST_P(Faults, AreDetected) {
   const uint64_t seed = freshSeed();
   SCOPED_TRACE(std::string(collectives::faultName(c.fault)) + " seed=" + std::to_string(seed));
   const bench::HostRunResult r = bench::runOnHost(faultRun(c, seed));
+  EXPECT_GT(r.faultFirings, 0) << "the fault never acted: the case tests nothing";
   const bool detected = !r.error.empty() || !r.allGather.ok || !r.reduceScatter.ok;
   EXPECT_TRUE(detected) << "fault passed silently";
 }
+
+// Where a run gives a fault nothing to act on, it reports no firing, and the
+// outputs are right: a sweep then tells "not applicable" from "not detected".
+class FaultsWithNothingToActOn : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(FaultsWithNothingToActOn, ReportNoFiring) {
+  const FaultCase c = GetParam();
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(std::string(collectives::faultName(c.fault)) + " seed=" + std::to_string(seed));
+  HostRunOptions o = faultRun(c, seed);
+  if (c.fault == collectives::Fault::kDuplicatePut) o.rails = fabric::host::HostRails::kSendRecv;
+  const bench::HostRunResult r = bench::runOnHost(o);
+  EXPECT_EQ(r.faultFirings, 0);
+  expectOk(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, FaultsWithNothingToActOn,
+    ::testing::Values(FaultCase{collectives::Fault::kDropCredit, {1, 2}, plan::Mode::kInPlace},       // no rail rounds
+                      FaultCase{collectives::Fault::kCorruptStagedChunk, {2, 1}, plan::Mode::kInPlace},  // no staging
+                      FaultCase{collectives::Fault::kSkipStaleZeroing, {2, 2}, plan::Mode::kInPlace},    // no stale block
+                      FaultCase{collectives::Fault::kReuseOutboxEarly, {2, 2}, plan::Mode::kInPlace},    // no reuse
+                      FaultCase{collectives::Fault::kDuplicatePut, {3, 1}, plan::Mode::kInPlace}),       // two-sided
+    [](const auto& param_info) {
+      std::string n = collectives::faultName(param_info.param.fault);
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, Faults,

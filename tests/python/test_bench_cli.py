@@ -3,6 +3,8 @@ the library against independent references; injected faults must be caught."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cli_runner import run_tide
@@ -100,6 +102,7 @@ def test_injected_fault_is_detected(fault):
                  "llama-tiny", "--iters", "2", "--timeout", "1", "--inject", fault)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert f"fault {fault} detected" in r.stderr
+    assert f"fault {fault}: acted" in r.stdout and f"fault {fault}: acted 0 time" not in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("fault_rank", [1, 2, 3])
@@ -124,6 +127,21 @@ def test_wrong_landing_offset_on_any_rank(fault_rank, tmp_path):
                  "--timeout", "5", "--inject", "wrong-landing-offset", "--fault-rank", str(fault_rank))
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
     assert "fault wrong-landing-offset detected: all_gather failed" in r.stderr
+
+
+@pytest.mark.parametrize("fault,setup", [("drop-credit", ["-M", "1", "-L", "2"]),
+                                         ("duplicate-put", ["-M", "3", "-L", "1", "--rails", "two-sided"])])
+def test_fault_with_nothing_to_act_on_is_not_a_miss(fault, setup):
+    """drop-credit on one node (no rail rounds), duplicate-put on two-sided rails (each transfer
+    received once): the fault never acts, the outputs are right, and the bench says so with exit 2,
+    not "NOT detected" (exit 1)."""
+    r = run_tide("bench", "--fabric", "host", *setup, "--preset", "llama-tiny", "--iters", "2", "--timeout", "5",
+                 "--inject", fault, "--json")
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert f"fault {fault} never acted" in r.stderr, r.stderr
+    report = json.loads(r.stdout)
+    assert report["fault_firings"] == 0 and report["fault"] == fault, report
+    assert report["all_gather"]["check"] == "ok" and report["reduce_scatter"]["check"] == "ok", report
 
 
 def test_call_order_needs_two_groups():

@@ -332,8 +332,10 @@ std::shared_lock<std::shared_mutex> CudaEndpoint::beginOp(bool flushRails) {
   auto gate = gateShared();
   if (!stalled_) {
     stalled_ = true;
-    if (faults_.stallSeconds > 0)
+    if (faults_.stallSeconds > 0) {
+      ++faultFirings_;
       std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
+    }
   }
   if (flushRails) flushRailGroup();
   return gate;
@@ -348,7 +350,9 @@ void CudaEndpoint::flushRailGroup() {
 
 bool CudaEndpoint::dropThisRemoteSignal() {
   const int64_t index = remoteSignals_++;
-  return faults_.loseSignalAfter >= 0 && index == faults_.loseSignalAfter;
+  const bool drop = faults_.loseSignalAfter >= 0 && index == faults_.loseSignalAfter;
+  if (drop) ++faultFirings_;
+  return drop;
 }
 
 void CudaEndpoint::writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote) {
@@ -497,6 +501,7 @@ void CudaEndpoint::replayAfterPut(cudaStream_t s, std::byte* dst, const void* sr
     TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, replay_.ready, 0));
     issueCopies(s, {CopyOp{dst, replay_.bytes, replay_.size, 1, 0, 0}});
     replay_.dst = nullptr;
+    ++faultFirings_;
   }
   if (duplicate) {
     if (replay_.capacity < bytes) {
@@ -639,6 +644,7 @@ void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
   remoteSignals_ = 0;
   railPuts_ = 0;
   stalled_ = false;
+  faultFirings_ = 0;
 }
 
 void CudaEndpoint::barrier() {

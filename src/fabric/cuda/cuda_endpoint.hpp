@@ -105,6 +105,7 @@ class CudaEndpoint final : public Endpoint {
   Stats stats() const override;
   void resetStats() override;
   void setFabricFaults(const FabricFaults& f) override;
+  int64_t fabricFaultFirings() const override { return faultFirings_; }
 
   // ---- CUDA-specific
   // Queue 0 runs on `stream`, the caller's (e.g. PyTorch's current stream;
@@ -214,6 +215,7 @@ class CudaEndpoint final : public Endpoint {
   int64_t remoteSignals_ = 0;
   int64_t railPuts_ = 0;
   bool stalled_ = false;
+  int64_t faultFirings_ = 0;  // fabricFaultFirings()
   Replay replay_;
 };
 

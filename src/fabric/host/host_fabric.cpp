@@ -129,6 +129,7 @@ void HostEndpoint::failStopOnError(F&& body) {
 void HostEndpoint::stallOnce(int q) {
   const uint64_t bit = uint64_t{1} << q;
   if (faults_.stallSeconds > 0 && !(stalledQueues_.fetch_or(bit) & bit)) {
+    ++faultFirings_;
     std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
     if (jobFailed(mem_.failed))
       throw FabricError(FabricError::Kind::kPeerFailure,
@@ -312,13 +313,14 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
       if (replayDst_ == dst && !duplicate) {
         std::memcpy(dst, replayData_.data(), replayData_.size());
         replayDst_ = nullptr;
+        ++faultFirings_;
       }
       if (duplicate) {
         replayDst_ = dst;
         replayData_.assign(dst, dst + bytes);
       }
     }
-    if (ctr && !(faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)) {
+    if (ctr && !dropThisSignal()) {
       if (checker_) checker_->signal(task, dstRank, signalId, signalValue);
       raise(dstRank, *ctr, signalValue);
     }
@@ -432,8 +434,7 @@ void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
   if (checker_ && dstRank == rank_) checker_->selfSignalIssued(rank_, id, value);
   submit(q, "signal to rank " + std::to_string(dstRank), [this, ctr, value, dstRank, id](int task) {
     const bool remote = dstRank != rank_;
-    if (remote && faults_.loseSignalAfter >= 0 && signalsSent_.fetch_add(1) == faults_.loseSignalAfter)
-      return;  // injected: the signal is lost
+    if (remote && dropThisSignal()) return;  // injected: the signal is lost
     if (checker_) checker_->signal(task, dstRank, id, value);
     raise(dstRank, *ctr, value);
   });
@@ -591,6 +592,7 @@ void HostEndpoint::setFabricFaults(const FabricFaults& f) {
   signalsSent_ = 0;
   putsIssued_ = 0;
   stalledQueues_ = 0;
+  faultFirings_ = 0;
 }
 
 HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions options)

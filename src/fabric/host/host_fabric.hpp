@@ -97,6 +97,7 @@ class HostEndpoint final : public Endpoint {
   Stats stats() const override;
   void resetStats() override;
   void setFabricFaults(const FabricFaults& f) override;
+  int64_t fabricFaultFirings() const override { return faultFirings_.load(); }
 
  private:
   // A range that starts in some rank's arena must end in it: a plan or
@@ -168,7 +169,14 @@ class HostEndpoint final : public Endpoint {
   FabricFaults faults_;
   std::atomic<int> signalsSent_{0};
   std::atomic<int> putsIssued_{0};
-  std::atomic<uint64_t> stalledQueues_{0};  // bit q: queue q has taken its injected stall
+  std::atomic<uint64_t> stalledQueues_{0};
+  std::atomic<int64_t> faultFirings_{0};  // fabricFaultFirings()
+  // loseSignalAfter: true (and counted as fired) for the one remote signal to drop.
+  bool dropThisSignal() {
+    if (faults_.loseSignalAfter < 0 || signalsSent_.fetch_add(1) != faults_.loseSignalAfter) return false;
+    ++faultFirings_;
+    return true;
+  }  // bit q: queue q has taken its injected stall
   std::atomic<bool> stopping_{false};  // destructor running: waits give up
   // Injected duplicate put: the old bytes, replayed after the next put there.
   std::mutex replayMu_;

@@ -69,8 +69,7 @@ void HostEndpoint::flushRmaRails() {
             ep_.checker_->access(task_, dst, it->bytes, Access::kWrite);
           }
           std::memcpy(dst, it->src, static_cast<size_t>(it->bytes));
-          if (ep_.faults_.loseSignalAfter >= 0 && ep_.signalsSent_.fetch_add(1) == ep_.faults_.loseSignalAfter)
-            continue;  // injected: the put's signal is lost
+          if (ep_.dropThisSignal()) continue;  // injected: the put's signal is lost
           raiseCount(it->peer, RmaSignalBoard::kData, kRmaDataId);
         }
         pending_.clear();
