@@ -16,8 +16,8 @@
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
 #
-# Steps: build fabric coresident sanitize collectives fsdp e2e loss memprobe hostprof bench rma (--only picks
-# some; build always runs).
+# Steps: build fabric coresident sanitize collectives fsdp fsdpsweep e2e loss memprobe hostprof bench rma (--only
+# picks some; build always runs).
 #
 # rma (needs --nccl-src DIR, an NCCL >= 2.29 source tree, e.g. `git archive` of NVIDIA/nccl
 # into build/nccl-src, carried to the device): builds that NCCL (tools/build_nccl.sh, about
@@ -306,6 +306,25 @@ run_2gpu fsdp fsdp_2gpu 240 tests/python/fsdp_cuda_smoke.py
 if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 4)); then
   # Four GPUs: the CPU suite's four-rank scenarios (2 x 2 nodes, HSDP 2 x 2, push landing) on CUDA.
   run fsdp_4gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 tests/python/fsdp_cuda_smoke.py
+fi
+
+# ---- random configurations of the adapter against stock FSDP2 (tests/python/fsdp_random_configs.py: model,
+# mode, topology, install flags, plan options, precision, reshard and accumulation drawn together), on CUDA:
+# four IPC ranks (HSDP among the draws) and two ranks on GPUs of their own or, on one GPU, as IPC ranks.
+# FSDP_SWEEP_DRAWS draws per step (default 12); TIDE_FSDP_SWEEP_SEED repeats a printed seed.
+SWEEP_DRAWS="${FSDP_SWEEP_DRAWS:-12}"
+if wanted fsdpsweep && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
+  run fsdp_sweep_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
+    tests/python/fsdp_cuda_smoke.py --ipc --sweep "$SWEEP_DRAWS"
+  if ((NGPU >= 2)); then
+    run fsdp_sweep_2gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+      tests/python/fsdp_cuda_smoke.py --sweep "$SWEEP_DRAWS"
+  else
+    run fsdp_sweep_2ranks_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+      tests/python/fsdp_cuda_smoke.py --ipc --sweep "$SWEEP_DRAWS"
+  fi
+else
+  skip fsdp_sweep "not in --only, or no libtide.so or GPU"
 fi
 
 # ---- end-to-end FSDP2 training steps (tide.bench.fsdp_steps): stock, process-group allocation

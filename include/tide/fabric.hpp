@@ -199,7 +199,9 @@ class Endpoint {
   // How often an injected fabric fault has acted so far (a lost signal, a
   // replayed put, a stall taken): a fault with nothing to act on in a run
   // (no remote signal, no second put to one place) stays at 0, which tells
-  // "not applicable here" from "not detected".
+  // "not applicable here" from "not detected". The host fabric counts a
+  // replayed put only where its old bytes differ from the new ones; the CUDA
+  // fabric, which cannot compare them on the host, counts every replay.
   virtual int64_t fabricFaultFirings() const { return 0; }
 };
 

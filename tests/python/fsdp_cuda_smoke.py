@@ -7,6 +7,7 @@ configuration, losses / gradients / parameters compared.
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py   # + the four-rank scenarios (HSDP 2x2)
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc   # 4 ranks on any number of GPUs
     torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py --host-per-rank   # likewise, across "hosts"
+    torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc --sweep 20   # 20 random configurations
 
 --ipc: ranks may share GPUs (rank r on GPU r mod count): torch.distributed on
 gloo, so stock FSDP2 runs its collectives through gloo on the CUDA tensors,
@@ -19,6 +20,10 @@ and TIDE see it (NCCL_HOSTID per rank, LOCAL_WORLD_SIZE=1): torch.distributed
 on gloo, and TIDE on the CUDA fabric with its NCCL bootstrap (install's
 default), every shard group M = its size nodes of one GPU, the rails between
 the "hosts" by NCCL send/recv over loopback sockets, as across real nodes.
+
+--sweep N: instead of the fixed configurations and scenarios, N random
+configurations of fsdp_random_configs (TIDE_FSDP_SWEEP_SEED picks them; the
+seed is printed).
 
 On one GPU there is nothing to gather or scatter: the one-rank scenarios of
 the CPU suite (fsdp_scenarios.ONE_RANK) check that every group stays stock
@@ -44,6 +49,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fsdp_harness  # noqa: E402
+import fsdp_random_configs  # noqa: E402
 import fsdp_scenarios as S  # noqa: E402
 
 import tide.fsdp  # noqa: E402
@@ -109,7 +115,11 @@ def main() -> int:
     parser.add_argument("--host-per-rank", action="store_true",
                         help="ranks may share GPUs, each a host of its own: gloo, and TIDE on the CUDA fabric "
                              "over NCCL with rails between the 'hosts'")
+    parser.add_argument("--sweep", type=int, metavar="N",
+                        help="run N random configurations (fsdp_random_configs) instead of the fixed ones")
     args = parser.parse_args()
+    if args.sweep is not None and args.sweep < 1:
+        parser.error(f"--sweep must be at least 1, got {args.sweep}")
     if args.ipc and args.host_per_rank:
         parser.error("--ipc and --host-per-rank exclude each other")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -157,7 +167,7 @@ def main() -> int:
             mode="slot-reuse", tol=None, integer=True, build=S.LinearModel, loss_fn=S.int_loss,
             configure=S.sum_reduction, opt="sign", topology=(world, 1), install_kw={"plan_options": H200_PAIR})
     configs["fp32 in-place, read-done check"] = dict(mode="in-place", tol=FP32, install_kw={"check_read_done": True})
-    if world == 1:  # nothing to gather or scatter: TIDE must stay stock, and say so
+    if world == 1 or args.sweep:  # one rank: nothing to gather or scatter; TIDE must stay stock, and say so
         configs = {}
     failed = 0
     for name, kw in configs.items():
@@ -170,7 +180,10 @@ def main() -> int:
             verdict = "FAIL\n" + traceback.format_exc()
         dist.barrier()
         print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
-    if world == 2:
+    if args.sweep:
+        os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
+        failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, module=fsdp_random_configs)
+    elif world == 2:
         failed += run_scenarios(CUDA_SCENARIOS, rank, world, device)
     elif world == 1:
         failed += run_scenarios(S.ONE_RANK, rank, world, device)
@@ -206,8 +219,8 @@ CUDA_SCENARIOS = [
 ]
 
 
-def run_scenarios(names: list[str], rank: int, world: int, device) -> int:
-    """Runs fsdp_scenarios functions with models and data on `device` through the CPU suite's
+def run_scenarios(names: list[str], rank: int, world: int, device, module=S) -> int:
+    """Runs `module`'s (default fsdp_scenarios) functions with models and data on `device` through the CPU suite's
     runner; one line per scenario; returns the number that failed on this rank."""
     import tempfile
 
@@ -223,7 +236,7 @@ def run_scenarios(names: list[str], rank: int, world: int, device) -> int:
                    else "PASS" if ok else "FAIL\n" + tb)
         print(f"[rank {rank}] scenario {name}: {verdict} ({seconds:.1f} s)", flush=True)
 
-    fsdp_harness.run_scenarios(S, names, ctx, report)
+    fsdp_harness.run_scenarios(module, names, ctx, report)
     return len(failed)
 
 

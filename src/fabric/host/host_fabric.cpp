@@ -311,9 +311,11 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
       // put to the same place.
       std::lock_guard<std::mutex> lock(replayMu_);
       if (replayDst_ == dst && !duplicate) {
+        // Counted only where the old bytes differ from the new: replaying a
+        // put of the same bytes (e.g. a shard of padding only) changes nothing.
+        if (std::memcmp(dst, replayData_.data(), replayData_.size()) != 0) ++faultFirings_;
         std::memcpy(dst, replayData_.data(), replayData_.size());
         replayDst_ = nullptr;
-        ++faultFirings_;
       }
       if (duplicate) {
         replayDst_ = dst;

@@ -1,0 +1,155 @@
+"""Random configurations of tide.fsdp against stock FSDP2, run inside every rank of a gloo job
+(fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
+a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
+settings, and trains TIDE beside stock FSDP2 on the same data (fsdp_scenarios.train): losses,
+gradients and parameters compared every step, bit for bit where the arithmetic allows (integer
+data with SUM; fp32 on two CPU ranks), else within float tolerance.
+
+The fixed scenarios test each option on its own; this sweep tests them together, where the
+interactions live (a host-bench sweep of the same kind found two bugs the fixed cases missed).
+
+TIDE_FSDP_SWEEP_SEED picks the draws (default: drawn fresh on rank 0 and printed),
+TIDE_FSDP_SWEEP_DRAWS how many (default 6), and TIDE_FSDP_SWEEP_ONLY=i runs draw i alone (to
+reproduce a failure: the seed and the index are in its message)."""
+
+from __future__ import annotations
+
+import os
+import random
+import traceback
+
+import fsdp_scenarios as sc
+import torch
+import torch.distributed as dist
+from fsdp_harness import _cleanup as cleanup
+from torch.distributed.fsdp import MixedPrecisionPolicy
+
+DEFAULT_DRAWS = 6
+
+
+def shared_seed() -> int:
+    """The sweep's seed, the same on every rank: TIDE_FSDP_SWEEP_SEED, else rank 0's fresh draw."""
+    given = os.environ.get("TIDE_FSDP_SWEEP_SEED")
+    # On the default group's device: NCCL broadcasts CUDA tensors only, gloo CPU ones.
+    device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    seed = torch.tensor([int(given) if given else random.SystemRandom().randrange(1 << 31)], dtype=torch.int64,
+                        device=device)
+    dist.broadcast(seed, 0)
+    return int(seed.item())
+
+
+def draw_model(rng: random.Random, integer: bool):
+    """A builder for a random model. Integer runs take LinearModel (integer activations and
+    gradients stay exact); float runs a Model of Blocks of random widths, sometimes with a
+    TinyParamBlock (parameters smaller than the world: empty shards)."""
+    if integer:
+        # Within LinearModel's exactness bound (every value an integer below 2**24 for three sign
+        # steps); wider or deeper ones round in fp32, and four ranks then sum in another order.
+        d, n = rng.randint(2, 4), rng.randint(1, 2)
+        return (lambda: sc.LinearModel(d=d, n=n)), f"LinearModel(d={d}, n={n})", n + 1
+    d = rng.choice([8, 12, 24, 30])
+    hs = [rng.randint(3, 64) for _ in range(rng.randint(1, 4))]
+    tiny = rng.random() < 0.3
+    d_in, d_out = rng.randint(3, 9), rng.randint(2, 6)
+
+    def build():
+        blocks = [sc.Block(d=d, h=h) for h in hs]
+        if tiny:
+            blocks.append(sc.TinyParamBlock(d=d))
+        return sc.Model(blocks, d=d, d_in=d_in, d_out=d_out)
+
+    name = f"Model(d={d}, h={hs}, tiny={tiny}, d_in={d_in}, d_out={d_out})"
+    return build, name, len(hs) + int(tiny) + 1
+
+
+def draw_config(rng: random.Random, world: int) -> dict:
+    integer = rng.random() < 0.4
+    build, model_name, groups = draw_model(rng, integer)
+    hsdp = world == 4 and rng.random() < 0.3
+    shard_ranks = world // 2 if hsdp else world
+    topologies = [None] + [(m, shard_ranks // m) for m in (1, 2, 4) if shard_ranks % m == 0 and m <= shard_ranks]
+    mode = rng.choice(["in-place", "slot-reuse"])
+    micro = rng.choice([1, 1, 2, 3])
+    plan_options = {}
+    if rng.random() < 0.5:
+        plan_options["passes"] = rng.randint(1, 8)
+    for key in ("sum_ctas", "landing_ctas"):
+        if rng.random() < 0.3:
+            plan_options[key] = rng.randint(1, 8)
+    if rng.random() < 0.2:
+        plan_options["landing"] = rng.choice(["pull", "push"])
+    install_kw = {
+        "invert_prefetch": rng.random() < 0.7,
+        "check_read_done": rng.random() < 0.3,
+        "release_grads": rng.choice(["read-done-polled", "read-done", "with-fsdp-state"]),
+    }
+    if plan_options:
+        install_kw["plan_options"] = plan_options
+    cfg = {
+        "model": model_name, "build": build, "groups": groups, "integer": integer, "hsdp": hsdp,
+        "mode": mode, "topology": rng.choice(topologies), "ring": rng.random() < 0.8, "adopt": rng.random() < 0.8,
+        "micro": micro, "no_sync_first": micro > 1 and rng.random() < 0.5,
+        "keep_unsharded_first": micro > 1 and rng.random() < 0.3,
+        "raf": rng.choice([None, True, False]), "last_raf": rng.choice([None, None, True, False]),
+        "steps": rng.randint(2, 3), "install_kw": install_kw,
+    }
+    if integer:
+        # bf16 integers stay exact only where AVG divides by 2 (stock FSDP2 on four gloo ranks pre- and
+        # post-divides in bf16, TIDE sums in fp32 and scales once: other roundings past 256).
+        cfg.update(precision="integer", dtype=rng.choice([None, None, torch.bfloat16] if world == 2 else [None]))
+        if cfg["dtype"] is not None:
+            cfg["steps"] = 2  # integers stay exact in bf16 for two sign steps (integer_exact_bf16)
+    else:
+        cfg.update(precision=rng.choice(["fp32", "fp32", "bf16-compute", "bf16-params"]), dtype=None)
+    return cfg
+
+
+def describe(cfg: dict) -> str:
+    shown = {k: v for k, v in cfg.items() if k != "build"}
+    return ", ".join(f"{k}={v}" for k, v in shown.items())
+
+
+def train_config(ctx, cfg: dict) -> None:
+    kw = dict(steps=cfg["steps"], mode=cfg["mode"], topology=cfg["topology"], ring=cfg["ring"], adopt=cfg["adopt"],
+              micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
+              raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
+              mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"])
+    if cfg["precision"] == "integer":
+        sc.train(ctx, cfg["build"], integer=True, tol=None, opt="sign", loss_fn=sc.int_loss,
+                 configure=None if cfg["dtype"] is not None else sc.sum_reduction, dtype=cfg["dtype"], **kw)
+    elif cfg["precision"] == "fp32":
+        sc.train(ctx, cfg["build"], tol=sc.FP32, **kw)
+    elif cfg["precision"] == "bf16-compute":
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        sc.train(ctx, cfg["build"], mp_policy=policy, tol=sc.BF16, **kw)
+    else:  # bf16 parameters without a policy: bf16 reduce dtype, summed in fp32 by TIDE, in bf16 by gloo
+        sc.train(ctx, cfg["build"], dtype=torch.bfloat16, tol=sc.BF16, opt="sgd", lr=0.05, **kw)
+
+
+def random_configurations(ctx):
+    """TIDE_FSDP_SWEEP_DRAWS random configurations; every one is trained (a failure does not
+    stop the sweep), and the failures are raised together, each with its draw."""
+    seed = shared_seed()
+    draws = int(os.environ.get("TIDE_FSDP_SWEEP_DRAWS", DEFAULT_DRAWS))
+    if ctx.rank == 0:
+        print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
+    rng = random.Random(seed)
+    only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
+    failures = []
+    for i in range(draws):
+        cfg = draw_config(rng, ctx.world)
+        if only is not None and i != int(only):
+            continue
+        try:
+            train_config(ctx, cfg)
+        except Exception as e:  # every rank raises together (sc.agree), so the ranks stay in step
+            failures.append(f"draw {i} (seed {seed}): {describe(cfg)}\n  {type(e).__name__}: {e}")
+            if os.environ.get("TIDE_FSDP_SWEEP_TRACE"):
+                traceback.print_exc()
+        finally:
+            cleanup()  # a failed draw may have left TIDE installed
+    if failures:
+        raise AssertionError(f"{len(failures)} of {draws} random configurations failed:\n" + "\n".join(failures))
+
+
+SWEEP = ["random_configurations"]
