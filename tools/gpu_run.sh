@@ -310,7 +310,8 @@ fi
 
 # ---- random configurations of the adapter against stock FSDP2 (tests/python/fsdp_random_configs.py: model,
 # mode, topology, install flags, plan options, precision, reshard and accumulation drawn together), on CUDA:
-# four IPC ranks (HSDP among the draws) and two ranks on GPUs of their own or, on one GPU, as IPC ranks.
+# four IPC ranks (HSDP among the draws), two ranks on GPUs of their own or, on one GPU, as IPC ranks, and
+# two ranks on hosts of their own (a node per rank, NCCL send/recv rails).
 # FSDP_SWEEP_DRAWS draws per step (default 12); TIDE_FSDP_SWEEP_SEED repeats a printed seed.
 SWEEP_DRAWS="${FSDP_SWEEP_DRAWS:-12}"
 if wanted fsdpsweep && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
@@ -323,6 +324,8 @@ if wanted fsdpsweep && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
     run fsdp_sweep_2ranks_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
       tests/python/fsdp_cuda_smoke.py --ipc --sweep "$SWEEP_DRAWS"
   fi
+  run fsdp_sweep_2ranks_hosts 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    tests/python/fsdp_cuda_smoke.py --host-per-rank --sweep "$SWEEP_DRAWS"
 else
   skip fsdp_sweep "not in --only, or no libtide.so or GPU"
 fi

@@ -95,6 +95,7 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def main() -> int:
     import argparse
 
+    from tide._capi import TideError
     from tide.comm import Communicator, unique_id
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -252,6 +253,20 @@ def main() -> int:
                 shutil.rmtree(store[0], ignore_errors=True)
     for ref in references.values():
         ref.close()
+    if args.host_per_rank and n > 1:
+        # One node over ranks that NCCL puts on hosts of their own: refused when the communicator is
+        # made, on every rank of that node, naming the unreachable peer (before: at the first call).
+        uid = [unique_id() if rank == 0 else None]
+        dist.broadcast_object_list(uid)
+        try:
+            Communicator(nodes=1, gpus_per_node=n, rank=rank, arena_bytes=1 << 20, fabric="cuda",
+                         unique_id=uid[0], device=local, timeout_s=30).close()
+            failures.append(f"M1L{n} across hosts: accepted")
+        except TideError as e:
+            if "not load/store reachable" not in str(e) or "on one node" not in str(e):
+                failures.append(f"M1L{n} across hosts: refused with another message: {e}")
+            else:
+                print(f"[rank {rank}] M1L{n} across hosts refused: {e}", flush=True)
     all_failures = [None] * n
     dist.all_gather_object(all_failures, failures)
     dist.destroy_process_group()

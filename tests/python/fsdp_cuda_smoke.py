@@ -129,6 +129,7 @@ def main() -> int:
         # rank here) reads LOCAL_WORLD_SIZE.
         as_own_host(f"tide-smoke-rank-{local}")
         os.environ["LOCAL_WORLD_SIZE"] = "1"
+        os.environ["TIDE_FSDP_SWEEP_NODE_PER_RANK"] = "1"  # --sweep: no topology puts two "hosts" on one node
     if args.ipc or args.host_per_rank:
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)

@@ -138,6 +138,18 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
   }
   if (wanted == Rails::kCopyEngine && !railPeersReachable)
     throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
+  // A node's ranks stage, sum and land through each other's arenas: they must
+  // be load/store reachable. Refused here (on every rank of that node, after
+  // the collectives every rank joins), not at the first call's first signal.
+  for (int i = 0; i < topo_.gpusPerNode; ++i) {
+    const int peer = topo_.rankOf(topo_.nodeOf(rank_), i);
+    if (arena_->peerBase(peer) == nullptr)
+      throwUsage("topology " + std::to_string(topo_.nodes) + " x " + std::to_string(topo_.gpusPerNode) +
+                 " puts ranks " + std::to_string(rank_) + " and " + std::to_string(peer) +
+                 " on one node, but rank " + std::to_string(peer) +
+                 " is not load/store reachable from here (NCCL places it on another host): a node's ranks "
+                 "must share a host; give the hosts' layout (nodes, GPUs per node) as the topology");
+  }
   if (wanted == Rails::kRma && !noRma.empty()) throwUsage("RMA rails requested but " + noRma);
   if (railMode_ == RailMode::kSendRecv)
     sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail(), comms_->deadlineSeconds());
