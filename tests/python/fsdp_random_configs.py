@@ -38,10 +38,13 @@ def shared_seed() -> int:
     return int(seed.item())
 
 
-def draw_model(rng: random.Random, integer: bool):
+def draw_model(rng: random.Random, integer: bool, extra: random.Random):
     """A builder for a random model. Integer runs take LinearModel (integer activations and
     gradients stay exact); float runs a Model of Blocks of random widths, sometimes with a
-    TinyParamBlock (parameters smaller than the world: empty shards)."""
+    TinyParamBlock (parameters smaller than the world: empty shards), sometimes with every
+    block's activations recomputed in backward (activation checkpointing: a block's forward
+    runs again over the parameters its pre-backward all-gather brought back). `extra` draws the
+    options added after the first recorded seeds, so those seeds still give the same draws."""
     if integer:
         # Within LinearModel's exactness bound (every value an integer below 2**24 for three sign
         # steps); wider or deeper ones round in fp32, and four ranks then sum in another order.
@@ -51,20 +54,22 @@ def draw_model(rng: random.Random, integer: bool):
     hs = [rng.randint(3, 64) for _ in range(rng.randint(1, 4))]
     tiny = rng.random() < 0.3
     d_in, d_out = rng.randint(3, 9), rng.randint(2, 6)
+    recompute = extra.random() < 0.25
+    model_class = sc.CheckpointedModel if recompute else sc.Model
 
     def build():
         blocks = [sc.Block(d=d, h=h) for h in hs]
         if tiny:
             blocks.append(sc.TinyParamBlock(d=d))
-        return sc.Model(blocks, d=d, d_in=d_in, d_out=d_out)
+        return model_class(blocks, d=d, d_in=d_in, d_out=d_out)
 
-    name = f"Model(d={d}, h={hs}, tiny={tiny}, d_in={d_in}, d_out={d_out})"
+    name = f"{model_class.__name__}(d={d}, h={hs}, tiny={tiny}, d_in={d_in}, d_out={d_out})"
     return build, name, len(hs) + int(tiny) + 1
 
 
-def draw_config(rng: random.Random, world: int) -> dict:
+def draw_config(rng: random.Random, world: int, extra: random.Random) -> dict:
     integer = rng.random() < 0.4
-    build, model_name, groups = draw_model(rng, integer)
+    build, model_name, groups = draw_model(rng, integer, extra)
     hsdp = world == 4 and rng.random() < 0.3
     shard_ranks = world // 2 if hsdp else world
     if os.environ.get("TIDE_FSDP_SWEEP_NODE_PER_RANK") == "1":
@@ -142,11 +147,11 @@ def random_configurations(ctx):
     draws = int(os.environ.get("TIDE_FSDP_SWEEP_DRAWS", DEFAULT_DRAWS))
     if ctx.rank == 0:
         print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
-    rng = random.Random(seed)
+    rng, extra = random.Random(seed), random.Random(seed + 1)
     only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
     failures = []
     for i in range(draws):
-        cfg = draw_config(rng, ctx.world)
+        cfg = draw_config(rng, ctx.world, extra)
         if only is not None and i != int(only):
             continue
         try:
