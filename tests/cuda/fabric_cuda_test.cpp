@@ -417,7 +417,10 @@ void testDuplicatePut(Ctx& c) {
   c.ep.railPut(1, to, offset, b, bytes, kFaultBase + 5, 1);
   c.ep.wait(2, kFaultBase + 5, 1, from, "second put");
   c.ep.synchronizeAll();
+  TCHECK(c.ep.fabricFaultFirings() == 1, "the replay counted " + std::to_string(c.ep.fabricFaultFirings()) +
+                                             " times (want 1)");
   c.ep.setFabricFaults(fabric::FabricFaults{});
+  TCHECK(c.ep.fabricFaultFirings() == 0, "setFabricFaults did not reset the firing count");
   const auto got = download(c.ep.arena() + offset, bytes);
   TCHECK(got == pattern(from, 4, bytes), "the first put's bytes were not replayed over the second's");
   TCUDA(cudaFree(a));
@@ -800,6 +803,8 @@ void testLostSignal(Ctx& c) {
   c.ep.setCallContext("lost_signal#0");
   for (int i = 0; i < 3; ++i) c.ep.signal(1, next, kFaultBase + i, 1);
   c.ep.synchronizeAll();
+  TCHECK(c.ep.fabricFaultFirings() == 1, "the dropped signal counted " + std::to_string(c.ep.fabricFaultFirings()) +
+                                             " times (want 1)");
   c.ep.setFabricFaults(fabric::FabricFaults{});
   c.ep.barrier();
   TCHECK(c.ep.counterValue(kFaultBase) == 1, "first signal from rank " + std::to_string(prev));
