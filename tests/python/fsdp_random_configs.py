@@ -1,9 +1,10 @@
 """Random configurations of tide.fsdp against stock FSDP2, run inside every rank of a gloo job
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
-settings, and trains TIDE beside stock FSDP2 on the same data (fsdp_scenarios.train): losses,
-gradients and parameters compared every step, bit for bit where the arithmetic allows (integer
-data with SUM; fp32 on two CPU ranks), else within float tolerance.
+settings, activation checkpointing and explicit prefetch, and trains TIDE beside stock FSDP2 on
+the same data (fsdp_scenarios.train): losses, gradients and parameters compared every step, bit
+for bit where the arithmetic allows (integer data with SUM; fp32 on two CPU ranks), else within
+float tolerance.
 
 The fixed scenarios test each option on its own; this sweep tests them together, where the
 interactions live (a host-bench sweep of the same kind found two bugs the fixed cases missed).
@@ -102,6 +103,9 @@ def draw_config(rng: random.Random, world: int, extra: random.Random) -> dict:
         "keep_unsharded_first": micro > 1 and rng.random() < 0.3,
         "raf": rng.choice([None, True, False]), "last_raf": rng.choice([None, None, True, False]),
         "steps": rng.randint(2, 3), "install_kw": install_kw,
+        # Explicit prefetch (FSDP2's set_modules_to_*_prefetch): one block ahead in forward, or
+        # two blocks in backward (the ring defers a prefetch into a slot still held).
+        "prefetch": extra.choice([None, None, "forward-next", "backward-two"]),
     }
     if integer:
         # bf16 integers stay exact only where AVG divides by 2 (stock FSDP2 on four gloo ranks pre- and
@@ -119,14 +123,28 @@ def describe(cfg: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
+def set_prefetch(model, how: str | None) -> None:
+    blocks = list(model.blocks)
+    if how == "forward-next":
+        for a, b in zip(blocks, blocks[1:]):
+            a.set_modules_to_forward_prefetch([b])
+    elif how == "backward-two":
+        for k in range(2, len(blocks)):
+            blocks[k].set_modules_to_backward_prefetch([blocks[k - 1], blocks[k - 2]])
+
+
 def train_config(ctx, cfg: dict) -> None:
+    def configure(model):
+        set_prefetch(model, cfg["prefetch"])
+        if cfg["precision"] == "integer" and cfg["dtype"] is None:
+            sc.sum_reduction(model)  # SUM: integer gradients (bf16 integers stay AVG, exact by 2)
+
     kw = dict(steps=cfg["steps"], mode=cfg["mode"], topology=cfg["topology"], ring=cfg["ring"], adopt=cfg["adopt"],
               micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
-              mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"])
+              mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure)
     if cfg["precision"] == "integer":
-        sc.train(ctx, cfg["build"], integer=True, tol=None, opt="sign", loss_fn=sc.int_loss,
-                 configure=None if cfg["dtype"] is not None else sc.sum_reduction, dtype=cfg["dtype"], **kw)
+        sc.train(ctx, cfg["build"], integer=True, tol=None, opt="sign", loss_fn=sc.int_loss, dtype=cfg["dtype"], **kw)
     elif cfg["precision"] == "fp32":
         # Bit for bit (two CPU ranks): Adam, whose normalisation shows any difference. Within float
         # tolerance (four ranks, or CUDA): SGD, since Adam's first step turns a near-zero gradient's
