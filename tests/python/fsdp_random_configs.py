@@ -1,7 +1,7 @@
 """Random configurations of tide.fsdp against stock FSDP2, run inside every rank of a gloo job
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
-settings, activation checkpointing and explicit prefetch, and trains TIDE beside stock FSDP2 on
+settings, activation checkpointing, explicit prefetch and a reinstall mid-run, and trains TIDE beside stock FSDP2 on
 the same data (fsdp_scenarios.train): losses, gradients and parameters compared every step, bit
 for bit where the arithmetic allows (integer data with SUM; fp32 on two CPU ranks), else within
 float tolerance.
@@ -20,6 +20,7 @@ import random
 import traceback
 
 import fsdp_scenarios as sc
+import tide.fsdp
 import torch
 import torch.distributed as dist
 from fsdp_harness import _cleanup as cleanup
@@ -106,6 +107,9 @@ def draw_config(rng: random.Random, world: int, extra: random.Random) -> dict:
         # Explicit prefetch (FSDP2's set_modules_to_*_prefetch): one block ahead in forward, or
         # two blocks in backward (the ring defers a prefetch into a slot still held).
         "prefetch": extra.choice([None, None, "forward-next", "backward-two"]),
+        # After the first step: uninstall and install again in the other mode, the second time
+        # after a step on stock FSDP2 ("stock-step"): the adapter's state must not leak across.
+        "reinstall": extra.choice([None, None, None, "other-mode", "stock-step"]),
     }
     if integer:
         # bf16 integers stay exact only where AVG divides by 2 (stock FSDP2 on four gloo ranks pre- and
@@ -139,7 +143,21 @@ def train_config(ctx, cfg: dict) -> None:
         if cfg["precision"] == "integer" and cfg["dtype"] is None:
             sc.sum_reduction(model)  # SUM: integer gradients (bf16 integers stay AVG, exact by 2)
 
-    kw = dict(steps=cfg["steps"], mode=cfg["mode"], topology=cfg["topology"], ring=cfg["ring"], adopt=cfg["adopt"],
+    def reinstall(mt):
+        other = "slot-reuse" if cfg["mode"] == "in-place" else "in-place"
+        rep = sc.install(mt, ctx, mode=other, topology=cfg["topology"], ring=cfg["ring"], adopt=cfg["adopt"],
+                         **cfg["install_kw"])
+        sc.assert_all_tide(rep, cfg["groups"])
+
+    def after_step(mt, s):
+        how = cfg["reinstall"]
+        if how is not None and s == 0:
+            assert tide.fsdp.uninstall(mt), "uninstall found nothing installed"
+        if (how, s) in (("other-mode", 0), ("stock-step", 1)):
+            reinstall(mt)
+
+    stock_step = cfg["reinstall"] == "stock-step"  # one step more: the stock one between
+    kw = dict(steps=cfg["steps"] + stock_step, after_step=after_step, mode=cfg["mode"], topology=cfg["topology"], ring=cfg["ring"], adopt=cfg["adopt"],
               micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
               mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure)

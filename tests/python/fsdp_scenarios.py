@@ -384,7 +384,9 @@ def stats(model) -> dict:
 def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=None, mp_policy=None, integer=False,
           micro=1, no_sync_first=False, opt="adam", lr=1e-2, topology=None, expect_groups=None, loss_fn=None,
           configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, install_kw=None,
-          **shard_kw):
+          after_step=None, **shard_kw):
+    """Trains a stock and a TIDE model side by side (make_pair, step_both). after_step(mt, s), if
+    given, runs between step s and the next (e.g. to uninstall and install TIDE again)."""
     mesh = mesh if mesh is not None else mesh_1d(ctx)
     tol = tight(ctx, tol) if tol is not FP32_LOOSE else FP32
     if mp_policy is not None:
@@ -403,6 +405,8 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
         xs = batches(ctx, micro, d_in=d_in, integer=integer, dtype=in_dtype, seed=s)
         step_both(ms, mt, opts, xs, tol=tol, micro=micro, no_sync_first=no_sync_first, what=f"step {s}",
                   loss_fn=loss_fn, hsdp_ar_last=hsdp_ar_last, keep_unsharded_first=keep_unsharded_first)
+        if after_step is not None and s + 1 < steps:
+            after_step(mt, s)
     st = stats(mt)
     assert st.get("all_gathers", 0) > 0 and st.get("reduce_scatters", 0) > 0, f"TIDE did not run: {st}"
     tide.fsdp.uninstall(mt)
