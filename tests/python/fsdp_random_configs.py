@@ -1,10 +1,10 @@
 """Random configurations of tide.fsdp against stock FSDP2, run inside every rank of a gloo job
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
-settings, activation checkpointing, explicit prefetch and a reinstall mid-run, and trains TIDE beside stock FSDP2 on
-the same data (fsdp_scenarios.train): losses, gradients and parameters compared every step, bit
-for bit where the arithmetic allows (integer data with SUM; fp32 on two CPU ranks), else within
-float tolerance.
+settings, activation checkpointing, explicit prefetch and a reinstall mid-run, and trains TIDE
+beside stock FSDP2 on the same data (fsdp_scenarios.train): losses, gradients and parameters
+compared every step, bit for bit where the arithmetic allows (integer data with SUM; fp32 on two
+CPU ranks), else within float tolerance.
 
 The fixed scenarios test each option on its own; this sweep tests them together, where the
 interactions live (a host-bench sweep of the same kind found two bugs the fixed cases missed).
@@ -157,7 +157,8 @@ def train_config(ctx, cfg: dict) -> None:
             reinstall(mt)
 
     stock_step = cfg["reinstall"] == "stock-step"  # one step more: the stock one between
-    kw = dict(steps=cfg["steps"] + stock_step, after_step=after_step, mode=cfg["mode"], topology=cfg["topology"], ring=cfg["ring"], adopt=cfg["adopt"],
+    kw = dict(steps=cfg["steps"] + stock_step, after_step=after_step, mode=cfg["mode"], topology=cfg["topology"],
+              ring=cfg["ring"], adopt=cfg["adopt"],
               micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
               mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure)
