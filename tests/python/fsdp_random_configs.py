@@ -10,8 +10,9 @@ The fixed scenarios test each option on its own; this sweep tests them together,
 interactions live (a host-bench sweep of the same kind found two bugs the fixed cases missed).
 
 TIDE_FSDP_SWEEP_SEED picks the draws (default: drawn fresh on rank 0 and printed),
-TIDE_FSDP_SWEEP_DRAWS how many (default 6), and TIDE_FSDP_SWEEP_ONLY=i runs draw i alone (to
-reproduce a failure: the seed and the index are in its message)."""
+TIDE_FSDP_SWEEP_DRAWS how many (default 6), TIDE_FSDP_SWEEP_ONLY=i runs draw i alone (to
+reproduce a failure: the seed and the index are in its message), and TIDE_FSDP_SWEEP_TRACE=1
+prints each failure's traceback."""
 
 from __future__ import annotations
 
