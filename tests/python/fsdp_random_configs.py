@@ -28,6 +28,7 @@ from fsdp_harness import _cleanup as cleanup
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
+BF16_STOCK_ROUNDS = {"rtol": 6e-2, "atol": 6e-2}  # bf16 parameters, more than two ranks (train_config)
 
 
 def shared_seed() -> int:
@@ -175,7 +176,12 @@ def train_config(ctx, cfg: dict) -> None:
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         sc.train(ctx, cfg["build"], mp_policy=policy, tol=sc.BF16, opt="sgd", **kw)
     else:  # bf16 parameters without a policy: bf16 reduce dtype, summed in fp32 by TIDE, in bf16 by gloo
-        sc.train(ctx, cfg["build"], dtype=torch.bfloat16, tol=sc.BF16, opt="sgd", lr=0.05, **kw)
+        # On two ranks both round the sum once. On more, stock FSDP2 rounds every partial sum and
+        # its pre- and post-division in bf16 (and accumulates micro-batches in bf16): a cancelling
+        # gradient of about 0.1 then differs by a few bf16 steps of its addends (seed 855064809,
+        # draw 38: 0.022 after three micro-batches and two steps), past BF16's 0.02.
+        tol = sc.BF16 if ctx.world == 2 else BF16_STOCK_ROUNDS
+        sc.train(ctx, cfg["build"], dtype=torch.bfloat16, tol=tol, opt="sgd", lr=0.05, **kw)
 
 
 def random_configurations(ctx):
