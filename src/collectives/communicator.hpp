@@ -93,12 +93,12 @@ class Communicator {
   fabric::Endpoint& ep_;
   ScratchLayout layout_;
   FaultConfig faults_;
+  int64_t faultFirings_ = 0;  // faultFirings(): this rank's, not a protocol position
   IssueOptions issue_;
   // Cumulative protocol positions; identical on every rank that issues the
   // same calls in the same order.
   uint64_t agCalls_ = 0;
   uint64_t rsCalls_ = 0;
-  int64_t faultFirings_ = 0;
   uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
   uint64_t rsWaves_ = 0;        // Level 2 waves
   uint64_t rsSends_[2] = {0, 0};  // outbox blocks filled per bank

@@ -34,10 +34,8 @@ BF16_STOCK_ROUNDS = {"rtol": 6e-2, "atol": 6e-2}  # bf16 parameters, more than t
 def shared_seed() -> int:
     """The sweep's seed, the same on every rank: TIDE_FSDP_SWEEP_SEED, else rank 0's fresh draw."""
     given = os.environ.get("TIDE_FSDP_SWEEP_SEED")
-    # On the default group's device: NCCL broadcasts CUDA tensors only, gloo CPU ones.
-    device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
     seed = torch.tensor([int(given) if given else random.SystemRandom().randrange(1 << 31)], dtype=torch.int64,
-                        device=device)
+                        device=sc.collective_device())
     dist.broadcast(seed, 0)
     return int(seed.item())
 

@@ -267,6 +267,11 @@ def compare_models(ms, mt, what: str, tol: dict | None, grads: bool = False) -> 
     agree(check)
 
 
+def collective_device() -> str:
+    """The default group's device: NCCL reduces CUDA tensors only, gloo CPU ones."""
+    return f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+
+
 def agree(check) -> None:
     """check() on every rank; if it failed on any rank, raise on every rank. Each rank compares
     its own shards, so one may fail alone; a rank that left its scenario early would leave its
@@ -277,9 +282,7 @@ def agree(check) -> None:
         check()
     except AssertionError as e:
         failure = e
-    # On the default group's device: NCCL reduces CUDA tensors only, gloo CPU ones.
-    nccl = dist.get_backend() == "nccl"
-    failed = torch.tensor([int(failure is not None)], device=f"cuda:{torch.cuda.current_device()}" if nccl else "cpu")
+    failed = torch.tensor([int(failure is not None)], device=collective_device())
     dist.all_reduce(failed)
     if failure is not None:
         raise failure
