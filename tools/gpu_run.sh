@@ -206,6 +206,10 @@ elif [[ -x $CORESIDENT ]]; then
   run co_resident 240 "$CORESIDENT" --topologies 1x2,2x1,1x3,3x1
   run co_resident_4ranks 240 env TIDE_COPY_GRAPHS=0 "$CORESIDENT" --topologies 2x2,1x4
   run co_resident_registers 240 env TIDE_SUM_KERNEL=registers "$CORESIDENT" --topologies 2x1,1x3
+  # Faults that end in wrong bytes, injected one at a time, must fail these same checks (a test
+  # that cannot fail tests nothing), and the fabric's dropped signal is counted on co-resident
+  # ranks (the fabric test's own case needs two GPUs). The M2L2 probe has four ranks: no copy graphs.
+  run co_resident_faults 120 env TIDE_COPY_GRAPHS=0 "$CORESIDENT" --faults
   # One process per rank (CUDA IPC; a CUDA context and hardware queues each): every 4- and
   # 8-GPU topology of issue 6 on this host's GPUs (rank r on GPU r mod count), with copy graphs.
   run co_resident_processes 240 "$CORESIDENT" --processes --topologies 2x2,1x4,2x4,4x2,8x1,1x8

@@ -19,7 +19,12 @@
 // between them, ipc_ranks.hpp): each has a CUDA context, and so hardware queues,
 // of its own, which lets eight ranks share one GPU; each checks its own rank.
 //
-//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes] [--verbose]
+// --faults instead injects faults that end in wrong bytes into rank 0's GPU
+// communicator or fabric, one at a time on a topology where each acts, and
+// requires the same checks to catch every one (a test that cannot fail tests
+// nothing); and the fabric's dropped signal on co-resident ranks.
+//
+//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults] [--verbose]
 #include <cuda_runtime.h>
 #include <stdlib.h>  // mkdtemp
 
@@ -39,8 +44,10 @@
 #include "bench/random_inputs.hpp"
 #include "bench/reference.hpp"
 #include "check.hpp"
+#include "fabric_fault_checks.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/counter_ids.hpp"
+#include "collectives/faults.hpp"
 #include "collectives/scratch_layout.hpp"
 #include "fabric/cuda/co_resident_ranks.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
@@ -241,7 +248,8 @@ class CoResidentFabric final : public DeviceMemoryFabric {
   }
   const char* name() const override { return "cuda co-resident"; }
   std::vector<int> localRanks() const override { return allRanks(static_cast<int>(endpoints_.size())); }
-  Endpoint& endpoint(int r) override { return *endpoints_.at(static_cast<size_t>(r)); }
+  Endpoint& endpoint(int r) override { return cudaEndpoint(r); }
+  cuda::CudaEndpoint& cudaEndpoint(int r) { return *endpoints_.at(static_cast<size_t>(r)); }
 
  private:
   cuda::CoResidentGroup group_;
@@ -272,7 +280,8 @@ class IpcFabric final : public DeviceMemoryFabric {
 // One fabric's communicators and buffers for one case, across its calls.
 class Runner {
  public:
-  Runner(Fabric& fabric, const plan::Plan& pl, const ScratchLayout& layout, const Case& c)
+  Runner(Fabric& fabric, const plan::Plan& pl, const ScratchLayout& layout, const Case& c,
+         const tide::collectives::FaultConfig& fault = {})
       : f_(fabric), pl_(pl), c_(c), landingOffset_(layout.bytes), local_(fabric.localRanks()) {
     const plan::GroupLayout& g = pl.group;
     const int bGrad = plan::itemSize(g.gradDtype);
@@ -285,7 +294,7 @@ class Runner {
       const size_t i = static_cast<size_t>(r);
       tide::collectives::IssueOptions issue;
       issue.landingOwnQueue = c.landingOwnQueue;
-      comms_[i] = std::make_unique<Communicator>(f_.endpoint(r), layout, tide::collectives::FaultConfig{}, issue);
+      comms_[i] = std::make_unique<Communicator>(f_.endpoint(r), layout, fault, issue);
       shards_[i] = f_.alloc(static_cast<size_t>(g.shardBytes));
       outs_[i] = static_cast<float*>(f_.alloc(static_cast<size_t>(g.outElems) * sizeof(float)));
       for (const plan::ParamLayout& P : g.params)
@@ -352,6 +361,13 @@ class Runner {
     return res;
   }
 
+  // How often an injected fault acted on this process's ranks (collectives and fabric).
+  int64_t faultFirings() {
+    int64_t n = 0;
+    for (int r : local_) n += comms_[static_cast<size_t>(r)]->faultFirings() + f_.endpoint(r).fabricFaultFirings();
+    return n;
+  }
+
  private:
   Fabric& f_;
   const plan::Plan& pl_;
@@ -390,6 +406,25 @@ int64_t wrongOutputs(const plan::GroupLayout& g, const Case& c, const std::vecto
                                     y.data(), c.inputs == InputKind::kInteger);
   *maxRelErr = std::max(*maxRelErr, check.maxRelErr);
   return check.wrong;
+}
+
+// Where one rank's GPU results depart from the host fabric's and from the references.
+struct Differences {
+  bool landingVsHost = false;
+  int64_t wrongLanding = 0;  // landing bytes that are not their owner's shard bytes
+  bool outputVsHost = false;
+  int64_t wrongOutputs = 0;  // output elements that miss the float64 sum
+  bool any() const { return landingVsHost || wrongLanding > 0 || outputVsHost || wrongOutputs > 0; }
+};
+
+Differences compare(const plan::GroupLayout& g, const Case& c, const std::vector<RankInputs>& in, int rank,
+                    const RankResults& host, const RankResults& gpu, double* maxRelErr) {
+  Differences d;
+  d.landingVsHost = gpu.landing != host.landing;
+  d.wrongLanding = wrongLandingBytes(g, in, gpu);
+  d.outputVsHost = !sameBits(gpu.out, host.out);
+  d.wrongOutputs = wrongOutputs(g, c, in, rank, gpu.out, maxRelErr);
+  return d;
 }
 
 std::vector<plan::ParamSpec> drawShapes(std::mt19937_64& rng, const Case& c, int ranks) {
@@ -502,16 +537,14 @@ void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric&
         const std::vector<RankResults> want = onHost->call(in);
         const std::vector<RankResults> got = onGpu->call(in);
         for (int r : gpuFabric->localRanks()) {
-          const RankResults& h = want[static_cast<size_t>(r)];
-          const RankResults& d = got[static_cast<size_t>(r)];
+          const Differences diff = compare(pl.group, c, in, r, want[static_cast<size_t>(r)],
+                                           got[static_cast<size_t>(r)], &maxRelErr);
           const std::string where = "call " + std::to_string(call) + ", rank " + std::to_string(r);
-          TCHECK(d.landing == h.landing, where + ": the GPU landing differs from the host fabric's");
-          const int64_t badLanding = wrongLandingBytes(pl.group, in, d);
-          TCHECK(badLanding == 0, where + ": " + std::to_string(badLanding) + " landing bytes wrong");
-          TCHECK(sameBits(d.out, h.out),
-                 where + ": the GPU output differs from the host fabric's");
-          const int64_t badOut = wrongOutputs(pl.group, c, in, r, d.out, &maxRelErr);
-          TCHECK(badOut == 0, where + ": " + std::to_string(badOut) + " output elements miss the float64 sum");
+          TCHECK(!diff.landingVsHost, where + ": the GPU landing differs from the host fabric's");
+          TCHECK(diff.wrongLanding == 0, where + ": " + std::to_string(diff.wrongLanding) + " landing bytes wrong");
+          TCHECK(!diff.outputVsHost, where + ": the GPU output differs from the host fabric's");
+          TCHECK(diff.wrongOutputs == 0,
+                 where + ": " + std::to_string(diff.wrongOutputs) + " output elements miss the float64 sum");
         }
       }
       for (int r : gpuFabric->localRanks()) graphLaunches += gpuFabric->endpoint(r).stats().copyGraphLaunches;
@@ -539,6 +572,110 @@ void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric&
                   localRanks);
     std::fflush(stdout);
   }
+}
+
+// ------------------------------------------------------------------ injected faults (--faults)
+
+// A fault injected into rank 0's GPU communicator (or its fabric) on a topology
+// where it acts. Each must be caught by this test's own checks, the ones that
+// pass every case above: otherwise those checks could not fail.
+struct FaultProbe {
+  tide::collectives::Fault fault;
+  plan::Topology topo;
+  plan::Mode mode;
+};
+
+// Only faults that end in wrong bytes: a fault caught by a deadline (a lost
+// credit or signal, a stalled peer) makes the CUDA watchdog abort the
+// process, which in this test would take every rank with it; the fabric test
+// and the host-fabric tests cover those.
+std::vector<FaultProbe> faultProbes() {
+  using tide::collectives::Fault;
+  return {
+      {Fault::kWrongLandingOffset, plan::Topology::make(1, 2), plan::Mode::kInPlace},
+      {Fault::kSkipCompletionFence, plan::Topology::make(1, 2), plan::Mode::kInPlace},
+      {Fault::kReleaseGradsEarly, plan::Topology::make(1, 2), plan::Mode::kInPlace},
+      {Fault::kCorruptStagedChunk, plan::Topology::make(2, 2), plan::Mode::kInPlace},
+      {Fault::kDuplicatePut, plan::Topology::make(3, 1), plan::Mode::kInPlace},  // copy-engine rails
+  };
+}
+
+// Runs one probe on co-resident ranks, two calls, the host fabric without the
+// fault as the reference: the fault must act and some rank's results must fail
+// the checks (or the fabric must raise an error).
+void runFaultProbe(const FaultProbe& probe, uint64_t seed) {
+  const char* name = tide::collectives::faultName(probe.fault);
+  const plan::Topology& topo = probe.topo;
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(name));
+  Case c;
+  c.name = std::string("fault ") + name;
+  c.rs.mode = probe.mode;
+  plan::PlanOptions po;
+  po.rs = c.rs;
+  // Shapes on which every probe's fault acts (as in the host-fabric fault tests).
+  const plan::Plan pl =
+      plan::makePlan(topo, {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}}, c.gradDtype, po);
+  const ScratchLayout layout = ScratchLayout::forPlans({&pl});
+  const int64_t arenaBytes = layout.bytes + pl.group.unshardedBytes();
+  std::printf("  M%dL%d %s on rank 0: ", topo.nodes, topo.gpusPerNode, name);
+  std::fflush(stdout);
+  HostFabric hostFabric(topo, arenaBytes);
+  CoResidentFabric gpuFabric(topo, arenaBytes);
+  if (probe.fault == tide::collectives::Fault::kDuplicatePut) {
+    tide::fabric::FabricFaults ff;
+    ff.duplicatePutAfter = 0;  // the first rail put's bytes land again after the next put to that place
+    gpuFabric.endpoint(0).setFabricFaults(ff);
+  }
+  int64_t flagged = 0, wrongLanding = 0, wrongOutputs = 0, firings = 0;
+  std::string error;
+  try {
+    Runner onHost(hostFabric, pl, layout, c);
+    Runner onGpu(gpuFabric, pl, layout, c, tide::collectives::FaultConfig{probe.fault, 0});
+    double maxRelErr = 0;
+    for (int call = 0; call < 2; ++call) {
+      const std::vector<RankInputs> in = drawInputs(pl.group, c, rng);
+      const std::vector<RankResults> want = onHost.call(in);
+      const std::vector<RankResults> got = onGpu.call(in);
+      for (int r = 0; r < topo.ranks(); ++r) {
+        const Differences d =
+            compare(pl.group, c, in, r, want[static_cast<size_t>(r)], got[static_cast<size_t>(r)], &maxRelErr);
+        flagged += d.any();
+        wrongLanding += d.wrongLanding;
+        wrongOutputs += d.wrongOutputs;
+      }
+    }
+    firings = onGpu.faultFirings();
+  } catch (const std::exception& e) {
+    error = e.what();  // an error the fabric raised is a detection too (a range check, say)
+  }
+  const bool detected = flagged > 0 || !error.empty();
+  if (error.empty())
+    std::printf("acted %lld time(s), %s (%lld results flagged: %lld landing bytes, %lld output elements wrong)\n",
+                static_cast<long long>(firings), detected ? "detected" : "NOT DETECTED", static_cast<long long>(flagged),
+                static_cast<long long>(wrongLanding), static_cast<long long>(wrongOutputs));
+  else
+    std::printf("detected by an error: %s\n", error.c_str());
+  std::fflush(stdout);
+  TCHECK(!error.empty() || firings > 0, std::string(name) + ": the fault never acted, so the probe tests nothing");
+  TCHECK(detected, std::string(name) + ": the fault passed every check");
+}
+
+// The fabric's dropped signal on co-resident ranks (the fabric test needs two GPUs for it).
+void runLostSignalProbe(const plan::Topology& topo) {
+  std::printf("  M%dL%d lose-signal (the fabric's own, every rank): ", topo.nodes, topo.gpusPerNode);
+  std::fflush(stdout);
+  const int before = tide::test::failures();
+  CoResidentFabric fabric(topo, 1 << 20);
+  onEveryRank(topo.ranks(), [&](int r) { tide::test::checkLostSignal(fabric.cudaEndpoint(r), r, topo.ranks(), 0); });
+  std::printf("%s\n", tide::test::failures() == before ? "dropped once per rank, counted, the others arrived" : "FAIL");
+  std::fflush(stdout);
+}
+
+void runFaultProbes(uint64_t seed) {
+  std::printf("injected faults (each must be caught by the checks above):\n");
+  runLostSignalProbe(plan::Topology::make(1, 2));
+  runLostSignalProbe(plan::Topology::make(2, 1));
+  for (const FaultProbe& p : faultProbes()) runFaultProbe(p, seed);
 }
 
 // Whether making an endpoint with `o` in `group` is refused with a message holding `words`.
@@ -635,16 +772,23 @@ int main(int argc, char** argv) {
   std::string topologies = "1x2,2x1,2x2,1x4";
   uint64_t seed = std::random_device{}();
   bool processes = false;
+  bool faults = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) topologies = argv[++i];
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--verbose") verbose = true;
     else if (a == "--processes") processes = true;
+    else if (a == "--faults") faults = true;
     else {
-      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S] [--processes] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S] [--processes] [--faults] [--verbose]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (processes && faults) {
+    std::fprintf(stderr, "--faults runs co-resident ranks (threads); it excludes --processes\n");
+    return 2;
   }
   if (processes) {
     std::printf("tide_co_resident_test: topologies %s, one process per rank (CUDA IPC), seed %llu\n",
@@ -656,17 +800,22 @@ int main(int argc, char** argv) {
   int devices = 0;
   TCUDA(cudaGetDeviceCount(&devices));
   TCUDA(cudaSetDevice(0));
-  std::printf("tide_co_resident_test: topologies %s on GPU 0 of %d, seed %llu, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
-              topologies.c_str(), devices, static_cast<unsigned long long>(seed), std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
+  std::printf("tide_co_resident_test: %s on GPU 0 of %d, seed %llu, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
+              faults ? "injected faults" : ("topologies " + topologies).c_str(), devices,
+              static_cast<unsigned long long>(seed), std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
   try {
     refusals();
-    for (const plan::Topology& t : parseTopologies(topologies))
-      runTopology(
-          t, seed,
-          [&](int64_t arenaBytes, int) -> std::unique_ptr<Fabric> {
-            return std::make_unique<CoResidentFabric>(t, arenaBytes);
-          },
-          true);
+    if (faults) {
+      runFaultProbes(seed);
+    } else {
+      for (const plan::Topology& t : parseTopologies(topologies))
+        runTopology(
+            t, seed,
+            [&](int64_t arenaBytes, int) -> std::unique_ptr<Fabric> {
+              return std::make_unique<CoResidentFabric>(t, arenaBytes);
+            },
+            true);
+    }
   } catch (const std::exception& e) {
     tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
   }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "fabric_fault_checks.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
 #include "rank_launcher.hpp"
@@ -795,22 +796,7 @@ void testLand(Ctx& c) {
 
 void testLostSignal(Ctx& c) {
   if (c.ranks < 2) return skipped(c, "lost signal", "one rank");
-  const int next = (c.rank + 1) % c.ranks;
-  const int prev = (c.rank + c.ranks - 1) % c.ranks;
-  fabric::FabricFaults f;
-  f.loseSignalAfter = 1;  // the second remote signal is dropped
-  c.ep.setFabricFaults(f);
-  c.ep.setCallContext("lost_signal#0");
-  for (int i = 0; i < 3; ++i) c.ep.signal(1, next, kFaultBase + i, 1);
-  c.ep.synchronizeAll();
-  TCHECK(c.ep.fabricFaultFirings() == 1, "the dropped signal counted " + std::to_string(c.ep.fabricFaultFirings()) +
-                                             " times (want 1)");
-  c.ep.setFabricFaults(fabric::FabricFaults{});
-  c.ep.barrier();
-  TCHECK(c.ep.counterValue(kFaultBase) == 1, "first signal from rank " + std::to_string(prev));
-  TCHECK(c.ep.counterValue(kFaultBase + 1) == 0, "dropped signal arrived");
-  TCHECK(c.ep.counterValue(kFaultBase + 2) == 1, "third signal from rank " + std::to_string(prev));
-  c.ep.barrier();
+  checkLostSignal(c.ep, c.rank, c.ranks, kFaultBase);
 }
 
 // ------------------------------------------------------------------ perf (--perf)
