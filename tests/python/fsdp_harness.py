@@ -111,7 +111,7 @@ def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
             report(name, True, SKIPPED + str(e), time.perf_counter() - start)
         except Exception:
             report(name, False, traceback.format_exc(), time.perf_counter() - start)
-        _cleanup()
+        uninstall_all_tide()
         dist.barrier()
 
 
@@ -139,7 +139,7 @@ def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: 
     os._exit(status)
 
 
-def _cleanup() -> None:
+def uninstall_all_tide() -> None:
     """Leave no model with TIDE installed (a failed scenario may have)."""
     import gc
     import importlib

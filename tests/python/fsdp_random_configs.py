@@ -24,7 +24,7 @@ import fsdp_scenarios as sc
 import tide.fsdp
 import torch
 import torch.distributed as dist
-from fsdp_harness import _cleanup as cleanup
+from fsdp_harness import uninstall_all_tide
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
@@ -203,7 +203,7 @@ def random_configurations(ctx):
             if os.environ.get("TIDE_FSDP_SWEEP_TRACE"):
                 traceback.print_exc()
         finally:
-            cleanup()  # a failed draw may have left TIDE installed
+            uninstall_all_tide()  # a failed draw may have left TIDE installed
     if failures:
         raise AssertionError(f"{len(failures)} of {draws} random configurations failed:\n" + "\n".join(failures))
 
