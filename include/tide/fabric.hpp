@@ -177,6 +177,9 @@ class Endpoint {
   static constexpr uint64_t kEventWindow = 1024;
   virtual uint64_t record(int q) = 0;                   // event: q's work so far
   virtual void waitEvent(int q, int srcQueue, uint64_t event) = 0;
+  // Whether waitEvent and synchronizeEvent would take `event` of queue q:
+  // recorded there and not recycled since.
+  virtual bool eventLive(int q, uint64_t event) const = 0;
 
   // ---- host side
   // Host blocks until q drained (deadline; rethrows a queue's failure).

@@ -66,6 +66,7 @@ typedef struct tidePlan* tidePlan_t;
 tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t* plan);
 /* JSON of the plan summary; the string lives as long as the plan. */
 tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json);
+/* A destroyed or never created plan is refused (tideInvalidArgument); NULL is a no-op. */
 tideResult_t tidePlanDestroy(tidePlan_t plan);
 
 /* ------------------------------------------------------------ communicators
@@ -74,7 +75,8 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * (landings) comes from tideCommAlloc, called identically on every rank.
  * Collectives are enqueued on `stream` (a cudaStream_t on the CUDA fabric,
  * ignored on the host fabric) and must be issued in the same order on every
- * rank. */
+ * rank. A communicator may be called from several threads: its calls take a
+ * lock and run one at a time (their order is the order they took it). */
 
 typedef struct tideComm* tideComm_t;
 typedef struct tideGroup* tideGroup_t;
@@ -137,7 +139,9 @@ tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* c
  *     (under the deadline; a failure of the reduce-scatter is returned here).
  * The output is final only once the reduce-scatter completes (work ordered
  * after it on its own stream, or tideCommSynchronize). tideInvalidArgument
- * before the first reduce-scatter. */
+ * before the first reduce-scatter, and after one that failed. Waited for
+ * after many later calls (more than the fabric keeps events for), the host
+ * blocks until all of the communicator's work has drained instead. */
 tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream);
 /* Host waits until everything this rank enqueued has completed. */
 tideResult_t tideCommSynchronize(tideComm_t comm);

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import sys
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +35,16 @@ def unique_id() -> bytes:
     uid = _capi.UniqueId()
     _capi.check(_capi.library().tideGetUniqueId(ctypes.byref(uid)))
     return ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid))
+
+
+def _destroy_left_open(lib, handle) -> None:
+    """A Communicator collected, or left open at interpreter exit, without
+    close(): destroy it (the library drains its queued work first, which may
+    still read the caller's buffers; at exit they are alive until after this)."""
+    try:
+        _capi.check(lib.tideCommDestroy(handle))
+    except Exception as e:  # a finalizer must not raise: say it and go on
+        print(f"tide: closing a communicator that was not closed failed: {e}", file=sys.stderr)
 
 
 class Group:
@@ -95,9 +107,13 @@ class Communicator:
         self.handle = handle
         self._groups: list[Group] = []
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
+        # Dropped or left open at exit without close(): destroyed then, so its threads,
+        # shared memory and in-flight work do not outlive it (or the buffers it reads).
+        self._finalizer = weakref.finalize(self, _destroy_left_open, lib, handle)
 
     def close(self) -> None:
         if self.handle:
+            self._finalizer.detach()
             _capi.check(_capi.library().tideCommDestroy(self.handle))
             self.handle = _capi.CommHandle()
 

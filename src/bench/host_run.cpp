@@ -68,6 +68,10 @@ HostRunResult runOnHost(const HostRunOptions& o) {
     throw std::invalid_argument(
         "fault call-order needs two groups issued in different orders; the C++ test "
         "Faults.CallOrderDiffersBetweenRanks injects it");
+  if (o.fault.kind != collectives::Fault::kNone && o.iters < 2)
+    throw std::invalid_argument(std::string("fault ") + collectives::faultName(o.fault.kind) +
+                                " needs at least 2 iterations: a fault may act in a call's last step and show only "
+                                "in the next call (a dropped credit, a replayed put)");
   HostRunResult res;
   res.plan = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
   const plan::Plan& pl = res.plan;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ struct tideGroup {
 };
 
 struct tideComm {
+  // Every call that reads or changes the communicator holds it: calls from
+  // several threads (FSDP2's backward runs on autograd's threads) go one at
+  // a time, in the order they take it, which must match on every rank.
+  std::mutex mu;
   tide::capi::FabricHandle fabric;
   std::vector<std::unique_ptr<tideGroup>> groups;
   int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
@@ -31,6 +36,7 @@ struct tideComm {
   tide::collectives::IssueOptions issue;                // from the environment when the comm was made
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
+  bool reduceScatterFailed = false;  // the last reduce-scatter threw (its message went to tideGetLastError)
   // Host time inside the collective calls (tideCommStats_t): at a few µs of
   // driver work per stream operation, a call's enqueue is what a host-bound
   // training step pays for it, so it is measured always (two clock reads).
@@ -203,6 +209,9 @@ TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
     if (comm && !tide::capi::liveComms().remove(comm))
       return invalid("tideCommDestroy", "unknown or already destroyed communicator");
     if (comm) {
+      // Waits for a call another thread has inside (destroying a communicator
+      // that threads still call is the caller's error, as with any handle).
+      { const std::lock_guard<std::mutex> drain(comm->mu); }
       for (const auto& g : comm->groups) tide::capi::liveGroups().remove(g.get());
       try {
         comm->fabric.endpoint->synchronizeAll();
@@ -219,6 +228,7 @@ TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
 TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr) {
   return guarded("tideCommAlloc", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideCommAlloc", why);
+    const std::lock_guard<std::mutex> lock(comm->mu);
     if (!offset || bytes <= 0) return invalid("tideCommAlloc", "null offset or bytes <= 0");
     const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
     const int64_t limit = comm->comm ? comm->comm->layout().base : comm->fabric.endpoint->arenaBytes();
@@ -251,6 +261,7 @@ TIDE_API tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int coun
 TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* out) {
   return guarded("tideGroupRegister", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideGroupRegister", why);
+    const std::lock_guard<std::mutex> lock(comm->mu);
     if (!config || !out) return invalid("tideGroupRegister", "null argument");
     *out = nullptr;
     const tide::plan::Topology& t = comm->fabric.endpoint->topology();
@@ -289,6 +300,7 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
                                     void* stream) {
   return guarded("tideAllGather", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideAllGather", why);  // shard NULL: in place
+    const std::lock_guard<std::mutex> lock(comm->mu);
     if (const char* why = groupProblem(group)) return invalid("tideAllGather", why);
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
     const tide::capi::CallTimer::Started started;
@@ -304,6 +316,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
                                         float alpha, int accumulate, void* stream) {
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideReduceScatter", why);
+    const std::lock_guard<std::mutex> lock(comm->mu);
     if (const char* why = groupProblem(group)) return invalid("tideReduceScatter", why);
     if (!grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
@@ -322,7 +335,9 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     }
     comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
+    comm->reduceScatterFailed = true;
     comm->lastReduceScatter = c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);
+    comm->reduceScatterFailed = false;
     comm->reduceScatterTime.add(started);
     return tideSuccess;
   });
@@ -331,10 +346,23 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
 TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
   return guarded("tideCommWaitInputsRead", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideCommWaitInputsRead", why);
-    if (!comm->lastReduceScatter) return invalid("tideCommWaitInputsRead", "no reduce-scatter was issued");
+    const std::lock_guard<std::mutex> lock(comm->mu);
+    if (!comm->lastReduceScatter)
+      return invalid("tideCommWaitInputsRead", comm->reduceScatterFailed
+                                                   ? "the last reduce-scatter failed, so it has no read-done point"
+                                                   : "no reduce-scatter was issued");
     // readDone is on the caller queue, after the Level 1 pushes and sums: the
     // gradients' last readers (the network phase reads only arena blocks).
-    comm->fabric.callerWait(stream, tide::collectives::kCallerQueue, comm->lastReduceScatter->readDone);
+    const uint64_t readDone = comm->lastReduceScatter->readDone;
+    tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
+    if (ep.eventLive(tide::collectives::kCallerQueue, readDone)) {
+      comm->fabric.callerWait(stream, tide::collectives::kCallerQueue, readDone);
+    } else {
+      // So many events were recorded since the reduce-scatter that its
+      // read-done event was recycled; its readers ran on the communicator's
+      // own queues, so draining them all is a (late, rare) read-done point.
+      ep.synchronizeAll();
+    }
     return tideSuccess;
   });
 }
@@ -349,6 +377,7 @@ TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
 TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
   return guarded("tideCommGetRails", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideCommGetRails", why);
+    const std::lock_guard<std::mutex> lock(comm->mu);
     if (!name) return invalid("tideCommGetRails", "null argument");
     if (comm->rails.empty()) comm->rails = comm->fabric.endpoint->railsDescription();
     *name = comm->rails.c_str();
@@ -359,6 +388,7 @@ TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
 TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) {
   return guarded("tideCommGetStats", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideCommGetStats", why);
+    const std::lock_guard<std::mutex> lock(comm->mu);
     if (!stats) return invalid("tideCommGetStats", "null argument");
     const tide::fabric::Stats s = comm->fabric.endpoint->stats();
     *stats = tideCommStats_t{.copyBytes = s.copyBytes,
@@ -380,6 +410,7 @@ TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) 
 TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {
   return guarded("tideCommSynchronize", [&]() -> tideResult_t {
     if (const char* why = commProblem(comm)) return invalid("tideCommSynchronize", why);
+    const std::lock_guard<std::mutex> lock(comm->mu);
     comm->fabric.endpoint->synchronizeAll();
     return tideSuccess;
   });

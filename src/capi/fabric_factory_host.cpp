@@ -2,6 +2,7 @@
 
 #include "capi/fabric_factory.hpp"
 #include "fabric/host/file_store.hpp"
+#include "fabric/host_deadline.hpp"
 #include "fabric/host/shm_world.hpp"
 
 namespace tide::capi {
@@ -14,9 +15,15 @@ FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir
   auto owner = std::make_shared<Owner>(Owner{fabric::host::FileStore(storeDir), nullptr});
   fabric::host::HostOptions opt;
   opt.queues = queues;
-  if (config.timeoutSeconds > 0) opt.timeoutSeconds = config.timeoutSeconds;
+  fabric::host::SharedWorldOptions shm;
+  if (config.timeoutSeconds > 0) {
+    opt.timeoutSeconds = config.timeoutSeconds;
+    // Peers that never arrive fail the bootstrap on the caller's deadline too
+    // (as the CUDA fabric's), not on the default's.
+    shm.bootstrapTimeoutSeconds = fabric::hostDeadlineSeconds(config.timeoutSeconds);
+  }
   owner->world = std::make_unique<fabric::host::SharedWorld>(
-      plan::Topology::make(config.nodes, config.gpusPerNode), config.rank, config.arenaBytes, owner->store, opt);
+      plan::Topology::make(config.nodes, config.gpusPerNode), config.rank, config.arenaBytes, owner->store, opt, shm);
   FabricHandle h;
   h.endpoint = &owner->world->endpoint();
   h.owner = owner;

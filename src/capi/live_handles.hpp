@@ -41,4 +41,9 @@ inline LiveHandles& liveGroups() {
   return handles;
 }
 
+inline LiveHandles& livePlans() {
+  static LiveHandles handles;
+  return handles;
+}
+
 }  // namespace tide::capi

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "capi/errors.hpp"
+#include "capi/live_handles.hpp"
 #include "capi/plan_config.hpp"
 #include "plan/plan_json.hpp"
 
@@ -77,6 +78,7 @@ TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t*
     }
     auto* handle = new tidePlan{makePlan(in.topo, in.specs, in.gradDtype, in.options), {}};
     handle->json = planToJson(handle->plan);
+    tide::capi::livePlans().add(handle);
     *out = handle;
     return tideSuccess;
   });
@@ -84,11 +86,16 @@ TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t*
 
 TIDE_API tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json) {
   if (!plan || !json) return tide::capi::invalid("tidePlanGetJson", "null plan or output");
+  if (!tide::capi::livePlans().contains(plan))
+    return tide::capi::invalid("tidePlanGetJson", "unknown or destroyed plan");
   *json = plan->json.c_str();
   return tideSuccess;
 }
 
 TIDE_API tideResult_t tidePlanDestroy(tidePlan_t plan) {
+  if (!plan) return tideSuccess;  // like free(NULL)
+  if (!tide::capi::livePlans().remove(plan))
+    return tide::capi::invalid("tidePlanDestroy", "unknown or already destroyed plan");
   delete plan;
   return tideSuccess;
 }

@@ -2,6 +2,8 @@
 // rule that doubles the round width k while per-round waits dominate.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "tide/plan.hpp"
 
@@ -12,7 +14,22 @@ void Calibration::validate() const {
       !(roundWait >= 0) || !(skew > 0) || !(tail > 0) || maxRoundWidth < 1)
     throw PlanError(Reason::kBadCalibration,
                     "calibration rates must be positive (nic, sum, landing, ceiling), round wait >= 0");
+  for (double v : {nicBw, fabricBw, sumBwPerCta, landBwPerCta, landCap, roundWait, skew, tail})
+    if (!std::isfinite(v)) throw PlanError(Reason::kBadCalibration, "calibration values must be finite");
 }
+
+namespace {
+
+// A CTA count the solver computed, as an int: one past INT_MAX (or NaN) is no
+// plan to round into range, so the calibration is refused with what it asked for.
+int ctaCount(double ctas, const char* what) {
+  if (!(ctas <= static_cast<double>(std::numeric_limits<int>::max())))
+    throw PlanError(Reason::kBadCalibration, std::string("the calibration asks for ") + std::to_string(ctas) + " " +
+                                                 what + " CTAs, more than any GPU has (a rate per CTA far too low?)");
+  return std::max(1, static_cast<int>(ctas));
+}
+
+}  // namespace
 
 int countNetworkRounds(int nodes, int waveWidth, int roundWidth) {
   if (nodes <= 1) return 0;
@@ -41,7 +58,7 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   const double feedBytesPerElem = m == 1 && l > 1 ? (l - 1.0) * gradItemSize : 4.0;
   const double feed = m == 1 ? cal.fabricBw : cal.nicBw;
   const double sumRatio = sumBytesPerElem / feedBytesPerElem * feed / cal.sumBwPerCta;
-  r.sumCtas = std::max(1, static_cast<int>(std::ceil(cal.skew * sumRatio - 1e-9)));
+  r.sumCtas = ctaCount(std::ceil(cal.skew * sumRatio - 1e-9), "sum");
   if (m == 1) {
     r.landingCtas = 0;
     r.roundWidth = 0;
@@ -49,11 +66,11 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   }
   r.nicSeconds = static_cast<double>(m - 1) * static_cast<double>(outBytes) / cal.nicBw;
   // Eq. 14: bound the final landing tail, capped by the fabric ceiling.
-  const int capCtas = std::max(1, static_cast<int>(std::floor(cal.landCap / cal.landBwPerCta)));
+  const double capCtas = std::max(1.0, std::floor(cal.landCap / cal.landBwPerCta));
   const double perPass = static_cast<double>(outBytes) / passes;
-  const int tailCtas = static_cast<int>(
-      std::ceil(perPass / (cal.tail * r.nicSeconds * cal.landBwPerCta) - 1e-9));
-  r.landingCtas = std::max(1, std::min(capCtas, tailCtas));
+  double tailCtas = std::ceil(perPass / (cal.tail * r.nicSeconds * cal.landBwPerCta) - 1e-9);
+  if (!(tailCtas >= 1)) tailCtas = 1;  // no bytes to land (0 / 0)
+  r.landingCtas = ctaCount(std::min(capCtas, tailCtas), "landing");
   // k starts at min(2, M-1) and doubles up to k_max while waits dominate.
   const int kMax = std::max(1, std::min(cal.maxRoundWidth, m - 1));
   int k = std::min(2, kMax);

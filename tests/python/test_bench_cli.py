@@ -196,3 +196,13 @@ def test_cuda_fabric_refuses_host_only_options():
         assert option in r.stderr, (option, r.stderr)
     r = run("bench", "--fabric", "cuda", "--gpus", "0")
     assert r.returncode == 2 and "--gpus" in r.stderr, r.stderr
+
+
+def test_a_fault_needs_two_iterations():
+    """A credit dropped in the only call starves nothing: --iters 1 reported it "NOT detected",
+    a false miss. Faults are injected over at least two calls, and one is refused with why."""
+    r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "1", "--preset", "llama-tiny", "--iters", "1",
+                 "--timeout", "1", "--inject", "drop-credit")
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "at least 2 iterations" in r.stderr, r.stderr
+    assert "NOT detected" not in r.stdout + r.stderr

@@ -302,3 +302,15 @@ def test_a_library_that_is_not_libtide_is_one_line(tmp_path):
     assert r.returncode == 1, (r.returncode, r.stderr)
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "lacks a libtide symbol" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("key, value", [("sum_gbps_per_cta", 1e-7), ("land_gbps_per_cta", 1e-9), ("nic_gbps", 1e300)])
+def test_calibrations_beyond_any_cta_count_are_refused(tmp_path, key, value):
+    """A rate per CTA so low that the solver's CTA count passes INT_MAX was cast to int and came
+    out as 1 CTA; a NIC rate finite as given but infinite in bytes/s planned 1 CTA in 0 s."""
+    calibration = {"nic_gbps": 47.5, "sum_gbps_per_cta": 99, "land_gbps_per_cta": 21, "land_cap_gbps": 90,
+                   "round_wait_ms": 1.3, key: value}
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(calibration))
+    assert_bad_input(run_tide("plan", "--preset", "llama-tiny", "-M", 2, "-L", 8, "--calibration", path),
+                     key if key == "nic_gbps" else "CTAs")

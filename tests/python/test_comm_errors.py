@@ -216,3 +216,78 @@ def test_numbers_beyond_c_ranges_and_nul_paths_are_refused(tmp_path):
         group = comm.register_group([[8, 4]])
         with pytest.raises(PlanInputError, match="landing_offset"):
             comm.all_gather(group, 0, 2**64)
+
+
+def test_destroyed_and_made_up_plans_are_refused():
+    """A plan destroyed twice aborted the process (a double free); a destroyed one's JSON was read
+    from freed memory."""
+    import ctypes
+
+    from tide.plan import build_plan_config
+
+    lib = _capi.library()
+    config, _keep = build_plan_config([[8, 4]], nodes=1, gpus_per_node=2)
+    plan = _capi.plan_create(config)
+    assert '"group"' in _capi.plan_get_json(plan)
+    assert lib.tidePlanDestroy(plan) == _capi.Result.SUCCESS
+    assert lib.tidePlanDestroy(plan) == _capi.Result.INVALID_ARGUMENT
+    assert "destroyed" in lib.tideGetLastError().decode()
+    assert lib.tidePlanGetJson(plan, ctypes.byref(ctypes.c_char_p())) == _capi.Result.INVALID_ARGUMENT
+    bogus = _capi.PlanHandle(ctypes.addressof(ctypes.create_string_buffer(64)))
+    assert lib.tidePlanDestroy(bogus) == _capi.Result.INVALID_ARGUMENT
+    assert lib.tidePlanDestroy(_capi.PlanHandle()) == _capi.Result.SUCCESS  # NULL: a no-op
+
+
+def test_calls_from_two_threads_are_serialized(tmp_path, rng):
+    """Two threads calling one communicator at once corrupted the heap (the host fabric's queues
+    and the communicator's state are one thread's). The calls now take turns: every one succeeds
+    and every output is the exact sum (one rank: its own gradients, integer-valued)."""
+    import threading
+
+    shapes = [[24, 16], [7]]
+    with _comm(tmp_path, arena=1 << 22) as comm:
+        group = comm.register_group(shapes, dtype="fp32")
+        out_elems = group.plan["group"]["out_bytes"] // 4
+        failures: list[str] = []
+
+        def worker(seed: int) -> None:
+            local = np.random.default_rng(seed)
+            try:
+                for _ in range(150):
+                    grads = [local.integers(-8, 8, size=int(np.prod(s)), dtype=np.int32).astype(np.float32)
+                             for s in shapes]
+                    out = np.full(out_elems, np.nan, dtype=np.float32)
+                    comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data)
+                    comm.wait_inputs_read()
+                    comm.synchronize()
+                    if not np.array_equal(out, np.concatenate(grads)):  # one rank: its shard is everything
+                        failures.append("wrong output")
+            except Exception as e:  # noqa: BLE001 - reported below
+                failures.append(repr(e))
+
+        threads = [threading.Thread(target=worker, args=(rng.getrandbits(32) + t,)) for t in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == [], failures[:3]
+
+
+def test_a_communicator_dropped_without_close_is_destroyed(tmp_path):
+    """Dropped without close(), a communicator kept its queue threads and shared memory for the
+    rest of the process (and one left open at exit crashed it, its threads still reading freed
+    buffers); it is now destroyed when collected, and at exit."""
+    import gc
+    import os
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    before = threads()
+    for i in range(5):
+        comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                            store_dir=str(tmp_path / f"store{i}"), timeout_s=5)
+        assert threads() > before
+        del comm
+        gc.collect()
+    assert threads() == before

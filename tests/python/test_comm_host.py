@@ -213,3 +213,66 @@ def test_wait_inputs_read_before_any_reduce_scatter_is_refused(tmp_path):
                       store_dir=str(tmp_path / "store"), timeout_s=5) as comm, \
             pytest.raises(_capi.TideError, match="no reduce-scatter"):
         comm.wait_inputs_read()
+
+
+def test_wait_inputs_read_after_many_later_calls(tmp_path):
+    """A read-done event held across more calls than the fabric keeps events for was refused as
+    "unknown or recycled"; the wait now drains the communicator instead, and succeeds."""
+    from tide.comm import Communicator
+
+    with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 22, fabric="host",
+                      store_dir=str(tmp_path / "store"), timeout_s=5) as comm:
+        group = comm.register_group([[16, 8]], dtype="fp32")
+        grad = np.arange(128, dtype=np.float32)
+        out = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+        comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)
+        shard = np.zeros(128, dtype=np.float32)
+        landing, _ = comm.alloc(4 * 128)
+        for _ in range(600):
+            comm.all_gather(group, shard.ctypes.data, landing)
+        comm.synchronize()
+        comm.wait_inputs_read()
+        assert np.array_equal(out, grad)
+
+
+def _lone_rank(rank, store, timeout_s, results):
+    import time
+
+    from tide.comm import Communicator
+
+    start = time.monotonic()
+    try:
+        Communicator(nodes=1, gpus_per_node=2, rank=0, arena_bytes=1 << 20, fabric="host", store_dir=store,
+                     timeout_s=timeout_s)
+        results.put(("joined", 0.0))
+    except Exception as e:  # noqa: BLE001 - reported
+        results.put((str(e), time.monotonic() - start))
+
+
+def test_bootstrap_fails_on_the_callers_deadline(tmp_path):
+    """A peer that never comes: the bootstrap gave up after a fixed 60 s whatever timeout_s said;
+    now after the host deadline of timeout_s (2 T + 10 s)."""
+    got, codes = run_ranks(_lone_rank, 1, (str(tmp_path), 1.0), timeout=90)
+    assert codes == [0], codes
+    ((message, seconds),) = got
+    assert "timed out" in message and seconds < 30, (message, seconds)
+
+
+def _topology_rank(rank, store, results):
+    from tide.comm import Communicator
+
+    nodes, gpus = ((1, 2), (2, 1))[rank]  # both 2 ranks, but not the same topology
+    try:
+        Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=1 << 20, fabric="host",
+                     store_dir=store, timeout_s=5)
+        results.put((rank, "joined"))
+    except Exception as e:  # noqa: BLE001 - reported
+        results.put((rank, str(e)))
+
+
+def test_ranks_naming_different_topologies_are_refused(tmp_path):
+    """M1L2 on one rank, M2L1 on the other: the same rank count, so they met and then timed out
+    on a message that named no cause; the segment header now carries the topology."""
+    got, codes = run_ranks(_topology_rank, 2, (str(tmp_path),), timeout=90)
+    verdicts = dict(got)
+    assert any("every rank must name the same topology" in v for v in verdicts.values()), verdicts

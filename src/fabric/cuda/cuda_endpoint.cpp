@@ -17,6 +17,7 @@
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/cuda/stream_memops.hpp"
+#include "fabric/host_deadline.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
 #include "fabric/device_quiescence.hpp"
 
@@ -39,10 +40,6 @@ double envSeconds(const char* name, double fallback) {
 double waitSecondsOf(const CudaFabricOptions& options) {
   return envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds);
 }
-
-// Host waits for work behind in-stream waits (a drain, a barrier): those waits
-// have the wait deadline each, and the work after them needs time too.
-double hostDrainSeconds(double waitSeconds) { return 2 * waitSeconds + 10; }
 
 CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
   const char* v = std::getenv("TIDE_FABRIC_RAILS");
@@ -83,7 +80,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
 }
 
 void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUniqueId& id) {
-  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_, hostDrainSeconds(waitSecondsOf(options)));
+  comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_, hostDeadlineSeconds(waitSecondsOf(options)));
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
   arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
   startQueues(options.numQueues);
@@ -593,6 +590,11 @@ uint64_t CudaEndpoint::record(int q) {
   return id;
 }
 
+bool CudaEndpoint::eventLive(int q, uint64_t event) const {
+  const EventSlot& slot = events_[event % kEventRing];
+  return slot.id == event && slot.queue == q;
+}
+
 void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   HostProfile::Scope timed(profile_, HostProfile::kWaitEvent);
   cudaStream_t s = queue(q);
@@ -618,7 +620,7 @@ template <typename Done>
 void CudaEndpoint::awaitOnHost(Done&& done, const std::string& what) {
   // Waits inside the stream have their own watchdog; this deadline covers the
   // rest (a copy or kernel that never ends).
-  const double limit = hostDrainSeconds(watchdog_->timeoutSeconds());
+  const double limit = hostDeadlineSeconds(watchdog_->timeoutSeconds());
   pollUntilDone(done, limit, std::chrono::microseconds(50), [&] { return "cuda fabric: " + who() + ": " + what; });
 }
 

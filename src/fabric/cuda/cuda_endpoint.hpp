@@ -95,6 +95,7 @@ class CudaEndpoint final : public Endpoint {
 
   uint64_t record(int q) override;
   void waitEvent(int q, int srcQueue, uint64_t event) override;
+  bool eventLive(int q, uint64_t event) const override;
 
   void synchronize(int q) override;
   void synchronizeAll() override;

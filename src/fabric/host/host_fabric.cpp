@@ -507,11 +507,16 @@ uint64_t HostEndpoint::record(int q) {
   return seq;
 }
 
-void HostEndpoint::requireLiveEvent(int q, uint64_t event) const {
-  if (event == 0) return;
+bool HostEndpoint::eventLive(int q, uint64_t event) const {
+  if (event == 0) return true;
+  if (q < 0 || static_cast<size_t>(q) >= recentEvents_.size()) return false;
   const auto& recent = recentEvents_[static_cast<size_t>(q)];
   const auto it = std::lower_bound(recent.begin(), recent.end(), std::make_pair(event, uint64_t{0}));
-  if (it == recent.end() || it->first != event || it->second + kEventWindow <= eventsRecorded_)
+  return it != recent.end() && it->first == event && it->second + kEventWindow > eventsRecorded_;
+}
+
+void HostEndpoint::requireLiveEvent(int q, uint64_t event) const {
+  if (!eventLive(q, event))
     throw FabricError(FabricError::Kind::kUsage,
                       "rank " + std::to_string(rank_) + ": event " + std::to_string(event) + " of queue " +
                           std::to_string(q) + " is unknown or was recycled (more than " +

@@ -90,6 +90,7 @@ class HostEndpoint final : public Endpoint {
   void wait(int q, int id, uint64_t value, int peer, const char* what) override;
   uint64_t record(int q) override;
   void waitEvent(int q, int srcQueue, uint64_t event) override;
+  bool eventLive(int q, uint64_t event) const override;
   void synchronize(int q) override;
   void synchronizeAll() override;
   void synchronizeEvent(int q, uint64_t event) override;

@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 constexpr uint64_t kSegmentMagic = 0x31'4D'48'53'45'44'49'54;  // "TIDESHM1" little-endian
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;  // 2: the header holds the topology's node count
 constexpr int64_t kPageBytes = 4096;
 constexpr size_t kJobIdBytes = 32;
 
@@ -31,6 +31,8 @@ struct SegmentHeader {
   uint32_t layoutVersion;
   int32_t rank;
   int32_t ranks;
+  int32_t nodes;  // M of the topology (ranks = M x L): ranks that agree on N but not on M x L must not meet
+  int32_t reserved;
   int64_t arenaBytes;
   int64_t countersOffset;
   int64_t controlOffset;  // -1: none (every rank but 0)
@@ -80,7 +82,7 @@ std::string randomJobId() {
 
 SegmentHeader* headerOf(const ShmSegment& s) { return reinterpret_cast<SegmentHeader*>(s.data()); }
 
-ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int64_t arenaBytes) {
+ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int nodes, int64_t arenaBytes) {
   const SegmentLayout l = segmentLayout(arenaBytes, rank == 0);
   ShmSegment seg = ShmSegment::create(shmSegmentName(jobId, rank), static_cast<size_t>(l.total));
   auto* ctr = reinterpret_cast<std::atomic<uint64_t>*>(seg.data() + l.counters);
@@ -95,6 +97,7 @@ ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int64_t 
   h.layoutVersion = kLayoutVersion;
   h.rank = rank;
   h.ranks = ranks;
+  h.nodes = nodes;
   h.arenaBytes = arenaBytes;
   h.countersOffset = l.counters;
   h.controlOffset = l.control;
@@ -106,7 +109,7 @@ ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int64_t 
 }
 
 // A peer's segment is trusted only if it is the one this job expects.
-void checkPeerSegment(const ShmSegment& seg, const std::string& jobId, int peer, int ranks,
+void checkPeerSegment(const ShmSegment& seg, const std::string& jobId, int peer, int ranks, int nodes,
                       int64_t arenaBytes) {
   auto bad = [&](const std::string& why) {
     return FabricError(FabricError::Kind::kUsage, "segment " + seg.name() + " of rank " + std::to_string(peer) +
@@ -119,6 +122,10 @@ void checkPeerSegment(const ShmSegment& seg, const std::string& jobId, int peer,
   if (std::string(h.jobId, strnlen(h.jobId, kJobIdBytes)) != jobId) throw bad("belongs to another job");
   if (h.rank != peer || h.ranks != ranks)
     throw bad("holds rank " + std::to_string(h.rank) + " of " + std::to_string(h.ranks));
+  if (h.nodes != nodes)
+    throw bad("its topology has " + std::to_string(h.nodes) + " node(s) of " + std::to_string(ranks / h.nodes) +
+              ", this rank's " + std::to_string(nodes) + " of " + std::to_string(ranks / nodes) +
+              ": every rank must name the same topology");
   if (h.arenaBytes != arenaBytes)
     throw bad("its arena has " + std::to_string(h.arenaBytes) + " bytes, this rank's " +
               std::to_string(arenaBytes) + ": the arena is symmetric, every rank must ask for the same size");
@@ -200,7 +207,7 @@ void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64
   }
 
   segments_.resize(static_cast<size_t>(ranks));
-  segments_[static_cast<size_t>(rank_)] = createSegment(jobId_, rank_, ranks, arenaBytes);
+  segments_[static_cast<size_t>(rank_)] = createSegment(jobId_, rank_, ranks, topo_.nodes, arenaBytes);
   // Published only once initialised: a peer that sees the name may map it.
   store.set(keys + "segment/" + std::to_string(rank_), shmSegmentName(jobId_, rank_));
 
@@ -216,7 +223,7 @@ void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64
                         "segment " + name + " of rank " + std::to_string(peer) +
                             " is gone: a rank gave up on the bootstrap and removed the job's segments");
     }
-    checkPeerSegment(segments_[static_cast<size_t>(peer)], jobId_, peer, ranks, arenaBytes);
+    checkPeerSegment(segments_[static_cast<size_t>(peer)], jobId_, peer, ranks, topo_.nodes, arenaBytes);
   }
   storeBarrier(store, keys + "mapped", ranks, remaining());
 }

@@ -6,17 +6,21 @@
 // (processes share no condition variables).
 //
 // Bootstrap through a KeyValueStore, all waits bounded by
-// bootstrapTimeoutSeconds:
+// bootstrapTimeoutSeconds (the C API: the host deadline of its timeoutSeconds, when given):
 //   1. rank 0 draws a random job id and publishes it; segment names are
 //      "/tide-<job>-<rank>" (shmSegmentName), so every rank knows every name;
 //   2. each rank creates and initialises its segment, then publishes the name;
 //   3. each rank maps every published segment and checks its header (same
-//      job, same rank count, same arena size);
+//      job, same topology, same arena size);
 //   4. a store barrier: everyone has mapped everything; each rank then unlinks
 //      every name. From here on nothing is left in /dev/shm, whoever crashes.
 // A rank whose bootstrap fails (a peer never came, or died) unlinks every
 // name of the job before it throws, so a segment whose owner died before
-// step 4 does not outlive the job either.
+// step 4 does not outlive the job, as long as some rank lives to fail. Where
+// none does (every rank killed during its bootstrap, e.g. a launcher's
+// SIGKILL before step 4), the segments stay in /dev/shm until removed by
+// hand (`rm /dev/shm/tide-*`, with no TIDE job running): a library cannot
+// run code in a process that is killed.
 #pragma once
 
 #include <cstdint>
