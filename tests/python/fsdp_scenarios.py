@@ -1127,6 +1127,85 @@ def unused_block_output(ctx):
             assert tide.fsdp.uninstall(mt)
 
 
+def skipped_blocks_hold_no_slot(ctx):
+    """A block that does not run in a step keeps no ring slot from the blocks
+    that do (each case below raised RegionConflict where stock trains):
+    (a) explicit forward prefetch one block ahead, a block skipped: its
+    prefetch, never waited for, is dropped when the block after it gathers
+    into the slot; (b) set_reshard_after_backward(False) on a no-sync
+    micro-batch, the block kept unsharded then skipped in the next one: it is
+    resharded when a ring-mate needs the slot, as FSDP2 would have after its
+    backward. Both modes match stock, step after step."""
+    build = lambda: OrderedBlocksModel([Block() for _ in range(4)])  # noqa: E731
+
+    def prefetch_next(m):
+        blocks = list(m.blocks)
+        for a, b in zip(blocks, blocks[1:]):
+            a.set_modules_to_forward_prefetch([b])
+
+    tol = tight(ctx, FP32)
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(build, ctx, mesh_1d(ctx))
+        prefetch_next(ms)
+        prefetch_next(mt)
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        for s, order in enumerate([None, (0, 2, 3), None, (0, 1, 3)]):
+            ms.order = mt.order = order
+            step_both(ms, mt, opts, batches(ctx, 1, seed=90 + s), tol=tol, what=f"{mode} prefetch, step {s} {order}")
+        assert stats(mt).get("stale_prefetch_dropped", 0) >= 2, stats(mt)
+        assert tide.fsdp.uninstall(mt)
+
+        ms, mt = make_pair(build, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        for s in range(2):
+            xs = batches(ctx, 2, seed=95 + s)
+            for model in (ms, mt):
+                for micro, order in enumerate((None, (0, 2, 3))):
+                    last = micro == 1
+                    model.set_requires_gradient_sync(last)
+                    model.set_reshard_after_backward(last)
+                    model.order = order
+                    model(xs[micro]).float().pow(2).mean().backward()
+            compare_models(ms, mt, f"{mode} kept unsharded, step {s}", tol, grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad()
+            compare_models(ms, mt, f"{mode} kept unsharded, step {s}", tol)
+        assert tide.fsdp.uninstall(mt)
+
+
+def inversion_after_the_autograd_pass(ctx):
+    """In-Place inverts the backward prefetch at each post_backward; FSDP2's
+    final callback runs the root's post_backward after the autograd pass,
+    and with the last block's output out of the loss, FSDP2's bookkeeping
+    named a block whose backward had run as the next target: it was gathered
+    for nothing every backward, and with set_is_last_backward(False) that
+    gather stayed pending into the next forward (RegionConflict). Now every
+    block gathers as often as the others, and training matches stock."""
+    ms, mt = make_pair(lambda: UnusedOutputModel([Block() for _ in range(4)]), ctx, mesh_1d(ctx))
+    ms.unused = mt.unused = (3,)
+    rep = install(mt, ctx)
+    assert_all_tide(rep, 5)
+    opts = optimizers(ms, mt, "sgd", 1e-2)
+    tol = tight(ctx, FP32)
+    for s in range(2):
+        xs = batches(ctx, 2, seed=97 + s)
+        for model in (ms, mt):
+            for micro in range(2):
+                model.set_is_last_backward(micro == 1)
+                model(xs[micro]).float().pow(2).mean().backward()
+        compare_models(ms, mt, f"step {s}", tol, grads=True)
+        for o in opts:
+            o.step()
+            o.zero_grad()
+        compare_models(ms, mt, f"step {s}", tol)
+    gathers = {g["fqn"]: g["stats"].get("all_gathers", 0) for g in tide.fsdp.report(mt, echo=False)["groups"]}
+    assert gathers["blocks.2"] == gathers["blocks.1"] == gathers["blocks.0"], gathers
+    assert tide.fsdp.uninstall(mt)
+
+
 def dtype_changed_after_install(ctx):
     """model.to(torch.bfloat16) after training steps (stock FSDP2 cannot go on
     either: its gather buffers stay fp32): the next gather refuses with what
@@ -1990,7 +2069,8 @@ TWO_RANKS = [
     "bf16_params_slot_reuse", "integer_exact", "integer_exact_slot_reuse_two_nodes", "integer_exact_plan_options",
     "integer_exact_bf16", "passes_fit_the_scratch",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
-    "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false", "fallbacks", "state_dict_and_checkpoint",
+    "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false",
+    "skipped_blocks_hold_no_slot", "inversion_after_the_autograd_pass", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",

@@ -40,32 +40,42 @@ def region_holder(tg):
     forwards before one backward, a forward whose loss was dropped), and,
     resharded here, its backward gathers them again, as FSDP2 does for any
     block that reshards after forward."""
-    return _scan_region(tg)[0]
+    return _scan_region(tg, own_unshard=False)[0]
 
 
-def _scan_region(tg) -> tuple:
+def _scan_region(tg, own_unshard: bool) -> tuple:
     """(holder, others): region_holder's answer, and when it is None the
     other members claim_region must clear first, in member order, each with
-    whether its pending gather is a stale backward prefetch to drop (else it
-    is a group to reshard). One pass over the members
-    (it runs at every all-gather and prefetch; in a ring slot of a deep model
-    most members are sharded with nothing pending, which two reads show)."""
+    whether its pending gather is one to drop (else it is a group to
+    reshard). `own_unshard`: tg gathers for its own forward or backward (not
+    a prefetch, which region_holder's caller defers instead). One pass over
+    the members (it runs at every all-gather and prefetch; in a ring slot of a
+    deep model most members are sharded with nothing pending, which two reads
+    show)."""
     it = guards.internals()
+    idle = it.TrainingState.IDLE
     others = []
     for other in tg.region.members:
         if other is tg:
             continue
         group = other.info.group
         if group._all_gather_result is not None:
-            # (Only a pending gather can be a stale backward prefetch.)
-            if stale_backward_prefetch(tg, other):
+            # A prefetch nobody waited for: a backward prefetch whose output did
+            # not reach the loss, or, when tg needs the slot for itself, any
+            # prefetch of a group not running (a block skipped this step). FSDP2
+            # drops such a gather at the end of the backward, or never uses it;
+            # the group gathers again should it run after all.
+            if stale_backward_prefetch(tg, other) or (own_unshard and group._training_state == idle):
                 others.append((other, True))
                 continue
             return other, []
         if group.is_sharded:
             continue
         state = group._training_state
-        if state == it.TrainingState.POST_BACKWARD or (other.folded and state == it.TrainingState.IDLE):
+        # Unsharded past its backward (POST_BACKWARD in it; IDLE after it, until its
+        # next gather), or the idle folded last block: FSDP2's parameters, which it
+        # would have resharded itself with reshard_after_backward / _forward.
+        if (state == it.TrainingState.POST_BACKWARD or (state == idle and (other.folded or other.kept_after_backward))):
             others.append((other, False))
             continue
         return other, []
@@ -80,7 +90,7 @@ def claim_region(tg) -> None:
     post-forward; anything else is a conflict (the execution
     order differs from the module order the ring was laid out in), raised
     before any group is touched."""
-    holder, others = _scan_region(tg)
+    holder, others = _scan_region(tg, own_unshard=True)
     if holder is not None:
         group = holder.info.group
         what = ("has an all-gather pending" if group._all_gather_result is not None
@@ -117,9 +127,9 @@ def _drop_stale_gather(tg, other) -> None:
     other.mark_resharded()  # never copied out; the slot is overwritten next
     other.stats["stale_prefetch_dropped"] += 1
     if other.stats["stale_prefetch_dropped"] == 1:  # said once per group
-        log.info("tide.fsdp: group '%s': its backward prefetch went unused (its output did not reach the loss); "
-                 "dropped when '%s' needed the ring slot, as FSDP2 drops it at the end of the backward",
-                 other.info.fqn, tg.info.fqn)
+        log.info("tide.fsdp: group '%s': its prefetch went unused (a block skipped, or an output that did not reach "
+                 "the loss); dropped when '%s' needed the ring slot, as FSDP2 drops it at the end of the backward; "
+                 "the group gathers again if it runs", other.info.fqn, tg.info.fqn)
 
 
 def _conflict(tg, other, what: str) -> str:

@@ -547,6 +547,17 @@ def _apply(tg: TideGroup) -> None:
             fp.free_unsharded_param = types.MethodType(free_unsharded_param, fp)
             if tg.adopt:
                 _ag.adopt(tg, idx)
+    stock_post_backward = group.post_backward
+
+    def post_backward(*args, **kwargs):
+        result = stock_post_backward(*args, **kwargs)
+        # set_reshard_after_backward(False): the group keeps its ring slot past
+        # its backward; a ring-mate may reshard it (all_gather._scan_region).
+        if not group.is_sharded:
+            tg.kept_after_backward = True
+        return result
+
+    group.post_backward = post_backward
     if tg.folded:
         it = guards.internals()
         stock_post_forward = group.post_forward
@@ -587,6 +598,8 @@ def _restore(tg: TideGroup) -> None:
                 fp._sharded_local_tensor.data = fresh.view(fp.padded_sharded_param_size).narrow(
                     0, 0, fp.sharded_size[0])
     group.__dict__.pop("post_forward", None)
+    group.__dict__.pop("post_backward", None)
+    tg.kept_after_backward = False
 
 
 # ------------------------------------------------------------------ uninstall

@@ -28,7 +28,9 @@ in backward (order[k-1]) and that group's next target (order[k'-1], k' the
 index it will pop). Anything else -- explicit prefetch
 (set_modules_to_backward_prefetch), several parameter groups per module, a
 target that is stock, already gathered or whose region is taken, a group
-left unsharded after backward -- keeps FSDP2's order.
+left unsharded after backward, a next group or target whose backward has
+run already (the root's post_backward from FSDP2's final callback, when a
+block's output did not reach the loss) -- keeps FSDP2's order.
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ def invert(tg, lookup: Callable[[list], Any]) -> None:
     if not 1 <= k_next < len(order):
         return
     target = order[k_next - 1]
+    # From FSDP2's final callback (the root's post_backward, after the autograd
+    # pass), nxt may be a group whose backward never came (its output did not
+    # reach the loss): its index was never popped and points at a target whose
+    # backward already ran. No backward follows to use such a gather.
+    post_backward = guards.internals().TrainingState.POST_BACKWARD
+    if nxt._training_state == post_backward or target._training_state == post_backward:
+        return
     tt = lookup(target.fsdp_params)
     if tt is None or tt.mode != "in-place" or tt.info.group is not target:
         return  # a stock target keeps FSDP2's schedule

@@ -68,6 +68,9 @@ class TideGroup:
         self.invert_prefetch = False
         self.inversion_off: str | None = None
         self.backward_index: int | None = None  # post-forward index popped in this backward
+        # Left unsharded by its own backward (set_reshard_after_backward(False)) and not
+        # gathered since: FSDP2 holds these parameters, not the user (all_gather._scan_region).
+        self.kept_after_backward = False
         # While resharded: the unsharded Parameters and the versions they had (mark_resharded).
         self._versions_at_reshard: tuple | None = None
 
@@ -91,6 +94,7 @@ class TideGroup:
 
     def mark_unsharded(self) -> None:
         """At this group's all-gather (and uninstall): the versions autograd saw."""
+        self.kept_after_backward = False
         if self._versions_at_reshard is None:
             return
         params, versions = self._versions_at_reshard
