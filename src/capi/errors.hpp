@@ -4,7 +4,9 @@
 
 #include <exception>
 #include <stdexcept>
+#include <new>
 #include <string>
+#include <system_error>
 
 #include "tide/fabric.hpp"
 #include "tide/plan.hpp"
@@ -48,6 +50,20 @@ tideResult_t guarded(const char* call, F&& body) {
   } catch (const std::invalid_argument& e) {
     setLastError(tideInvalidArgument, "bad_argument", std::string(call) + ": " + e.what());
     return tideInvalidArgument;
+  } catch (const std::bad_alloc&) {
+    setLastError(tideInternalError, "out_of_memory",
+                 std::string(call) + ": out of host memory (std::bad_alloc); the host fabric keeps every rank's "
+                                     "arena in this machine's memory");
+    return tideInternalError;
+  } catch (const std::system_error& e) {
+    // std::thread reports a thread it could not start as EAGAIN.
+    const bool noThread = e.code() == std::errc::resource_unavailable_try_again;
+    setLastError(tideInternalError, noThread ? "out_of_threads" : "internal",
+                 std::string(call) + ": " + e.what() +
+                     (noThread ? " (could not start a thread: the host fabric runs a worker thread per queue of "
+                                 "every rank in the process; fewer ranks, or a higher limit on threads)"
+                               : ""));
+    return tideInternalError;
   } catch (const std::exception& e) {
     setLastError(tideInternalError, "internal", std::string(call) + ": " + e.what());
     return tideInternalError;

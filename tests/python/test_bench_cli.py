@@ -206,3 +206,21 @@ def test_a_fault_needs_two_iterations():
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "at least 2 iterations" in r.stderr, r.stderr
     assert "NOT detected" not in r.stdout + r.stderr
+
+
+def test_running_out_of_host_memory_says_so():
+    """Ranks whose arenas do not fit in the memory the process may use: the error once said only
+    "internal error: std::bad_alloc"; it now names what ran out."""
+    import resource
+    import subprocess
+
+    from cli_runner import tide_command
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (1500 << 20, 1500 << 20))
+
+    proc = subprocess.run([*tide_command(), "bench", "--fabric", "host", "--preset", "llama3.1-8b", "-M", "2", "-L",
+                           "4", "--iters", "2", "--timeout", "5"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit_memory)
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "out of host memory" in proc.stderr and "out_of_memory" in proc.stderr, proc.stderr
