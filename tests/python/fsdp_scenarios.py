@@ -291,9 +291,10 @@ def agree(check) -> None:
 
 
 def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=False, what="step", hsdp_ar_last=False,
-              keep_unsharded_first=False):
+              keep_unsharded_first=False, before_micro=None):
     """One optimizer step of both models over `micro` micro-batches; compares
-    losses, accumulated gradients, and parameters after the step."""
+    losses, accumulated gradients, and parameters after the step.
+    before_micro(model, i): anything else to set before micro-batch i."""
     loss_fn = loss_fn or (lambda y: y.float().pow(2).mean())
     losses = []
     for model in (ms, mt):
@@ -306,6 +307,8 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
                 model.set_requires_all_reduce(last)
             if keep_unsharded_first:
                 model.set_reshard_after_backward(last)
+            if before_micro is not None:
+                before_micro(model, i)
             loss = loss_fn(model(x))
             loss.backward()
             total.append(loss.detach())
@@ -1159,20 +1162,13 @@ def skipped_blocks_hold_no_slot(ctx):
         ms, mt = make_pair(build, ctx, mesh_1d(ctx))
         assert_all_tide(install(mt, ctx, mode=mode), 5)
         opts = optimizers(ms, mt, "sgd", 1e-2)
+        def skip_block_1_second(model, i):
+            model.order = (None, (0, 2, 3))[i]
+
         for s in range(2):
-            xs = batches(ctx, 2, seed=95 + s)
-            for model in (ms, mt):
-                for micro, order in enumerate((None, (0, 2, 3))):
-                    last = micro == 1
-                    model.set_requires_gradient_sync(last)
-                    model.set_reshard_after_backward(last)
-                    model.order = order
-                    model(xs[micro]).float().pow(2).mean().backward()
-            compare_models(ms, mt, f"{mode} kept unsharded, step {s}", tol, grads=True)
-            for o in opts:
-                o.step()
-                o.zero_grad()
-            compare_models(ms, mt, f"{mode} kept unsharded, step {s}", tol)
+            step_both(ms, mt, opts, batches(ctx, 2, seed=95 + s), tol=tol, micro=2, no_sync_first=True,
+                      keep_unsharded_first=True, before_micro=skip_block_1_second,
+                      what=f"{mode} kept unsharded, step {s}")
         assert tide.fsdp.uninstall(mt)
 
 
@@ -1191,16 +1187,8 @@ def inversion_after_the_autograd_pass(ctx):
     opts = optimizers(ms, mt, "sgd", 1e-2)
     tol = tight(ctx, FP32)
     for s in range(2):
-        xs = batches(ctx, 2, seed=97 + s)
-        for model in (ms, mt):
-            for micro in range(2):
-                model.set_is_last_backward(micro == 1)
-                model(xs[micro]).float().pow(2).mean().backward()
-        compare_models(ms, mt, f"step {s}", tol, grads=True)
-        for o in opts:
-            o.step()
-            o.zero_grad()
-        compare_models(ms, mt, f"step {s}", tol)
+        step_both(ms, mt, opts, batches(ctx, 2, seed=97 + s), tol=tol, micro=2, what=f"step {s}",
+                  before_micro=lambda model, i: model.set_is_last_backward(i == 1))
     gathers = {g["fqn"]: g["stats"].get("all_gathers", 0) for g in tide.fsdp.report(mt, echo=False)["groups"]}
     assert gathers["blocks.2"] == gathers["blocks.1"] == gathers["blocks.0"], gathers
     assert tide.fsdp.uninstall(mt)
