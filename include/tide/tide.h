@@ -115,7 +115,8 @@ tideResult_t tideCommDestroy(tideComm_t comm);
 tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
 /* Arena bytes the collectives' scratch takes for these groups (what the first
  * collective reserves at the arena's top, alignment included): size an arena
- * as user memory + this. */
+ * as user memory + this, counting each tideCommAlloc from a multiple of 4096
+ * (every allocation but the last rounded up to 4096 bytes). */
 tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_t* bytes);
 tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* group);
 tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);

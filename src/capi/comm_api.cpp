@@ -53,8 +53,10 @@ struct tideComm {
     const int64_t need = ScratchLayout::forPlans(plans).bytes;
     const int64_t base = (arena - need) / 4096 * 4096;
     if (base < userTop)
-      throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory " +
-                                  std::to_string(userTop) + " + collective scratch " + std::to_string(need));
+      throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory ends at " +
+                                  std::to_string(userTop) + " (each tideCommAlloc starts at a multiple of 4096), and "
+                                  "the collective scratch of " + std::to_string(need) + " bytes would start at " +
+                                  std::to_string(base) + " (its base aligned down to 4096)");
     comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base), faultsFromEnv(), issue);
     return *comm;
   }

@@ -291,3 +291,27 @@ def test_a_communicator_dropped_without_close_is_destroyed(tmp_path):
         del comm
         gc.collect()
     assert threads() == before
+
+
+def test_arena_sizing_counts_allocations_from_4k_boundaries(tmp_path):
+    """Two 200-byte allocations and the scratch: the second allocation starts at 4096, so
+    400 + scratch bytes are too few, and the refusal once read "arena of 4496 bytes is too small:
+    user memory 4296 + collective scratch 0". It now says where each part starts; sized as tide.h
+    says (allocations from multiples of 4096), the arena fits."""
+    from tide.plan import scratch_bytes
+
+    shapes = [[8, 4]]
+    scratch = scratch_bytes([{"shapes": shapes, "nodes": 1, "gpus_per_node": 1}])
+    for arena, fits in ((400 + scratch, False), (4096 + 200 + scratch, True)):
+        with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=arena, fabric="host",
+                          store_dir=str(tmp_path / f"store{arena}"), timeout_s=5) as comm:
+            group = comm.register_group(shapes)
+            comm.alloc(200)
+            landing, _ = comm.alloc(200)
+            shard = np.zeros(32, dtype=np.uint16)
+            if fits:
+                comm.all_gather(group, shard.ctypes.data, landing)
+                comm.synchronize()
+            else:
+                with pytest.raises(_capi.TideError, match="user memory ends at 4296.*would start at 4096"):
+                    comm.all_gather(group, shard.ctypes.data, landing)

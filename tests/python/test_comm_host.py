@@ -249,13 +249,29 @@ def _lone_rank(rank, store, timeout_s, results):
         results.put((str(e), time.monotonic() - start))
 
 
+def _pair_rank(rank, store, results):
+    from tide.comm import Communicator
+
+    try:
+        Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 20, fabric="host", store_dir=store,
+                     timeout_s=1.0).close()
+        results.put((rank, "joined"))
+    except Exception as e:  # noqa: BLE001 - reported
+        results.put((rank, str(e)))
+
+
 def test_bootstrap_fails_on_the_callers_deadline(tmp_path):
     """A peer that never comes: the bootstrap gave up after a fixed 60 s whatever timeout_s said;
-    now after the host deadline of timeout_s (2 T + 10 s)."""
+    now after the host deadline of timeout_s (2 T + 10 s). A whole job started next in the same
+    store directory is misdirected by the keys the first one left: each of its ranks fails, saying
+    that every job needs a fresh store directory (it once blamed a rank that gave up)."""
     got, codes = run_ranks(_lone_rank, 1, (str(tmp_path), 1.0), timeout=90)
     assert codes == [0], codes
     ((message, seconds),) = got
     assert "timed out" in message and seconds < 30, (message, seconds)
+    got, codes = run_ranks(_pair_rank, 2, (str(tmp_path),), timeout=90)
+    verdicts = dict(got)
+    assert len(verdicts) == 2 and all("fresh one" in v for v in verdicts.values()), verdicts
 
 
 def _topology_rank(rank, store, results):

@@ -178,7 +178,14 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
     unlinkAllNames();
     segments_.clear();
     const std::string what = context + (jobId_.empty() ? "" : " (job " + jobId_ + ")") + " failed: " + e.what();
-    if (const auto* fe = dynamic_cast<const FabricError*>(&e)) throw FabricError(fe->kind(), what);
+    if (const auto* fe = dynamic_cast<const FabricError*>(&e)) {
+      // Keys an earlier job left in the store (one that did not finish, or had other ranks)
+      // misdirect this one: its ranks read a gone job's id or wait for keys nobody writes.
+      const bool lost = fe->kind() == FabricError::Kind::kTimeout || fe->kind() == FabricError::Kind::kPeerFailure;
+      throw FabricError(fe->kind(), lost ? what + " (if an earlier job used this store directory, start each job "
+                                                  "with a fresh one)"
+                                         : what);
+    }
     if (const auto* se = dynamic_cast<const std::system_error*>(&e)) throw std::system_error(se->code(), what);
     throw std::runtime_error(what);
   }
