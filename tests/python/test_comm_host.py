@@ -292,3 +292,46 @@ def test_ranks_naming_different_topologies_are_refused(tmp_path):
     got, codes = run_ranks(_topology_rank, 2, (str(tmp_path),), timeout=90)
     verdicts = dict(got)
     assert any("every rank must name the same topology" in v for v in verdicts.values()), verdicts
+
+
+def _stopping_rank(rank, store, how, results):
+    import os
+    import signal
+    import time
+
+    from tide.comm import Communicator
+
+    shapes = [[37, 5], [3]]
+    try:
+        with Communicator(nodes=1, gpus_per_node=3, rank=rank, arena_bytes=1 << 22, fabric="host", store_dir=store,
+                          timeout_s=2.0) as comm:
+            group = comm.register_group(shapes)
+            landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+            shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)
+            for call in range(4):
+                if rank == 2 and call == 2:
+                    if how == "killed":
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    time.sleep(8)  # alive, but never makes this call
+                    results.put((rank, "skipped"))
+                    return
+                comm.all_gather(group, shard.ctypes.data, landing)
+                comm.synchronize()
+        results.put((rank, "completed"))
+    except Exception as e:  # noqa: BLE001 - reported
+        results.put((rank, str(e)))
+
+
+@pytest.mark.parametrize("how", ["skipped", "killed"])
+def test_a_timeout_names_the_ranks_behind_and_gone(how, tmp_path):
+    """Rank 2 of three skips a call (or is killed before it). The wait that times out first is
+    often another survivor's, stuck behind rank 2 itself, so the message named a live rank; it now
+    also lists the ranks that entered fewer calls, and those whose process has exited."""
+    got, codes = run_ranks(_stopping_rank, 3, (str(tmp_path), how), timeout=60)
+    verdicts = dict(got)
+    for rank in (0, 1):
+        message = verdicts[rank]
+        assert "timed out" in message or "a peer failed" in message, verdicts
+        assert "ranks behind this one" in message and ": 2 (2)" in message, message
+        if how == "killed":
+            assert "ranks whose process has exited: 2" in message, message

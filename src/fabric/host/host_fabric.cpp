@@ -1,7 +1,11 @@
 #include "fabric/host/host_fabric.hpp"
 
+#include <signal.h>  // kill(pid, 0): is a peer process still there
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "fabric/byte_range.hpp"
@@ -63,8 +67,41 @@ std::byte* HostEndpoint::peerArena(int peerRank) {
 
 void HostEndpoint::setCallContext(const std::string& call) {
   flushRails();
+  if (!mem_.callsEntered.empty()) mem_.callsEntered[static_cast<size_t>(rank_)]->fetch_add(1);
   std::lock_guard<std::mutex> lock(callMu_);
   call_ = call;
+}
+
+namespace {
+
+// Whether process `pid` has exited: no such process, or a zombie its parent
+// has not reaped yet (a killed rank of a launcher still running).
+bool processGone(int pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');  // "pid (comm) state ...": comm may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+}  // namespace
+
+std::string HostEndpoint::peersProgress() const {
+  if (mem_.callsEntered.empty()) return "";
+  const uint64_t mine = mem_.callsEntered[static_cast<size_t>(rank_)]->load();
+  std::string behind, gone;
+  for (int r = 0; r < static_cast<int>(mem_.callsEntered.size()); ++r) {
+    const uint64_t theirs = mem_.callsEntered[static_cast<size_t>(r)]->load();
+    if (theirs < mine) behind += (behind.empty() ? "" : ", ") + std::to_string(r) + " (" + std::to_string(theirs) + ")";
+    const int pid = r < static_cast<int>(mem_.pids.size()) ? mem_.pids[static_cast<size_t>(r)] : 0;
+    if (pid > 0 && processGone(pid)) gone += (gone.empty() ? "" : ", ") + std::to_string(r);
+  }
+  std::string out;
+  if (!behind.empty())
+    out += "; ranks behind this one (calls entered; this rank " + std::to_string(mine) + "): " + behind;
+  if (!gone.empty()) out += "; ranks whose process has exited: " + gone;
+  return out;
 }
 
 WorkQueue& HostEndpoint::queue(int q) {
@@ -468,7 +505,7 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
              "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
                  std::to_string(options_.timeoutSeconds) + " s waiting for " + awaited + " from rank " +
                  std::to_string(peer) + " (counter " + std::to_string(id) + " = " +
-                 std::to_string(ctr->load()) + ", needed " + std::to_string(value) + ")");
+                 std::to_string(ctr->load()) + ", needed " + std::to_string(value) + ")" + peersProgress());
       if (!mem_.doorbells.empty()) {
         Doorbell* bell = mem_.doorbells[static_cast<size_t>(rank_)];
         std::unique_lock<std::mutex> lock(bell->mu);
@@ -615,6 +652,11 @@ HostWorld::HostWorld(plan::Topology topo, int64_t arenaBytes, HostOptions option
   }
   mem.failed = &failed_;
   mem.failure = failure_.data();
+  callsEntered_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(topo.ranks()));
+  for (int r = 0; r < topo.ranks(); ++r) {
+    callsEntered_[static_cast<size_t>(r)].store(0);
+    mem.callsEntered.push_back(&callsEntered_[static_cast<size_t>(r)]);
+  }
   for (int r = 0; r < topo.ranks(); ++r) {
     arenas_.push_back(std::make_unique<std::byte[]>(static_cast<size_t>(std::max<int64_t>(arenaBytes, 1))));
     counters_.push_back(std::make_unique<std::atomic<uint64_t>[]>(kCountersPerRank));

@@ -45,6 +45,12 @@ struct RankMemory {
   std::atomic<int>* failed = nullptr;  // set by the first rank that fails
   char* failure = nullptr;             // first failure message (kFailureBytes)
   static constexpr size_t kFailureBytes = 1024;
+  // Per rank, for the message of a wait that times out (which names the peer
+  // it waited for, often itself stuck behind the rank at fault): the calls
+  // each rank has entered (setCallContext) and its process id (0: this
+  // process). Empty: no such summary.
+  std::vector<std::atomic<uint64_t>*> callsEntered;
+  std::vector<int> pids;
 };
 
 
@@ -106,6 +112,9 @@ class HostEndpoint final : public Endpoint {
   // whatever the heap holds next. Memory outside every arena (the caller's
   // shards and gradients) has no bounds the fabric knows.
   void checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const;
+  // For a wait's timeout message: the ranks that entered fewer calls than this
+  // one, and those whose process has exited ("" when none, or not tracked).
+  std::string peersProgress() const;
   WorkQueue& queue(int q);
   // Every op goes through here: stall injection and, when on, the checker
   // (body gets the checker's task handle, -1 without a checker).
@@ -199,6 +208,7 @@ class HostWorld {
   plan::Topology topo_;
   std::vector<std::unique_ptr<std::byte[]>> arenas_;
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> counters_;
+  std::unique_ptr<std::atomic<uint64_t>[]> callsEntered_;  // RankMemory::callsEntered, by rank
   std::vector<std::unique_ptr<Doorbell>> doorbells_;
   std::unique_ptr<ProtocolChecker> checker_;
   std::unique_ptr<RailMailbox> mailbox_;

@@ -1,5 +1,7 @@
 #include "fabric/host/shm_world.hpp"
 
+#include <unistd.h>  // getpid
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 constexpr uint64_t kSegmentMagic = 0x31'4D'48'53'45'44'49'54;  // "TIDESHM1" little-endian
-constexpr uint32_t kLayoutVersion = 2;  // 2: the header holds the topology's node count
+constexpr uint32_t kLayoutVersion = 3;  // 2: the topology's node count; 3: pid and calls entered
 constexpr int64_t kPageBytes = 4096;
 constexpr size_t kJobIdBytes = 32;
 
@@ -32,7 +34,8 @@ struct SegmentHeader {
   int32_t rank;
   int32_t ranks;
   int32_t nodes;  // M of the topology (ranks = M x L): ranks that agree on N but not on M x L must not meet
-  int32_t reserved;
+  int32_t pid;    // the owner's process (RankMemory::pids)
+  std::atomic<uint64_t> callsEntered;  // RankMemory::callsEntered (lock-free, so shared across processes)
   int64_t arenaBytes;
   int64_t countersOffset;
   int64_t controlOffset;  // -1: none (every rank but 0)
@@ -92,19 +95,21 @@ ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int node
     control->failed.store(0);
     std::memset(control->failure, 0, sizeof control->failure);
   }
-  SegmentHeader h{};
+  static_assert(std::atomic<uint64_t>::is_always_lock_free, "calls entered is shared between processes");
+  auto& h = *new (seg.data()) SegmentHeader{};
   h.magic = kSegmentMagic;
   h.layoutVersion = kLayoutVersion;
   h.rank = rank;
   h.ranks = ranks;
   h.nodes = nodes;
+  h.pid = static_cast<int32_t>(::getpid());
+  h.callsEntered.store(0);
   h.arenaBytes = arenaBytes;
   h.countersOffset = l.counters;
   h.controlOffset = l.control;
   h.arenaOffset = l.arena;
   h.totalBytes = l.total;
   std::strncpy(h.jobId, jobId.c_str(), kJobIdBytes - 1);
-  std::memcpy(seg.data(), &h, sizeof h);
   return seg;
 }
 
@@ -247,6 +252,8 @@ RankMemory SharedWorld::rankMemory(int64_t arenaBytes) const {
     const SegmentHeader& h = *headerOf(seg);
     mem.arenas.push_back(seg.data() + h.arenaOffset);
     mem.counters.push_back(reinterpret_cast<std::atomic<uint64_t>*>(seg.data() + h.countersOffset));
+    mem.callsEntered.push_back(&headerOf(seg)->callsEntered);
+    mem.pids.push_back(h.pid == static_cast<int32_t>(::getpid()) ? 0 : h.pid);
   }
   ControlBlock* control = controlOf(segments_[0]);
   mem.failed = &control->failed;
