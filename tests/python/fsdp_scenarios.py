@@ -1581,11 +1581,23 @@ def refusals(ctx):
     assert not rep["installed"] and rep["reason"] == "not_fsdp", rep
     assert len([m for m in ctx.logs.messages(logging.WARNING) if "stays stock" in m]) == 2
     step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=None, what="stock step 2")
-    # A fabric for the other device type: every group stays stock and says so.
+    # A fabric for the other device type: every group stays stock and says so; the next
+    # install then goes ahead (it once found the model "already installed" and did nothing).
     wrong = "host" if torch.device(ctx.device).type == "cuda" else "cuda-ipc"
     rep = tide.fsdp.install(mt, fabric=wrong, timeout_s=TIMEOUT_S)
     assert rep["groups"] and all(g["reason"] == "fabric_mismatch" for g in rep["groups"]), rep
+    rep = tide.fsdp.install(mt, topology=(1, 3 * ctx.world), timeout_s=TIMEOUT_S)
+    assert rep["groups"] and all(g["reason"] == "bad_topology" for g in rep["groups"]), rep
+    assert_all_tide(install(mt, ctx), 4)
     tide.fsdp.uninstall(mt)
+    for bad, word in (({"topology": (3,)}, "topology"), ({"topology": "ab"}, "topology"),
+                      ({"plan_options": {"bogus": 1}}, "bogus"), ({"timeout_s": "x"}, "timeout_s")):
+        try:
+            tide.fsdp.install(mt, **{"timeout_s": TIMEOUT_S, **bad})
+            raise AssertionError(f"install accepted {bad}")
+        except ValueError as e:
+            assert word in str(e), (bad, e)
+    assert tide.fsdp.report(mt, echo=False)["installed"] is False
     try:
         tide.fsdp.install(mt, fabric="nvlink", timeout_s=TIMEOUT_S)
         raise AssertionError("install accepted fabric 'nvlink'")
@@ -1607,6 +1619,30 @@ def refusals(ctx):
     assert_all_tide(install(mm, ctx), 4)  # once the weights exist: fine
     opts = optimizers(ms, mm, "adam", 1e-2)
     step_both(ms, mm, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="tide step after meta init")
+
+
+def installs_that_overlap(ctx):
+    """install() on a block before the first forward (FSDP2 names its root
+    only then, so the block is not refused as not_root), then on the root:
+    the block's group runs through the first install and the root's keeps it
+    stock with reason installed_elsewhere (it once got a second arena, and an
+    uninstall then failed the next forward). Uninstalls in either order leave
+    the model training as stock does."""
+    for first_out in ("block", "root"):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        rep_block = tide.fsdp.install(mt.blocks[1], timeout_s=TIMEOUT_S)
+        assert rep_block["installed"], rep_block
+        rep = install(mt, ctx)
+        reasons = {g["fqn"]: g["reason"] for g in rep["groups"]}
+        assert reasons["blocks.1"] == "installed_elsewhere", reasons
+        assert [f for f, r in reasons.items() if r is None] == ["<root>", "blocks.0", "blocks.2"], reasons
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=60), tol=tol, what=f"both installed ({first_out} out first)")
+        order = (mt.blocks[1], mt) if first_out == "block" else (mt, mt.blocks[1])
+        for s, module in enumerate(order):
+            assert tide.fsdp.uninstall(module)
+            step_both(ms, mt, opts, batches(ctx, 1, seed=61 + s), tol=tol, what=f"after uninstall {s}")
 
 
 # ------------------------------------------------------------------ four ranks
@@ -2058,7 +2094,7 @@ TWO_RANKS = [
     "integer_exact_bf16", "passes_fit_the_scratch",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
     "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false",
-    "skipped_blocks_hold_no_slot", "inversion_after_the_autograd_pass", "fallbacks", "state_dict_and_checkpoint",
+    "skipped_blocks_hold_no_slot", "installs_that_overlap", "inversion_after_the_autograd_pass", "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",

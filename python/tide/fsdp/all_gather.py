@@ -95,6 +95,10 @@ def claim_region(tg) -> None:
         group = holder.info.group
         what = ("has an all-gather pending" if group._all_gather_result is not None
                 else f"is unsharded ({group._training_state.name})")
+        if group._training_state == guards.internals().TrainingState.FORWARD:
+            # Ring-mates never nest, so a ring-mate still in its forward is one whose forward raised.
+            what += (" -- if an exception ended a forward, call the root module's reset_iter_state() before the "
+                     "next step, which resets FSDP2's state and frees the slot")
         raise RegionConflict(_conflict(tg, holder, what))
     for other, stale in others:  # (the members that are neither sharded nor free of a pending gather)
         if stale:

@@ -162,13 +162,23 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
     if owned:
         raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
+    unknown = sorted(set(plan_options) - _PLAN_OPTIONS)
+    if unknown:
+        raise ValueError(f"plan_options has no {unknown} (it takes {sorted(_PLAN_OPTIONS)})")
+    if topology is not None and not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
+                                     all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in topology)):
+        raise ValueError(f"topology must be (nodes, gpus_per_node), two positive ints, or None; got {topology!r}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
     if release_grads not in RELEASE_GRADS:
         raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
     if fabric is not None and fabric not in _backend.FABRICS:
         raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
     if model in _installed:
-        log.info("tide.fsdp: already installed on this model; uninstall() first to change options")
-        return report(model, echo=False)
+        if _installed[model].tide_groups:
+            log.info("tide.fsdp: already installed on this model; uninstall() first to change options")
+            return report(model, echo=False)
+        uninstall(model)  # every group stayed stock last time (say a topology that did not fit): try again
     problem = guards.check_torch()
     if problem is not None:
         return _refuse(model, *problem)
@@ -206,6 +216,12 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                 return _refuse(model, "lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
             fqn = group._module_fqn or ", ".join(names.get(id(m), "?") for m in group.modules) or "<root>"
             inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn))
+    # A group TIDE already runs through another installation (on a module inside this one, or
+    # one containing it, installed before FSDP2 knew its root): installing it twice would give it
+    # two arenas, and the second uninstall would restore what the first had replaced.
+    for info in inst.infos:
+        if info.reason is None and dispatch.lookup(info.group.fsdp_params) is not None:
+            info.reason, info.detail = "installed_elsewhere", "TIDE runs it through another module's install()"
     busy = _first_busy([info for info in inst.infos if info.reason is None])
     if busy is not None:
         return _refuse(model, "not_idle", f"group '{busy}' is mid-iteration; install between steps")
@@ -399,6 +415,9 @@ def _refuse(model, reason: str, message: str) -> dict:
 MAX_PASSES = 64
 # make_plan arguments the adapter sets from the model and the process group.
 _ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "grad_dtype", "mode"})
+# What plan_options may set: build_plan_config's other keywords.
+_PLAN_OPTIONS = frozenset({"wave_width", "round_width", "passes", "sum_ctas", "landing_ctas", "landing",
+                           "calibration"})
 # Reduce-scatter passes per call of the largest group when plan_options gives
 # none (smaller groups take fewer when their scratch fits: _fit_passes). Four passes
 # bound each call's Level 1 staging to 1/8 of N*S on one node (one pass: 1/2),
