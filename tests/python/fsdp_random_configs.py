@@ -1,7 +1,8 @@
 """Random configurations of tide.fsdp against stock FSDP2, run inside every rank of a gloo job
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
-settings, activation checkpointing, explicit prefetch and a reinstall mid-run, and trains TIDE
+settings, activation checkpointing, explicit prefetch, blocks skipped in some steps (layer drop)
+and a reinstall mid-run, and trains TIDE
 beside stock FSDP2 on the same data (fsdp_scenarios.train): losses, gradients and parameters
 compared every step, bit for bit where the arithmetic allows (integer data with SUM; fp32 on two
 CPU ranks), else within float tolerance.
@@ -57,19 +58,34 @@ def draw_model(rng: random.Random, integer: bool, extra: random.Random):
     tiny = rng.random() < 0.3
     d_in, d_out = rng.randint(3, 9), rng.randint(2, 6)
     recompute = extra.random() < 0.25
-    model_class = sc.CheckpointedModel if recompute else sc.Model
+    # OrderedBlocksModel runs its blocks in module order until told otherwise (draw_config's orders).
+    model_class = sc.CheckpointedModel if recompute else sc.OrderedBlocksModel
+    built: list = []
 
     def build():
         blocks = [sc.Block(d=d, h=h) for h in hs]
         if tiny:
             blocks.append(sc.TinyParamBlock(d=d))
-        return model_class(blocks, d=d, d_in=d_in, d_out=d_out)
+        model = model_class(blocks, d=d, d_in=d_in, d_out=d_out)
+        built.append(model)
+        return model
 
+    build.built = built  # every model built (stock's and TIDE's): the orders go to both
+    build.blocks = len(hs) + int(tiny) if model_class is sc.OrderedBlocksModel else 0  # 0: no orders
     name = f"{model_class.__name__}(d={d}, h={hs}, tiny={tiny}, d_in={d_in}, d_out={d_out})"
     return build, name, len(hs) + int(tiny) + 1
 
 
-def draw_config(rng: random.Random, world: int, extra: random.Random) -> dict:
+def draw_order(rng: random.Random, blocks: int) -> tuple[int, ...] | None:
+    """Which blocks a step runs: all in module order, or all but one (layer drop)."""
+    if rng.random() < 0.3:
+        return None
+    skipped = rng.randrange(blocks)
+    return tuple(i for i in range(blocks) if i != skipped)
+
+
+def draw_config(rng: random.Random, world: int, extra: random.Random, later: random.Random | None = None) -> dict:
+    """`later` draws the options added after `extra`'s (so that `extra`'s seeds give the same draws)."""
     integer = rng.random() < 0.4
     build, model_name, groups = draw_model(rng, integer, extra)
     hsdp = world == 4 and rng.random() < 0.3
@@ -119,6 +135,13 @@ def draw_config(rng: random.Random, world: int, extra: random.Random) -> dict:
             cfg["steps"] = 2  # integers stay exact in bf16 for two sign steps (integer_exact_bf16)
     else:
         cfg.update(precision=rng.choice(["fp32", "fp32", "bf16-compute", "bf16-params"]), dtype=None)
+    # Blocks skipped in some steps (layer drop): a skipped block must keep no ring slot from the
+    # others, whatever prefetch, accumulation or reshard settings the draw has.
+    cfg["orders"] = None
+    if later is not None and getattr(build, "blocks", 0) >= 2 and later.random() < 0.5:
+        # Step 0 runs every block (the models are built in it); then one order per step, the
+        # stock step of a "stock-step" reinstall included.
+        cfg["orders"] = [None] + [draw_order(later, build.blocks) for _ in range(cfg["steps"] + 1)]
     return cfg
 
 
@@ -149,7 +172,13 @@ def train_config(ctx, cfg: dict) -> None:
                          **cfg["install_kw"])
         sc.assert_all_tide(rep, cfg["groups"])
 
+    def set_order(s: int) -> None:
+        if cfg["orders"] is not None:
+            for model in cfg["build"].built:
+                model.order = cfg["orders"][s]
+
     def after_step(mt, s):
+        set_order(s + 1)
         how = cfg["reinstall"]
         if how is not None and s == 0:
             assert tide.fsdp.uninstall(mt), "uninstall found nothing installed"
@@ -189,11 +218,11 @@ def random_configurations(ctx):
     draws = int(os.environ.get("TIDE_FSDP_SWEEP_DRAWS", DEFAULT_DRAWS))
     if ctx.rank == 0:
         print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
-    rng, extra = random.Random(seed), random.Random(seed + 1)
+    rng, extra, later = random.Random(seed), random.Random(seed + 1), random.Random(seed + 2)
     only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
     failures = []
     for i in range(draws):
-        cfg = draw_config(rng, ctx.world, extra)
+        cfg = draw_config(rng, ctx.world, extra, later)
         if only is not None and i != int(only):
             continue
         try:
