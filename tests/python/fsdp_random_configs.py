@@ -60,17 +60,13 @@ def draw_model(rng: random.Random, integer: bool, extra: random.Random):
     recompute = extra.random() < 0.25
     # OrderedBlocksModel runs its blocks in module order until told otherwise (draw_config's orders).
     model_class = sc.CheckpointedModel if recompute else sc.OrderedBlocksModel
-    built: list = []
 
     def build():
         blocks = [sc.Block(d=d, h=h) for h in hs]
         if tiny:
             blocks.append(sc.TinyParamBlock(d=d))
-        model = model_class(blocks, d=d, d_in=d_in, d_out=d_out)
-        built.append(model)
-        return model
+        return model_class(blocks, d=d, d_in=d_in, d_out=d_out)
 
-    build.built = built  # every model built (stock's and TIDE's): the orders go to both
     build.blocks = len(hs) + int(tiny) if model_class is sc.OrderedBlocksModel else 0  # 0: no orders
     name = f"{model_class.__name__}(d={d}, h={hs}, tiny={tiny}, d_in={d_in}, d_out={d_out})"
     return build, name, len(hs) + int(tiny) + 1
@@ -139,9 +135,12 @@ def draw_config(rng: random.Random, world: int, extra: random.Random, later: ran
     # others, whatever prefetch, accumulation or reshard settings the draw has.
     cfg["orders"] = None
     if later is not None and getattr(build, "blocks", 0) >= 2 and later.random() < 0.5:
-        # Step 0 runs every block (the models are built in it); then one order per step, the
-        # stock step of a "stock-step" reinstall included.
-        cfg["orders"] = [None] + [draw_order(later, build.blocks) for _ in range(cfg["steps"] + 1)]
+        # One order per micro-batch of each step (a "stock-step" reinstall's step included): a
+        # block kept unsharded after one micro-batch's backward may be skipped in the next. Step 0
+        # runs every block: stock FSDP2 fails a no-sync backward with a reduce dtype for a block
+        # that never ran (its unsharded parameter does not exist yet; torch 2.13).
+        cfg["orders"] = [[None] * micro] + [[draw_order(later, build.blocks) for _ in range(micro)]
+                                            for _ in range(cfg["steps"])]
     return cfg
 
 
@@ -172,13 +171,10 @@ def train_config(ctx, cfg: dict) -> None:
                          **cfg["install_kw"])
         sc.assert_all_tide(rep, cfg["groups"])
 
-    def set_order(s: int) -> None:
-        if cfg["orders"] is not None:
-            for model in cfg["build"].built:
-                model.order = cfg["orders"][s]
+    def set_order(model, s: int, i: int) -> None:
+        model.order = cfg["orders"][s][i]
 
     def after_step(mt, s):
-        set_order(s + 1)
         how = cfg["reinstall"]
         if how is not None and s == 0:
             assert tide.fsdp.uninstall(mt), "uninstall found nothing installed"
@@ -190,7 +186,8 @@ def train_config(ctx, cfg: dict) -> None:
               ring=cfg["ring"], adopt=cfg["adopt"],
               micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
-              mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure)
+              mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure,
+              before_micro=set_order if cfg["orders"] is not None else None)
     if cfg["precision"] == "integer":
         sc.train(ctx, cfg["build"], integer=True, tol=None, opt="sign", loss_fn=sc.int_loss, dtype=cfg["dtype"], **kw)
     elif cfg["precision"] == "fp32":
