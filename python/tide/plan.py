@@ -197,13 +197,12 @@ def to_c_calibration(calibration: Mapping[str, float]) -> _capi.Calibration:
             number = float(value)
         except OverflowError:
             number = math.inf
-        if not math.isfinite(number):
-            raise PlanInputError(f"calibration: {key} must be finite, got {value!r}")
+        scaled = number * scale  # in the library's units: a value finite as given may overflow here
+        if not math.isfinite(scaled):
+            raise PlanInputError(f"calibration: {key} must be finite (within range), got {value!r}")
         if key in OPTIONAL_CALIBRATION_KEYS and number <= 0:  # the library reads 0 as "not given"
             raise PlanInputError(f"calibration: {key} must be > 0 (leave it out for the default), got {value!r}")
-        if not math.isfinite(number * scale):  # finite as given, past the float range in the library's units
-            raise PlanInputError(f"calibration: {key} is out of range, got {value!r}")
-        fields[field] = number * scale
+        fields[field] = scaled
     return _capi.Calibration(**fields)
 
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <exception>
-#include <stdexcept>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 

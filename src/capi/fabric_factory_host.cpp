@@ -2,8 +2,8 @@
 
 #include "capi/fabric_factory.hpp"
 #include "fabric/host/file_store.hpp"
-#include "fabric/host_deadline.hpp"
 #include "fabric/host/shm_world.hpp"
+#include "fabric/host_deadline.hpp"
 
 namespace tide::capi {
 

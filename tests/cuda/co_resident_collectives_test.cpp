@@ -581,8 +581,7 @@ void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric&
 // pass every case above: otherwise those checks could not fail.
 struct FaultProbe {
   tide::collectives::Fault fault;
-  plan::Topology topo;
-  plan::Mode mode;
+  plan::Topology topo;  // In-Place mode on each (the plan's default)
 };
 
 // Only faults that end in wrong bytes: a fault caught by a deadline (a lost
@@ -592,11 +591,11 @@ struct FaultProbe {
 std::vector<FaultProbe> faultProbes() {
   using tide::collectives::Fault;
   return {
-      {Fault::kWrongLandingOffset, plan::Topology::make(1, 2), plan::Mode::kInPlace},
-      {Fault::kSkipCompletionFence, plan::Topology::make(1, 2), plan::Mode::kInPlace},
-      {Fault::kReleaseGradsEarly, plan::Topology::make(1, 2), plan::Mode::kInPlace},
-      {Fault::kCorruptStagedChunk, plan::Topology::make(2, 2), plan::Mode::kInPlace},
-      {Fault::kDuplicatePut, plan::Topology::make(3, 1), plan::Mode::kInPlace},  // copy-engine rails
+      {Fault::kWrongLandingOffset, plan::Topology::make(1, 2)},
+      {Fault::kSkipCompletionFence, plan::Topology::make(1, 2)},
+      {Fault::kReleaseGradsEarly, plan::Topology::make(1, 2)},
+      {Fault::kCorruptStagedChunk, plan::Topology::make(2, 2)},
+      {Fault::kDuplicatePut, plan::Topology::make(3, 1)},  // copy-engine rails
   };
 }
 
@@ -609,7 +608,6 @@ void runFaultProbe(const FaultProbe& probe, uint64_t seed) {
   std::mt19937_64 rng(seed ^ std::hash<std::string>{}(name));
   Case c;
   c.name = std::string("fault ") + name;
-  c.rs.mode = probe.mode;
   plan::PlanOptions po;
   po.rs = c.rs;
   // Shapes on which every probe's fault acts (as in the host-fabric fault tests).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import types
@@ -19,7 +20,7 @@ from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
 from tide.fsdp import dispatch, groups, guards, prefetch
 from tide.fsdp.state import CommContext, TideGroup
-from tide.plan import make_plan, scratch_bytes
+from tide.plan import build_plan_config, make_plan, scratch_bytes
 
 log = logging.getLogger("tide.fsdp")
 
@@ -416,8 +417,7 @@ MAX_PASSES = 64
 # make_plan arguments the adapter sets from the model and the process group.
 _ADAPTER_PLAN_ARGS = frozenset({"shapes", "nodes", "gpus_per_node", "dtype", "grad_dtype", "mode"})
 # What plan_options may set: build_plan_config's other keywords.
-_PLAN_OPTIONS = frozenset({"wave_width", "round_width", "passes", "sum_ctas", "landing_ctas", "landing",
-                           "calibration"})
+_PLAN_OPTIONS = frozenset(inspect.signature(build_plan_config).parameters) - _ADAPTER_PLAN_ARGS
 # Reduce-scatter passes per call of the largest group when plan_options gives
 # none (smaller groups take fewer when their scratch fits: _fit_passes). Four passes
 # bound each call's Level 1 staging to 1/8 of N*S on one node (one pass: 1/2),

@@ -17,9 +17,9 @@
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/cuda/stream_memops.hpp"
-#include "fabric/host_deadline.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
 #include "fabric/device_quiescence.hpp"
+#include "fabric/host_deadline.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -595,14 +595,17 @@ bool CudaEndpoint::eventLive(int q, uint64_t event) const {
   return slot.id == event && slot.queue == q;
 }
 
+const CudaEndpoint::EventSlot& CudaEndpoint::liveEvent(int q, uint64_t event) const {
+  if (!eventLive(q, event))
+    throwUsage(who() + ": event " + std::to_string(event) + " of queue " + std::to_string(q) +
+               " is unknown or was recycled (more than " + std::to_string(kEventRing) + " events in flight)");
+  return events_[event % kEventRing];
+}
+
 void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   HostProfile::Scope timed(profile_, HostProfile::kWaitEvent);
   cudaStream_t s = queue(q);
-  const EventSlot& slot = events_[event % kEventRing];
-  if (slot.id != event || slot.queue != srcQueue)
-    throwUsage(who() + ": event " + std::to_string(event) + " of queue " + std::to_string(srcQueue) +
-               " is unknown or was recycled (more than " + std::to_string(kEventRing) +
-               " events in flight)");
+  const EventSlot& slot = liveEvent(srcQueue, event);
   const auto gate = beginOp();
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, slot.event, 0));
 }
@@ -631,11 +634,7 @@ void CudaEndpoint::synchronize(int q) {
 
 void CudaEndpoint::synchronizeEvent(int q, uint64_t event) {
   queue(q);  // validates q
-  const EventSlot& slot = events_[event % kEventRing];
-  if (slot.id != event || slot.queue != q)
-    throwUsage(who() + ": event " + std::to_string(event) + " of queue " + std::to_string(q) +
-               " is unknown or was recycled (more than " + std::to_string(kEventRing) + " events in flight)");
-  cudaEvent_t ev = slot.event;
+  cudaEvent_t ev = liveEvent(q, event).event;
   hostPoll([ev] { return cudaEventQuery(ev); },
            "event " + std::to_string(event) + " of queue " + std::to_string(q) + " did not complete");
 }

@@ -139,6 +139,8 @@ class CudaEndpoint final : public Endpoint {
     uint64_t id = 0;
     int queue = -1;
   };
+  // The slot of `event` of queue q; a usage error unless eventLive.
+  const EventSlot& liveEvent(int q, uint64_t event) const;
   // The duplicatePutAfter fault: a snapshot of the n-th put's bytes, replayed
   // after the next put to the same place.
   struct Replay {
