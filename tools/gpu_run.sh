@@ -9,12 +9,15 @@
 # multicast stays off: NCCL_NVLS_ENABLE=0.
 #
 #   tools/gpu_run.sh [--skip-bench] [--bench-args "..."] [--only step,step,...] [--budget S]
-#                    [--nccl-src DIR]
+#                    [--skip run,run,...] [--nccl-src DIR]
 #
 # --budget S (default 570): the whole script ends within S seconds. A step's
 # time limit is cut to what is left, and a step with under 45 s left is
 # skipped and listed as such, so the summary always prints before the
 # device's command limit (600 s) cuts the call.
+#
+# --skip run,run,... leaves out single runs by the name the summary gives them (e.g.
+# fsdp_2ranks_hosts), so that a step too long for one device call can be split over two.
 #
 # Steps: build fabric coresident sanitize collectives fsdp fsdpsweep e2e loss memprobe hostprof bench rma (--only
 # picks some; build always runs).
@@ -42,6 +45,7 @@ PYTHON="${PYTHON:-python3}"
 SKIP_BENCH=0
 BENCH_ARGS=""
 ONLY=""
+SKIP_RUNS=""
 BUDGET=570
 NCCL_SRC=""
 while (($#)); do
@@ -50,8 +54,9 @@ while (($#)); do
     --bench-args) BENCH_ARGS="$2"; shift ;;
     --only) ONLY=",$2," ; shift ;;
     --budget) BUDGET="$2"; shift ;;
+    --skip) SKIP_RUNS=",$2," ; shift ;;
     --nccl-src) NCCL_SRC="$2"; shift ;;
-    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"] [--only step,...] [--budget S] [--nccl-src DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--skip-bench] [--bench-args \"...\"] [--only step,...] [--budget S] [--skip run,...] [--nccl-src DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -84,6 +89,10 @@ run() {
   local name="$1" limit="$2"
   shift 2
   local t0=$SECONDS rc left=$((BUDGET - SECONDS - 15))
+  if [[ $SKIP_RUNS == *",$name,"* ]]; then
+    skip "$name" "in --skip"
+    return 1
+  fi
   if ((left < 45)); then
     skip "$name" "out of --budget ${BUDGET}s"
     return 1
