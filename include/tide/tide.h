@@ -98,6 +98,8 @@ typedef struct {
 /* Nonzero when this build has the CUDA fabric. */
 int tideHasCuda(void);
 tideResult_t tideGetUniqueId(tideUniqueId_t* id);
+/* Every call on a CUDA communicator runs on its device, whatever device the
+ * calling thread has current, and leaves the thread's current device as it was. */
 tideResult_t tideCommInitCuda(const tideCommConfig_t* config, const tideUniqueId_t* id, tideComm_t* comm);
 /* Host fabric, one process per rank over POSIX shared memory, bootstrapped
  * through files in `storeDir` (shared by all ranks, fresh per job).
@@ -123,7 +125,13 @@ tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
 
 /* shard: this rank's packed shard; NULL on a single node when the shard
  * already sits in this rank's own landing rows (in place: the caller cast or
- * copied it there, and the own landing is not copied again). */
+ * copied it there, and the own landing is not copied again).
+ * stream (CUDA): the call starts where `stream` is at the call and its
+ * completion is on it. Consecutive calls may come on different, unordered
+ * streams: peers write into a call's landing only after its own stream and
+ * every earlier all-gather's have reached their calls. A stream being
+ * captured into a CUDA graph is refused (calls carry sequence numbers; a
+ * replay would reuse them). */
 tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                            void* stream);
 /* grads: one pointer per parameter (its unsharded gradient); out: this rank's

@@ -114,9 +114,14 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   const uint64_t entry = ep_.record(kCallerQueue);
 
   // Condition 1, landing free to overwrite: published to every other local
-  // rank (this rank's own queues wait for the entry event, which says as much).
-  for (int i = 0; i < t.gpusPerNode; ++i)
-    if (i != local) ep_.signal(kCallerQueue, t.rankOf(node, i), ids::kAgReady + local, v);
+  // rank (this rank's own queues wait for the entry event, which says as much),
+  // in call order whatever stream each call came on (kSignalQueue).
+  if (t.gpusPerNode > 1) {
+    const int q = issue_.readySignalsOwnQueue ? kSignalQueue : kCallerQueue;
+    if (q != kCallerQueue) ep_.waitEvent(q, kCallerQueue, entry);
+    for (int i = 0; i < t.gpusPerNode; ++i)
+      if (i != local) ep_.signal(q, t.rankOf(node, i), ids::kAgReady + local, v);
+  }
 
   const std::vector<uint64_t> arrived = agRailRounds(plan, shard, v, entry);
   const uint64_t copiesDone = agLocalCopies(plan, shard, landingOffset, v, entry, arrived);

@@ -25,7 +25,14 @@ inline constexpr int kOwnCopyQueue = 4;  // AG: the own landing, beside the peer
 // RS across nodes: each wave's receive, own-node partial and landing, so the
 // next wave's sends on kNetQueue overlap this wave's landing.
 inline constexpr int kLandQueue = 5;
-inline constexpr int kQueuesNeeded = 6;
+// AG: the "landing free" signals to the node's other ranks. The caller's
+// queue may be a different stream at every call, and unordered streams could
+// then publish call v+1's signal before call v's, letting a peer write into
+// call v's landing before the caller reached that call (counters are read as
+// "at least v"). This queue runs the signals in call order, each after its
+// call's entry point, and never waits on a peer.
+inline constexpr int kSignalQueue = 6;
+inline constexpr int kQueuesNeeded = 7;
 
 // How a communicator issues its work (not what it computes: every choice
 // gives the same bits).
@@ -35,6 +42,10 @@ struct IssueOptions {
   // about as fast as a landing (virtual nodes over NVLink), one queue adds
   // each wave's landing time to the next wave's sends.
   bool landingOwnQueue = true;
+  // AG's landing-free signals on kSignalQueue (true) or, as before session 21,
+  // on the caller's queue (false: wrong when consecutive calls come on
+  // unordered streams; kept so that the GPU test shows it catches that).
+  bool readySignalsOwnQueue = true;
 };
 
 struct ReduceScatterEvents {

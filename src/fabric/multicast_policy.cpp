@@ -19,6 +19,15 @@ std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNv
          "it later does not reach a communicator torch already made)";
 }
 
+std::string multicastRefusalForComm(bool multimemSupport, const char* tideEnableMulticast) {
+  if (!multimemSupport) return "";
+  if (tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0) return "";
+  return "NCCL reports NVLink multicast available on TIDE's communicator although NCCL_NVLS_ENABLE is 0 now: "
+         "NCCL read the variable before it was set (at the process's first NCCL communicator, torch's, say). "
+         "TIDE lets NCCL use multicast only with TIDE_ENABLE_MULTICAST=1; set NCCL_NVLS_ENABLE=0 before the "
+         "process makes its first NCCL communicator";
+}
+
 std::string multicastRefusalFromEnv() {
   return multicastRefusal(std::getenv("TIDE_ENABLE_MULTICAST"), std::getenv("NCCL_NVLS_ENABLE"));
 }

@@ -17,4 +17,11 @@ std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNv
 // The same for this process's environment.
 std::string multicastRefusalFromEnv();
 
+// Why a TIDE NCCL communicator that NCCL reports as multicast capable
+// (ncclCommQueryProperties' multimemSupport) must not register TIDE's window,
+// or "" when it may: not capable, or TIDE_ENABLE_MULTICAST=1
+// (`tideEnableMulticast`, null: unset). Catches what the environment check
+// cannot: NCCL_NVLS_ENABLE set to 0 after NCCL had read it.
+std::string multicastRefusalForComm(bool multimemSupport, const char* tideEnableMulticast);
+
 }  // namespace tide::fabric

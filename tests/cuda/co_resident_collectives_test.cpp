@@ -24,7 +24,11 @@
 // requires the same checks to catch every one (a test that cannot fail tests
 // nothing); and the fabric's dropped signal on co-resident ranks.
 //
-//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults] [--verbose]
+// --caller-streams checks consecutive all-gathers issued on unordered caller
+// streams (runCallerStreamsProbe).
+//
+//   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults | --caller-streams]
+//                         [--verbose]
 #include <cuda_runtime.h>
 #include <stdlib.h>  // mkdtemp
 
@@ -676,6 +680,85 @@ void runFaultProbes(uint64_t seed) {
   for (const FaultProbe& p : faultProbes()) runFaultProbe(p, seed);
 }
 
+// ------------------------------------------------------------------ caller streams (--caller-streams)
+
+// TIDE-AG when consecutive calls come on different, unordered caller streams
+// (the C API takes any stream per call; FSDP2 passes its all-gather stream or
+// the current one). Rank 0 issues call 1 on stream A behind a delay and a
+// poison fill of call 1's landing (its caller still uses that memory up to the
+// call), then call 2 on an idle stream B; the other ranks issue both at once.
+// No peer may write into rank 0's call-1 landing before A reaches call 1, so
+// both landings of every rank must hold their owners' shard bytes. With the
+// landing-free signals on the caller's queue (`signalsOwnQueue` false, TIDE
+// before session 21) call 2's signal overtakes call 1's: the probe must then
+// find poison, or it could not fail.
+// Returns the landing bytes found wrong over both calls and every rank.
+int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool signalsOwnQueue) {
+  std::mt19937_64 rng(seed ^ 0x5eedc0de);
+  Case c;
+  c.name = "caller streams";
+  const plan::Plan pl = plan::makePlan(topo, drawShapes(rng, c, topo.ranks()), c.gradDtype, plan::PlanOptions{});
+  const plan::GroupLayout& g = pl.group;
+  const ScratchLayout layout = ScratchLayout::forPlans({&pl});
+  const int64_t landing[2] = {layout.bytes, layout.bytes + g.unshardedBytes()};
+  CoResidentFabric fabric(topo, layout.bytes + 2 * g.unshardedBytes());
+  const std::vector<RankInputs> in[2] = {drawInputs(g, c, rng), drawInputs(g, c, rng)};
+  std::vector<std::vector<RankResults>> got(2, std::vector<RankResults>(static_cast<size_t>(topo.ranks())));
+  std::vector<std::vector<void*>> shards(static_cast<size_t>(topo.ranks()));  // [rank][call]
+  for (int r = 0; r < topo.ranks(); ++r)
+    for (int k = 0; k < 2; ++k) {
+      const std::vector<uint8_t>& bytes = in[k][static_cast<size_t>(r)].shard;
+      shards[static_cast<size_t>(r)].push_back(fabric.alloc(bytes.size()));
+      fabric.upload(shards[static_cast<size_t>(r)].back(), bytes.data(), bytes.size());
+    }
+  fabric.settle();
+  onEveryRank(topo.ranks(), [&](int r) {
+    cuda::CudaEndpoint& ep = fabric.cudaEndpoint(r);
+    tide::collectives::IssueOptions issue;
+    issue.readySignalsOwnQueue = signalsOwnQueue;
+    Communicator comm(ep, layout, {}, issue);
+    void* const* shard = shards[static_cast<size_t>(r)].data();
+    cudaStream_t streams[2];
+    for (cudaStream_t& st : streams) TCUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int k = 0; k < 2; ++k) {
+      ep.setCallerStream(streams[k]);
+      if (r == 0 && k == 0) ep.delay(kCallerQueue, 0.3);  // the slow caller
+      TCUDA(cudaMemsetAsync(ep.arena() + landing[k], 0xA5, static_cast<size_t>(g.unshardedBytes()), streams[k]));
+      comm.allGather(pl, shard[k], landing[k]);
+    }
+    ep.clearCallerStream();
+    for (cudaStream_t st : streams) TCUDA(cudaStreamSynchronize(st));
+    ep.synchronizeAll();
+    for (int k = 0; k < 2; ++k) {
+      std::vector<uint8_t>& bytes = got[static_cast<size_t>(k)][static_cast<size_t>(r)].landing;
+      bytes.resize(static_cast<size_t>(g.unshardedBytes()));
+      fabric.download(bytes.data(), ep.arena() + landing[k], bytes.size());
+    }
+    for (cudaStream_t st : streams) TCUDA(cudaStreamDestroy(st));
+  });
+  int64_t wrong = 0;
+  for (int k = 0; k < 2; ++k)
+    for (int r = 0; r < topo.ranks(); ++r)
+      wrong += wrongLandingBytes(g, in[k], got[static_cast<size_t>(k)][static_cast<size_t>(r)]);
+  return wrong;
+}
+
+void runCallerStreamsProbes(uint64_t seed) {
+  std::printf("consecutive all-gathers on unordered caller streams (rank 0's first one 0.3 s late):\n");
+  for (const plan::Topology& topo : {plan::Topology::make(1, 2), plan::Topology::make(1, 3)}) {
+    const int64_t wrong = runCallerStreamsProbe(topo, seed, true);
+    std::printf("  M%dL%d, signals on their own queue: %lld landing bytes wrong\n", topo.nodes, topo.gpusPerNode,
+                static_cast<long long>(wrong));
+    TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
+    const int64_t wrongBefore = runCallerStreamsProbe(topo, seed, false);
+    std::printf("  M%dL%d, signals on the caller's stream (before session 21): %lld landing bytes wrong (%s)\n",
+                topo.nodes, topo.gpusPerNode, static_cast<long long>(wrongBefore),
+                wrongBefore > 0 ? "caught" : "NOT CAUGHT");
+    TCHECK(wrongBefore > 0, "the probe did not catch signals overtaking each other, so it tests nothing");
+    std::fflush(stdout);
+  }
+}
+
 // Whether making an endpoint with `o` in `group` is refused with a message holding `words`.
 bool refusedWith(const cuda::CudaFabricOptions& o, cuda::LocalGroup& group, const std::string& words) {
   try {
@@ -764,13 +847,14 @@ int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed)
 }
 
 int main(int argc, char** argv) {
-  // Every rank's seven queues get a hardware queue of their own up to 4 ranks
+  // Every rank's eight queues (seven and the user's) get a hardware queue of their own up to 4 ranks
   // (a stream wait sharing a queue with its producer would stall it).
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   std::string topologies = "1x2,2x1,2x2,1x4";
   uint64_t seed = std::random_device{}();
   bool processes = false;
   bool faults = false;
+  bool callerStreams = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) topologies = argv[++i];
@@ -778,14 +862,17 @@ int main(int argc, char** argv) {
     else if (a == "--verbose") verbose = true;
     else if (a == "--processes") processes = true;
     else if (a == "--faults") faults = true;
+    else if (a == "--caller-streams") callerStreams = true;
     else {
-      std::fprintf(stderr, "usage: %s [--topologies MxL,...] [--seed S] [--processes] [--faults] [--verbose]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--topologies MxL,...] [--seed S] [--processes | --faults | --caller-streams] "
+                   "[--verbose]\n",
                    argv[0]);
       return 2;
     }
   }
-  if (processes && faults) {
-    std::fprintf(stderr, "--faults runs co-resident ranks (threads); it excludes --processes\n");
+  if (processes && (faults || callerStreams)) {
+    std::fprintf(stderr, "--faults and --caller-streams run co-resident ranks (threads); they exclude --processes\n");
     return 2;
   }
   if (processes) {
@@ -799,12 +886,15 @@ int main(int argc, char** argv) {
   TCUDA(cudaGetDeviceCount(&devices));
   TCUDA(cudaSetDevice(0));
   std::printf("tide_co_resident_test: %s on GPU 0 of %d, seed %llu, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
-              faults ? "injected faults" : ("topologies " + topologies).c_str(), devices,
+              faults ? "injected faults" : callerStreams ? "caller streams" : ("topologies " + topologies).c_str(),
+              devices,
               static_cast<unsigned long long>(seed), std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
   try {
     refusals();
     if (faults) {
       runFaultProbes(seed);
+    } else if (callerStreams) {
+      runCallerStreamsProbes(seed);
     } else {
       for (const plan::Topology& t : parseTopologies(topologies))
         runTopology(

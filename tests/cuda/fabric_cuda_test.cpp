@@ -11,7 +11,8 @@
 // on fresh random bf16/fp32 data with NaN/Inf and poisoned outputs (also with
 // peer arena sources), determinism across CTA budgets, zero(), stats and a
 // lost-signal fault. --timeout-case also checks that a wait nobody signals
-// fails stop, with a message, within its deadline. --no-freed-replay leaves
+// fails stop, with a message, within its deadline, and that an error reported
+// while a wait is pending (an NCCL asynchronous error) stops it at once. --no-freed-replay leaves
 // out the copy graph replayed over a freed and reallocated block (under
 // compute-sanitizer memcheck, whose tracking of graph operands crashes the
 // host process there; run 6 of session 10). --perf prints the
@@ -25,12 +26,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
 #include "fabric_fault_checks.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
+#include "fabric/cuda/stream_memops.hpp"
+#include "fabric/cuda/wait_watchdog.hpp"
 #include "rank_launcher.hpp"
 #include "reference_arith.hpp"
 #include "test_data.hpp"
@@ -482,6 +486,26 @@ void testRailPuts(Ctx& c) {
 
 // ------------------------------------------------------------------ events, caller stream, zero
 
+// The endpoint works on its own GPU whatever device the calling thread has
+// current, and leaves that choice alone: with another GPU current, an event
+// made on first use, a kernel and a wait still go to the rank's GPU.
+void testOtherCurrentDevice(Ctx& c) {
+  int devices = 0;
+  TCUDA(cudaGetDeviceCount(&devices));
+  if (devices < 2) return skipped(c, "other current device", "one GPU");
+  const int other = (c.rank + 1) % devices;
+  TCUDA(cudaSetDevice(other));
+  c.ep.setCallContext("other_device#0");
+  c.ep.delay(1, 0.001);
+  const uint64_t ev = c.ep.record(1);
+  c.ep.waitEvent(2, 1, ev);
+  c.ep.synchronize(2);
+  int current = -1;
+  TCUDA(cudaGetDevice(&current));
+  TCHECK(current == other, "an endpoint operation changed the thread's current device");
+  TCUDA(cudaSetDevice(c.rank));
+}
+
 void testEventsCallerStreamZero(Ctx& c) {
   const int64_t bytes = 32 * kMiB;
   auto* a = deviceAlloc<uint8_t>(bytes);
@@ -906,6 +930,8 @@ void perf(Ctx& c) {
 int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
   rankForLog() = rank;
   try {
+    // The test's own buffers go to the rank's GPU (the endpoint leaves the current device alone).
+    TCUDA(cudaSetDevice(rank));
     CudaFabricOptions o;
     o.topology = plan::Topology::make(a.nodes, a.ranks / a.nodes);
     o.rank = rank;
@@ -918,8 +944,12 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
               : a.rails == "rma"     ? CudaFabricOptions::Rails::kRma
                                      : CudaFabricOptions::Rails::kAuto;
     CudaEndpoint ep(o, id);
+    int current = -1;
+    TCUDA(cudaGetDevice(&current));
+    TCHECK(current == rank, "making the endpoint changed the thread's current device");
     Ctx c{ep, rank, a.ranks, a.freedReplay, a.graphCap};
     TCHECK(ep.arenaBytes() == kArenaBytes, "arena size");
+    testOtherCurrentDevice(c);  // first: no event of queue 1 made yet
     TCHECK(ep.railsByCopy() == (a.rails == "auto"), "rail mode");
     testPeerCopies(c);
     testCopyGraphs(c);
@@ -969,6 +999,39 @@ int timeoutCase() {
   return failures() == 0 ? 0 : 1;
 }
 
+// An error reported while a wait is pending (the probe stands in for an NCCL
+// communicator's asynchronous error): the watchdog must abort the process at
+// once with that error, long before the wait's deadline.
+int errorProbeCase() {
+  constexpr double kDeadline = 60.0;
+  const ChildOutcome out = runCapturingStderr(30, [] {
+    TCUDA(cudaSetDevice(0));
+    uint64_t* counter = nullptr;
+    TCUDA(cudaMalloc(&counter, sizeof(uint64_t)));
+    TCUDA(cudaMemset(counter, 0, sizeof(uint64_t)));
+    TCUDA(cudaDeviceSynchronize());
+    cudaStream_t s = nullptr;
+    TCUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    tide::fabric::cuda::WaitWatchdog watchdog(0, 0, kDeadline);
+    int asked = 0;
+    watchdog.setErrorProbe([&asked] { return ++asked < 20 ? std::string() : std::string("injected NCCL error"); });
+    watchdog.before(s);
+    tide::fabric::cuda::StreamMemOps::get().waitGeq(s, counter, 1);
+    watchdog.after(s, {.call = "error_probe#0", .queue = 1, .counterId = 5, .value = 1, .peer = 0,
+                       .what = "a signal a failed transfer never sends", .counter = counter});
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // the watchdog aborts first
+    return 0;
+  });
+  std::printf("error-probe case: %s after %.1f s; stderr:\n%s\n",
+              out.timedOut ? "TIMED OUT" : (out.exited ? "exited" : "signalled"), out.seconds,
+              out.stderrText.c_str());
+  TCHECK(!out.timedOut && !out.exited && out.signal == SIGABRT, "expected SIGABRT from the error probe");
+  TCHECK(out.seconds < 15, "the error stopped the process after " + std::to_string(out.seconds) + " s");
+  for (const char* needle : {"injected NCCL error", "error_probe#0", "counter 5 >= 1"})
+    TCHECK(out.stderrText.find(needle) != std::string::npos, std::string("message lacks '") + needle + "'");
+  return failures() == 0 ? 0 : 1;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -1013,6 +1076,7 @@ int main(int argc, char** argv) {
       launchRanks(a.ranks, 70, [&](int rank, const ncclUniqueId& id) { return rankMain(a, rank, id); });
   int rc = failedRanks == 0 ? 0 : 1;
   if (a.timeoutCase && timeoutCase() != 0) rc = 1;
+  if (a.timeoutCase && errorProbeCase() != 0) rc = 1;
   std::printf("tide_cuda_fabric_test: %s\n", rc == 0 ? "PASS" : "FAIL");
   return rc;
 }

@@ -28,6 +28,16 @@ TEST(MulticastPolicy, RefusesUnsetOrEnabledNvlsAndSaysWhatToSet) {
     EXPECT_NE(multicastRefusal(optIn, "1"), "") << "TIDE_ENABLE_MULTICAST='" << optIn << "'";
 }
 
+TEST(MulticastPolicy, RefusesAMulticastCapableCommunicatorUnlessOptedIn) {
+  EXPECT_EQ(multicastRefusalForComm(false, nullptr), "");
+  EXPECT_EQ(multicastRefusalForComm(true, "1"), "");
+  for (const char* optIn : {static_cast<const char*>(nullptr), "0", "true", ""}) {
+    const std::string why = multicastRefusalForComm(true, optIn);
+    EXPECT_NE(why.find("NCCL read the variable before it was set"), std::string::npos) << why;
+    EXPECT_NE(why.find("TIDE_ENABLE_MULTICAST=1"), std::string::npos) << why;
+  }
+}
+
 TEST(MulticastPolicy, ReadsThisProcesssEnvironment) {
   unsetenv("TIDE_ENABLE_MULTICAST");
   setenv("NCCL_NVLS_ENABLE", "1", 1);

@@ -15,7 +15,9 @@
     must come back within the host drain deadline (2 T + 10 s at T = 5 s), the NCCL communicators
     aborted, not hang in the teardown barrier, and the GPU must still work. On two GPUs, one node
     of two (M1L2, copy-engine rails); on one GPU, two ranks on hosts of their own as NCCL sees
-    them (NCCL_HOSTID per rank; M2L1, NCCL send/recv rails over loopback sockets).
+    them (NCCL_HOSTID per rank; M2L1, NCCL send/recv rails over loopback sockets);
+  - ranks that ask for different rails (TIDE_FABRIC_RAILS on one of two hosts of their own): both
+    refused, saying that the ranks differ, instead of one left in a split the other never joins.
 
 Exits non-zero on any failure. Run with NCCL_NVLS_ENABLE=0 in the environment (tools/gpu_run.sh).
 """
@@ -209,6 +211,60 @@ def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
     return [] if ok else [f"teardown with a gone peer ({how}): {what}, {took:.1f} s, rails {rails!r}, hung={hung}"]
 
 
+def _disagreeing_rank(rank: int, ids, out) -> None:
+    from tide.bench.topologies import as_own_host
+
+    as_own_host(f"tide-disagree-rank-{rank}")  # before this process's first NCCL communicator
+    if rank == 1:
+        os.environ["TIDE_FABRIC_RAILS"] = "send-recv"  # rank 0 leaves the rails to TIDE (auto)
+    from tide import _capi
+    from tide.comm import Communicator, unique_id
+
+    if rank == 0:
+        uid = unique_id()
+        ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    try:
+        comm = Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda",
+                            unique_id=uid, device=0, timeout_s=TIMEOUT_S)
+    except _capi.TideError as e:
+        out.put((rank, "refused", str(e)))
+        return
+    comm.close()
+    out.put((rank, "accepted", ""))
+
+
+def check_ranks_that_disagree_on_rails() -> list[str]:
+    """Two ranks (hosts of their own, one GPU) asking for different rails: both must be refused
+    with a message saying the ranks differ, within the host deadline, not left in a split."""
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_disagreeing_rank, args=(r, ids, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(HOST_DEADLINE_S + 60)
+    hung = any(p.is_alive() for p in procs)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+        p.join()
+    answers = {}
+    while not out.empty():
+        rank, verdict, message = out.get()
+        answers[rank] = (verdict, message)
+    failures = []
+    for rank in range(2):
+        verdict, message = answers.get(rank, ("no answer", ""))
+        ok = not hung and verdict == "refused" and "the ranks differ in" in message
+        print(f"rails asked for differ (rank {rank}): {verdict} {message[:200]} -> {'ok' if ok else 'FAIL'}",
+              flush=True)
+        if not ok:
+            failures.append(f"ranks that disagree on rails: rank {rank} {verdict}, hung={hung}")
+    return failures
+
+
 def main() -> int:
     import argparse
 
@@ -226,6 +282,7 @@ def main() -> int:
     if torch.cuda.device_count() >= 2:
         failures += check_teardown_with_a_gone_peer(host_per_rank=False)
     failures += check_teardown_with_a_gone_peer(host_per_rank=True)
+    failures += check_ranks_that_disagree_on_rails()
     print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
 

@@ -66,6 +66,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
       landCtas_(options.landCtas) {
   checkOptions(options);
   device_ = options.device >= 0 ? options.device : currentDevice();
+  const DeviceScope onDevice(device_);
   try {
     startOverNccl(options, id);
   } catch (...) {
@@ -118,6 +119,19 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
   // credit split happens wherever RMA rails could be chosen (the same on
   // every rank: build, library and request), joined only by ranks that chose them.
   const bool rmaPossible = noRma.empty() && (wanted == Rails::kAuto || wanted == Rails::kRma);
+  // They decide which splits each rank joins: ranks that disagree (a host with
+  // another TIDE_FABRIC_RAILS or NCCL) are refused together, not left in a
+  // split that times out blaming the wrong cause.
+  const char* wantedName = wanted == Rails::kAuto ? "auto" : wanted == Rails::kCopyEngine ? "copy-engine"
+                           : wanted == Rails::kSendRecv                                   ? "send-recv"
+                                                                                           : "rma";
+  comms_->requireSameOnEveryRank(static_cast<int>(wanted) * 2 + (rmaPossible ? 1 : 0),
+                                 "the rails asked for (TIDE_FABRIC_RAILS) or whether host RMA is possible (the NCCL "
+                                 "library loaded, NCCL_COMM_BLOCKING)",
+                                 std::string("rails ") + wantedName + ", host RMA " +
+                                     (rmaPossible      ? std::string("possible")
+                                      : noRma.empty() ? std::string("not considered")
+                                                      : "impossible: " + noRma));
   comms_->splitRails(topo_, railMode_ != RailMode::kCopyEngine, railMode_ == RailMode::kRma, rmaPossible);
   if (rmaPossible) {
     // NCCL may still decline host RMA on the communicator (no symmetric
@@ -172,8 +186,8 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, LocalGroup& group)
     throwUsage(group.description() + ": rails are copy-engine copies only (send-recv or rma requested)");
   device_ = group.device();
   group_ = &group;
+  const DeviceScope onDevice(device_);
   try {
-    TIDE_CUDA_CHECK(cudaSetDevice(device_));
     control_ = group.sharedControlStream();
     ownsControl_ = control_ == nullptr;
     if (ownsControl_) TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
@@ -214,6 +228,9 @@ void CudaEndpoint::startQueues(int numQueues) {
 void CudaEndpoint::startWatchdog(const CudaFabricOptions& options) {
   watchdog_ = std::make_unique<WaitWatchdog>(
       rank_, device_, waitSecondsOf(options));
+  // A failed NCCL transfer leaves its kernel spinning and the waits behind it
+  // unmet: the watchdog stops the process with NCCL's own error instead.
+  if (comms_ != nullptr) watchdog_->setErrorProbe([comms = comms_.get()] { return comms->asyncError(); });
   DeviceQuiescence::enroll(device_, this, [this] { return drainsByItself(); });
   reportChoiceOnce();
 }
@@ -227,6 +244,7 @@ bool CudaEndpoint::drainsByItself() const {
 }
 
 void CudaEndpoint::setCallContext(const std::string& call) {
+  const DeviceScope onDevice(device_);  // the rails' flush and graph builds
   {
     const auto gate = gateShared();
     flushRailGroup();
@@ -242,6 +260,7 @@ std::shared_lock<std::shared_mutex> CudaEndpoint::gateShared() const {
 }
 
 CudaEndpoint::~CudaEndpoint() {
+  const DeviceScope onDevice(device_);  // NCCL's teardown, frees and destroys
   DeviceQuiescence::withdraw(this);
   profile_.report(rank_);
   if (profile_.enabled()) {
@@ -264,6 +283,8 @@ CudaEndpoint::~CudaEndpoint() {
 }
 
 void CudaEndpoint::releaseResources() noexcept {
+  // The watchdog stops asking communicators about to be aborted.
+  if (watchdog_ != nullptr) watchdog_->setErrorProbe(nullptr);
   // Before any memory is freed: a free would wait for a gone peer's NCCL kernel (nccl_bootstrap.hpp).
   if (comms_ != nullptr) comms_->abortIfBroken();
   watchdog_.reset();
@@ -316,7 +337,17 @@ cudaStream_t CudaEndpoint::queue(int q) const {
 
 cudaStream_t CudaEndpoint::stream(int q) const { return queue(q); }
 
-void CudaEndpoint::setCallerStream(cudaStream_t stream) { streams_[0] = stream; }
+void CudaEndpoint::setCallerStream(cudaStream_t stream) {
+  // Calls carry sequence numbers in their counters and are checked by a
+  // watchdog on the host: a graph replaying them would wait for values that
+  // were passed long ago.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  TIDE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    throwUsage(who() + ": the caller's stream is being captured into a CUDA graph; TIDE's calls cannot be "
+                       "captured (each waits for counters of its own call number)");
+  streams_[0] = stream;
+}
 
 void CudaEndpoint::clearCallerStream() { streams_[0] = own_[0]; }
 
@@ -332,13 +363,14 @@ std::byte* CudaEndpoint::peerArena(int peerRank) {
 }
 
 void CudaEndpoint::checkArenaRange(int64_t offset, int64_t bytes, const char* call) const {
-  if (offset < 0 || bytes < 0 || offset + bytes > arena_->userBytes())
+  // Subtractions, not a sum: an offset near INT64_MAX must not wrap into range.
+  if (offset < 0 || bytes < 0 || bytes > arena_->userBytes() || offset > arena_->userBytes() - bytes)
     throwUsage(who() + ": " + call + " range [" + std::to_string(offset) + ", +" +
                std::to_string(bytes) + ") outside the arena");
 }
 
-std::shared_lock<std::shared_mutex> CudaEndpoint::beginOp(bool flushRails) {
-  auto gate = gateShared();
+CudaEndpoint::OpScope CudaEndpoint::beginOp(bool flushRails) {
+  OpScope op{DeviceScope(device_), gateShared()};
   if (!stalled_) {
     stalled_ = true;
     if (faults_.stallSeconds > 0) {
@@ -347,7 +379,7 @@ std::shared_lock<std::shared_mutex> CudaEndpoint::beginOp(bool flushRails) {
     }
   }
   if (flushRails) flushRailGroup();
-  return gate;
+  return op;
 }
 
 void CudaEndpoint::flushRailGroup() {

@@ -32,6 +32,7 @@
 
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/device_arena.hpp"
+#include "fabric/cuda/device_scope.hpp"
 #include "fabric/cuda/host_profile.hpp"
 #include "fabric/cuda/local_group.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
@@ -163,11 +164,16 @@ class CudaEndpoint final : public Endpoint {
   // No watched wait outstanding and every queue it owns idle (DeviceQuiescence's probe).
   bool drainsByItself() const;
   cudaStream_t queue(int q) const;  // validates q
-  // The start of every operation: holds the device's gate shared for the
-  // operation's lifetime (the returned lock; fabric/device_quiescence.hpp),
-  // then faults, late duplicates, and (unless a rail op) the deferred
-  // send/recv rails.
-  [[nodiscard]] std::shared_lock<std::shared_mutex> beginOp(bool flushRails = true);
+  // What an operation holds for its lifetime: its endpoint's device current
+  // (the caller's restored at the end), and the device's gate shared
+  // (fabric/device_quiescence.hpp).
+  struct OpScope {
+    DeviceScope device;
+    std::shared_lock<std::shared_mutex> gate;
+  };
+  // The start of every operation: the OpScope, then faults, late duplicates,
+  // and (unless a rail op) the deferred send/recv rails.
+  [[nodiscard]] OpScope beginOp(bool flushRails = true);
   bool dropThisRemoteSignal();
   void replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes, bool duplicate);
   void writeCounter(cudaStream_t s, uint64_t* counter, uint64_t value, bool remote);

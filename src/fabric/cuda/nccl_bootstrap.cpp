@@ -18,6 +18,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fabric/cuda/cuda_check.hpp"
@@ -142,6 +143,7 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     TIDE_NCCL_ISSUE(ncclCommInitRankConfig(&world_, ranks_, id, rank_, &config));
     awaitWorld("rank " + std::to_string(rank_) + ": creating the world communicator of " + std::to_string(ranks_) +
                " ranks (every rank joins it with the same unique id)");
+    refuseMulticastComm(world_, "world");
     lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_, deadlineSeconds_);
     if (lsa_.size < ranks_) splitHost();
   } catch (...) {
@@ -166,6 +168,28 @@ void NcclComms::splitHost() {
   TIDE_NCCL_ISSUE(ncclCommSplit(world_, lsa_.first, rank_, &host_, &config));
   awaitWorld(what);
   awaitComm(host_, what);
+  refuseMulticastComm(host_, "host");  // one host may allow what the world across hosts did not
+}
+
+void NcclComms::refuseMulticastComm(ncclComm_t comm, const char* which) const {
+  // requireMulticastOff saw today's environment; NCCL read NCCL_NVLS_ENABLE
+  // at the process's first communicator. The communicator says what NCCL
+  // actually decided, asked before any collective runs on it and before the
+  // window is registered (with multicast, NCCL binds the arena to a multicast
+  // object). Each rank refuses on its own answer, without a collective: one
+  // on a multicast-capable communicator is what must not run.
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  if (const ncclResult_t r = ncclCommQueryProperties(comm, &props); r != ncclSuccess) {
+    std::fprintf(stderr,
+                 "[tide] cuda fabric: rank %d: ncclCommQueryProperties on the %s communicator failed (%s): NVLink "
+                 "multicast is ruled out by NCCL_NVLS_ENABLE=0 alone\n",
+                 rank_, which, ncclGetErrorString(r));
+    return;
+  }
+  const std::string why = multicastRefusalForComm(props.multimemSupport, std::getenv("TIDE_ENABLE_MULTICAST"));
+  if (!why.empty())
+    throw FabricError(FabricError::Kind::kUsage,
+                      "cuda fabric: rank " + std::to_string(rank_) + ", " + which + " communicator: " + why);
 }
 
 void NcclComms::awaitComm(ncclComm_t comm, const std::string& what) {
@@ -246,6 +270,28 @@ void NcclComms::resplitRailsForSendRecv(const plan::Topology& topo, bool join) {
     *c = nullptr;
   }
   splitRails(topo, join, /*rma=*/false, /*creditSplit=*/false);
+}
+
+std::string NcclComms::asyncError() const {
+  const std::pair<ncclComm_t, const char*> comms[] = {
+      {rail_, "rail"}, {railCredit_, "rail credit"}, {host_, "host"}, {world_, "world"}};
+  for (const auto& [comm, name] : comms) {
+    ncclResult_t state = ncclSuccess;
+    if (comm == nullptr || ncclCommGetAsyncError(comm, &state) != ncclSuccess) continue;
+    if (state == ncclSuccess || state == ncclInProgress) continue;
+    std::string why = std::string("NCCL reports '") + ncclGetErrorString(state) + "' on the " + name + " communicator";
+    if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') why += std::string(": ") + last;
+    return why;
+  }
+  return "";
+}
+
+void NcclComms::requireSameOnEveryRank(int value, const std::string& what, const std::string& mine) {
+  const int64_t sum = sumOverWorld(value);
+  const int64_t squares = sumOverWorld(value * value);
+  if (int64_t{ranks_} * squares == sum * sum) return;
+  throw FabricError(FabricError::Kind::kUsage, "cuda fabric: rank " + std::to_string(rank_) + ": the ranks differ in " +
+                                                   what + " (this rank: " + mine + "); every rank must agree");
 }
 
 int NcclComms::sumOverWorld(int value) {

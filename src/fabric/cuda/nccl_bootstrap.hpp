@@ -84,12 +84,20 @@ class NcclComms {
   void awaitComm(ncclComm_t comm, const std::string& what);
   // Sum of `value` over every rank (a one-int all-reduce on the world communicator).
   int sumOverWorld(int value);
+  // Throws, on every rank alike, unless every rank passes the same `value`
+  // (two sums: all equal exactly when ranks * sum(v^2) == sum(v)^2). `what`
+  // names what the value stands for, and `mine` this rank's side of it.
+  void requireSameOnEveryRank(int value, const std::string& what, const std::string& mine);
 
   // A wait on these communicators failed (a peer gone, a deadline passed):
   // work may be outstanding that will never complete, so they are released
   // with ncclCommAbort instead of ncclCommFinalize, which would wait for it,
   // and no collective call (a window's deregistration) is made on them.
   void markBroken() { broken_ = true; }
+  // The first asynchronous error NCCL reports on any of these communicators
+  // (ncclCommGetAsyncError, with ncclGetLastError's text), or "" when none.
+  // Any thread may ask (the watchdog does, while waits are pending).
+  std::string asyncError() const;
   bool broken() const { return broken_; }
   // Broken: aborts every communicator now, all abort flags set before any
   // cleanup runs (one NCCL group). An NCCL kernel of a gone peer's collective
@@ -101,6 +109,9 @@ class NcclComms {
  private:
   void release() noexcept;
   void splitHost();  // host_ (see windowComm)
+  // Throws when NCCL reports NVLink multicast on `comm` (multicastRefusalForComm):
+  // NCCL may have read NCCL_NVLS_ENABLE before it was set.
+  void refuseMulticastComm(ncclComm_t comm, const char* which) const;
   // Waits for stream_ under the deadline (awaitNcclStream); marks broken on failure.
   void awaitStream(const std::string& what);
 

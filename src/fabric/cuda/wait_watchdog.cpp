@@ -78,6 +78,11 @@ void WaitWatchdog::after(cudaStream_t stream, WaitRecord record) {
   if (wasIdle) cv_.notify_all();
 }
 
+void WaitWatchdog::setErrorProbe(std::function<std::string()> probe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  errorProbe_ = std::move(probe);
+}
+
 size_t WaitWatchdog::pending() {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_.size();
@@ -116,6 +121,11 @@ void WaitWatchdog::run() {
         retired.insert(p);
       }
     lock.lock();
+    if (errorProbe_ && retired.size() < pending_.size())
+      if (const std::string error = errorProbe_(); !error.empty()) {
+        for (const Pending& p : pending_)
+          if (retired.count(&p) == 0) failStopOnError(error, p);
+      }
     for (auto it = pending_.begin(); it != pending_.end() && !retired.empty();) {
       if (retired.erase(&*it) == 0) {
         ++it;
@@ -196,6 +206,16 @@ void WaitWatchdog::failStop(const Pending& p, double waited) {
                "after %.1f s (deadline %.1f s)%s. A blocked GPU stream cannot be released: aborting the process "
                "(fail stop).\n",
                rank_, device_, r.call.c_str(), r.queue, r.awaited().c_str(), waited, timeout_, now.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void WaitWatchdog::failStopOnError(const std::string& error, const Pending& oldest) {
+  const WaitRecord& r = oldest.record;
+  std::fprintf(stderr,
+               "[tide cuda fabric] FATAL: rank %d (device %d): %s. Waits are pending (first: call '%s', queue %d, "
+               "%s) that it may never let pass: aborting the process (fail stop).\n",
+               rank_, device_, error.c_str(), r.call.c_str(), r.queue, r.awaited().c_str());
   std::fflush(stderr);
   std::abort();
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <string>
@@ -44,6 +45,12 @@ class WaitWatchdog {
   void before(cudaStream_t stream);
   void after(cudaStream_t stream, WaitRecord record);
 
+  // A question asked at every poll while waits are pending: a non-empty
+  // answer (an NCCL communicator's asynchronous error) fails the process stop
+  // at once with it, not at a wait's deadline with a guess. Asked under the
+  // watchdog's lock: once setErrorProbe(nullptr) returns, never asked again.
+  void setErrorProbe(std::function<std::string()> probe);
+
   double timeoutSeconds() const { return timeout_; }
   size_t pending();  // waits not yet retired (the watchdog retires passed ones within a poll interval)
   // Whether every wait enqueued so far has passed, asked of the events now.
@@ -66,6 +73,7 @@ class WaitWatchdog {
   bool poll(Pending& p, std::chrono::steady_clock::time_point now);  // true when retired
   [[noreturn]] void failStop(const Pending& p, double waited);
   [[noreturn]] void failStopBefore(const Pending& p, double waited);
+  [[noreturn]] void failStopOnError(const std::string& error, const Pending& oldest);
   std::string readCounter(const uint64_t* addr);
 
   int rank_;
@@ -77,6 +85,7 @@ class WaitWatchdog {
   // (only the watchdog thread erases; after() only appends).
   std::list<Pending> pending_;
   std::vector<cudaEvent_t> freeEvents_;
+  std::function<std::string()> errorProbe_;
   cudaEvent_t nextStarted_ = nullptr;  // recorded by before(), owned by after()
   bool stop_ = false;
   std::thread thread_;

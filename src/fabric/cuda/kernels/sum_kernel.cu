@@ -204,6 +204,7 @@ void SumLaunchBuilder::clear() {
 bool SumLaunchBuilder::add(float* dst, int64_t dstPitch, int64_t rows, int64_t elems, int numSources,
                            const void* const* srcPtrs, const int64_t* srcPitches,
                            const int64_t* const* valid) {
+  if (rows == 0 || elems == 0) return true;  // nothing to sum (and no CTA may divide by an empty row)
   const int64_t validCount = rows * numSources;
   if (launch_.numPieces == kMaxPiecesPerLaunch || sources_ + numSources > kMaxSourcesPerLaunch ||
       valid_ + validCount > kMaxValidPerLaunch)
@@ -260,6 +261,9 @@ SumKernelChoice sumKernelChoice() {
 }
 
 void preloadKernels() {
+  // A bad TIDE_SUM_KERNEL is refused when an endpoint is made, not at the
+  // first sum, which comes after the call's copies and signals went out.
+  (void)sumKernelChoice();
   // The first endpoint on a device pays (tens of milliseconds).
   static std::atomic<uint64_t> loaded{0};
   oncePerDevice(loaded, [] {
