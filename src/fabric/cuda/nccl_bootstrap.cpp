@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/host_poll.hpp"
+#include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/multicast_policy.hpp"
 
 namespace tide::fabric::cuda {
@@ -171,6 +173,29 @@ void NcclComms::splitHost() {
   refuseMulticastComm(host_, "host");  // one host may allow what the world across hosts did not
 }
 
+namespace {
+
+// ncclCommProperties_t's first fields, laid out alike in every NCCL since
+// 2.28, in room for whatever the loaded library writes after them: the
+// struct is declared for host compilers only from NCCL 2.29's headers, and
+// the library fills it by the version it is given (here its own).
+struct CommPropertiesPrefix {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  alignas(8) unsigned char rest[1024];
+};
+static_assert(offsetof(CommPropertiesPrefix, multimemSupport) == 33, "ncclCommProperties_t's layout");
+constexpr unsigned int kNcclApiMagic = 0xcafebeef;  // NCCL_API_MAGIC
+
+}  // namespace
+
 void NcclComms::refuseMulticastComm(ncclComm_t comm, const char* which) const {
   // requireMulticastOff saw today's environment; NCCL read NCCL_NVLS_ENABLE
   // at the process's first communicator. The communicator says what NCCL
@@ -178,12 +203,19 @@ void NcclComms::refuseMulticastComm(ncclComm_t comm, const char* which) const {
   // window is registered (with multicast, NCCL binds the arena to a multicast
   // object). Each rank refuses on its own answer, without a collective: one
   // on a multicast-capable communicator is what must not run.
-  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
-  if (const ncclResult_t r = ncclCommQueryProperties(comm, &props); r != ncclSuccess) {
+  using Query = ncclResult_t (*)(ncclComm_t, CommPropertiesPrefix*);
+  const auto query = reinterpret_cast<Query>(loadedNcclSymbol("ncclCommQueryProperties"));
+  CommPropertiesPrefix props{};
+  props.size = sizeof props;
+  props.magic = kNcclApiMagic;
+  props.version = static_cast<unsigned int>(ncclVersion_);
+  const ncclResult_t r = query != nullptr ? query(comm, &props) : ncclInvalidUsage;
+  if (r != ncclSuccess) {
     std::fprintf(stderr,
-                 "[tide] cuda fabric: rank %d: ncclCommQueryProperties on the %s communicator failed (%s): NVLink "
-                 "multicast is ruled out by NCCL_NVLS_ENABLE=0 alone\n",
-                 rank_, which, ncclGetErrorString(r));
+                 "[tide] cuda fabric: rank %d: NCCL %s could not say whether the %s communicator may use NVLink "
+                 "multicast (%s): it is ruled out by NCCL_NVLS_ENABLE=0 alone\n",
+                 rank_, ncclVersionString(ncclVersion_).c_str(), which,
+                 query != nullptr ? ncclGetErrorString(r) : "no ncclCommQueryProperties");
     return;
   }
   const std::string why = multicastRefusalForComm(props.multimemSupport, std::getenv("TIDE_ENABLE_MULTICAST"));
