@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -211,11 +212,14 @@ void NcclComms::refuseMulticastComm(ncclComm_t comm, const char* which) const {
   props.version = static_cast<unsigned int>(ncclVersion_);
   const ncclResult_t r = query != nullptr ? query(comm, &props) : ncclInvalidUsage;
   if (r != ncclSuccess) {
-    std::fprintf(stderr,
-                 "[tide] cuda fabric: rank %d: NCCL %s could not say whether the %s communicator may use NVLink "
-                 "multicast (%s): it is ruled out by NCCL_NVLS_ENABLE=0 alone\n",
-                 rank_, ncclVersionString(ncclVersion_).c_str(), which,
-                 query != nullptr ? ncclGetErrorString(r) : "no ncclCommQueryProperties");
+    static std::once_flag said;  // once per process: every communicator of it would say the same
+    std::call_once(said, [&] {
+      std::fprintf(stderr,
+                   "[tide] cuda fabric: rank %d: NCCL %s cannot say whether a communicator may use NVLink multicast "
+                   "(%s): it is ruled out by NCCL_NVLS_ENABLE=0 alone\n",
+                   rank_, ncclVersionString(ncclVersion_).c_str(),
+                   query != nullptr ? ncclGetErrorString(r) : "no ncclCommQueryProperties before NCCL 2.29");
+    });
     return;
   }
   const std::string why = multicastRefusalForComm(props.multimemSupport, std::getenv("TIDE_ENABLE_MULTICAST"));
