@@ -206,12 +206,12 @@ def main() -> int:
 # uninstall, a use of unsharded parameters after reshard, nested fully_shard, a block whose output
 # misses the loss, a dtype changed after install, skipped blocks that must not keep their ring slot
 # (a forward prefetch, a block kept unsharded after backward), the prefetch inversion from FSDP2's final
-# callback, installs on a block and on its root. Ordered from plain training to the adapter's own machinery.
+# callback, installs on a block and on its root, a forward that raised. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
     "reshard_after_backward_false", "skipped_blocks_hold_no_slot", "inversion_after_the_autograd_pass",
-    "installs_that_overlap", "fallbacks",
+    "installs_that_overlap", "forward_that_raised", "fallbacks",
     "state_dict_and_checkpoint", "divide_factors", "hooks",
     "guard_mismatch", "refusals", "shard_group_of_one", "arena_accounting", "prefetch_inversion",
     "read_done_release", "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",

@@ -1648,6 +1648,57 @@ def installs_that_overlap(ctx):
             step_both(ms, mt, opts, batches(ctx, 1, seed=61 + s), tol=tol, what=f"after uninstall {s}")
 
 
+def forward_that_raised(ctx):
+    """An exception inside a block's forward, caught by the training loop,
+    which then follows FSDP2's recovery contract (torch 2.13: reset_iter_state
+    on the root, then the next iteration as usual). The block whose forward
+    raised held its ring slot; after the reset both models train alike. (Without
+    the reset stock FSDP2 itself keeps the failed forward's trackers, e.g. the
+    block's post-forward never runs again, and TIDE's ring then meets the
+    stale holder: RegionConflict, whose message says to reset.)"""
+    if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
+        raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed forward")
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=90), tol=tol, what=f"{mode} before the failure")
+        x = batches(ctx, 1, seed=91)[0]
+        for name, m in (("stock", ms), ("tide", mt)):
+            armed = [True]
+
+            def fail_once(module, args, armed=armed):
+                if armed[0]:
+                    armed[0] = False
+                    raise RuntimeError("injected failure inside a block's forward")
+
+            # Inside blocks.2 (ring slot 0, after blocks.0): past FSDP2's pre-forward, so unsharded.
+            handle = m.blocks[2].fc2.register_forward_pre_hook(fail_once)
+            try:
+                m(x).float().pow(2).mean().backward()
+            except RuntimeError as e:
+                assert "injected failure" in str(e), e
+            else:
+                raise AssertionError(f"{mode}: {name}'s forward did not raise")
+            finally:
+                handle.remove()
+            if name == "tide":
+                # Without the reset the next forward's first ring-mate meets the stale holder.
+                try:
+                    m(x)
+                except tide.fsdp.all_gather.RegionConflict as e:
+                    assert "reset_iter_state" in str(e), e
+                else:
+                    raise AssertionError(f"{mode}: a ring slot held by a failed forward went unnoticed")
+            m.reset_iter_state()
+            m.zero_grad()
+        for step in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=92 + step), tol=tol,
+                      what=f"{mode} after the forward that raised and the reset, step {step}")
+        assert tide.fsdp.uninstall(mt)
+
+
 # ------------------------------------------------------------------ four ranks
 
 def fsdp4_two_by_two_in_place(ctx):
@@ -2097,7 +2148,8 @@ TWO_RANKS = [
     "integer_exact_bf16", "passes_fit_the_scratch",
     "gradient_accumulation", "gradient_accumulation_bf16_no_sync", "reshard_after_forward_false",
     "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false",
-    "skipped_blocks_hold_no_slot", "installs_that_overlap", "inversion_after_the_autograd_pass", "fallbacks", "state_dict_and_checkpoint",
+    "skipped_blocks_hold_no_slot", "installs_that_overlap", "inversion_after_the_autograd_pass", "forward_that_raised",
+    "fallbacks", "state_dict_and_checkpoint",
     "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
