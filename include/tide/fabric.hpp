@@ -22,7 +22,9 @@ namespace tide::fabric {
 // message names the rank, the call, the peer and what was awaited.
 class FabricError : public std::runtime_error {
  public:
-  enum class Kind { kTimeout, kProtocol, kPeerFailure, kUsage, kDevice };  // kDevice: a CUDA/NCCL call failed
+  // kDevice: a CUDA/NCCL call failed; kUnusable: a communicator refuses every
+  // call after one failed midway (its protocol positions left its peers').
+  enum class Kind { kTimeout, kProtocol, kPeerFailure, kUsage, kDevice, kUnusable };
   FabricError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
 

@@ -29,6 +29,10 @@ typedef enum { tideInPlace = 0, tideSlotReuse = 1 } tideMode_t;
 /* Level 2 landing across nodes: pull through peer addresses, or push by copy engine first. */
 typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
 
+/* A collective that fails after it has started (some of its work enqueued,
+ * its peers counting it) leaves its communicator unusable: every later call
+ * returns tideInternalError, reason "communicator_unusable"; destroy the
+ * communicator on every rank and make a new one. */
 /* Thread-local message of the last failed call on this thread. */
 const char* tideGetLastError(void);
 /* Stable name of the reason the last tidePlanRejected/tideInvalidArgument

@@ -44,6 +44,7 @@ tideResult_t guarded(const char* call, F&& body) {
       case fabric::FabricError::Kind::kProtocol: r = tideProtocolError; reason = "protocol_violation"; break;
       case fabric::FabricError::Kind::kUsage: r = tideInvalidArgument; reason = "bad_argument"; break;
       case fabric::FabricError::Kind::kDevice: r = tideInternalError; reason = "device_error"; break;
+      case fabric::FabricError::Kind::kUnusable: r = tideInternalError; reason = "communicator_unusable"; break;
     }
     setLastError(r, reason, std::string(call) + ": " + e.what());
     return r;

@@ -90,13 +90,19 @@ std::vector<fabric::CopyOp> Communicator::toCopyOps(const std::vector<CopyDesc>&
 
 // ------------------------------------------------------------------ TIDE-AG
 
+void Communicator::refuseIfUnusable() const {
+  if (!unusable_.empty())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUnusable,
+                              "communicator unusable: " + unusable_ +
+                                  "; its peers count that call, so every later call would pair with the wrong one "
+                                  "of theirs. Destroy the communicator on every rank and make a new one");
+}
+
 uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {
+  refuseIfUnusable();
   checkPlan(plan);
   const plan::GroupLayout& g = plan.group;
   const plan::Topology& t = g.topo;
-  const int me = ep_.rank();
-  const int node = t.nodeOf(me);
-  const int local = t.localOf(me);
   // Subtractions, not sums: an offset near INT64_MAX must not wrap into range.
   if (landingOffset < 0 || g.unshardedBytes() > ep_.arenaBytes() ||
       landingOffset > ep_.arenaBytes() - g.unshardedBytes() || layout_.overlaps(landingOffset, g.unshardedBytes()))
@@ -109,7 +115,22 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   if (inPlace && t.nodes > 1)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
                               "an all-gather in place (no shard pointer) needs a single node");
+  // A shard starting inside the arena must end in it (the fabric would refuse it mid-issue).
+  const std::byte* arena = ep_.arena();
+  const auto* shardBytes = static_cast<const std::byte*>(shard);
+  if (!inPlace && fabric::liesWithin(shardBytes, 0, arena, ep_.arenaBytes()) &&
+      !fabric::liesWithin(shardBytes, g.shardBytes, arena, ep_.arenaBytes()))
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                              "the shard starts inside the arena and runs past its end");
   const uint64_t v = ++agCalls_;
+  return issueOrMarkUnusable("all_gather#" + std::to_string(v),
+                             [&] { return issueAllGather(plan, shard, landingOffset, v); });
+}
+
+uint64_t Communicator::issueAllGather(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v) {
+  const plan::Topology& t = plan.group.topo;
+  const int node = t.nodeOf(ep_.rank());
+  const int local = t.localOf(ep_.rank());
   ep_.setCallContext("all_gather#" + std::to_string(v));
   const uint64_t entry = ep_.record(kCallerQueue);
 
@@ -320,10 +341,17 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
 
 ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads,
                                                 float* out, float alpha, bool accumulate) {
+  refuseIfUnusable();
   checkPlan(plan);
   if (grads.size() != plan.group.params.size())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "one gradient pointer per parameter");
   const uint64_t call = ++rsCalls_;
+  return issueOrMarkUnusable("reduce_scatter#" + std::to_string(call),
+                             [&] { return issueReduceScatter(plan, grads, out, alpha, accumulate, call); });
+}
+
+ReduceScatterEvents Communicator::issueReduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads,
+                                                     float* out, float alpha, bool accumulate, uint64_t call) {
   ep_.setCallContext("reduce_scatter#" + std::to_string(call));
   const uint64_t entry = ep_.record(kCallerQueue);
   ReduceScatterEvents ev;
@@ -367,7 +395,10 @@ void Communicator::stageChunk(const plan::Plan& plan, const std::vector<const vo
   const int local = t.localOf(me);
   const int l = t.gpusPerNode;
   if (l == 1) return;
-  const uint64_t slots = static_cast<uint64_t>(plan.rs.stagingSlots);
+  // The scratch's slot count (the largest of its plans), not this plan's:
+  // `seq` counts chunks over every call, whatever group each was, so the slot
+  // of chunk seq and the chunk it must wait for follow one modulus.
+  const uint64_t slots = static_cast<uint64_t>(layout_.stagingSlots);
   const int slot = static_cast<int>(seq % slots);
   for (int i = 0; i < l; ++i)
     if (i != local && seq >= slots)
@@ -393,7 +424,7 @@ void Communicator::rsSingleNode(const plan::Plan& plan, const std::vector<const 
   const int me = ep_.rank();
   const int local = t.localOf(me);
   const int l = t.gpusPerNode;
-  const int slots = rs.stagingSlots;
+  const int slots = layout_.stagingSlots;  // as stageChunk's
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   ep_.waitEvent(kSumQueue, kCallerQueue, entry);
   int chunk = 0;

@@ -76,6 +76,8 @@ class Communicator {
   // one node, skip-stale-zeroing without stale blocks).
   int64_t faultFirings() const { return faultFirings_; }
   const ScratchLayout& layout() const { return layout_; }
+  // Empty, or why every call is refused: one failed after taking its call number.
+  const std::string& unusableReason() const { return unusable_; }
 
  private:
   std::byte* addressOf(const plan::BufferRef& ref, const void* shard, int64_t landingOffset,
@@ -86,6 +88,29 @@ class Communicator {
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
   void noteFaultFired() { ++faultFirings_; }
   void checkPlan(const plan::Plan& plan) const;
+  // Refuses every call once one failed midway (unusable_).
+  void refuseIfUnusable() const;
+  // Runs `issue`, the work of call `name`, whose call number is taken: an
+  // exception from it may leave part of the call enqueued and this rank's
+  // protocol positions ahead of what its peers will see, so from then on the
+  // communicator refuses every call (a retry would pair with the peers'
+  // next call: wrong bytes or a hang), and the exception says so.
+  template <typename Issue>
+  auto issueOrMarkUnusable(const std::string& name, Issue&& issue) -> decltype(issue()) {
+    try {
+      return issue();
+    } catch (const fabric::FabricError& e) {
+      unusable_ = name + " failed midway: " + e.what();
+      throw fabric::FabricError(e.kind(), std::string(e.what()) + " [" + name +
+                                              " failed midway: this communicator is unusable from here on]");
+    } catch (const std::exception& e) {
+      unusable_ = name + " failed midway: " + e.what();
+      throw;
+    }
+  }
+  uint64_t issueAllGather(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v);
+  ReduceScatterEvents issueReduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
+                                         float alpha, bool accumulate, uint64_t call);
   int rsLandQueue() const { return issue_.landingOwnQueue ? kLandQueue : kNetQueue; }
   // TIDE-AG's two halves, issued in this order (communicator.cpp).
   std::vector<uint64_t> agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v, uint64_t entry);
@@ -110,6 +135,7 @@ class Communicator {
   // same calls in the same order.
   uint64_t agCalls_ = 0;
   uint64_t rsCalls_ = 0;
+  std::string unusable_;  // why, once a call failed after taking its number (issueOrMarkUnusable)
   uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
   uint64_t rsWaves_ = 0;        // Level 2 waves
   uint64_t rsSends_[2] = {0, 0};  // outbox blocks filled per bank

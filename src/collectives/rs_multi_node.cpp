@@ -116,7 +116,10 @@ Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& pla
       m_(t_.nodes),
       l_(t_.gpusPerNode),
       bank_(static_cast<int>((comm.rsCalls_ - 1) % 2)),
-      nOut_(plan.rs.outboxBlocks),
+      // The scratch's count (the largest of its plans), not this plan's: uses
+      // are counted across every call on the bank, whatever group each was, so
+      // the block of use k and the use it must wait for follow one modulus.
+      nOut_(comm.layout_.outboxBlocks),
       push_(plan.rs.landing == plan::Landing::kPush),
       twoSided_(comm.ep_.railsTwoSided()),
       landQ_(comm.rsLandQueue()),
@@ -167,7 +170,7 @@ void Communicator::MultiNodeRs::run(uint64_t entry) {
 void Communicator::MultiNodeRs::readBlock(size_t j) {
   const Block& blk = blocks_[j];
   const uint64_t seq = chunkBase_ + j;
-  const int slot = static_cast<int>(seq % static_cast<uint64_t>(rs_.stagingSlots));
+  const int slot = static_cast<int>(seq % static_cast<uint64_t>(layout_.stagingSlots));  // as stageChunk's
   c_.stageChunk(plan_, grads_, seq, blk.pass, blk.dest);
   std::byte* dst;
   bool reusedEarly = false;  // the reuse-outbox-early fault: refilled without waiting for its send

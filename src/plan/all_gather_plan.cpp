@@ -29,8 +29,11 @@ std::vector<SlotRun> slotRuns(int node, int nodes, const AgScatterGroup& group) 
 }  // namespace
 
 AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt) {
-  if (opt.minStridedRun < 1 || opt.lastRoundGroups < 1 || opt.headBytes < 0)
-    throw PlanError(Reason::kBadOption, "all-gather options out of range");
+  // headBytes 0 would put the head mark at byte 0, where no chunk ends: its
+  // signal would never go out and the round would wait for it forever.
+  if (opt.minStridedRun < 1 || opt.lastRoundGroups < 1 || opt.headBytes < 1)
+    throw PlanError(Reason::kBadOption, "all-gather options out of range (minStridedRun, lastRoundGroups and "
+                                        "headBytes must be at least 1)");
   AgPlan plan;
   plan.options = opt;
   const int m = g.topo.nodes;

@@ -63,6 +63,26 @@ void checkRoundsAndGroups(const GroupLayout& g, const AgPlan& plan, const AgOpti
 // Bruck covers each of the M-1 remote shards exactly once, for every M.
 // Simulated from the plan's rounds: in round d node n sends its slots
 // [0, c_d) to node (n - 2^d) mod M, which stores them at [2^d, 2^d + c_d).
+// A head split at byte 0 has no chunk ending at its mark, so its signal
+// would never go out (a round waiting for it forever): refused with the rest.
+TEST(AllGatherOptions, RefusesAHeadOfNoBytes) {
+  const GroupLayout g = makeGroupLayout(Topology::make(2, 1), {ParamSpec{{64}, DType::kBF16}}, DType::kBF16);
+  for (int64_t head : {int64_t{0}, int64_t{-1}}) {
+    AgOptions o;
+    o.headBytes = head;
+    try {
+      makeAgPlan(g, o);
+      ADD_FAILURE() << "headBytes " << head << " accepted";
+    } catch (const PlanError& e) {
+      EXPECT_EQ(e.reason(), Reason::kBadOption) << reasonName(e.reason());
+      EXPECT_NE(std::string(e.what()).find("headBytes"), std::string::npos) << e.what();
+    }
+  }
+  AgOptions one;
+  one.headBytes = 1;
+  EXPECT_EQ(makeAgPlan(g, one).rounds.at(0).headBytes, 1);
+}
+
 TEST(AllGatherBruck, CoversEveryRemoteShardOnceForM1To1024) {
   std::vector<int> holder;  // holder[n * M + i]: node whose shard sits in slot i of node n
   std::vector<int> writes;

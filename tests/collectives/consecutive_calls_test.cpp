@@ -1,0 +1,318 @@
+// Consecutive collectives on one communicator that differ in what the earlier
+// tests keep fixed: groups with different scratch needs (outbox depth,
+// staging slots) one after another, each call on a caller queue of its own
+// (the C API rebinds queue 0 to each call's stream, and streams need not be
+// ordered), and a call that fails after it started. Host fabric, ranks as
+// threads; the protocol checker and exact integer outputs as references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/reference.hpp"
+#include "collectives/communicator.hpp"
+#include "fabric/host/host_fabric.hpp"
+#include "fabric/host/host_kernels.hpp"
+
+namespace tide {
+namespace {
+
+using plan::DType;
+
+// Forwards to a rank's endpoint with queue 0 mapped to a queue chosen per
+// call (a stream of the caller's), and optionally fails the Nth copy (a call
+// that breaks after it started).
+class CallerQueuePerCall final : public fabric::Endpoint {
+ public:
+  explicit CallerQueuePerCall(fabric::Endpoint& e) : e_(e) {}
+  void bindCaller(int q) { caller_ = q; }
+  void failCopyAfter(int copies) { failAfter_ = copies; }
+  int rank() const override { return e_.rank(); }
+  const plan::Topology& topology() const override { return e_.topology(); }
+  std::byte* arena() override { return e_.arena(); }
+  int64_t arenaBytes() const override { return e_.arenaBytes(); }
+  std::byte* peerArena(int r) override { return e_.peerArena(r); }
+  bool railsByCopy() const override { return e_.railsByCopy(); }
+  bool railsTwoSided() const override { return e_.railsTwoSided(); }
+  bool railSourcesInArena() const override { return e_.railSourcesInArena(); }
+  std::string railsDescription() const override { return e_.railsDescription(); }
+  int numQueues() const override { return collectives::kQueuesNeeded; }
+  void setCallContext(const std::string& c) override { e_.setCallContext(c); }
+  void copy(int q, const std::vector<fabric::CopyOp>& o) override {
+    if (failAfter_ >= 0 && failAfter_-- == 0) throw fabric::FabricError(fabric::FabricError::Kind::kDevice, "injected");
+    e_.copy(map(q), o);
+  }
+  void sum(int q, const fabric::SumOp& o) override { e_.sum(map(q), o); }
+  void land(int q, const fabric::LandOp& o) override { e_.land(map(q), o); }
+  void zero(int q, void* d, int64_t b) override { e_.zero(map(q), d, b); }
+  void railPut(int q, int d, int64_t o, const void* s, int64_t b, int id, uint64_t v) override {
+    e_.railPut(map(q), d, o, s, b, id, v);
+  }
+  void railRecv(int q, int s, int64_t o, int64_t b, int id, uint64_t v) override {
+    e_.railRecv(map(q), s, o, b, id, v);
+  }
+  void signal(int q, int d, int id, uint64_t v) override { e_.signal(map(q), d, id, v); }
+  void wait(int q, int id, uint64_t v, int p, const char* w) override { e_.wait(map(q), id, v, p, w); }
+  uint64_t record(int q) override { return e_.record(map(q)); }
+  void waitEvent(int q, int s, uint64_t ev) override { e_.waitEvent(map(q), map(s), ev); }
+  bool eventLive(int q, uint64_t ev) const override { return e_.eventLive(map(q), ev); }
+  void synchronize(int q) override { e_.synchronize(map(q)); }
+  void synchronizeAll() override { e_.synchronizeAll(); }
+  void synchronizeEvent(int q, uint64_t ev) override { e_.synchronizeEvent(map(q), ev); }
+  uint64_t counterValue(int id) override { return e_.counterValue(id); }
+  void delay(int q, double s) override { e_.delay(map(q), s); }
+  void annotateInbox(int64_t o, int64_t b) override { e_.annotateInbox(o, b); }
+  fabric::Stats stats() const override { return e_.stats(); }
+  void resetStats() override { e_.resetStats(); }
+  void setFabricFaults(const fabric::FabricFaults& f) override { e_.setFabricFaults(f); }
+
+ private:
+  int map(int q) const { return q == 0 ? caller_ : q; }
+  fabric::Endpoint& e_;
+  int caller_ = 0;
+  int failAfter_ = -1;
+};
+
+// Small integers in bf16 per rank and parameter: their sums are exact in fp32.
+using RankGrads = std::vector<std::vector<uint16_t>>;
+std::vector<RankGrads> drawGrads(const plan::GroupLayout& g, std::mt19937_64& rng) {
+  std::vector<RankGrads> grads(static_cast<size_t>(g.topo.ranks()));
+  for (RankGrads& rank : grads)
+    for (const plan::ParamLayout& p : g.params) {
+      rank.emplace_back(static_cast<size_t>(p.rows * p.rowElems));
+      for (uint16_t& x : rank.back()) x = fabric::host::floatToBf16(static_cast<float>(static_cast<int>(rng() % 9) - 4));
+    }
+  return grads;
+}
+
+std::vector<const void*> pointers(const RankGrads& g) {
+  std::vector<const void*> p;
+  for (const auto& x : g) p.push_back(x.data());
+  return p;
+}
+
+// Output elements of every rank that differ from the float64 sum.
+int64_t wrongOutputs(const plan::GroupLayout& g, const std::vector<RankGrads>& grads,
+                     const std::vector<std::vector<float>>& outs) {
+  int64_t wrong = 0;
+  const int n = g.topo.ranks();
+  for (int r = 0; r < n; ++r)
+    for (size_t p = 0; p < g.params.size(); ++p) {
+      const plan::ParamLayout& P = g.params[p];
+      for (int64_t x = 0; x < P.outElems; ++x) {
+        const int64_t flat = int64_t{r} * P.outElems + x;
+        double want = 0;
+        if (flat < P.rows * P.rowElems)
+          for (int u = 0; u < n; ++u) want += fabric::host::bf16ToFloat(grads[static_cast<size_t>(u)][p][static_cast<size_t>(flat)]);
+        wrong += outs[static_cast<size_t>(r)][static_cast<size_t>(P.outOffset + x)] != want;
+      }
+    }
+  return wrong;
+}
+
+// Reduce-scatters of `plans` in order, every call on a caller queue of its
+// own when `queuePerCall`; the net queues start late by `netDelay` seconds
+// (a slow network phase lets later calls' sums run ahead). Returns the wrong
+// output elements of every call (poisoned with NaN before it).
+std::vector<int64_t> reduceScatters(const plan::Topology& topo, const std::vector<const plan::Plan*>& plans,
+                                    bool queuePerCall, double netDelay, bool checkProtocol) {
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans(plans);
+  fabric::host::HostOptions h;
+  h.queues = collectives::kQueuesNeeded + static_cast<int>(plans.size());
+  h.timeoutSeconds = 20;
+  h.checkProtocol = checkProtocol;
+  fabric::host::HostWorld world(topo, layout.bytes, h);
+  const int n = topo.ranks();
+  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
+  std::vector<std::unique_ptr<collectives::Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
+    comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<std::vector<RankGrads>> grads;
+  std::vector<std::vector<std::vector<float>>> outs;
+  for (const plan::Plan* p : plans) {
+    grads.push_back(drawGrads(p->group, rng));
+    outs.emplace_back(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(p->group.outElems), NAN));
+  }
+  if (netDelay > 0)
+    for (int r = 0; r < n; ++r) world.endpoint(r).delay(collectives::kNetQueue, netDelay);
+  for (size_t c = 0; c < plans.size(); ++c)
+    for (int r = 0; r < n; ++r) {
+      eps[static_cast<size_t>(r)]->bindCaller(queuePerCall ? collectives::kQueuesNeeded + static_cast<int>(c) : 0);
+      comms[static_cast<size_t>(r)]->reduceScatter(*plans[c], pointers(grads[c][static_cast<size_t>(r)]),
+                                                   outs[c][static_cast<size_t>(r)].data(), 1.0f, false);
+    }
+  for (int r = 0; r < n; ++r) world.endpoint(r).synchronizeAll();
+  std::vector<int64_t> wrong;
+  for (size_t c = 0; c < plans.size(); ++c) wrong.push_back(wrongOutputs(plans[c]->group, grads[c], outs[c]));
+  return wrong;
+}
+
+// A Slot-Reuse group with a two-block outbox, then an In-Place group with
+// M - 1 blocks: outbox uses are counted across calls, so block and reuse
+// wait must follow one modulus (the scratch's). With the group's own, the
+// third call's sum refilled a block the first call's send still read.
+TEST(ConsecutiveCalls, GroupsWithDifferentOutboxDepths) {
+  const plan::Topology topo = plan::Topology::make(4, 1);
+  const std::vector<plan::ParamSpec> specs = {{{4096, 64}, DType::kBF16}};
+  plan::PlanOptions slotReuse, inPlace;
+  slotReuse.rs.mode = plan::Mode::kSlotReuse;
+  slotReuse.rs.roundWidth = 1;
+  inPlace.rs.mode = plan::Mode::kInPlace;
+  const plan::Plan b = plan::makePlan(topo, specs, DType::kBF16, slotReuse);
+  const plan::Plan a = plan::makePlan(topo, specs, DType::kBF16, inPlace);
+  ASSERT_LT(b.rs.outboxBlocks, a.rs.outboxBlocks) << "the premise: two outbox depths";
+  for (const bool check : {true, false}) {
+    SCOPED_TRACE(check ? "protocol checker" : "outputs, net queues 0.5 s late");
+    const std::vector<int64_t> wrong = reduceScatters(topo, {&b, &a, &a}, true, check ? 0 : 0.5, check);
+    EXPECT_EQ(wrong, std::vector<int64_t>(3, 0));
+  }
+}
+
+// Groups with one and with three staging slots: chunks are counted across
+// calls, so slot and reuse wait follow the scratch's count (with the
+// group's own, a peer pushed into a slot the previous chunk's sum still read).
+TEST(ConsecutiveCalls, GroupsWithDifferentStagingSlots) {
+  const plan::Topology topo = plan::Topology::make(1, 2);
+  const std::vector<plan::ParamSpec> specs = {{{8192, 512}, DType::kBF16}};
+  plan::PlanOptions one, three;
+  one.rs.stagingSlots = 1;
+  three.rs.stagingSlots = 3;
+  const plan::Plan b = plan::makePlan(topo, specs, DType::kBF16, one);
+  const plan::Plan a = plan::makePlan(topo, specs, DType::kBF16, three);
+  for (const bool check : {true, false}) {
+    SCOPED_TRACE(check ? "protocol checker" : "outputs");
+    EXPECT_EQ(reduceScatters(topo, {&b, &b, &b, &a}, false, 0, check), std::vector<int64_t>(4, 0));
+  }
+}
+
+// A call that fails after it took its call number may have enqueued part of
+// its work, and its peers count it: the communicator refuses every later
+// call, saying so, instead of pairing a retry with the peers' next call
+// (wrong bytes or a hang). A usage error found before the call starts (a
+// shard running past the arena) leaves it usable.
+TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
+  const plan::Topology topo = plan::Topology::make(1, 2);
+  const plan::Plan p = plan::makePlan(topo, {{{1024, 16}, DType::kBF16}}, DType::kBF16, {});
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&p});
+  const int64_t landing = layout.bytes;
+  const int64_t arenaBytes = landing + p.group.unshardedBytes();
+  fabric::host::HostOptions h;
+  h.queues = collectives::kQueuesNeeded;
+  h.timeoutSeconds = 5;
+  fabric::host::HostWorld world(topo, arenaBytes, h);
+  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
+  std::vector<std::unique_ptr<collectives::Communicator>> comms;
+  for (int r = 0; r < 2; ++r) {
+    eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
+    comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
+  }
+  const size_t s = static_cast<size_t>(p.group.shardBytes);
+  std::vector<std::vector<uint8_t>> shards(2, std::vector<uint8_t>(s));
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < s; ++i) shards[static_cast<size_t>(r)][i] = static_cast<uint8_t>(0x11 * (r + 1) + i);
+
+  // Refused before it starts: still usable, and the next all-gather is right.
+  const std::byte* pastTheEnd = world.endpoint(0).arena() + arenaBytes - static_cast<int64_t>(s / 2);
+  try {
+    comms[0]->allGather(p, pastTheEnd, landing);
+    ADD_FAILURE() << "a shard running past the arena was accepted";
+  } catch (const fabric::FabricError& e) {
+    EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("runs past its end"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(comms[0]->unusableReason().empty());
+  std::memset(world.endpoint(1).arena() + landing, 0xA5, static_cast<size_t>(p.group.unshardedBytes()));
+  for (int r = 0; r < 2; ++r) comms[static_cast<size_t>(r)]->allGather(p, shards[static_cast<size_t>(r)].data(), landing);
+  for (int r = 0; r < 2; ++r) world.endpoint(r).synchronizeAll();
+  for (int src = 0; src < 2; ++src) {
+    const std::byte* got = world.endpoint(1).arena() + landing + p.group.landing(0, src);
+    EXPECT_EQ(std::memcmp(got, shards[static_cast<size_t>(src)].data(), static_cast<size_t>(p.group.params[0].shardBytes)), 0)
+        << "rank " << src << "'s shard in rank 1's landing";
+  }
+
+  // Fails midway (its first copy): says so, and every later call is refused.
+  eps[0]->failCopyAfter(0);
+  try {
+    comms[0]->allGather(p, shards[0].data(), landing);
+    ADD_FAILURE() << "the injected copy failure did not surface";
+  } catch (const fabric::FabricError& e) {
+    EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kDevice) << e.what();
+    EXPECT_NE(std::string(e.what()).find("all_gather#2 failed midway"), std::string::npos) << e.what();
+  }
+  for (int call = 0; call < 2; ++call) {
+    try {
+      comms[0]->allGather(p, shards[0].data(), landing);
+      ADD_FAILURE() << "an unusable communicator issued an all-gather";
+    } catch (const fabric::FabricError& e) {
+      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUnusable) << e.what();
+      EXPECT_NE(std::string(e.what()).find("Destroy the communicator on every rank"), std::string::npos) << e.what();
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(p.group.outElems));
+  std::vector<uint16_t> grad(static_cast<size_t>(p.group.params[0].rows * p.group.params[0].rowElems));
+  EXPECT_THROW(comms[0]->reduceScatter(p, {grad.data()}, out.data(), 1.0f, false), fabric::FabricError);
+}
+
+// An all-gather across nodes with a head split at byte 0 waited forever for a
+// head signal no chunk sent: such plans are refused (plan tests), and the
+// default head is what runs here.
+TEST(ConsecutiveCalls, AllGathersOfTwoGroupsOnQueuesOfTheirOwnAcrossNodes) {
+  const plan::Topology topo = plan::Topology::make(2, 2);
+  const plan::Plan a = plan::makePlan(topo, {{{300, 24}, DType::kBF16}}, DType::kBF16, {});
+  const plan::Plan b = plan::makePlan(topo, {{{77}, DType::kBF16}, {{40, 9}, DType::kBF16}}, DType::kBF16, {});
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&a, &b});
+  const int64_t landA = layout.bytes;
+  const int64_t landB = landA + (a.group.unshardedBytes() + 4095) / 4096 * 4096;
+  fabric::host::HostOptions h;
+  h.queues = collectives::kQueuesNeeded + 4;
+  h.timeoutSeconds = 20;
+  h.checkProtocol = true;
+  fabric::host::HostWorld world(topo, landB + b.group.unshardedBytes(), h);
+  const int n = topo.ranks();
+  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
+  std::vector<std::unique_ptr<collectives::Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
+    comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  const plan::Plan* plans[4] = {&a, &b, &a, &b};
+  const int64_t lands[4] = {landA, landB, landA, landB};
+  std::vector<std::vector<std::vector<uint8_t>>> shards(4);
+  for (int c = 0; c < 4; ++c) {
+    for (int r = 0; r < n; ++r) {
+      shards[static_cast<size_t>(c)].emplace_back(static_cast<size_t>(plans[c]->group.shardBytes));
+      for (uint8_t& x : shards[static_cast<size_t>(c)].back()) x = static_cast<uint8_t>(rng());
+    }
+  }
+  // Calls 1 and 2 (groups a, b), then 3 and 4 over the same landings: each on its own queue.
+  for (int c = 0; c < 4; ++c) {
+    for (int r = 0; r < n; ++r) {
+      eps[static_cast<size_t>(r)]->bindCaller(collectives::kQueuesNeeded + c);
+      comms[static_cast<size_t>(r)]->allGather(*plans[c], shards[static_cast<size_t>(c)][static_cast<size_t>(r)].data(),
+                                               lands[c]);
+    }
+    if (c == 1 || c == 3)  // the two landings are checked before the next two calls overwrite them
+      for (int r = 0; r < n; ++r) world.endpoint(r).synchronizeAll();
+    if (c != 1 && c != 3) continue;
+    for (int k = c - 1; k <= c; ++k) {
+      std::vector<const uint8_t*> owners;
+      for (const auto& shard : shards[static_cast<size_t>(k)]) owners.push_back(shard.data());
+      for (int r = 0; r < n; ++r)
+        EXPECT_EQ(bench::wrongLandingBytes(plans[k]->group, owners,
+                                           reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + lands[k])),
+                  0)
+            << "call " << k + 1 << ", rank " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tide
