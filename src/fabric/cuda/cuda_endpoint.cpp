@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "fabric/cuda/copy_engine.hpp"
@@ -545,12 +546,12 @@ void CudaEndpoint::replayAfterPut(cudaStream_t s, std::byte* dst, const void* sr
     ++faultFirings_;
   }
   if (duplicate) {
-    if (replay_.capacity < bytes) {
-      if (replay_.bytes != nullptr) TIDE_CUDA_CHECK(cudaFree(replay_.bytes));
-      TIDE_CUDA_CHECK(cudaMalloc(&replay_.bytes, static_cast<size_t>(bytes)));
-      replay_.capacity = bytes;
-    }
-    if (replay_.ready == nullptr) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&replay_.ready, cudaEventDisableTiming));
+    // Sized in setFabricFaults: a cudaMalloc or cudaFree here, amid a call's
+    // issue, could wait for the device while a stream waits for a signal this
+    // thread has yet to issue.
+    if (replay_.capacity < bytes)
+      throw std::logic_error("duplicate-put replay buffer of " + std::to_string(replay_.capacity) +
+                             " bytes for a put of " + std::to_string(bytes));
     issueCopies(s, {CopyOp{replay_.bytes, src, bytes, 1, 0, 0}});
     TIDE_CUDA_CHECK(cudaEventRecord(replay_.ready, s));
     replay_.dst = dst;
@@ -685,6 +686,17 @@ uint64_t CudaEndpoint::counterValue(int id) {
 }
 
 void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
+  if (f.duplicatePutAfter >= 0 && replay_.capacity < arena_->userBytes()) {
+    // Every rail put lies in an arena: one buffer of the arena's size holds any.
+    // Allocated here, between calls, not while a call is being issued (replayAfterPut).
+    const DeviceScope onDevice(device_);
+    if (replay_.bytes != nullptr) TIDE_CUDA_CHECK(cudaFree(replay_.bytes));
+    replay_.bytes = nullptr;
+    replay_.capacity = 0;
+    TIDE_CUDA_CHECK(cudaMalloc(&replay_.bytes, static_cast<size_t>(arena_->userBytes())));
+    replay_.capacity = arena_->userBytes();
+    if (replay_.ready == nullptr) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&replay_.ready, cudaEventDisableTiming));
+  }
   faults_ = f;
   remoteSignals_ = 0;
   railPuts_ = 0;
