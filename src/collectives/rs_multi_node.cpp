@@ -146,6 +146,11 @@ Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& pla
 void Communicator::MultiNodeRs::run(uint64_t entry) {
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   ep_.waitEvent(kSumQueue, kCallerQueue, entry);
+  // The landing writes `out`, which the caller's stream may use up to the
+  // call (a fill, a reader of the previous result, the base of an
+  // accumulate): a wave with no own-node block lands without any wait on the
+  // sum queue, so the landing queue waits for the call's start itself.
+  if (landQ_ != kCopyQueue && landQ_ != kSumQueue) ep_.waitEvent(landQ_, kCallerQueue, entry);
   chunkBase_ = c_.rsChunks_;
   c_.rsChunks_ += blocks_.size();
   const size_t perPass = static_cast<size_t>(m_);  // blocks per pass: M - 1 remote, then the own node
