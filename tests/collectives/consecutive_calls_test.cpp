@@ -25,6 +25,21 @@ namespace {
 using plan::DType;
 using test::CallerQueuePerCall;
 
+// Every rank's endpoint behind the decorator, and a communicator on it.
+struct DecoratedRanks {
+  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
+  std::vector<std::unique_ptr<collectives::Communicator>> comms;
+};
+
+DecoratedRanks decorate(fabric::host::HostWorld& world, const collectives::ScratchLayout& layout) {
+  DecoratedRanks out;
+  for (int r = 0; r < world.ranks(); ++r) {
+    out.eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
+    out.comms.push_back(std::make_unique<collectives::Communicator>(*out.eps.back(), layout));
+  }
+  return out;
+}
+
 // Small integers in bf16 per rank and parameter: their sums are exact in fp32.
 using RankGrads = std::vector<std::vector<uint16_t>>;
 std::vector<RankGrads> drawGrads(const plan::GroupLayout& g, std::mt19937_64& rng) {
@@ -75,12 +90,7 @@ std::vector<int64_t> reduceScatters(const plan::Topology& topo, const std::vecto
   h.checkProtocol = checkProtocol;
   fabric::host::HostWorld world(topo, layout.bytes, h);
   const int n = topo.ranks();
-  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
-  std::vector<std::unique_ptr<collectives::Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
-    eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
-    comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
-  }
+  auto [eps, comms] = decorate(world, layout);
   std::mt19937_64 rng(std::random_device{}());
   std::vector<std::vector<RankGrads>> grads;
   std::vector<std::vector<std::vector<float>>> outs;
@@ -155,12 +165,7 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
   h.queues = collectives::kQueuesNeeded;
   h.timeoutSeconds = 5;
   fabric::host::HostWorld world(topo, arenaBytes, h);
-  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
-  std::vector<std::unique_ptr<collectives::Communicator>> comms;
-  for (int r = 0; r < 2; ++r) {
-    eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
-    comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
-  }
+  auto [eps, comms] = decorate(world, layout);
   const size_t s = static_cast<size_t>(p.group.shardBytes);
   std::vector<std::vector<uint8_t>> shards(2, std::vector<uint8_t>(s));
   for (int r = 0; r < 2; ++r)
@@ -224,12 +229,7 @@ TEST(ConsecutiveCalls, AllGathersOfTwoGroupsOnQueuesOfTheirOwnAcrossNodes) {
   h.checkProtocol = true;
   fabric::host::HostWorld world(topo, landB + b.group.unshardedBytes(), h);
   const int n = topo.ranks();
-  std::vector<std::unique_ptr<CallerQueuePerCall>> eps;
-  std::vector<std::unique_ptr<collectives::Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
-    eps.push_back(std::make_unique<CallerQueuePerCall>(world.endpoint(r)));
-    comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
-  }
+  auto [eps, comms] = decorate(world, layout);
   std::mt19937_64 rng(std::random_device{}());
   const plan::Plan* plans[4] = {&a, &b, &a, &b};
   const int64_t lands[4] = {landA, landB, landA, landB};

@@ -184,23 +184,32 @@ def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
     out.put((0, "closed" if float(x.sum()) == float(1 << 20) else "GPU broken", took, rails))
 
 
-def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
-    ctx = mp.get_context("spawn")
-    ids, out = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_teardown_rank, args=(r, ids, out, host_per_rank)) for r in range(2)]
+def _run_two_ranks(ctx, target, args_of, out) -> tuple[bool, list]:
+    """Runs target(*args_of(rank)) for ranks 0 and 1 in processes of their own, each given the
+    host deadline plus communicator setup and slack; kills what is left. Returns whether any
+    hung and every reply the ranks put on `out`."""
+    procs = [ctx.Process(target=target, args=args_of(r)) for r in range(2)]
     for p in procs:
         p.start()
-    limit = HOST_DEADLINE_S + 60  # the deadline, plus communicator setup and slack
-    procs[0].join(limit)
-    hung = procs[0].is_alive()
+    deadline = time.monotonic() + HOST_DEADLINE_S + 60
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    hung = any(p.is_alive() for p in procs)
     for p in procs:
         if p.is_alive():
             p.kill()
         p.join()
-    answers = {}
+    replies = []
     while not out.empty():
-        rank, what, took, rails = out.get()
-        answers[rank] = (what, took, rails)
+        replies.append(out.get())
+    return hung, replies
+
+
+def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    hung, replies = _run_two_ranks(ctx, _teardown_rank, lambda r: (r, ids, out, host_per_rank), out)
+    answers = {rank: (what, took, rails) for rank, what, took, rails in replies}
     what, took, rails = answers.get(0, ("no answer", float("nan"), ""))
     # The rails say which path the communicators took: NCCL's between hosts, copy engines on one.
     wanted_rails = "nccl-send-recv" if host_per_rank else "copy-engine"
@@ -240,20 +249,8 @@ def check_ranks_that_disagree_on_rails() -> list[str]:
     with a message saying the ranks differ, within the host deadline, not left in a split."""
     ctx = mp.get_context("spawn")
     ids, out = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_disagreeing_rank, args=(r, ids, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(HOST_DEADLINE_S + 60)
-    hung = any(p.is_alive() for p in procs)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-        p.join()
-    answers = {}
-    while not out.empty():
-        rank, verdict, message = out.get()
-        answers[rank] = (verdict, message)
+    hung, replies = _run_two_ranks(ctx, _disagreeing_rank, lambda r: (r, ids, out), out)
+    answers = {rank: (verdict, message) for rank, verdict, message in replies}
     failures = []
     for rank in range(2):
         verdict, message = answers.get(rank, ("no answer", ""))
