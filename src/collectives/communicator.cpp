@@ -395,11 +395,8 @@ void Communicator::stageChunk(const plan::Plan& plan, const std::vector<const vo
   const int local = t.localOf(me);
   const int l = t.gpusPerNode;
   if (l == 1) return;
-  // The scratch's slot count (the largest of its plans), not this plan's:
-  // `seq` counts chunks over every call, whatever group each was, so the slot
-  // of chunk seq and the chunk it must wait for follow one modulus.
-  const uint64_t slots = static_cast<uint64_t>(layout_.stagingSlots);
-  const int slot = static_cast<int>(seq % slots);
+  const uint64_t slots = static_cast<uint64_t>(layout_.stagingSlots);  // see stagingSlotOf
+  const int slot = stagingSlotOf(seq);
   for (int i = 0; i < l; ++i)
     if (i != local && seq >= slots)
       ep_.wait(kCopyQueue, ids::kRsFree + i, seq - slots + 1, t.rankOf(node, i), "staging slot free");
@@ -424,14 +421,13 @@ void Communicator::rsSingleNode(const plan::Plan& plan, const std::vector<const 
   const int me = ep_.rank();
   const int local = t.localOf(me);
   const int l = t.gpusPerNode;
-  const int slots = layout_.stagingSlots;  // as stageChunk's
   ep_.waitEvent(kCopyQueue, kCallerQueue, entry);
   ep_.waitEvent(kSumQueue, kCallerQueue, entry);
   int chunk = 0;
   for (int q = 0; q < rs.passes; ++q) {
     for (int s = 0; s < l; ++s, ++chunk) {
       const uint64_t seq = rsChunks_ + static_cast<uint64_t>(chunk);  // 0-based
-      const int slot = static_cast<int>(seq % static_cast<uint64_t>(slots));
+      const int slot = stagingSlotOf(seq);
       // Push my slices of every other rank's rows into its staging slot; then
       // sum my own rows of this chunk straight into the output.
       stageChunk(plan, grads, seq, q, s);

@@ -112,6 +112,13 @@ class Communicator {
   ReduceScatterEvents issueReduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
                                          float alpha, bool accumulate, uint64_t call);
   int rsLandQueue() const { return issue_.landingOwnQueue ? kLandQueue : kNetQueue; }
+  // The staging slot of Level 1 chunk `seq` (counted over every call): by the
+  // scratch's slot count (the largest of its plans), not the call's plan, so
+  // that a chunk and the one it must wait for follow one modulus whatever
+  // group each was.
+  int stagingSlotOf(uint64_t seq) const {
+    return static_cast<int>(seq % static_cast<uint64_t>(layout_.stagingSlots));
+  }
   // TIDE-AG's two halves, issued in this order (communicator.cpp).
   std::vector<uint64_t> agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v, uint64_t entry);
   // Returns the copy-queue event after which this rank's own share is done.

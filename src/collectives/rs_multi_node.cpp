@@ -150,7 +150,7 @@ void Communicator::MultiNodeRs::run(uint64_t entry) {
   // call (a fill, a reader of the previous result, the base of an
   // accumulate): a wave with no own-node block lands without any wait on the
   // sum queue, so the landing queue waits for the call's start itself.
-  if (landQ_ != kCopyQueue && landQ_ != kSumQueue) ep_.waitEvent(landQ_, kCallerQueue, entry);
+  ep_.waitEvent(landQ_, kCallerQueue, entry);
   chunkBase_ = c_.rsChunks_;
   c_.rsChunks_ += blocks_.size();
   const size_t perPass = static_cast<size_t>(m_);  // blocks per pass: M - 1 remote, then the own node
@@ -175,7 +175,7 @@ void Communicator::MultiNodeRs::run(uint64_t entry) {
 void Communicator::MultiNodeRs::readBlock(size_t j) {
   const Block& blk = blocks_[j];
   const uint64_t seq = chunkBase_ + j;
-  const int slot = static_cast<int>(seq % static_cast<uint64_t>(layout_.stagingSlots));  // as stageChunk's
+  const int slot = c_.stagingSlotOf(seq);
   c_.stageChunk(plan_, grads_, seq, blk.pass, blk.dest);
   std::byte* dst;
   bool reusedEarly = false;  // the reuse-outbox-early fault: refilled without waiting for its send

@@ -5,8 +5,17 @@
 
 namespace tide::fabric {
 
+namespace {
+
+// TIDE_ENABLE_MULTICAST=1, exactly.
+bool optedIn(const char* tideEnableMulticast) {
+  return tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0;
+}
+
+}  // namespace
+
 std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNvlsEnable) {
-  if (tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0) return "";
+  if (optedIn(tideEnableMulticast)) return "";
   if (ncclNvlsEnable != nullptr && std::strcmp(ncclNvlsEnable, "0") == 0) return "";
   std::string now = "unset";
   if (ncclNvlsEnable != nullptr) {  // appended: GCC 12 misreads "'" + std::string(...) as an overlapping copy
@@ -20,8 +29,7 @@ std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNv
 }
 
 std::string multicastRefusalForComm(bool multimemSupport, const char* tideEnableMulticast) {
-  if (!multimemSupport) return "";
-  if (tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0) return "";
+  if (!multimemSupport || optedIn(tideEnableMulticast)) return "";
   return "NCCL reports NVLink multicast available on TIDE's communicator although NCCL_NVLS_ENABLE is 0 now: "
          "NCCL read the variable before it was set (at the process's first NCCL communicator, torch's, say). "
          "TIDE lets NCCL use multicast only with TIDE_ENABLE_MULTICAST=1; set NCCL_NVLS_ENABLE=0 before the "

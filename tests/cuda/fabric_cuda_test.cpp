@@ -930,8 +930,11 @@ void perf(Ctx& c) {
 int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
   rankForLog() = rank;
   try {
-    // The test's own buffers go to the rank's GPU (the endpoint leaves the current device alone).
-    TCUDA(cudaSetDevice(rank));
+    // Another GPU current while the endpoint is made (where there is one): it must stay current.
+    int devices = 0;
+    TCUDA(cudaGetDeviceCount(&devices));
+    const int elsewhere = (rank + 1) % devices;
+    TCUDA(cudaSetDevice(elsewhere));
     CudaFabricOptions o;
     o.topology = plan::Topology::make(a.nodes, a.ranks / a.nodes);
     o.rank = rank;
@@ -946,7 +949,8 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     CudaEndpoint ep(o, id);
     int current = -1;
     TCUDA(cudaGetDevice(&current));
-    TCHECK(current == rank, "making the endpoint changed the thread's current device");
+    TCHECK(current == elsewhere, "making the endpoint changed the thread's current device");
+    TCUDA(cudaSetDevice(rank));  // the test's own buffers go to the rank's GPU
     Ctx c{ep, rank, a.ranks, a.freedReplay, a.graphCap};
     TCHECK(ep.arenaBytes() == kArenaBytes, "arena size");
     testOtherCurrentDevice(c);  // first: no event of queue 1 made yet

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "fabric/cuda/copy_engine.hpp"
 #include "fabric/cuda/cuda_check.hpp"
@@ -42,13 +43,25 @@ double waitSecondsOf(const CudaFabricOptions& options) {
   return envSeconds("TIDE_FABRIC_WAIT_TIMEOUT_S", options.waitTimeoutSeconds);
 }
 
+// TIDE_FABRIC_RAILS's values.
+constexpr std::pair<const char*, CudaFabricOptions::Rails> kRailsNames[] = {
+    {"auto", CudaFabricOptions::Rails::kAuto},
+    {"copy-engine", CudaFabricOptions::Rails::kCopyEngine},
+    {"send-recv", CudaFabricOptions::Rails::kSendRecv},
+    {"rma", CudaFabricOptions::Rails::kRma},
+};
+
+const char* railsName(CudaFabricOptions::Rails rails) {
+  for (const auto& [name, value] : kRailsNames)
+    if (value == rails) return name;
+  return "?";
+}
+
 CudaFabricOptions::Rails railsFromEnv(CudaFabricOptions::Rails fallback) {
   const char* v = std::getenv("TIDE_FABRIC_RAILS");
   if (v == nullptr || *v == '\0') return fallback;
-  if (std::strcmp(v, "copy-engine") == 0) return CudaFabricOptions::Rails::kCopyEngine;
-  if (std::strcmp(v, "send-recv") == 0) return CudaFabricOptions::Rails::kSendRecv;
-  if (std::strcmp(v, "rma") == 0) return CudaFabricOptions::Rails::kRma;
-  if (std::strcmp(v, "auto") == 0) return CudaFabricOptions::Rails::kAuto;
+  for (const auto& [name, value] : kRailsNames)
+    if (std::strcmp(v, name) == 0) return value;
   throwUsage(std::string("TIDE_FABRIC_RAILS=") + v + " (want auto, copy-engine, send-recv or rma)");
 }
 
@@ -123,13 +136,10 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
   // They decide which splits each rank joins: ranks that disagree (a host with
   // another TIDE_FABRIC_RAILS or NCCL) are refused together, not left in a
   // split that times out blaming the wrong cause.
-  const char* wantedName = wanted == Rails::kAuto ? "auto" : wanted == Rails::kCopyEngine ? "copy-engine"
-                           : wanted == Rails::kSendRecv                                   ? "send-recv"
-                                                                                           : "rma";
   comms_->requireSameOnEveryRank(static_cast<int>(wanted) * 2 + (rmaPossible ? 1 : 0),
                                  "the rails asked for (TIDE_FABRIC_RAILS) or whether host RMA is possible (the NCCL "
                                  "library loaded, NCCL_COMM_BLOCKING)",
-                                 std::string("rails ") + wantedName + ", host RMA " +
+                                 std::string("rails ") + railsName(wanted) + ", host RMA " +
                                      (rmaPossible      ? std::string("possible")
                                       : noRma.empty() ? std::string("not considered")
                                                       : "impossible: " + noRma));
