@@ -138,10 +138,9 @@ uint64_t Communicator::issueAllGather(const plan::Plan& plan, const void* shard,
   // rank (this rank's own queues wait for the entry event, which says as much),
   // in call order whatever stream each call came on (kSignalQueue).
   if (t.gpusPerNode > 1) {
-    const int q = issue_.readySignalsOwnQueue ? kSignalQueue : kCallerQueue;
-    if (q != kCallerQueue) ep_.waitEvent(q, kCallerQueue, entry);
+    ep_.waitEvent(kSignalQueue, kCallerQueue, entry);
     for (int i = 0; i < t.gpusPerNode; ++i)
-      if (i != local) ep_.signal(q, t.rankOf(node, i), ids::kAgReady + local, v);
+      if (i != local) ep_.signal(kSignalQueue, t.rankOf(node, i), ids::kAgReady + local, v);
   }
 
   const std::vector<uint64_t> arrived = agRailRounds(plan, shard, v, entry);

@@ -42,10 +42,6 @@ struct IssueOptions {
   // about as fast as a landing (virtual nodes over NVLink), one queue adds
   // each wave's landing time to the next wave's sends.
   bool landingOwnQueue = true;
-  // AG's landing-free signals on kSignalQueue (true) or, as before session 21,
-  // on the caller's queue (false: wrong when consecutive calls come on
-  // unordered streams; kept so that the GPU test shows it catches that).
-  bool readySignalsOwnQueue = true;
 };
 
 struct ReduceScatterEvents {

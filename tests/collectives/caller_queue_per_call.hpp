@@ -2,7 +2,10 @@
 // with queue 0 (the caller's) mapped to a queue chosen per call, as the C API
 // maps it to each call's stream (streams need not be ordered), and can fail
 // the Nth copy (a call that breaks after it started). Host-fabric tests of
-// consecutive calls use it.
+// consecutive calls use it, and so does the GPU's co-resident test. It can
+// also run one of the communicator's queues on another (mergeQueue), which
+// rebuilds an earlier issue order that a test must show to be wrong, without
+// a switch for it in the communicator.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,12 @@ class CallerQueuePerCall final : public fabric::Endpoint {
   explicit CallerQueuePerCall(fabric::Endpoint& e) : e_(e) {}
   void bindCaller(int q) { caller_ = q; }
   void failCopyAfter(int copies) { failAfter_ = copies; }
+  // Work for queue `from` goes where queue `into`'s goes (before the per-call
+  // mapping of queue 0); a wait of `into` on its own event is then a no-op.
+  void mergeQueue(int from, int into) {
+    mergedFrom_ = from;
+    mergedInto_ = into;
+  }
   int rank() const override { return e_.rank(); }
   const plan::Topology& topology() const override { return e_.topology(); }
   std::byte* arena() override { return e_.arena(); }
@@ -62,9 +71,14 @@ class CallerQueuePerCall final : public fabric::Endpoint {
   void setFabricFaults(const fabric::FabricFaults& f) override { e_.setFabricFaults(f); }
 
  private:
-  int map(int q) const { return q == 0 ? caller_ : q; }
+  int map(int q) const {
+    if (q == mergedFrom_) q = mergedInto_;
+    return q == 0 ? caller_ : q;
+  }
   fabric::Endpoint& e_;
   int caller_ = 0;
+  int mergedFrom_ = -1;
+  int mergedInto_ = -1;
   int failAfter_ = -1;
 };
 

@@ -262,5 +262,59 @@ TEST(ConsecutiveCalls, AllGathersOfTwoGroupsOnQueuesOfTheirOwnAcrossNodes) {
   }
 }
 
+// Two all-gathers, each on a caller queue of its own, rank 0's first one
+// late behind its caller's own fill of the first landing (as a caller that
+// still uses it would). The landing-free signals must keep call order across
+// those queues. Sent on the caller's queue, as before session 21, call 2's
+// signal told the peer that call 1's landing was free, and the peer's shard
+// landed there before the fill. Returns the landing bytes that differ from
+// their owners' shards.
+int64_t wrongBytesWithUnorderedCallers(bool signalsOnCallerQueue) {
+  const plan::Topology topo = plan::Topology::make(1, 2);
+  const plan::Plan p = plan::makePlan(topo, {{{96, 40}, DType::kBF16}, {{33}, DType::kBF16}}, DType::kBF16, {});
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&p});
+  const int64_t slot = (p.group.unshardedBytes() + 4095) / 4096 * 4096;
+  const int64_t landings[2] = {layout.bytes, layout.bytes + slot};
+  fabric::host::HostOptions h;
+  h.queues = collectives::kQueuesNeeded + 2;
+  h.timeoutSeconds = 20;
+  fabric::host::HostWorld world(topo, layout.bytes + 2 * slot, h);
+  const int n = topo.ranks();
+  auto [eps, comms] = decorate(world, layout);
+  if (signalsOnCallerQueue)
+    for (auto& ep : eps) ep->mergeQueue(collectives::kSignalQueue, collectives::kCallerQueue);
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<std::vector<std::vector<uint8_t>>> shards(2);  // [call][rank]
+  for (auto& call : shards)
+    for (int r = 0; r < n; ++r) {
+      call.emplace_back(static_cast<size_t>(p.group.shardBytes));
+      for (uint8_t& x : call.back()) x = static_cast<uint8_t>(rng() | 1);  // never the fill's 0
+    }
+  for (int c = 0; c < 2; ++c)
+    for (int r = 0; r < n; ++r) {
+      test::CallerQueuePerCall& ep = *eps[static_cast<size_t>(r)];
+      ep.bindCaller(collectives::kQueuesNeeded + c);
+      if (r == 0 && c == 0) ep.delay(collectives::kCallerQueue, collectives::kFaultRaceSeconds);
+      ep.zero(collectives::kCallerQueue, ep.arena() + landings[c], p.group.unshardedBytes());
+      comms[static_cast<size_t>(r)]->allGather(p, shards[static_cast<size_t>(c)][static_cast<size_t>(r)].data(),
+                                               landings[c]);
+    }
+  for (int r = 0; r < n; ++r) world.endpoint(r).synchronizeAll();
+  int64_t wrong = 0;
+  for (int c = 0; c < 2; ++c) {
+    std::vector<const uint8_t*> owners;
+    for (const auto& shard : shards[static_cast<size_t>(c)]) owners.push_back(shard.data());
+    for (int r = 0; r < n; ++r)
+      wrong += bench::wrongLandingBytes(p.group, owners,
+                                        reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landings[c]));
+  }
+  return wrong;
+}
+
+TEST(ConsecutiveCalls, LandingFreeSignalsKeepCallOrderAcrossCallerQueues) {
+  EXPECT_EQ(wrongBytesWithUnorderedCallers(false), 0);
+  EXPECT_GT(wrongBytesWithUnorderedCallers(true), 0) << "signals on the caller's queue passed: the test shows nothing";
+}
+
 }  // namespace
 }  // namespace tide

@@ -47,6 +47,7 @@
 
 #include "bench/random_inputs.hpp"
 #include "bench/reference.hpp"
+#include "caller_queue_per_call.hpp"
 #include "check.hpp"
 #include "fabric_fault_checks.hpp"
 #include "collectives/communicator.hpp"
@@ -689,8 +690,9 @@ void runFaultProbes(uint64_t seed) {
 // call), then call 2 on an idle stream B; the other ranks issue both at once.
 // No peer may write into rank 0's call-1 landing before A reaches call 1, so
 // both landings of every rank must hold their owners' shard bytes. With the
-// landing-free signals on the caller's queue (`signalsOwnQueue` false, TIDE
-// before session 21) call 2's signal overtakes call 1's: the probe must then
+// landing-free signals on the caller's queue (`signalsOwnQueue` false: TIDE
+// before session 21, rebuilt by a test double that runs the signal queue's
+// work on the caller's queue) call 2's signal overtakes call 1's: the probe must then
 // find poison, or it could not fail.
 // Returns the landing bytes found wrong over both calls and every rank.
 int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool signalsOwnQueue) {
@@ -714,9 +716,11 @@ int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool si
   fabric.settle();
   onEveryRank(topo.ranks(), [&](int r) {
     cuda::CudaEndpoint& ep = fabric.cudaEndpoint(r);
-    tide::collectives::IssueOptions issue;
-    issue.readySignalsOwnQueue = signalsOwnQueue;
-    Communicator comm(ep, layout, {}, issue);
+    // The issue order before session 21, rebuilt by the test double (the
+    // communicator has no switch for it): the signals on the caller's stream.
+    tide::test::CallerQueuePerCall issuing(ep);
+    if (!signalsOwnQueue) issuing.mergeQueue(tide::collectives::kSignalQueue, kCallerQueue);
+    Communicator comm(issuing, layout);
     void* const* shard = shards[static_cast<size_t>(r)].data();
     cudaStream_t streams[2];
     for (cudaStream_t& st : streams) TCUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
