@@ -12,7 +12,8 @@
 // peer arena sources), determinism across CTA budgets, zero(), stats and a
 // lost-signal fault. --timeout-case also checks that a wait nobody signals
 // fails stop, with a message, within its deadline, and that an error reported
-// while a wait is pending (an NCCL asynchronous error) stops it at once. --no-freed-replay leaves
+// while a wait is pending (an NCCL asynchronous error) stops it at once, and
+// that a watchdog blocked in its own query is stopped by the stall monitor. --no-freed-replay leaves
 // out the copy graph replayed over a freed and reallocated block (under
 // compute-sanitizer memcheck, whose tracking of graph operands crashes the
 // host process there; run 6 of session 10). --perf prints the
@@ -1036,6 +1037,42 @@ int errorProbeCase() {
   return failures() == 0 ? 0 : 1;
 }
 
+// The watchdog's own query blocked (the probe stands in for a driver or NCCL
+// call that does not return) while a wait is pending: the stall monitor,
+// which makes no CUDA call, must abort the process near the deadline, naming
+// the blocked watchdog; the blocked query itself never returns.
+int stalledProbeCase() {
+  constexpr double kDeadline = 2.0;
+  const ChildOutcome out = runCapturingStderr(kDeadline + 30, [] {
+    TCUDA(cudaSetDevice(0));
+    uint64_t* counter = nullptr;
+    TCUDA(cudaMalloc(&counter, sizeof(uint64_t)));
+    TCUDA(cudaMemset(counter, 0, sizeof(uint64_t)));
+    TCUDA(cudaDeviceSynchronize());
+    cudaStream_t s = nullptr;
+    TCUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    tide::fabric::cuda::WaitWatchdog watchdog(0, 0, kDeadline);
+    watchdog.setErrorProbe([] {
+      std::this_thread::sleep_for(std::chrono::hours(1));
+      return std::string();
+    });
+    watchdog.before(s);
+    tide::fabric::cuda::StreamMemOps::get().waitGeq(s, counter, 1);
+    watchdog.after(s, {.call = "stalled_probe#0", .queue = 1, .counterId = 5, .value = 1, .peer = 0,
+                       .what = "a signal nobody sends", .counter = counter});
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // the monitor aborts first
+    return 0;
+  });
+  std::printf("stalled-probe case: %s after %.1f s; stderr:\n%s\n",
+              out.timedOut ? "TIMED OUT" : (out.exited ? "exited" : "signalled"), out.seconds,
+              out.stderrText.c_str());
+  TCHECK(!out.timedOut && !out.exited && out.signal == SIGABRT, "expected SIGABRT from the stall monitor");
+  TCHECK(out.seconds < kDeadline + 15, "the blocked watchdog stopped the process after " +
+                                           std::to_string(out.seconds) + " s");
+  TCHECK(out.stderrText.find("wait watchdog's own query") != std::string::npos, "message lacks the blocked watchdog");
+  return failures() == 0 ? 0 : 1;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -1081,6 +1118,7 @@ int main(int argc, char** argv) {
   int rc = failedRanks == 0 ? 0 : 1;
   if (a.timeoutCase && timeoutCase() != 0) rc = 1;
   if (a.timeoutCase && errorProbeCase() != 0) rc = 1;
+  if (a.timeoutCase && stalledProbeCase() != 0) rc = 1;
   std::printf("tide_cuda_fabric_test: %s\n", rc == 0 ? "PASS" : "FAIL");
   return rc;
 }

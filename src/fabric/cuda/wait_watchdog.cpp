@@ -20,7 +20,11 @@ constexpr auto kPollInterval = std::chrono::milliseconds(5);
 }
 
 WaitWatchdog::WaitWatchdog(int rank, int device, double timeoutSeconds)
-    : rank_(rank), device_(device), timeout_(timeoutSeconds), thread_([this] { run(); }) {}
+    : rank_(rank),
+      device_(device),
+      timeout_(timeoutSeconds),
+      stall_(timeoutSeconds, [this](double seconds) { failStopStalled(seconds); }),
+      thread_([this] { run(); }) {}
 
 WaitWatchdog::~WaitWatchdog() {
   {
@@ -115,6 +119,7 @@ void WaitWatchdog::run() {
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
     retired.clear();
+    stall_.enter();  // from here to leave(): driver and NCCL queries
     for (auto& [stream, list] : byStream)
       for (Pending* p : list) {
         if (!poll(*p, now)) break;
@@ -126,6 +131,7 @@ void WaitWatchdog::run() {
         for (const Pending& p : pending_)
           if (retired.count(&p) == 0) failStopOnError(error, p);
       }
+    stall_.leave();
     for (auto it = pending_.begin(); it != pending_.end() && !retired.empty();) {
       if (retired.erase(&*it) == 0) {
         ++it;
@@ -216,6 +222,18 @@ void WaitWatchdog::failStopOnError(const std::string& error, const Pending& olde
                "[tide cuda fabric] FATAL: rank %d (device %d): %s. Waits are pending (first: call '%s', queue %d, "
                "%s) that it may never let pass: aborting the process (fail stop).\n",
                rank_, device_, error.c_str(), r.call.c_str(), r.queue, r.awaited().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void WaitWatchdog::failStopStalled(double seconds) const {
+  // The watchdog's thread is the one blocked; this runs on the monitor's.
+  std::fprintf(stderr,
+               "[tide cuda fabric] FATAL: rank %d (device %d): the wait watchdog's own query of CUDA events or of "
+               "NCCL's asynchronous error has not returned for %.1f s (deadline %.1f s): the driver is blocked, as "
+               "behind a stream wait that never passes, and the waits it watches can no longer be timed. Aborting "
+               "the process (fail stop).\n",
+               rank_, device_, seconds, timeout_);
   std::fflush(stderr);
   std::abort();
 }

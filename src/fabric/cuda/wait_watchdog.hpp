@@ -2,7 +2,9 @@
 // blocks its stream forever and nothing on the host can unblock it, so a host
 // thread watches every pending wait: once the work before a wait has finished,
 // the wait has `timeout` seconds to pass; past that the watchdog prints who
-// waited for what and aborts the process (fail stop, never a hang).
+// waited for what and aborts the process (fail stop, never a hang). Its own
+// driver queries are watched in turn by a thread that makes no CUDA call
+// (fabric/stall_monitor.hpp): a query blocked past the deadline aborts too.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "fabric/stall_monitor.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -74,6 +78,7 @@ class WaitWatchdog {
   [[noreturn]] void failStop(const Pending& p, double waited);
   [[noreturn]] void failStopBefore(const Pending& p, double waited);
   [[noreturn]] void failStopOnError(const std::string& error, const Pending& oldest);
+  [[noreturn]] void failStopStalled(double seconds) const;
   std::string readCounter(const uint64_t* addr);
 
   int rank_;
@@ -88,6 +93,7 @@ class WaitWatchdog {
   std::function<std::string()> errorProbe_;
   cudaEvent_t nextStarted_ = nullptr;  // recorded by before(), owned by after()
   bool stop_ = false;
+  StallMonitor stall_;  // before thread_: the thread uses it from its start
   std::thread thread_;
 };
 
