@@ -8,6 +8,8 @@
 // checks that every way writes every byte (poisoned destination), that the
 // graph holds memcpy nodes only, and that its copies finish while a kernel
 // holds every SM (so the driver runs them on copy engines, not as kernels).
+// Last, what the CUDA fabric's DeviceScope (one per endpoint operation) costs
+// when the endpoint's device is already current: a cudaGetDevice.
 //
 //   tide_copy_launch_probe [--copies N] [--bytes B] [--reps R]
 #include <cuda_runtime.h>
@@ -20,6 +22,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "fabric/cuda/device_scope.hpp"
 
 namespace {
 
@@ -216,6 +220,13 @@ int main(int argc, char** argv) {
   if (!graphOnCopyEngines) ++bad;
   std::printf("graph: %d memcpy nodes, %d kernel nodes, built and instantiated in %.1f us\n", memcpyNodes,
               kernelNodes, buildUs);
+  {
+    constexpr int kScopes = 1'000'000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kScopes; ++i) tide::fabric::cuda::DeviceScope scope(0);
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("DeviceScope on the current device: %.1f ns per scope (%d scopes)\n", ns / kScopes, kScopes);
+  }
   std::printf("copy_launch_probe: %s\n", bad == 0 && kernelNodes == 0 ? "PASS" : "FAIL");
   return bad == 0 && kernelNodes == 0 ? 0 : 1;
 }
