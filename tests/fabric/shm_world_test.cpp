@@ -3,19 +3,26 @@
 // own outputs against references it computes itself (every rank draws every
 // rank's inputs from one seed shared through the store). Also: a peer killed
 // mid-run makes the others fail stop within their deadline, and no segment of
-// the job is left in /dev/shm, whether a peer died or never came.
+// the job is left in /dev/shm, whether a peer died or never came; segments
+// whose every rank was killed during the bootstrap are swept by a later one.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>  // AT_FDCWD
 #include <signal.h>
+#include <sys/file.h>  // flock
+#include <sys/stat.h>  // utimensat
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -145,15 +152,83 @@ class Ranks {
   std::vector<pid_t> pids_;
 };
 
-// Names of a job's segments still present in /dev/shm.
-std::vector<std::string> leftoverSegments(const std::string& jobId, int ranks) {
+// Paths of a job's segments still present in /dev/shm: whatever starts with
+// its job id, so a name the library would not recognise counts too.
+std::vector<std::string> leftoverSegments(const std::string& jobId) {
   std::vector<std::string> left;
-  for (int r = 0; r < ranks; ++r) {
-    const std::string path = "/dev/shm" + fabric::host::shmSegmentName(jobId, r);
-    if (std::filesystem::exists(path)) left.push_back(path);
-  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec))
+    if (entry.path().filename().string().starts_with("tide-" + jobId + "-")) left.push_back(entry.path().string());
   return left;
 }
+
+std::string randomJobId() {
+  std::random_device rd;
+  const uint64_t bits = (uint64_t{rd()} << 32) ^ rd();
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(bits));
+  return id;
+}
+
+bool shmExists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
+
+// Held by each test that sweeps or needs a gone process's segment to stay:
+// ctest runs every test in a process of its own, in parallel, and one test's
+// sweep would take another's segment. The lock is on /dev/shm itself, so it
+// covers every build on the host and leaves no file behind.
+class SweepTestLock {
+ public:
+  SweepTestLock() : fd_(::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0) throw std::runtime_error("cannot lock /dev/shm");
+  }
+  ~SweepTestLock() { ::close(fd_); }
+  SweepTestLock(const SweepTestLock&) = delete;
+  SweepTestLock& operator=(const SweepTestLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// A segment with the bootstrap's name whose creator was SIGKILLed and reaped
+// (a zombie still counts as a process), as a killed bootstrap leaves it.
+class SegmentOfKilledProcess {
+ public:
+  SegmentOfKilledProcess(const std::string& jobId, int rank) {
+    int ready[2];
+    if (::pipe(ready) != 0) throw std::runtime_error("pipe failed");
+    std::fflush(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      try {
+        const auto seg = fabric::host::ShmSegment::create(fabric::host::shmSegmentName(jobId, rank, ::getpid()), 4096);
+        (void)!::write(ready[1], "1", 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "segment creator: %s\n", e.what());
+        ::_exit(kExitOtherError);
+      }
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    const bool created = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    if (!created) throw std::runtime_error("the child did not create its segment");
+    name_ = fabric::host::shmSegmentName(jobId, rank, pid_);
+  }
+  ~SegmentOfKilledProcess() { fabric::host::ShmSegment::unlink(name_); }
+  SegmentOfKilledProcess(const SegmentOfKilledProcess&) = delete;
+  SegmentOfKilledProcess& operator=(const SegmentOfKilledProcess&) = delete;
+
+  const std::string& name() const { return name_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string name_;
+};
 
 // ---------------------------------------------------------------- the work of one rank
 
@@ -367,7 +442,7 @@ TEST_P(SharedWorldCollectives, MatchReferencesInEveryProcess) {
         << "rank " << r << " exited with " << exits[r].code << " (signal " << exits[r].signal << ")";
   FileStore store(dir.path());
   const std::string jobId = store.get("test/job", 0.0);
-  EXPECT_TRUE(leftoverSegments(jobId, job.topo.ranks()).empty()) << "segments of job " << jobId << " left in /dev/shm";
+  EXPECT_TRUE(leftoverSegments(jobId).empty()) << "segments of job " << jobId << " left in /dev/shm";
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, SharedWorldCollectives,
@@ -413,7 +488,7 @@ TEST_P(KilledPeer, OthersFailStopWithinTheirDeadline) {
     }
   }
   const std::string jobId = store.get("test/job", 0.0);
-  EXPECT_TRUE(leftoverSegments(jobId, job.topo.ranks()).empty()) << "segments of job " << jobId << " left in /dev/shm";
+  EXPECT_TRUE(leftoverSegments(jobId).empty()) << "segments of job " << jobId << " left in /dev/shm";
 }
 
 INSTANTIATE_TEST_SUITE_P(Victims, KilledPeer, ::testing::Values(0, 3),
@@ -451,8 +526,110 @@ TEST(SharedWorldBootstrap, MissingPeerTimesOutAndLeavesNothing) {
     const size_t at = error.find("(job ");
     ASSERT_NE(at, std::string::npos) << error;
     const std::string jobId = error.substr(at + 5, error.find(')', at) - at - 5);
-    EXPECT_TRUE(leftoverSegments(jobId, topo.ranks()).empty()) << "segments of job " << jobId << " left in /dev/shm";
+    EXPECT_TRUE(leftoverSegments(jobId).empty()) << "segments of job " << jobId << " left in /dev/shm";
   }
+}
+
+// Rank 1 of three never comes and rank 2 is killed once it has published its
+// segment, which rank 0 never maps (it waits for rank 1's first): failing,
+// rank 0 must still find rank 2's name, whose pid it never read.
+TEST(SharedWorldBootstrap, FailingRankRemovesSegmentsItNeverMapped) {
+  TempDir dir;
+  const plan::Topology topo = plan::Topology::make(1, 3);
+  Ranks ranks(2, [&](int index) {
+    const int rank = index == 0 ? 0 : 2;
+    FileStore store(dir.path());
+    fabric::host::SharedWorldOptions shm;
+    shm.bootstrapTimeoutSeconds = rank == 0 ? 3.0 : kStoreWaitSeconds;
+    SharedWorld world(topo, rank, 1 << 16, store, {}, shm);
+    return kExitOk;
+  });
+  FileStore store(dir.path());
+  // The default key prefix, world 0.
+  const std::string published = store.get("tide/shm/0/segment/2", kStoreWaitSeconds);
+  const std::string jobId = store.get("tide/shm/0/job", 0.0);
+  EXPECT_TRUE(shmExists(published)) << published;
+  ranks.kill(1);
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(10.0, &hung);
+  EXPECT_FALSE(hung);
+  EXPECT_TRUE(exits[0].exited && exits[0].code == kExitFabricError) << exits[0].code;
+  EXPECT_EQ(exits[1].signal, SIGKILL);
+  EXPECT_TRUE(leftoverSegments(jobId).empty()) << "segments of job " << jobId << " left in /dev/shm";
+}
+
+// ---------------------------------------------------------------- leftovers of killed bootstraps
+
+TEST(SegmentSweep, RemovesSegmentsOfGoneProcesses) {
+  const SweepTestLock lock;
+  const std::string jobId = randomJobId();
+  SegmentOfKilledProcess dead(jobId, 0);
+  ASSERT_TRUE(shmExists(dead.name())) << dead.name();
+  EXPECT_GE(fabric::host::sweepSegmentsOfDeadProcesses(0), 1);
+  EXPECT_FALSE(shmExists(dead.name())) << dead.name() << " survived the sweep";
+  EXPECT_TRUE(leftoverSegments(jobId).empty());
+}
+
+// A sweep keeps segments of live processes, young ones (whose creator may
+// live in another pid namespace) and names it did not make, even where they
+// name a gone process.
+TEST(SegmentSweep, KeepsLiveYoungAndForeignNames) {
+  const SweepTestLock lock;
+  const std::string jobId = randomJobId();
+  const SegmentOfKilledProcess dead(jobId, 1);
+  const std::string deadPid = std::to_string(dead.pid());
+  const std::string liveName = fabric::host::shmSegmentName(jobId, 0, ::getpid());
+  std::string upper = jobId;
+  std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+  if (upper == jobId) upper[0] = 'G';  // all digits: not hex either way
+  const std::vector<std::string> foreign = {
+      "/tide-notours",
+      "/tide-" + jobId + "-2",                            // no pid (the format before pids)
+      "/tide-" + jobId + "-2-p" + deadPid + "-x",         // trailing text
+      "/tide-" + jobId + "-2-p0" + deadPid,               // a pid std::to_string would not write
+      "/tide-" + jobId + "-02-p" + deadPid,               // nor such a rank
+      "/tide-" + jobId + "--2-p" + deadPid,               // nor a negative one
+      "/tide-" + jobId.substr(1) + "-2-p" + deadPid,      // a job id too short
+      "/tide-" + upper + "-2-p" + deadPid,                // not lower-case hex
+      "/xtide-" + jobId + "-2-p" + deadPid,               // another prefix
+      "/tide-" + jobId + "-2-p" + deadPid + "0000000000"  // a pid beyond pid_t
+  };
+  std::vector<fabric::host::ShmSegment> held;
+  held.push_back(fabric::host::ShmSegment::create(liveName, 4096));
+  for (const std::string& name : foreign) held.push_back(fabric::host::ShmSegment::create(name, 4096));
+
+  fabric::host::sweepSegmentsOfDeadProcesses(3600);
+  EXPECT_TRUE(shmExists(dead.name())) << "a segment younger than the age limit was swept";
+  fabric::host::sweepSegmentsOfDeadProcesses(0);
+  EXPECT_FALSE(shmExists(dead.name())) << "the gone process's segment, old enough, was kept";
+  EXPECT_TRUE(shmExists(liveName)) << "the segment of a live process was swept";
+  for (const std::string& name : foreign) EXPECT_TRUE(shmExists(name)) << name << " is not TIDE's, yet was swept";
+  fabric::host::ShmSegment::unlink(liveName);
+  for (const std::string& name : foreign) fabric::host::ShmSegment::unlink(name);
+}
+
+// End to end: a bootstrap sweeps what killed bootstraps left, once older
+// than kStaleSegmentAgeSeconds, and keeps what is younger.
+TEST(SharedWorldBootstrap, SweepsOldSegmentsOfKilledBootstraps) {
+  const SweepTestLock lock;
+  const std::string jobId = randomJobId();
+  const SegmentOfKilledProcess old(jobId, 0);
+  const SegmentOfKilledProcess young(jobId, 1);
+  const auto age = static_cast<time_t>(fabric::host::kStaleSegmentAgeSeconds) + 60;
+  const timespec times[2] = {{::time(nullptr) - age, 0}, {::time(nullptr) - age, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, ("/dev/shm" + old.name()).c_str(), times, 0), 0) << std::strerror(errno);
+  TempDir dir;
+  Ranks ranks(1, [&](int rank) {
+    FileStore store(dir.path());
+    SharedWorld world(plan::Topology::make(1, 1), rank, 4096, store);
+    return kExitOk;
+  });
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(20.0, &hung);
+  EXPECT_FALSE(hung);
+  EXPECT_TRUE(exits[0].exited && exits[0].code == kExitOk) << exits[0].code;
+  EXPECT_FALSE(shmExists(old.name())) << old.name() << " outlived a later bootstrap";
+  EXPECT_TRUE(shmExists(young.name())) << young.name() << " was swept before it was old enough";
 }
 
 // The arena is symmetric: a rank that asks for another size is refused by

@@ -7,21 +7,35 @@
 //
 // Bootstrap through a KeyValueStore, all waits bounded by
 // bootstrapTimeoutSeconds (the C API: the host deadline of its timeoutSeconds, when given):
-//   1. rank 0 draws a random job id and publishes it; segment names are
-//      "/tide-<job>-<rank>" (shmSegmentName), so every rank knows every name;
-//   2. each rank creates and initialises its segment, then publishes the name;
+//   1. rank 0 draws a random job id and publishes it;
+//   2. each rank creates and initialises its segment, named
+//      "/tide-<job>-<rank>-p<pid>" (shmSegmentName) after the job and the
+//      process that creates it, then publishes the name;
 //   3. each rank maps every published segment and checks its header (same
 //      job, same topology, same arena size);
 //   4. a store barrier: everyone has mapped everything; each rank then unlinks
 //      every name. From here on nothing is left in /dev/shm, whoever crashes.
 // A rank whose bootstrap fails (a peer never came, or died) unlinks every
-// name of the job before it throws, so a segment whose owner died before
-// step 4 does not outlive the job, as long as some rank lives to fail. Where
-// none does (every rank killed during its bootstrap, e.g. a launcher's
-// SIGKILL before step 4), the segments stay in /dev/shm until removed by
-// hand (`rm /dev/shm/tide-*`, with no TIDE job running): a library cannot
-// run code in a process that is killed.
+// name of the job before it throws (those it mapped, and the rest found in
+// /dev/shm by the job id), so a segment whose owner died before step 4 does
+// not outlive the job, as long as some rank lives to fail. Where none does
+// (every rank killed during its bootstrap, e.g. a launcher's SIGKILL before
+// step 4; a library cannot run code in a process that is killed), the next
+// bootstrap on the host removes the segments, saying so on stderr: before it
+// creates its own, each rank unlinks every name of that exact format, owned
+// by its user, whose creator is gone (no such process in this pid namespace)
+// and that is older than max(kStaleSegmentAgeSeconds, its own bootstrap
+// deadline). The age rule is there because processes of another pid
+// namespace sharing /dev/shm (containers with --ipc=host) look gone from
+// here, while a live bootstrap keeps its names no longer than its deadline;
+// a job whose deadline is longer than both can, in that setting, lose a name
+// to another job's sweep before its peers map it, and then fails its
+// bootstrap with a message (mappings made earlier stay valid). Until a
+// bootstrap runs, or for a creator's pid that a live process took over, the
+// segments stay; `rm /dev/shm/tide-*` with no TIDE job running removes them.
 #pragma once
+
+#include <sys/types.h>  // pid_t
 
 #include <cstdint>
 #include <memory>
@@ -43,8 +57,21 @@ struct SharedWorldOptions {
   double bootstrapTimeoutSeconds = 60.0;
 };
 
-// The shared-memory name of `rank`'s segment in job `jobId`.
-std::string shmSegmentName(const std::string& jobId, int rank);
+// The shared-memory name of `rank`'s segment in job `jobId`, created by
+// process `pid`: the pid lets a later bootstrap tell that its creator is gone.
+std::string shmSegmentName(const std::string& jobId, int rank, pid_t pid);
+
+// The age below which a bootstrap never sweeps a segment, however gone its
+// creator looks: ten times the default bootstrap deadline (a bootstrap with a
+// longer deadline uses its own; the header comment says why age matters).
+inline constexpr double kStaleSegmentAgeSeconds = 600;
+
+// Unlinks every segment in /dev/shm named exactly as shmSegmentName makes
+// them, owned by this user, whose creator is gone and whose mtime is at least
+// `minAgeSeconds` old, with one line on stderr for each. Returns how many it
+// removed. Never throws, and an unreadable /dev/shm is no error: a sweep must
+// not fail a bootstrap.
+int sweepSegmentsOfDeadProcesses(double minAgeSeconds) noexcept;
 
 // This process's rank of a multi-process host-fabric job: owns the mappings
 // of every rank's segment and the rank's HostEndpoint. Every rank of the
