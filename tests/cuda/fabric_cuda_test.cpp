@@ -13,7 +13,8 @@
 // lost-signal fault. --timeout-case also checks that a wait nobody signals
 // fails stop, with a message, within its deadline, and that an error reported
 // while a wait is pending (an NCCL asynchronous error) stops it at once, and
-// that a watchdog blocked in its own query is stopped by the stall monitor. --no-freed-replay leaves
+// that a watchdog blocked in its own query is stopped by the stall monitor.
+// Every run ends with the arena tag case (arenaTagCase). --no-freed-replay leaves
 // out the copy graph replayed over a freed and reallocated block (under
 // compute-sanitizer memcheck, whose tracking of graph operands crashes the
 // host process there; run 6 of session 10). --perf prints the
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +35,7 @@
 #include "check.hpp"
 #include "fabric_fault_checks.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
+#include "fabric/cuda/device_arena.hpp"
 #include "fabric/cuda/kernels/reduce_kernels.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 #include "fabric/cuda/wait_watchdog.hpp"
@@ -1073,6 +1076,56 @@ int stalledProbeCase() {
   return failures() == 0 ? 0 : 1;
 }
 
+// An arena whose peer addresses the test gives: verifyPeers must take a peer
+// address for rank r only where it reaches rank r's arena of the same
+// communicator (the same tag nonce), not another communicator's rank r.
+class ArenaWithGivenPeers final : public fabric::cuda::DeviceArena {
+ public:
+  ArenaWithGivenPeers(int rank, uint64_t nonce, cudaStream_t s)
+      : DeviceArena(kMiB, 4, kDeviceMemoryAlign), rank_(rank) {
+    allocateDeviceMemory();
+    initCountersAndTag(rank, nonce, s);
+  }
+  ~ArenaWithGivenPeers() override { freeDeviceMemory(); }
+  // Empty when verifyPeers accepts `peers`, else its message.
+  std::string verify(std::vector<std::byte*> peers, cudaStream_t s) {
+    peers_ = std::move(peers);
+    try {
+      verifyPeers(rank_, s);
+      return "";
+    } catch (const fabric::FabricError& e) {
+      return e.what();
+    }
+  }
+
+ private:
+  int rank_;
+};
+
+int arenaTagCase() {
+  TCUDA(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  TCUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::mt19937_64 rng(std::random_device{}());
+  const uint64_t ours = rng();
+  const uint64_t theirs = ours ^ (uint64_t{1} << (rng() % 64));  // one bit apart
+  {
+    ArenaWithGivenPeers ours0(0, ours, s), ours1(1, ours, s), theirs1(1, theirs, s);
+    const std::string right = ours0.verify({ours0.base(), ours1.base()}, s);
+    const std::string otherComm = ours0.verify({ours0.base(), theirs1.base()}, s);
+    const std::string otherRank = ours0.verify({ours0.base(), ours0.base()}, s);
+    std::printf("arena tag case: same communicator %s; rank 1 of another communicator %s; rank 0 posing as rank 1 %s\n",
+                right.empty() ? "accepted" : "REFUSED", otherComm.empty() ? "ACCEPTED" : "refused",
+                otherRank.empty() ? "ACCEPTED" : "refused");
+    TCHECK(right.empty(), "the right peers were refused: " + right);
+    TCHECK(otherComm.find("does not reach that rank's arena") != std::string::npos,
+           "another communicator's arena passed as a peer's: '" + otherComm + "'");
+    TCHECK(!otherRank.empty(), "rank 0's arena passed as rank 1's");
+  }
+  TCUDA(cudaStreamDestroy(s));
+  return failures() == 0 ? 0 : 1;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -1119,6 +1172,7 @@ int main(int argc, char** argv) {
   if (a.timeoutCase && timeoutCase() != 0) rc = 1;
   if (a.timeoutCase && errorProbeCase() != 0) rc = 1;
   if (a.timeoutCase && stalledProbeCase() != 0) rc = 1;
+  if (arenaTagCase() != 0) rc = 1;  // last: CUDA in this process, and forks above
   std::printf("tide_cuda_fabric_test: %s\n", rc == 0 ? "PASS" : "FAIL");
   return rc;
 }

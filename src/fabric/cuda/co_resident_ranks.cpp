@@ -1,6 +1,7 @@
 #include "fabric/cuda/co_resident_ranks.hpp"
 
 #include <chrono>
+#include <random>
 #include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
@@ -8,7 +9,11 @@
 namespace tide::fabric::cuda {
 
 CoResidentGroup::CoResidentGroup(int ranks, int device, double barrierTimeoutSeconds)
-    : ranks_(ranks), device_(device), timeout_(barrierTimeoutSeconds), bases_(static_cast<size_t>(ranks), nullptr) {
+    : ranks_(ranks),
+      device_(device),
+      timeout_(barrierTimeoutSeconds),
+      nonce_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()),
+      bases_(static_cast<size_t>(ranks), nullptr) {
   if (ranks < 1 || device < 0 || barrierTimeoutSeconds <= 0)
     throwUsage("co-resident ranks: want at least one rank, a device ordinal and a positive barrier deadline");
   TIDE_CUDA_CHECK(cudaSetDevice(device));
@@ -67,7 +72,7 @@ CoResidentArena::CoResidentArena(CoResidentGroup& group, int rank, int64_t userB
     : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign) {
   allocateDeviceMemory();
   try {
-    initCountersAndTag(rank, stream);
+    initCountersAndTag(rank, group.arenaNonce(), stream);
     peers_ = group.exchangeBases(rank, base_);  // every tag is written before anyone reads one
     verifyPeers(rank, stream);
   } catch (...) {

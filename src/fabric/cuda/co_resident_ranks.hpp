@@ -33,6 +33,8 @@ class CoResidentGroup final : public LocalGroup {
 
   int ranks() const override { return ranks_; }
   int device() const override { return device_; }
+  // Drawn when the group is made: its arenas' tag nonce (device_arena.hpp).
+  uint64_t arenaNonce() const { return nonce_; }
   // One stream for every rank's control work (arena setup, counter reads,
   // graph uploads: synchronous and rare). A stream per rank would take a
   // hardware queue per rank: four ranks' queues and control streams fill all
@@ -52,6 +54,7 @@ class CoResidentGroup final : public LocalGroup {
   const int ranks_;
   const int device_;
   const double timeout_;
+  const uint64_t nonce_;
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;

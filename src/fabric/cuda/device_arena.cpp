@@ -12,7 +12,15 @@ constexpr uint64_t kTagMagic = 0x7469646541524e41ull;  // "tideARNA"
 
 int64_t roundUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-uint64_t tagOf(int rank) { return kTagMagic ^ static_cast<uint64_t>(rank); }
+// splitmix64's finalizer: nonces that differ in a few bits give unrelated tags.
+uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Distinct for the ranks of one communicator (they differ in the low bits only).
+uint64_t tagOf(int rank, uint64_t nonce) { return kTagMagic ^ mix(nonce) ^ static_cast<uint64_t>(rank); }
 
 }  // namespace
 
@@ -35,9 +43,10 @@ void DeviceArena::freeDeviceMemory() noexcept {
   base_ = nullptr;
 }
 
-void DeviceArena::initCountersAndTag(int rank, cudaStream_t stream) {
+void DeviceArena::initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stream) {
+  nonce_ = nonce;
   TIDE_CUDA_CHECK(cudaMemsetAsync(base_ + counterOffset_, 0, static_cast<size_t>(windowBytes_ - counterOffset_), stream));
-  const uint64_t tag = tagOf(rank);
+  const uint64_t tag = tagOf(rank, nonce_);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, &tag, sizeof(tag), cudaMemcpyHostToDevice, stream));
   TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -49,9 +58,9 @@ void DeviceArena::verifyPeers(int rank, cudaStream_t stream) const {
     uint64_t tag = 0;
     TIDE_CUDA_CHECK(cudaMemcpyAsync(&tag, peer + tagOffset_, sizeof(tag), cudaMemcpyDeviceToHost, stream));
     TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (tag != tagOf(static_cast<int>(r)))
+    if (tag != tagOf(static_cast<int>(r), nonce_))
       throw FabricError(kDeviceErrorKind, "cuda fabric: rank " + std::to_string(rank) + ": peer address of rank " +
-                                              std::to_string(r) + " does not reach that rank's arena");
+                                              std::to_string(r) + " does not reach that rank's arena of this communicator");
   }
 }
 

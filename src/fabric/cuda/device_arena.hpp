@@ -46,7 +46,12 @@ class DeviceArena {
   void allocateDeviceMemory();
   void freeDeviceMemory() noexcept;
   // Zeroes the counters and writes `rank`'s tag (synchronous on `stream`).
-  void initCountersAndTag(int rank, cudaStream_t stream);
+  // The tag mixes in `nonce`, which every rank of one communicator shares and
+  // another communicator's arena (in this process or another job) does not
+  // (a digest of the NCCL unique id, or drawn for a test group): a peer
+  // address that reaches the right rank of another communicator's arena then
+  // fails verifyPeers instead of passing it.
+  void initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stream);
   // Reads every reachable rank's tag through its peer address: proves the
   // mapping (throws FabricError naming `rank` and the peer otherwise).
   void verifyPeers(int rank, cudaStream_t stream) const;
@@ -55,6 +60,7 @@ class DeviceArena {
   int numCounters_ = 0;
   int64_t counterOffset_ = 0;
   int64_t tagOffset_ = 0;
+  uint64_t nonce_ = 0;
   int64_t windowBytes_ = 0;
   std::byte* base_ = nullptr;
   std::vector<std::byte*> peers_;

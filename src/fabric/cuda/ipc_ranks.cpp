@@ -1,6 +1,7 @@
 #include "fabric/cuda/ipc_ranks.hpp"
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -30,10 +31,16 @@ IpcArena::IpcArena(IpcGroup& group, int rank, int64_t userBytes, int numCounters
   allocateDeviceMemory();
   peers_.assign(static_cast<size_t>(group.ranks()), nullptr);
   try {
-    initCountersAndTag(rank, stream);
+    // The tag nonce: drawn by rank 0 for this arena, read by the others after a barrier (so
+    // never an earlier arena's under the same key) and before they write a tag.
+    const std::string key = group.prefix() + "/arena/";
+    if (rank == 0)
+      group.store().set(key + "nonce",
+                        std::to_string((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()));
+    group.barrier(rank);
+    initCountersAndTag(rank, std::stoull(group.store().get(key + "nonce", group.timeoutSeconds())), stream);
     cudaIpcMemHandle_t mine{};
     TIDE_CUDA_CHECK(cudaIpcGetMemHandle(&mine, base_));
-    const std::string key = group.prefix() + "/arena/";
     group.store().set(key + std::to_string(rank), std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
     group.barrier(rank);  // every tag is written before anyone reads one
     for (int r = 0; r < group.ranks(); ++r) {

@@ -116,6 +116,8 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
                      double deadlineSeconds)
     : rank_(rank), ranks_(topo.ranks()), device_(device), deadlineSeconds_(deadlineSeconds) {
   topo.checkRank(rank);
+  idDigest_ = 0xcbf29ce484222325ull;  // FNV-1a over the id's bytes
+  for (const char c : id.internal) idDigest_ = (idDigest_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
   requireMulticastOff();
   try {
     TIDE_CUDA_CHECK(cudaSetDevice(device_));

@@ -72,6 +72,9 @@ class NcclComms {
   int device() const { return device_; }
   const LsaTeam& lsaTeam() const { return lsa_; }
   int ncclVersion() const { return ncclVersion_; }
+  // A digest of the unique id the communicators were made from: the same on
+  // every rank, different for every other communicator (the arena's tag nonce).
+  uint64_t idDigest() const { return idDigest_; }
 
   // Host-side barrier over the world communicator (a one-int all-reduce).
   // Past the deadline, or on an NCCL error, it throws and marks the
@@ -119,6 +122,7 @@ class NcclComms {
   int ranks_ = 1;
   int device_ = 0;
   int ncclVersion_ = 0;
+  uint64_t idDigest_ = 0;
   double deadlineSeconds_ = 60;
   bool broken_ = false;
   ncclComm_t world_ = nullptr;

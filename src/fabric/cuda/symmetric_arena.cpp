@@ -13,7 +13,7 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
     void* ptr = nullptr;
     TIDE_NCCL_CHECK(ncclMemAlloc(&ptr, static_cast<size_t>(windowBytes_)));
     base_ = static_cast<std::byte*>(ptr);
-    initCountersAndTag(comms_.rank(), stream);
+    initCountersAndTag(comms_.rank(), comms_.idDigest(), stream);
 
     // Collective over this host's ranks (NcclComms::windowComm); the communicator is nonblocking,
     // so NCCL sets window_ once the registration is done.
