@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -1007,12 +1008,12 @@ int timeoutCase() {
   return failures() == 0 ? 0 : 1;
 }
 
-// An error reported while a wait is pending (the probe stands in for an NCCL
-// communicator's asynchronous error): the watchdog must abort the process at
-// once with that error, long before the wait's deadline.
-int errorProbeCase() {
-  constexpr double kDeadline = 60.0;
-  const ChildOutcome out = runCapturingStderr(30, [] {
+// In a child process: a stream wait that nobody satisfies, under a watchdog
+// of deadline `deadline` whose error probe is `probe`, then a sleep of
+// `childSeconds` that the watchdog (or its monitor) must cut short.
+ChildOutcome pendingWaitUnderProbe(double deadline, std::function<std::string()> probe, const char* call,
+                                   const char* what, int childSeconds) {
+  return runCapturingStderr(childSeconds + 10, [&] {
     TCUDA(cudaSetDevice(0));
     uint64_t* counter = nullptr;
     TCUDA(cudaMalloc(&counter, sizeof(uint64_t)));
@@ -1020,16 +1021,25 @@ int errorProbeCase() {
     TCUDA(cudaDeviceSynchronize());
     cudaStream_t s = nullptr;
     TCUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    tide::fabric::cuda::WaitWatchdog watchdog(0, 0, kDeadline);
-    int asked = 0;
-    watchdog.setErrorProbe([&asked] { return ++asked < 20 ? std::string() : std::string("injected NCCL error"); });
+    tide::fabric::cuda::WaitWatchdog watchdog(0, 0, deadline);
+    watchdog.setErrorProbe(probe);
     watchdog.before(s);
     tide::fabric::cuda::StreamMemOps::get().waitGeq(s, counter, 1);
-    watchdog.after(s, {.call = "error_probe#0", .queue = 1, .counterId = 5, .value = 1, .peer = 0,
-                       .what = "a signal a failed transfer never sends", .counter = counter});
-    std::this_thread::sleep_for(std::chrono::seconds(20));  // the watchdog aborts first
+    watchdog.after(s, {.call = call, .queue = 1, .counterId = 5, .value = 1, .peer = 0, .what = what,
+                       .counter = counter});
+    std::this_thread::sleep_for(std::chrono::seconds(childSeconds));
     return 0;
   });
+}
+
+// An error reported while a wait is pending (the probe stands in for an NCCL
+// communicator's asynchronous error): the watchdog must abort the process at
+// once with that error, long before the wait's deadline.
+int errorProbeCase() {
+  int asked = 0;
+  const ChildOutcome out = pendingWaitUnderProbe(
+      60.0, [&asked] { return ++asked < 20 ? std::string() : std::string("injected NCCL error"); }, "error_probe#0",
+      "a signal a failed transfer never sends", 20);
   std::printf("error-probe case: %s after %.1f s; stderr:\n%s\n",
               out.timedOut ? "TIMED OUT" : (out.exited ? "exited" : "signalled"), out.seconds,
               out.stderrText.c_str());
@@ -1046,26 +1056,13 @@ int errorProbeCase() {
 // the blocked watchdog; the blocked query itself never returns.
 int stalledProbeCase() {
   constexpr double kDeadline = 2.0;
-  const ChildOutcome out = runCapturingStderr(kDeadline + 30, [] {
-    TCUDA(cudaSetDevice(0));
-    uint64_t* counter = nullptr;
-    TCUDA(cudaMalloc(&counter, sizeof(uint64_t)));
-    TCUDA(cudaMemset(counter, 0, sizeof(uint64_t)));
-    TCUDA(cudaDeviceSynchronize());
-    cudaStream_t s = nullptr;
-    TCUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    tide::fabric::cuda::WaitWatchdog watchdog(0, 0, kDeadline);
-    watchdog.setErrorProbe([] {
-      std::this_thread::sleep_for(std::chrono::hours(1));
-      return std::string();
-    });
-    watchdog.before(s);
-    tide::fabric::cuda::StreamMemOps::get().waitGeq(s, counter, 1);
-    watchdog.after(s, {.call = "stalled_probe#0", .queue = 1, .counterId = 5, .value = 1, .peer = 0,
-                       .what = "a signal nobody sends", .counter = counter});
-    std::this_thread::sleep_for(std::chrono::seconds(30));  // the monitor aborts first
-    return 0;
-  });
+  const ChildOutcome out = pendingWaitUnderProbe(
+      kDeadline,
+      [] {
+        std::this_thread::sleep_for(std::chrono::hours(1));
+        return std::string();
+      },
+      "stalled_probe#0", "a signal nobody sends", 30);
   std::printf("stalled-probe case: %s after %.1f s; stderr:\n%s\n",
               out.timedOut ? "TIMED OUT" : (out.exited ? "exited" : "signalled"), out.seconds,
               out.stderrText.c_str());
