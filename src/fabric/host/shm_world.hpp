@@ -23,19 +23,15 @@
 // step 4; a library cannot run code in a process that is killed), the next
 // bootstrap on the host removes the segments, saying so on stderr: before it
 // creates its own, each rank unlinks every name of that exact format, owned
-// by its user, whose creator is gone (no such process in this pid namespace)
-// and that is older than max(kStaleSegmentAgeSeconds, its own bootstrap
-// deadline). The age rule is there because processes of another pid
-// namespace sharing /dev/shm (containers with --ipc=host) look gone from
-// here, while a live bootstrap keeps its names no longer than its deadline;
-// a job whose deadline is longer than both can, in that setting, lose a name
-// to another job's sweep before its peers map it, and then fails its
-// bootstrap with a message (mappings made earlier stay valid). Until a
-// bootstrap runs, or for a creator's pid that a live process took over, the
-// segments stay; `rm /dev/shm/tide-*` with no TIDE job running removes them.
+// by its user, whose creator is gone and that is older than
+// max(kStaleSegmentAgeSeconds, its own bootstrap deadline) (shm_names.hpp says
+// why age matters). A job whose deadline is longer than both can, where
+// another pid namespace shares /dev/shm, lose a name to another job's sweep
+// before its peers map it, and then fails its bootstrap with a message
+// (mappings made earlier stay valid). Until a bootstrap runs, or for a
+// creator's pid that a live process took over, the segments stay;
+// `rm /dev/shm/tide-*` with no TIDE job running removes them.
 #pragma once
-
-#include <sys/types.h>  // pid_t
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +40,7 @@
 
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/kv_store.hpp"
+#include "fabric/host/shm_names.hpp"
 #include "fabric/host/shm_segment.hpp"
 
 namespace tide::fabric::host {
@@ -56,22 +53,6 @@ struct SharedWorldOptions {
   std::string keyPrefix = "tide/shm/";
   double bootstrapTimeoutSeconds = 60.0;
 };
-
-// The shared-memory name of `rank`'s segment in job `jobId`, created by
-// process `pid`: the pid lets a later bootstrap tell that its creator is gone.
-std::string shmSegmentName(const std::string& jobId, int rank, pid_t pid);
-
-// The age below which a bootstrap never sweeps a segment, however gone its
-// creator looks: ten times the default bootstrap deadline (a bootstrap with a
-// longer deadline uses its own; the header comment says why age matters).
-inline constexpr double kStaleSegmentAgeSeconds = 600;
-
-// Unlinks every segment in /dev/shm named exactly as shmSegmentName makes
-// them, owned by this user, whose creator is gone and whose mtime is at least
-// `minAgeSeconds` old, with one line on stderr for each. Returns how many it
-// removed. Never throws, and an unreadable /dev/shm is no error: a sweep must
-// not fail a bootstrap.
-int sweepSegmentsOfDeadProcesses(double minAgeSeconds) noexcept;
 
 // This process's rank of a multi-process host-fabric job: owns the mappings
 // of every rank's segment and the rank's HostEndpoint. Every rank of the
