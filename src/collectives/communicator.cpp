@@ -131,7 +131,6 @@ uint64_t Communicator::issueAllGather(const plan::Plan& plan, const void* shard,
   const plan::Topology& t = plan.group.topo;
   const int node = t.nodeOf(ep_.rank());
   const int local = t.localOf(ep_.rank());
-  ep_.setCallContext("all_gather#" + std::to_string(v));
   const uint64_t entry = ep_.record(kCallerQueue);
 
   // Condition 1, landing free to overwrite: published to every other local
@@ -346,12 +345,11 @@ ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const st
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "one gradient pointer per parameter");
   const uint64_t call = ++rsCalls_;
   return issueOrMarkUnusable("reduce_scatter#" + std::to_string(call),
-                             [&] { return issueReduceScatter(plan, grads, out, alpha, accumulate, call); });
+                             [&] { return issueReduceScatter(plan, grads, out, alpha, accumulate); });
 }
 
 ReduceScatterEvents Communicator::issueReduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads,
-                                                     float* out, float alpha, bool accumulate, uint64_t call) {
-  ep_.setCallContext("reduce_scatter#" + std::to_string(call));
+                                                     float* out, float alpha, bool accumulate) {
   const uint64_t entry = ep_.record(kCallerQueue);
   ReduceScatterEvents ev;
   if (injected(Fault::kReleaseGradsEarly)) {

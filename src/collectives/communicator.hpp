@@ -86,7 +86,8 @@ class Communicator {
   void checkPlan(const plan::Plan& plan) const;
   // Refuses every call once one failed midway (unusable_).
   void refuseIfUnusable() const;
-  // Runs `issue`, the work of call `name`, whose call number is taken: an
+  // Runs `issue`, the work of call `name` (the endpoint's call context from
+  // here on, for its messages), whose call number is taken: an
   // exception from it may leave part of the call enqueued and this rank's
   // protocol positions ahead of what its peers will see, so from then on the
   // communicator refuses every call (a retry would pair with the peers'
@@ -94,6 +95,7 @@ class Communicator {
   template <typename Issue>
   auto issueOrMarkUnusable(const std::string& name, Issue&& issue) -> decltype(issue()) {
     try {
+      ep_.setCallContext(name);
       return issue();
     } catch (const fabric::FabricError& e) {
       unusable_ = name + " failed midway: " + e.what();
@@ -106,7 +108,7 @@ class Communicator {
   }
   uint64_t issueAllGather(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v);
   ReduceScatterEvents issueReduceScatter(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
-                                         float alpha, bool accumulate, uint64_t call);
+                                         float alpha, bool accumulate);
   int rsLandQueue() const { return issue_.landingOwnQueue ? kLandQueue : kNetQueue; }
   // The staging slot of Level 1 chunk `seq` (counted over every call): by the
   // scratch's slot count (the largest of its plans), not the call's plan, so

@@ -40,6 +40,19 @@ DecoratedRanks decorate(fabric::host::HostWorld& world, const collectives::Scrat
   return out;
 }
 
+// `call` must throw a FabricError of `kind` whose message holds `needle`;
+// `ifAccepted` says what went wrong if it returns.
+template <typename Call>
+void expectRefused(Call&& call, fabric::FabricError::Kind kind, const std::string& needle, const char* ifAccepted) {
+  try {
+    call();
+    ADD_FAILURE() << ifAccepted;
+  } catch (const fabric::FabricError& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 // Small integers in bf16 per rank and parameter: their sums are exact in fp32.
 using RankGrads = std::vector<std::vector<uint16_t>>;
 std::vector<RankGrads> drawGrads(const plan::GroupLayout& g, std::mt19937_64& rng) {
@@ -173,13 +186,8 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
 
   // Refused before it starts: still usable, and the next all-gather is right.
   const std::byte* pastTheEnd = world.endpoint(0).arena() + arenaBytes - static_cast<int64_t>(s / 2);
-  try {
-    comms[0]->allGather(p, pastTheEnd, landing);
-    ADD_FAILURE() << "a shard running past the arena was accepted";
-  } catch (const fabric::FabricError& e) {
-    EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUsage) << e.what();
-    EXPECT_NE(std::string(e.what()).find("runs past its end"), std::string::npos) << e.what();
-  }
+  expectRefused([&] { comms[0]->allGather(p, pastTheEnd, landing); }, fabric::FabricError::Kind::kUsage,
+                "runs past its end", "a shard running past the arena was accepted");
   EXPECT_TRUE(comms[0]->unusableReason().empty());
   std::memset(world.endpoint(1).arena() + landing, 0xA5, static_cast<size_t>(p.group.unshardedBytes()));
   for (int r = 0; r < 2; ++r) comms[static_cast<size_t>(r)]->allGather(p, shards[static_cast<size_t>(r)].data(), landing);
@@ -192,22 +200,12 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
 
   // Fails midway (its first copy): says so, and every later call is refused.
   eps[0]->failCopyAfter(0);
-  try {
-    comms[0]->allGather(p, shards[0].data(), landing);
-    ADD_FAILURE() << "the injected copy failure did not surface";
-  } catch (const fabric::FabricError& e) {
-    EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kDevice) << e.what();
-    EXPECT_NE(std::string(e.what()).find("all_gather#2 failed midway"), std::string::npos) << e.what();
-  }
-  for (int call = 0; call < 2; ++call) {
-    try {
-      comms[0]->allGather(p, shards[0].data(), landing);
-      ADD_FAILURE() << "an unusable communicator issued an all-gather";
-    } catch (const fabric::FabricError& e) {
-      EXPECT_EQ(e.kind(), fabric::FabricError::Kind::kUnusable) << e.what();
-      EXPECT_NE(std::string(e.what()).find("Destroy the communicator on every rank"), std::string::npos) << e.what();
-    }
-  }
+  const auto gatherAgain = [&] { comms[0]->allGather(p, shards[0].data(), landing); };
+  expectRefused(gatherAgain, fabric::FabricError::Kind::kDevice, "all_gather#2 failed midway",
+                "the injected copy failure did not surface");
+  for (int call = 0; call < 2; ++call)
+    expectRefused(gatherAgain, fabric::FabricError::Kind::kUnusable, "Destroy the communicator on every rank",
+                  "an unusable communicator issued an all-gather");
   std::vector<float> out(static_cast<size_t>(p.group.outElems));
   std::vector<uint16_t> grad(static_cast<size_t>(p.group.params[0].rows * p.group.params[0].rowElems));
   EXPECT_THROW(comms[0]->reduceScatter(p, {grad.data()}, out.data(), 1.0f, false), fabric::FabricError);

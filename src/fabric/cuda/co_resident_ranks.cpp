@@ -1,10 +1,10 @@
 #include "fabric/cuda/co_resident_ranks.hpp"
 
 #include <chrono>
-#include <random>
 #include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/random_bits.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -12,7 +12,7 @@ CoResidentGroup::CoResidentGroup(int ranks, int device, double barrierTimeoutSec
     : ranks_(ranks),
       device_(device),
       timeout_(barrierTimeoutSeconds),
-      nonce_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()),
+      nonce_(freshRandom64()),
       bases_(static_cast<size_t>(ranks), nullptr) {
   if (ranks < 1 || device < 0 || barrierTimeoutSeconds <= 0)
     throwUsage("co-resident ranks: want at least one rank, a device ordinal and a positive barrier deadline");

@@ -1,11 +1,11 @@
 #include "fabric/cuda/ipc_ranks.hpp"
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/random_bits.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -34,9 +34,7 @@ IpcArena::IpcArena(IpcGroup& group, int rank, int64_t userBytes, int numCounters
     // The tag nonce: drawn by rank 0 for this arena, read by the others after a barrier (so
     // never an earlier arena's under the same key) and before they write a tag.
     const std::string key = group.prefix() + "/arena/";
-    if (rank == 0)
-      group.store().set(key + "nonce",
-                        std::to_string((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()));
+    if (rank == 0) group.store().set(key + "nonce", std::to_string(freshRandom64()));
     group.barrier(rank);
     initCountersAndTag(rank, std::stoull(group.store().get(key + "nonce", group.timeoutSeconds())), stream);
     cudaIpcMemHandle_t mine{};

@@ -7,10 +7,10 @@
 #include <chrono>
 #include <cstring>
 #include <new>
-#include <random>
 #include <system_error>
 
 #include "fabric/host/failure_record.hpp"
+#include "fabric/random_bits.hpp"
 
 namespace tide::fabric::host {
 namespace {
@@ -76,8 +76,7 @@ SegmentLayout segmentLayout(int64_t arenaBytes, bool withControl) {
 }
 
 std::string randomJobId() {
-  std::random_device rd;
-  const uint64_t bits = (uint64_t{rd()} << 32) ^ rd();
+  const uint64_t bits = freshRandom64();
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id(kJobIdChars, '0');
   for (size_t i = 0; i < kJobIdChars; ++i) id[i] = kHex[(bits >> (4 * i)) & 15];
