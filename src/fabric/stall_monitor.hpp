@@ -31,8 +31,6 @@ class StallMonitor {
   void enter() noexcept;
   void leave() noexcept;
 
-  double limitSeconds() const { return limit_; }
-
  private:
   void run();
 
