@@ -16,6 +16,11 @@
     aborted, not hang in the teardown barrier, and the GPU must still work. On two GPUs, one node
     of two (M1L2, copy-engine rails); on one GPU, two ranks on hosts of their own as NCCL sees
     them (NCCL_HOSTID per rank; M2L1, NCCL send/recv rails over loopback sockets);
+  - a peer gone in the middle of the work (one GPU, two ranks on hosts of their own, NCCL send/recv
+    rails over loopback sockets): both ranks all-gather once, so NCCL's connections stand; rank 1
+    exits; rank 0's next all-gather (then, afresh, reduce-scatter) must fail stop within the wait deadline T plus slack, not hang in
+    a send to nobody: the wait watchdog's error probe sees NCCL's asynchronous error on the rail
+    and aborts the process naming it (or the call raises), and a fresh process can use the GPU;
   - ranks that ask for different rails (TIDE_FABRIC_RAILS on one of two hosts of their own): both
     refused, saying that the ranks differ, instead of one left in a split the other never joins.
 
@@ -220,6 +225,125 @@ def check_teardown_with_a_gone_peer(host_per_rank: bool) -> list[str]:
     return [] if ok else [f"teardown with a gone peer ({how}): {what}, {took:.1f} s, rails {rails!r}, hung={hung}"]
 
 
+MID_CALL_SHAPES = [[256, 256], [1024], [37, 5]]
+MID_CALL_ARENA = 1 << 26  # the shapes plus the collective scratch their plan asks for
+
+
+def _mid_call_rank(rank: int, op: str, ids, gathered, out, stderr_path: str) -> None:
+    # The wait watchdog reports on stderr and then aborts the process: keep what it says.
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    from tide.bench.topologies import as_own_host
+
+    as_own_host(f"tide-midcall-rank-{rank}")  # before this process's first NCCL communicator
+    import torch
+
+    from tide import _capi
+    from tide.comm import Communicator, unique_id
+
+    if rank == 0:
+        uid = unique_id()
+        ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    comm = Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=MID_CALL_ARENA, fabric="cuda",
+                        unique_id=uid, device=0, timeout_s=TIMEOUT_S)
+    group = comm.register_group(MID_CALL_SHAPES)
+    plan = group.plan["group"]
+    landing_offset, _ = comm.alloc(plan["unsharded_bytes"])
+    shard = torch.randint(0, 256, (plan["shard_bytes"],), dtype=torch.uint8, device="cuda:0")
+    comm.all_gather(group, shard.data_ptr(), landing_offset)
+    comm.synchronize()  # NCCL's connections between the two ranks stand from here on
+    if rank == 1:
+        gathered.set()
+        os._exit(0)  # gone in the middle of the job, its rails open
+    if not gathered.wait(60):
+        out.put((0, "no gather from rank 1", ""))
+        return
+    time.sleep(2.0)  # rank 1 is gone by now
+    grads = [torch.randn(shape, device="cuda:0").to(torch.bfloat16) for shape in MID_CALL_SHAPES]
+    output = torch.full((plan["out_bytes"] // 4,), float("nan"), device="cuda:0")
+    torch.cuda.synchronize()
+    out.put((0, "calling", repr(time.time())))  # the parent reads it late: the time travels with it
+    try:
+        if op == "all-gather":
+            comm.all_gather(group, shard.data_ptr(), landing_offset)
+        else:
+            comm.reduce_scatter(group, [g.data_ptr() for g in grads], output.data_ptr(), alpha=0.5)
+        comm.synchronize()
+        verdict, message = "completed", f"a {op} with a gone peer completed"
+    except _capi.TideError as e:
+        verdict, message = "failed", str(e)
+    comm.close()
+    out.put((0, verdict, message))
+    out.close()
+    out.join_thread()
+
+
+def _gpu_still_works(out) -> None:
+    import torch
+
+    x = torch.ones(1 << 20, device="cuda:0")
+    out.put(float(x.sum()) == float(1 << 20))
+
+
+def check_peer_gone_mid_call(op: str) -> list[str]:
+    """Rank 0's next all-gather or reduce-scatter (op) after rank 1 is gone must fail stop within T plus slack: either
+    the wait watchdog sees NCCL's asynchronous error on the rail and aborts the process (a GPU
+    stream blocked in a wait cannot be released, so the process goes, saying why), or the call
+    raises. Hanging, completing, or dying without NCCL's reason fails; so does a GPU that a fresh
+    process cannot use afterwards."""
+    import tempfile
+
+    ctx = mp.get_context("spawn")
+    ids, gathered, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    logs = [tempfile.NamedTemporaryFile(prefix=f"tide-midcall-{r}-", suffix=".err", delete=False).name
+            for r in range(2)]
+    procs = [ctx.Process(target=_mid_call_rank, args=(r, op, ids, gathered, out, logs[r])) for r in range(2)]
+    for p in procs:
+        p.start()
+    give_up = time.monotonic() + HOST_DEADLINE_S + 60
+    replies, called_at, exited_at = [], None, None
+    while time.monotonic() < give_up and (procs[0].is_alive() or not out.empty()):
+        while not out.empty():
+            replies.append(out.get())
+            if replies[-1][:2] == (0, "calling"):
+                called_at = float(replies[-1][2])
+        procs[0].join(0.05)
+        if exited_at is None and not procs[0].is_alive():
+            exited_at = time.time()  # within 50 ms of the exit; one host, so one wall clock
+    while not out.empty():
+        replies.append(out.get())
+    hung = procs[0].is_alive()
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+        p.join()
+    stderr = open(logs[0], errors="replace").read()
+    for log in logs:
+        os.unlink(log)
+    fatal = next((line for line in stderr.splitlines() if "FATAL" in line), "")
+    answer = next(((what, message) for rank, what, message in replies if rank == 0 and what != "calling"), None)
+    took = (exited_at - called_at) if called_at is not None and exited_at is not None else float("inf")
+    if answer is not None:
+        how, reason, ok = answer[0], answer[1], answer[0] == "failed"
+    else:
+        how, reason = f"exit code {procs[0].exitcode}", fatal
+        ok = procs[0].exitcode == -6 and "NCCL reports" in fatal and "rail communicator" in fatal
+    ok = ok and not hung and took <= TIMEOUT_S + 5
+    gpu_out = ctx.Queue()
+    checker = ctx.Process(target=_gpu_still_works, args=(gpu_out,))
+    checker.start()
+    checker.join(120)
+    gpu_ok = not gpu_out.empty() and gpu_out.get() is True
+    ok = ok and gpu_ok
+    print(f"{op} with rank 1 gone (ranks on hosts of their own, one GPU): rank 0 {how} {took:.1f} s after "
+          f"the call (deadline {TIMEOUT_S:.0f} s){', HUNG' if hung else ''}; a fresh process "
+          f"{'uses the GPU' if gpu_ok else 'cannot use the GPU'} -> {'ok' if ok else 'FAIL'}\n"
+          f"  why: {reason[:600] or stderr[-600:]}", flush=True)
+    return [] if ok else [f"peer gone before a {op}: {how}, {took:.1f} s, hung={hung}, gpu_ok={gpu_ok}"]
+
+
 def _disagreeing_rank(rank: int, ids, out) -> None:
     from tide.bench.topologies import as_own_host
 
@@ -279,6 +403,8 @@ def main() -> int:
     if torch.cuda.device_count() >= 2:
         failures += check_teardown_with_a_gone_peer(host_per_rank=False)
     failures += check_teardown_with_a_gone_peer(host_per_rank=True)
+    failures += check_peer_gone_mid_call("all-gather")
+    failures += check_peer_gone_mid_call("reduce-scatter")
     failures += check_ranks_that_disagree_on_rails()
     print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
