@@ -190,10 +190,13 @@ class SweepTestLock {
 };
 
 // A segment with the bootstrap's name whose creator was SIGKILLed and reaped
-// (a zombie still counts as a process), as a killed bootstrap leaves it.
+// (a zombie still counts as a process), as a killed bootstrap leaves it. The
+// name carries `pidNamespace` (0: none, as older builds wrote it), so that a
+// test can pose as a creator of another pid namespace.
 class SegmentOfKilledProcess {
  public:
-  SegmentOfKilledProcess(const std::string& jobId, int rank) {
+  SegmentOfKilledProcess(const std::string& jobId, int rank,
+                         uint64_t pidNamespace = fabric::host::currentPidNamespace()) {
     int ready[2];
     if (::pipe(ready) != 0) throw std::runtime_error("pipe failed");
     std::fflush(nullptr);
@@ -201,7 +204,8 @@ class SegmentOfKilledProcess {
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       try {
-        const auto seg = fabric::host::ShmSegment::create(fabric::host::shmSegmentName(jobId, rank, ::getpid()), 4096);
+        const auto seg =
+            fabric::host::ShmSegment::create(fabric::host::shmSegmentName(jobId, rank, ::getpid(), pidNamespace), 4096);
         (void)!::write(ready[1], "1", 1);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "segment creator: %s\n", e.what());
@@ -216,7 +220,7 @@ class SegmentOfKilledProcess {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
     if (!created) throw std::runtime_error("the child did not create its segment");
-    name_ = fabric::host::shmSegmentName(jobId, rank, pid_);
+    name_ = fabric::host::shmSegmentName(jobId, rank, pid_, pidNamespace);
   }
   ~SegmentOfKilledProcess() { fabric::host::ShmSegment::unlink(name_); }
   SegmentOfKilledProcess(const SegmentOfKilledProcess&) = delete;
@@ -562,62 +566,85 @@ TEST(SharedWorldBootstrap, FailingRankRemovesSegmentsItNeverMapped) {
 
 TEST(SegmentSweep, RemovesSegmentsOfGoneProcesses) {
   const SweepTestLock lock;
+  ASSERT_NE(fabric::host::currentPidNamespace(), 0u) << "no /proc/self/ns/pid: every name would lack its namespace";
   const std::string jobId = randomJobId();
   SegmentOfKilledProcess dead(jobId, 0);
   ASSERT_TRUE(shmExists(dead.name())) << dead.name();
-  EXPECT_GE(fabric::host::sweepSegmentsOfDeadProcesses(0), 1);
+  EXPECT_NE(dead.name().find("-n" + std::to_string(fabric::host::currentPidNamespace())), std::string::npos)
+      << dead.name() << " does not name its creator's pid namespace";
+  // Of this pid namespace, so its creator's pid is one to ask about: no age is needed.
+  EXPECT_GE(fabric::host::sweepSegmentsOfDeadProcesses(3600), 1);
   EXPECT_FALSE(shmExists(dead.name())) << dead.name() << " survived the sweep";
   EXPECT_TRUE(leftoverSegments(jobId).empty());
 }
 
-// A sweep keeps segments of live processes, young ones (whose creator may
-// live in another pid namespace) and names it did not make, even where they
-// name a gone process.
-TEST(SegmentSweep, KeepsLiveYoungAndForeignNames) {
+// A sweep keeps segments of live processes, those of creators whose pid
+// namespace is unknown while young, those of another pid namespace at any
+// age, and names it did not make, even where they name a gone process.
+TEST(SegmentSweep, KeepsLiveYoungForeignNamespaceAndForeignNames) {
   const SweepTestLock lock;
+  const uint64_t ownNamespace = fabric::host::currentPidNamespace();
+  ASSERT_NE(ownNamespace, 0u);
   const std::string jobId = randomJobId();
-  const SegmentOfKilledProcess dead(jobId, 1);
-  const std::string deadPid = std::to_string(dead.pid());
+  const SegmentOfKilledProcess deadOfUnknownNamespace(jobId, 1, 0);
+  const SegmentOfKilledProcess deadOfOtherNamespace(jobId, 3, ownNamespace + 1);
+  const std::string deadPid = std::to_string(deadOfUnknownNamespace.pid());
   const std::string liveName = fabric::host::shmSegmentName(jobId, 0, ::getpid());
   std::string upper = jobId;
   std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
   if (upper == jobId) upper[0] = 'G';  // all digits: not hex either way
+  const std::string ns = std::to_string(ownNamespace);
   const std::vector<std::string> foreign = {
       "/tide-notours",
-      "/tide-" + jobId + "-2",                            // no pid (the format before pids)
-      "/tide-" + jobId + "-2-p" + deadPid + "-x",         // trailing text
-      "/tide-" + jobId + "-2-p0" + deadPid,               // a pid std::to_string would not write
-      "/tide-" + jobId + "-02-p" + deadPid,               // nor such a rank
-      "/tide-" + jobId + "--2-p" + deadPid,               // nor a negative one
-      "/tide-" + jobId.substr(1) + "-2-p" + deadPid,      // a job id too short
-      "/tide-" + upper + "-2-p" + deadPid,                // not lower-case hex
-      "/xtide-" + jobId + "-2-p" + deadPid,               // another prefix
-      "/tide-" + jobId + "-2-p" + deadPid + "0000000000"  // a pid beyond pid_t
+      "/tide-" + jobId + "-2",                                    // no pid (the format before pids)
+      "/tide-" + jobId + "-2-p" + deadPid + "-x",                 // trailing text
+      "/tide-" + jobId + "-2-p" + deadPid + "-n" + ns + "-x",     // trailing text after the namespace
+      "/tide-" + jobId + "-2-p" + deadPid + "-n0",                // an unknown namespace is left out, not 0
+      "/tide-" + jobId + "-2-p" + deadPid + "-n",                 // a namespace without digits
+      "/tide-" + jobId + "-2-p" + deadPid + "-n0" + ns,           // a namespace std::to_string would not write
+      "/tide-" + jobId + "-2-p0" + deadPid,                       // a pid std::to_string would not write
+      "/tide-" + jobId + "-02-p" + deadPid,                       // nor such a rank
+      "/tide-" + jobId + "--2-p" + deadPid,                       // nor a negative one
+      "/tide-" + jobId.substr(1) + "-2-p" + deadPid,              // a job id too short
+      "/tide-" + upper + "-2-p" + deadPid,                        // not lower-case hex
+      "/xtide-" + jobId + "-2-p" + deadPid,                       // another prefix
+      "/tide-" + jobId + "-2-p" + deadPid + "0000000000",         // a pid beyond pid_t
+      "/tide-" + jobId + "-2-p" + deadPid + "-n99999999999999999999"  // a namespace beyond 63 bits
   };
   std::vector<fabric::host::ShmSegment> held;
   held.push_back(fabric::host::ShmSegment::create(liveName, 4096));
   for (const std::string& name : foreign) held.push_back(fabric::host::ShmSegment::create(name, 4096));
 
   fabric::host::sweepSegmentsOfDeadProcesses(3600);
-  EXPECT_TRUE(shmExists(dead.name())) << "a segment younger than the age limit was swept";
+  EXPECT_TRUE(shmExists(deadOfUnknownNamespace.name()))
+      << "a segment of an unknown namespace younger than the age limit was swept";
   fabric::host::sweepSegmentsOfDeadProcesses(0);
-  EXPECT_FALSE(shmExists(dead.name())) << "the gone process's segment, old enough, was kept";
+  EXPECT_FALSE(shmExists(deadOfUnknownNamespace.name()))
+      << "the gone process's segment of an unknown namespace, old enough, was kept";
+  EXPECT_TRUE(shmExists(deadOfOtherNamespace.name()))
+      << "a segment of another pid namespace was swept on a pid that means nothing here";
   EXPECT_TRUE(shmExists(liveName)) << "the segment of a live process was swept";
   for (const std::string& name : foreign) EXPECT_TRUE(shmExists(name)) << name << " is not TIDE's, yet was swept";
   fabric::host::ShmSegment::unlink(liveName);
   for (const std::string& name : foreign) fabric::host::ShmSegment::unlink(name);
 }
 
-// End to end: a bootstrap sweeps what killed bootstraps left, once older
-// than kStaleSegmentAgeSeconds, and keeps what is younger.
-TEST(SharedWorldBootstrap, SweepsOldSegmentsOfKilledBootstraps) {
+// End to end: a bootstrap sweeps what killed bootstraps of its own pid
+// namespace left at once, names without a namespace once older than
+// kStaleSegmentAgeSeconds, and keeps younger ones and another namespace's.
+TEST(SharedWorldBootstrap, SweepsSegmentsOfKilledBootstraps) {
   const SweepTestLock lock;
+  const uint64_t ownNamespace = fabric::host::currentPidNamespace();
+  ASSERT_NE(ownNamespace, 0u);
   const std::string jobId = randomJobId();
-  const SegmentOfKilledProcess old(jobId, 0);
-  const SegmentOfKilledProcess young(jobId, 1);
+  const SegmentOfKilledProcess ofThisNamespace(jobId, 0);
+  const SegmentOfKilledProcess oldOfUnknownNamespace(jobId, 1, 0);
+  const SegmentOfKilledProcess youngOfUnknownNamespace(jobId, 2, 0);
+  const SegmentOfKilledProcess oldOfOtherNamespace(jobId, 3, ownNamespace + 1);
   const auto age = static_cast<time_t>(fabric::host::kStaleSegmentAgeSeconds) + 60;
   const timespec times[2] = {{::time(nullptr) - age, 0}, {::time(nullptr) - age, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, ("/dev/shm" + old.name()).c_str(), times, 0), 0) << std::strerror(errno);
+  for (const SegmentOfKilledProcess* old : {&oldOfUnknownNamespace, &oldOfOtherNamespace})
+    ASSERT_EQ(::utimensat(AT_FDCWD, ("/dev/shm" + old->name()).c_str(), times, 0), 0) << std::strerror(errno);
   TempDir dir;
   Ranks ranks(1, [&](int rank) {
     FileStore store(dir.path());
@@ -628,8 +655,11 @@ TEST(SharedWorldBootstrap, SweepsOldSegmentsOfKilledBootstraps) {
   const std::vector<ChildExit> exits = ranks.wait(20.0, &hung);
   EXPECT_FALSE(hung);
   EXPECT_TRUE(exits[0].exited && exits[0].code == kExitOk) << exits[0].code;
-  EXPECT_FALSE(shmExists(old.name())) << old.name() << " outlived a later bootstrap";
-  EXPECT_TRUE(shmExists(young.name())) << young.name() << " was swept before it was old enough";
+  EXPECT_FALSE(shmExists(ofThisNamespace.name())) << ofThisNamespace.name() << " outlived a later bootstrap";
+  EXPECT_FALSE(shmExists(oldOfUnknownNamespace.name())) << oldOfUnknownNamespace.name() << " outlived a later bootstrap";
+  EXPECT_TRUE(shmExists(youngOfUnknownNamespace.name()))
+      << youngOfUnknownNamespace.name() << " was swept before it was old enough";
+  EXPECT_TRUE(shmExists(oldOfOtherNamespace.name())) << oldOfOtherNamespace.name() << ", another namespace's, was swept";
 }
 
 // The arena is symmetric: a rank that asks for another size is refused by

@@ -41,6 +41,7 @@ struct SegmentName {
   std::string jobId;
   int rank = 0;
   pid_t pid = 0;
+  uint64_t pidNamespace = 0;  // 0: not in the name
 };
 
 // `file` (a /dev/shm entry) parsed, only if shmSegmentName could have made it:
@@ -57,10 +58,19 @@ std::optional<SegmentName> parseSegmentName(std::string_view file) {
   const size_t dash = file.find('-');
   if (dash == std::string_view::npos || file.substr(dash, 2) != "-p") return std::nullopt;
   const auto rank = parseDecimal(file.substr(0, dash), std::numeric_limits<int>::max());
-  const auto pid = parseDecimal(file.substr(dash + 2), std::numeric_limits<pid_t>::max());
+  file.remove_prefix(dash + 2);
+  const size_t nsDash = file.find('-');
+  const auto pid = parseDecimal(file.substr(0, nsDash), std::numeric_limits<pid_t>::max());
   // pid 0 would make kill() ask about our own process group.
   if (!rank || !pid || *pid == 0) return std::nullopt;
-  return SegmentName{std::string(job), static_cast<int>(*rank), static_cast<pid_t>(*pid)};
+  uint64_t pidNamespace = 0;
+  if (nsDash != std::string_view::npos) {
+    if (file.substr(nsDash, 2) != "-n") return std::nullopt;
+    const auto ns = parseDecimal(file.substr(nsDash + 2), std::numeric_limits<int64_t>::max());
+    if (!ns || *ns == 0) return std::nullopt;  // an unknown namespace is left out, never written as 0
+    pidNamespace = static_cast<uint64_t>(*ns);
+  }
+  return SegmentName{std::string(job), static_cast<int>(*rank), static_cast<pid_t>(*pid), pidNamespace};
 }
 
 // EPERM: it exists, under another user.
@@ -91,17 +101,28 @@ bool forEachSegmentName(Visit&& visit, std::error_code& ec) {
 
 }  // namespace
 
-std::string shmSegmentName(const std::string& jobId, int rank, pid_t pid) {
+uint64_t currentPidNamespace() noexcept {
+  struct stat st {};
+  // An nsfs inode fits in 63 bits; a larger one could not be parsed back from the name.
+  if (::stat("/proc/self/ns/pid", &st) != 0 || st.st_ino > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+std::string shmSegmentName(const std::string& jobId, int rank, pid_t pid, uint64_t pidNamespace) {
   // Appended, not summed: GCC 12 warns of a bogus overlap (-Wrestrict) in the sum.
   std::string name = "/";
   name.append(kNamePrefix).append(jobId).append("-").append(std::to_string(rank)).append("-p");
-  return name.append(std::to_string(pid));
+  name.append(std::to_string(pid));
+  if (pidNamespace != 0) name.append("-n").append(std::to_string(pidNamespace));
+  return name;
 }
 
-int sweepSegmentsOfDeadProcesses(double minAgeSeconds) noexcept {
+int sweepSegmentsOfDeadProcesses(double unknownNamespaceMinAgeSeconds) noexcept {
   int removed = 0;
   try {
     const uid_t self = ::geteuid();
+    const uint64_t ownNamespace = currentPidNamespace();
     std::error_code ec;
     forEachSegmentName(
         [&](const std::string& file, const SegmentName& name) {
@@ -109,7 +130,13 @@ int sweepSegmentsOfDeadProcesses(double minAgeSeconds) noexcept {
           struct stat st {};
           // Another user's names are none of ours (and /dev/shm's sticky bit would refuse us).
           if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != self) return;
-          if (secondsSinceModified(st) < minAgeSeconds || !processGone(name.pid)) return;
+          if (name.pidNamespace != 0) {
+            // Another namespace's pid names some process of its own, or none: not ours to ask about.
+            if (name.pidNamespace != ownNamespace) return;
+          } else if (secondsSinceModified(st) < unknownNamespaceMinAgeSeconds) {
+            return;
+          }
+          if (!processGone(name.pid)) return;
           if (::shm_unlink(("/" + file).c_str()) == 0) {
             ++removed;
             std::fprintf(stderr, "[tide] host fabric: removed %s left by process %d, which is gone\n", path.c_str(),

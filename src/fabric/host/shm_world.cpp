@@ -214,9 +214,10 @@ void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64
     jobId_ = store.get(keys + "job", remaining());
   }
 
-  // Where every rank of a job was killed before step 4, nobody else removes its segments. The
-  // bootstraps on one host most likely share this one's deadline, so a name this young may be
-  // a live one's seen from another pid namespace.
+  // Where every rank of a job was killed before step 4, nobody else removes its segments. A name
+  // without its creator's pid namespace (an older build's, or no /proc) younger than this may be
+  // a live bootstrap's seen from another namespace; the bootstraps on one host most likely share
+  // this one's deadline.
   sweepSegmentsOfDeadProcesses(std::max(kStaleSegmentAgeSeconds, timeoutSeconds));
 
   segments_.resize(static_cast<size_t>(ranks));

@@ -9,8 +9,8 @@
 // bootstrapTimeoutSeconds (the C API: the host deadline of its timeoutSeconds, when given):
 //   1. rank 0 draws a random job id and publishes it;
 //   2. each rank creates and initialises its segment, named
-//      "/tide-<job>-<rank>-p<pid>" (shmSegmentName) after the job and the
-//      process that creates it, then publishes the name;
+//      "/tide-<job>-<rank>-p<pid>-n<pidns>" (shmSegmentName) after the job and
+//      the process that creates it, then publishes the name;
 //   3. each rank maps every published segment and checks its header (same
 //      job, same topology, same arena size);
 //   4. a store barrier: everyone has mapped everything; each rank then unlinks
@@ -23,14 +23,13 @@
 // step 4; a library cannot run code in a process that is killed), the next
 // bootstrap on the host removes the segments, saying so on stderr: before it
 // creates its own, each rank unlinks every name of that exact format, owned
-// by its user, whose creator is gone and that is older than
-// max(kStaleSegmentAgeSeconds, its own bootstrap deadline) (shm_names.hpp says
-// why age matters). A job whose deadline is longer than both can, where
-// another pid namespace shares /dev/shm, lose a name to another job's sweep
-// before its peers map it, and then fails its bootstrap with a message
-// (mappings made earlier stay valid). Until a bootstrap runs, or for a
-// creator's pid that a live process took over, the segments stay;
-// `rm /dev/shm/tide-*` with no TIDE job running removes them.
+// by its user, whose creator is gone and was of its own pid namespace. Names
+// of another namespace (a container sharing /dev/shm) are that namespace's to
+// sweep; names without one (an older build's, or no /proc) once older than
+// max(kStaleSegmentAgeSeconds, its own bootstrap deadline) (shm_names.hpp).
+// Until a bootstrap runs in the creator's namespace, or for a creator's pid
+// that a live process took over, the segments stay; `rm /dev/shm/tide-*`
+// with no TIDE job running removes them.
 #pragma once
 
 #include <cstdint>
