@@ -1,0 +1,150 @@
+"""Scenarios that need four ranks: two nodes of two, HSDP on a 2 x 2 mesh, experts on a
+sub-mesh, and the scratch estimate."""
+
+from __future__ import annotations
+
+import tide.fsdp
+import torch
+import torch.distributed as dist
+from fsdp_harness import ScenarioSkipped
+from fsdp_scenario_kit import (
+    BF16, LinearModel, TIMEOUT_S, assert_all_tide, batches, device_type, install, int_loss, make_pair, mesh_1d,
+    mesh_hsdp, optimizers, step_both, sum_reduction, tide_groups, train, transformer,
+)
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy
+from torch.distributed.tensor import Shard
+
+
+def fsdp4_two_by_two_in_place(ctx):
+    train(ctx, transformer, topology=(2, 2), expect_groups=4, micro=2)
+
+
+def fsdp4_push_landing(ctx):
+    """The Level 2 push landing (plan_options landing="push") on 2 nodes x 2: integer gradients
+    bit for bit as stock, in both modes, and float training within tolerance."""
+    for mode in ("in-place", "slot-reuse"):
+        _ms, _mt, rep, _st = train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+                                   configure=sum_reduction, topology=(2, 2), expect_groups=3, mode=mode,
+                                   install_kw={"plan_options": {"landing": "push", "passes": 2}})
+        for g in tide_groups(rep):
+            assert g["plan"]["rs_landing"] == "push", g["plan"]
+    train(ctx, transformer, topology=(2, 2), expect_groups=4, micro=2,
+          install_kw={"plan_options": {"landing": "push"}})
+
+
+def fsdp4_slot_reuse_bf16(ctx):
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    train(ctx, transformer, mode="slot-reuse", mp_policy=mp_policy, tol=BF16, expect_groups=4)
+
+
+def fsdp4_integer_exact(ctx):
+    train(ctx, LinearModel, integer=True, tol=None, opt="sign", loss_fn=int_loss,
+          configure=sum_reduction, topology=(2, 2), expect_groups=3)
+
+
+class ExpertBlock(nn.Module):
+    """A dense layer and a stack of experts: integer-exact, linear only."""
+
+    def __init__(self, d: int = 4, experts: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.experts = nn.Parameter(torch.zeros(experts, d, d))
+
+    def forward(self, x):
+        return x + self.fc(x) + torch.einsum("rd,edh->rh", x, self.experts)
+
+
+class ExpertModel(nn.Module):
+    def __init__(self, d: int = 4, n_blocks: int = 2):
+        super().__init__()
+        self.inp = nn.Linear(5, d)
+        self.blocks = nn.ModuleList([ExpertBlock(d) for _ in range(n_blocks)])
+        self.out = nn.Linear(d, 3)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(x)
+
+
+def fsdp4_experts_on_a_sub_mesh(ctx):
+    """Expert tensors sharded on a 2-rank sub-mesh (shard_placement_fn
+    returning a ShardPlacementResult, torch >= 2.13), the rest on all four
+    ranks: two parameter groups per block, on two process groups, each with
+    its own communicator. Integer data and weights, SUM: bit for bit, both
+    modes."""
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
+    except ImportError:
+        raise ScenarioSkipped(f"torch {torch.__version__} has one mesh per module (no ShardPlacementResult)")
+    mesh = mesh_1d(ctx)
+    sub = init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("ep", "efsdp"))["efsdp"]
+    experts_mesh = FSDPMeshInfo(mesh=sub, shard_mesh_dim=0)
+
+    def placement(p):
+        return ShardPlacementResult(Shard(0), experts_mesh) if p.dim() == 3 else None
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(ExpertModel, ctx, mesh, integer=True, placement=lambda _block: placement)
+        for m in (ms, mt):
+            sum_reduction(m)
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 5)
+        ranks = sorted(g["plan"]["topology"][0] * g["plan"]["topology"][1] for g in rep["groups"])
+        assert ranks == [2, 2, 4, 4, 4], ranks  # the experts' groups gather over the sub-mesh
+        opts = optimizers(ms, mt, "sign", 1e-2)
+        for s in range(3):
+            xs = batches(ctx, 1, d_in=5, integer=True, seed=s)
+            step_both(ms, mt, opts, xs, tol=None, loss_fn=int_loss, what=f"{mode} step {s}")
+        tide.fsdp.uninstall(mt)
+
+
+def hsdp_in_place(ctx):
+    """2x2 mesh: TIDE reduce-scatters in each shard group, FSDP2 all-reduces
+    across replicas (gloo)."""
+    _, _, rep, _ = train(ctx, transformer, mesh=mesh_hsdp(ctx), expect_groups=4, micro=2)
+    assert rep["arenas"][0]["ranks"] == 2, rep["arenas"]
+
+
+def hsdp_slot_reuse_partial_all_reduce(ctx):
+    """HSDP, Slot-Reuse, accumulation that reduce-scatters every micro-batch
+    but all-reduces only on the last (partial reduce output)."""
+    train(ctx, transformer, mesh=mesh_hsdp(ctx), mode="slot-reuse", expect_groups=4, micro=3, hsdp_ar_last=True)
+
+
+def hsdp_integer_exact(ctx):
+    train(ctx, LinearModel, mesh=mesh_hsdp(ctx), integer=True, tol=None, opt="sign",
+          loss_fn=int_loss, configure=sum_reduction, expect_groups=3)
+
+
+def scratch_estimate_is_enough(ctx):
+    """An arena of exactly user memory + tide.plan.scratch_bytes (what the
+    adapter sizes with) is enough: the library refuses the first collective
+    when the scratch does not fit. Several topologies and both modes."""
+    from tide.fsdp.arena import align
+    from tide.fsdp.backend import HostBackend
+    from tide.plan import make_plan, scratch_bytes
+
+    shapes = [[37, 5], [3], [64, 2, 3], [9, 7]]
+    for (m, l), mode in (((2, 2), "in-place"), ((2, 2), "slot-reuse"), ((4, 1), "slot-reuse"), ((1, 4), "in-place")):
+        sets = [shapes[:2], shapes]
+        plans = [make_plan(s, nodes=m, gpus_per_node=l, dtype="bf16", mode=mode) for s in sets]
+        user = sum(align(p["group"]["unsharded_bytes"]) for p in plans)
+        args = [dict(shapes=s, nodes=m, gpus_per_node=l, dtype="bf16", mode=mode) for s in sets]
+        comm = HostBackend(torch.device("cpu")).create_comm(dist.group.WORLD, m, l, user + scratch_bytes(args),
+                                                             TIMEOUT_S)
+        try:
+            groups = [comm.register_group(s, dtype="bf16", mode=mode) for s in sets]
+            offsets = [comm.alloc(p["group"]["unsharded_bytes"])[0] for p in plans]
+            for s, g, p, off in zip(sets, groups, plans, offsets):
+                shard = torch.zeros(p["group"]["shard_bytes"], dtype=torch.uint8)
+                comm.all_gather(g, shard.data_ptr(), off)
+                grads = [torch.ones(list(shape), dtype=torch.bfloat16) for shape in s]
+                out = torch.zeros(p["group"]["out_bytes"] // 4)
+                comm.reduce_scatter(g, [t.data_ptr() for t in grads], out.data_ptr())
+                comm.synchronize()
+        finally:
+            comm.close()

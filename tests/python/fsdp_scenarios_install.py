@@ -1,0 +1,461 @@
+"""Scenarios: what install takes over and what it leaves stock, with the reason (fallbacks,
+guards, refusals), FSDP2's semantics kept (reduce dtypes, divide factors, hooks, state dicts and
+checkpoints), and the install life cycle (uninstall, overlapping installs, other wrappers, a
+failed forward)."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import importlib
+import logging
+import os
+import weakref
+
+import tide.fsdp
+import torch
+import torch.distributed.checkpoint as dcp
+from fsdp_harness import ScenarioSkipped
+from fsdp_scenario_kit import (
+    BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, assert_all_tide, batches, compare,
+    compare_models, device_type, fsdp_params_of, install, local, make_pair, mesh_1d, optimizers, shard, stats,
+    step_both, tide_groups, tight, train, transformer,
+)
+from tide.fsdp import dispatch, guards
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy
+from torch.distributed.tensor import Shard
+
+
+def fallbacks(ctx):
+    """A Shard(1) group, a mixed-dtype group and a 257-parameter group stay
+    stock, each with one logged line naming its reason; training matches."""
+    def build():
+        return Model([Block(), Shard1Block(), MixedBlock(), ManyBlock(), Block()])
+
+    def placement(block):
+        if isinstance(block, Shard1Block):
+            return lambda p: Shard(1) if p.ndim == 2 else None
+        return None
+
+    ms, mt = make_pair(build, ctx, mesh_1d(ctx), placement=placement)
+    rep = install(mt, ctx)
+    status = {g["fqn"]: (g["status"], g["reason"]) for g in rep["groups"]}
+    assert status == {"<root>": ("tide", None), "blocks.0": ("tide", None), "blocks.1": ("stock", "shard_dim_1"),
+                      "blocks.2": ("stock", "mixed_dtypes"), "blocks.3": ("stock", "too_many_params"),
+                      "blocks.4": ("tide", None)}, status
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+    for fqn, reason in (("blocks.1", "shard_dim_1"), ("blocks.2", "mixed_dtypes"), ("blocks.3", "too_many_params")):
+        mine = [m for m in lines if f"'{fqn}'" in m]
+        assert len(mine) == 1 and reason in mine[0], (fqn, lines)
+    assert len(lines) == 3, lines
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    for s in range(3):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
+    assert stats(mt)["reduce_scatters"] > 0
+    tide.fsdp.uninstall(mt)
+
+
+def reduce_dtype_choices(ctx):
+    """A bf16 reduce dtype for fp32 gradients stays stock, one logged line per
+    group (stock rounds every gradient to bf16 and reduces in bf16, TIDE
+    would reduce in fp32: other bits), and trains as stock. bf16 compute with
+    fp32 reduction and many passes: the fp32 gradients accumulated without
+    sync get a plan within the plan's bound on passes (twice the option once
+    asked for more), and training matches stock."""
+    narrow = MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), mp_policy=narrow)
+    rep = install(mt, ctx)
+    assert {(g["status"], g["reason"]) for g in rep["groups"]} == {("stock", "reduce_dtype_narrower")}, rep["groups"]
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+    assert len(lines) == len(rep["groups"]) and all("reduce_dtype_narrower" in m for m in lines), lines
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 2, seed=s), tol=tight(ctx, FP32), micro=2, no_sync_first=True,
+                  what=f"bf16 reduce, step {s}")
+    tide.fsdp.uninstall(mt)
+
+    mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    _, _, rep, st = train(ctx, transformer, mp_policy=mixed, tol=BF16, expect_groups=4, micro=2, no_sync_first=True,
+                          install_kw={"plan_options": {"passes": 40}})
+    for g in tide_groups(rep):
+        assert g["grad_dtypes"] == ["bfloat16", "float32"], g
+    assert st.get("rs_stock", 0) == 0, st
+
+
+def state_dict_and_checkpoint(ctx):
+    """get_model_state_dict, its deepcopy, a DCP save/load round trip, and
+    install/uninstall/install, with training matching stock throughout."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    install(mt, ctx)
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="step 0")
+    unsharded_ids = [id(fp._unsharded_param) for fp in fsdp_params_of(mt)]
+
+    sd = get_model_state_dict(mt)
+    sd_copy = copy.deepcopy(sd)
+    for k in sd:
+        compare(sd[k], sd_copy[k], f"deepcopy {k}", None)
+        assert local(sd_copy[k]).data_ptr() != local(sd[k]).data_ptr()
+    path = os.path.join(ctx.tmp, "ckpt")
+    dcp.save(sd, checkpoint_id=path)
+    with torch.no_grad():
+        for p in mt.parameters():
+            p.zero_()
+    loaded = get_model_state_dict(mt)
+    dcp.load(loaded, checkpoint_id=path)
+    set_model_state_dict(mt, loaded)
+    compare_models(ms, mt, "after DCP load", None)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tight(ctx, FP32), what="step 1")
+
+    # load_state_dict(assign=True) swaps in new sharded Parameters: TIDE adopts their data again.
+    for m in (ms, mt):
+        m.load_state_dict(copy.deepcopy(get_model_state_dict(m)), assign=True)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    before = stats(mt).get("readopted", 0)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=5), tol=tight(ctx, FP32), what="step after assign")
+    assert stats(mt).get("readopted", 0) > before, stats(mt)
+    unsharded_ids = [id(fp._unsharded_param) for fp in fsdp_params_of(mt)]
+
+    # install / uninstall / install
+    rep = install(mt, ctx)  # already installed: no-op
+    assert_all_tide(rep, 4)
+    assert tide.fsdp.uninstall(mt)
+    assert not tide.fsdp.report(mt, echo=False)["installed"]
+    step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="step 2 (stock)")
+    assert_all_tide(install(mt, ctx, mode="slot-reuse"), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="step 3 (reinstalled)")
+    assert [id(fp._unsharded_param) for fp in fsdp_params_of(mt)] == unsharded_ids, "unsharded Parameters re-created"
+    copy.deepcopy(get_model_state_dict(mt))
+    tide.fsdp.uninstall(mt)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=4), tol=tight(ctx, FP32), what="step 4 (stock again)")
+
+
+def divide_factors(ctx):
+    """Custom divide factors (PREMUL_SUM in FSDP2; gloo cannot run it, so the
+    reference is stock with sum reduction and a post-divide), and sum
+    reduction itself, against stock."""
+    for factor, tol in ((4.0, tight(ctx, FP32)), (3.0, FP32)):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        ms.set_gradient_divide_factor(factor)
+        ms.set_force_sum_reduction_for_comms(True)
+        mt.set_gradient_divide_factor(factor)
+        install(mt, ctx)
+        opts = [torch.optim.SGD(ms.parameters(), lr=0.05), torch.optim.SGD(mt.parameters(), lr=0.05)]
+        for s in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tol, what=f"factor {factor} step {s}")
+        tide.fsdp.uninstall(mt)
+    train(ctx, transformer, configure=lambda m: (m.set_gradient_divide_factor(2.0 * ctx.world),
+                                                 m.set_force_sum_reduction_for_comms(True)), steps=2)
+
+
+def hooks(ctx):
+    """The all-reduce hook (1-D FSDP: runs on the reduce-scatter output) and
+    post-accumulate-grad hooks on sharded parameters behave as stock."""
+    counts = [0, 0]
+
+    def make_hook(i):
+        def hook(output):
+            counts[i] += 1
+            output.mul_(0.5)
+        return hook
+
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    for i, m in enumerate((ms, mt)):
+        for module in m.modules():
+            if hasattr(module, "set_all_reduce_hook"):
+                module.set_all_reduce_hook(make_hook(i))
+    seen = [[], []]
+    for i, m in enumerate((ms, mt)):
+        m.blocks[1].fc1.weight.register_post_accumulate_grad_hook(lambda p, i=i: seen[i].append(local(p.grad).sum()))
+    install(mt, ctx)
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
+    assert counts[0] == counts[1] > 0, counts
+    assert len(seen[0]) == len(seen[1]) == 2, seen
+    for a, b in zip(*seen):
+        compare(a, b, "post-accumulate hook", tight(ctx, FP32))
+    tide.fsdp.uninstall(mt)
+
+
+def guard_mismatch(ctx):
+    """A torch whose internals differ (here: foreach_reduce_scatter_copy_in
+    with another signature) leaves FSDP2 stock with one message, no crash."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives
+
+    orig = _fsdp_collectives.foreach_reduce_scatter_copy_in
+
+    def other(unsharded_grads, reduce_scatter_input, world_size, extra=None):
+        return orig(unsharded_grads, reduce_scatter_input, world_size)
+
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    _fsdp_collectives.foreach_reduce_scatter_copy_in = other
+    try:
+        rep = install(mt, ctx)
+        opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=None, what="stock step")
+    finally:
+        _fsdp_collectives.foreach_reduce_scatter_copy_in = orig
+    assert not rep["installed"] and rep["reason"] == "torch_internals", rep
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays stock" in m]
+    assert len(lines) == 1 and "foreach_reduce_scatter_copy_in" in lines[0], lines
+    assert not dispatch.active()
+    assert not tide.fsdp.uninstall(mt)
+
+
+def no_ring_no_adopt_explicit_prefetch(ctx):
+    """Explicit backward prefetch of two blocks would keep three blocks
+    unsharded at once. With the two-slot ring, the prefetch into a slot that
+    is still held is deferred to the group's own unshard (one warning naming
+    both groups), and training matches stock. An unshard that is not a
+    prefetch, into a slot another group holds, raises RegionConflict before
+    anything is written. ring=False (one region per group) honours the
+    prefetch; adopt=False copies the shards into a buffer each all-gather."""
+    from tide.fsdp.all_gather import RegionConflict
+
+    def prefetch_two(m):
+        m.blocks[2].set_modules_to_backward_prefetch([m.blocks[1], m.blocks[0]])
+
+    _, _, _, st = train(ctx, transformer, configure=prefetch_two, expect_groups=4, micro=2)
+    assert st.get("prefetch_deferred", 0) > 0, st
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "is deferred" in m]
+    assert lines and "'blocks.0'" in lines[0] and "'blocks.2' holds the slot" in lines[0], lines
+
+    # The user gathers two groups of one slot at once.
+    ms, m1 = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(m1, ctx), 4)
+    step_both(ms, m1, optimizers(ms, m1, "sgd", 1e-2), batches(ctx, 1), tol=tight(ctx, FP32), what="step")
+    m1.blocks[0].unshard()
+    try:
+        m1.blocks[2].unshard()
+        raise AssertionError("expected a ring slot conflict")
+    except RegionConflict as e:
+        assert "'blocks.2' needs it while 'blocks.0'" in str(e) and "ring=False" in str(e), e
+    m1.blocks[0].reshard()
+    assert tide.fsdp.uninstall(m1)
+
+    _, _, rep, st = train(ctx, transformer, configure=prefetch_two, expect_groups=4, ring=False, adopt=False,
+                          micro=2)
+    assert all(g["region"].startswith("pinned:") and g["shard_source"] == "copy" for g in rep["groups"]), rep
+    assert st.get("ag_in_place", 0) > 0 and not st.get("ag_resident"), st  # one node: copied in place
+
+
+def shard_group_of_one(ctx):
+    """HSDP with shard groups of one rank: nothing to gather or scatter, every
+    group stays stock (world_size_1), training as stock."""
+    mesh = init_device_mesh(device_type(ctx), (ctx.world, 1), mesh_dim_names=("replicate", "shard"))
+    ms, mt = make_pair(transformer, ctx, mesh)
+    rep = install(mt, ctx)
+    assert not rep["installed"] and {g["reason"] for g in rep["groups"]} == {"world_size_1"}, rep
+    lines = [m for m in ctx.logs.messages(logging.WARNING) if "world_size_1" in m]
+    assert len(lines) == 4, lines
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1), tol=None, what="stock step")
+    assert tide.fsdp.uninstall(mt) and not dispatch.active()
+
+
+def one_rank_stays_stock(ctx):
+    """FSDP2 on a single rank (nothing to gather or scatter): every group stays
+    stock with reason world_size_1, one warning each, and trains bit for bit as
+    stock; uninstall restores nothing and is safe."""
+    assert ctx.world == 1, "a one-rank scenario"
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    rep = install(mt, ctx)
+    assert not rep["installed"] and {g["reason"] for g in rep["groups"]} == {"world_size_1"}, rep
+    assert len([m for m in ctx.logs.messages(logging.WARNING) if "world_size_1" in m]) == 4
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    for s in range(2):
+        step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=None, what=f"stock step {s}")
+    assert tide.fsdp.uninstall(mt) and not dispatch.active()
+
+
+def wrapped_by_another_tool(ctx):
+    """A tool (a profiler, a tracer) wraps FSDP2's foreach_reduce after
+    install, so around TIDE's replacement: uninstall leaves that binding to
+    it with a warning, and its calls keep reaching FSDP2's original, in
+    training that matches stock. Installing again while the tool's binding
+    stays is refused (foreign_patch); with FSDP2's own back it works."""
+    it = guards.internals()
+    torch_original = it.collectives.foreach_reduce
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    inner = it.param_group.foreach_reduce
+    calls = []
+
+    def traced(*a, **k):
+        calls.append(1)
+        return inner(*a, **k)
+
+    it.param_group.foreach_reduce = traced
+    try:
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="wrapped, TIDE")
+        assert tide.fsdp.uninstall(mt) and not dispatch.active()
+        rebound = [m for m in ctx.logs.messages(logging.WARNING) if "rebound by someone else" in m]
+        assert len(rebound) == 1 and "foreach_reduce" in rebound[0], rebound
+        before = len(calls)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tight(ctx, FP32), what="wrapped, after uninstall")
+        assert len(calls) > before, "the tool's wrapper was bypassed"
+        rep = install(mt, ctx)
+        assert not rep["installed"] and rep["reason"] == "foreign_patch", rep
+        step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="wrapped, install refused")
+    finally:
+        it.param_group.foreach_reduce = torch_original
+    assert_all_tide(install(mt, ctx), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="installed again")
+    assert tide.fsdp.uninstall(mt)
+
+
+def dropped_without_uninstall(ctx):
+    """A model dropped while installed is collected like a stock one, with its
+    arena (host fabric: the communicator closes with its last view), FSDP2's
+    functions come back, and one warning says uninstall was skipped."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 4)
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="before the drop")
+    owner = weakref.ref(importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].owner)
+    model = weakref.ref(mt)
+    del mt, opts
+    gc.collect()
+    assert model() is None, "the installed model outlived its last reference"
+    assert owner() is None, "the arena outlived the model"
+    assert not dispatch.active(), "FSDP2's functions were not restored"
+    dropped = [m for m in ctx.logs.messages(logging.WARNING) if "without tide.fsdp.uninstall" in m]
+    assert len(dropped) == 1, dropped
+    try:
+        copy.deepcopy(importlib.import_module("tide.fsdp.install").Installation("in-place", True))
+    except TypeError as e:
+        assert "uninstall" in str(e), e
+    else:
+        raise AssertionError("an installation was deep-copied")
+
+
+def refusals(ctx):
+    """install on a non-root module, a plain module or a model still on the
+    meta device changes nothing, says why, and does not raise."""
+    ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    step_both(ms, mt, opts, batches(ctx, 1), tol=None, what="stock step")  # FSDP2 picks its root
+    rep = tide.fsdp.install(mt.blocks[0], timeout_s=TIMEOUT_S)
+    assert not rep["installed"] and rep["reason"] == "not_root", rep
+    rep = tide.fsdp.install(nn.Linear(2, 2), timeout_s=TIMEOUT_S)
+    assert not rep["installed"] and rep["reason"] == "not_fsdp", rep
+    assert len([m for m in ctx.logs.messages(logging.WARNING) if "stays stock" in m]) == 2
+    step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=None, what="stock step 2")
+    # A fabric for the other device type: every group stays stock and says so; the next
+    # install then goes ahead (it once found the model "already installed" and did nothing).
+    wrong = "host" if torch.device(ctx.device).type == "cuda" else "cuda-ipc"
+    rep = tide.fsdp.install(mt, fabric=wrong, timeout_s=TIMEOUT_S)
+    assert rep["groups"] and all(g["reason"] == "fabric_mismatch" for g in rep["groups"]), rep
+    rep = tide.fsdp.install(mt, topology=(1, 3 * ctx.world), timeout_s=TIMEOUT_S)
+    assert rep["groups"] and all(g["reason"] == "bad_topology" for g in rep["groups"]), rep
+    assert_all_tide(install(mt, ctx), 4)
+    tide.fsdp.uninstall(mt)
+    for bad, word in (({"topology": (3,)}, "topology"), ({"topology": "ab"}, "topology"),
+                      ({"plan_options": {"bogus": 1}}, "bogus"), ({"timeout_s": "x"}, "timeout_s")):
+        try:
+            tide.fsdp.install(mt, **{"timeout_s": TIMEOUT_S, **bad})
+            raise AssertionError(f"install accepted {bad}")
+        except ValueError as e:
+            assert word in str(e), (bad, e)
+    assert tide.fsdp.report(mt, echo=False)["installed"] is False
+    try:
+        tide.fsdp.install(mt, fabric="nvlink", timeout_s=TIMEOUT_S)
+        raise AssertionError("install accepted fabric 'nvlink'")
+    except ValueError as e:
+        assert "cuda-ipc" in str(e), e
+    assert_all_tide(install(mt, ctx), 4)  # on the root, after training started: fine
+    step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="tide step")
+    tide.fsdp.uninstall(mt)
+
+    # Deferred initialization: sharded on the meta device, installed too early.
+    with torch.device("meta"):
+        mm = transformer()
+    shard(mm, mesh_1d(ctx))
+    rep = tide.fsdp.install(mm, timeout_s=TIMEOUT_S)
+    assert not rep["installed"] and rep["reason"] == "meta_device", rep
+    assert "to_empty" in rep["message"], rep
+    mm.to_empty(device=ctx.device)
+    set_model_state_dict(mm, get_model_state_dict(ms))
+    assert_all_tide(install(mm, ctx), 4)  # once the weights exist: fine
+    opts = optimizers(ms, mm, "adam", 1e-2)
+    step_both(ms, mm, opts, batches(ctx, 1, seed=3), tol=tight(ctx, FP32), what="tide step after meta init")
+
+
+def installs_that_overlap(ctx):
+    """install() on a block before the first forward (FSDP2 names its root
+    only then, so the block is not refused as not_root), then on the root:
+    the block's group runs through the first install and the root's keeps it
+    stock with reason installed_elsewhere (it once got a second arena, and an
+    uninstall then failed the next forward). Uninstalls in either order leave
+    the model training as stock does."""
+    for first_out in ("block", "root"):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        rep_block = tide.fsdp.install(mt.blocks[1], timeout_s=TIMEOUT_S)
+        assert rep_block["installed"], rep_block
+        rep = install(mt, ctx)
+        reasons = {g["fqn"]: g["reason"] for g in rep["groups"]}
+        assert reasons["blocks.1"] == "installed_elsewhere", reasons
+        assert [f for f, r in reasons.items() if r is None] == ["<root>", "blocks.0", "blocks.2"], reasons
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=60), tol=tol, what=f"both installed ({first_out} out first)")
+        order = (mt.blocks[1], mt) if first_out == "block" else (mt, mt.blocks[1])
+        for s, module in enumerate(order):
+            assert tide.fsdp.uninstall(module)
+            step_both(ms, mt, opts, batches(ctx, 1, seed=61 + s), tol=tol, what=f"after uninstall {s}")
+
+
+def forward_that_raised(ctx):
+    """An exception inside a block's forward, caught by the training loop,
+    which then follows FSDP2's recovery contract (torch 2.13: reset_iter_state
+    on the root, then the next iteration as usual). The block whose forward
+    raised held its ring slot; after the reset both models train alike. (Without
+    the reset stock FSDP2 itself keeps the failed forward's trackers, e.g. the
+    block's post-forward never runs again, and TIDE's ring then meets the
+    stale holder: RegionConflict, whose message says to reset.)"""
+    if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
+        raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed forward")
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=90), tol=tol, what=f"{mode} before the failure")
+        x = batches(ctx, 1, seed=91)[0]
+        for name, m in (("stock", ms), ("tide", mt)):
+            armed = [True]
+
+            def fail_once(module, args, armed=armed):
+                if armed[0]:
+                    armed[0] = False
+                    raise RuntimeError("injected failure inside a block's forward")
+
+            # Inside blocks.2 (ring slot 0, after blocks.0): past FSDP2's pre-forward, so unsharded.
+            handle = m.blocks[2].fc2.register_forward_pre_hook(fail_once)
+            try:
+                m(x).float().pow(2).mean().backward()
+            except RuntimeError as e:
+                assert "injected failure" in str(e), e
+            else:
+                raise AssertionError(f"{mode}: {name}'s forward did not raise")
+            finally:
+                handle.remove()
+            if name == "tide":
+                # Without the reset the next forward's first ring-mate meets the stale holder.
+                try:
+                    m(x)
+                except tide.fsdp.all_gather.RegionConflict as e:
+                    assert "reset_iter_state" in str(e), e
+                else:
+                    raise AssertionError(f"{mode}: a ring slot held by a failed forward went unnoticed")
+            m.reset_iter_state()
+            m.zero_grad()
+        for step in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=92 + step), tol=tol,
+                      what=f"{mode} after the forward that raised and the reset, step {step}")
+        assert tide.fsdp.uninstall(mt)
