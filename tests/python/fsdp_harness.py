@@ -144,14 +144,14 @@ def uninstall_all_tide() -> None:
     import gc
     import importlib
 
-    from tide.fsdp import dispatch
+    from tide.fsdp import dispatch, registry
 
     install = importlib.import_module("tide.fsdp.install")  # the module (tide.fsdp.install is the function)
-    for model in list(install._installed.keys()):
+    for model in list(registry.installed.keys()):
         try:
             install.uninstall(model)
         except Exception:
-            inst = install._installed.pop(model, None)
+            inst = registry.installed.pop(model, None)
             for tg in inst.tide_groups if inst else []:
                 dispatch.unregister(tg)
     dispatch.deactivate_if_unused()

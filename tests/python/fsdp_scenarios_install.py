@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import importlib
 import logging
 import os
 import weakref
@@ -21,7 +20,7 @@ from fsdp_scenario_kit import (
     compare_models, device_type, fsdp_params_of, install, local, make_pair, mesh_1d, optimizers, shard, stats,
     step_both, tide_groups, tight, train, transformer,
 )
-from tide.fsdp import dispatch, guards
+from tide.fsdp import dispatch, guards, registry
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
@@ -317,7 +316,7 @@ def dropped_without_uninstall(ctx):
     assert_all_tide(install(mt, ctx), 4)
     opts = optimizers(ms, mt, "adam", 1e-2)
     step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="before the drop")
-    owner = weakref.ref(importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].owner)
+    owner = weakref.ref(registry.installed[mt].contexts[0].owner)
     model = weakref.ref(mt)
     del mt, opts
     gc.collect()
@@ -327,7 +326,7 @@ def dropped_without_uninstall(ctx):
     dropped = [m for m in ctx.logs.messages(logging.WARNING) if "without tide.fsdp.uninstall" in m]
     assert len(dropped) == 1, dropped
     try:
-        copy.deepcopy(importlib.import_module("tide.fsdp.install").Installation("in-place", True))
+        copy.deepcopy(registry.Installation("in-place", True))
     except TypeError as e:
         assert "uninstall" in str(e), e
     else:

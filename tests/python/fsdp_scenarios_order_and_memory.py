@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import io
 import logging
 import os
@@ -17,7 +16,7 @@ from fsdp_scenario_kit import (
     Block, FP32, Model, Shard1Block, assert_all_tide, batches, compare_models, install, make_pair, mesh_1d,
     optimizers, stats, tight, train, transformer,
 )
-from tide.fsdp import dispatch, guards
+from tide.fsdp import dispatch, guards, registry
 from torch import nn
 from torch.distributed.tensor import Shard
 
@@ -230,7 +229,7 @@ def grads_released_with_fsdp_state(ctx):
     if cuda:
         _, mt = make_pair(transformer, ctx, mesh_1d(ctx))
         assert_all_tide(install(mt, ctx, release_grads="read-done-polled"), 4)
-        backend = importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].backend
+        backend = registry.installed[mt].contexts[0].backend
         queue = backend.released
         refs: list = []
         orig_add = queue.add
@@ -315,6 +314,5 @@ def arena_accounting(ctx):
 
 
 def _uninstall_all():
-    install_module = importlib.import_module("tide.fsdp.install")
-    for model in list(install_module._installed.keys()):
+    for model in list(registry.installed.keys()):
         tide.fsdp.uninstall(model)

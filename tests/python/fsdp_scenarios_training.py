@@ -5,7 +5,6 @@ cross-rank agreement the comparisons rely on."""
 from __future__ import annotations
 
 import gc
-import importlib
 import weakref
 
 import tide.fsdp
@@ -17,7 +16,7 @@ from fsdp_scenario_kit import (
     device_type, fsdp_params_of, install, int_loss, make_pair, mesh_1d, optimizers, shard, stats, step_both,
     sum_reduction, tide_groups, tight, train, transformer,
 )
-from tide.fsdp import dispatch, guards
+from tide.fsdp import dispatch, guards, registry
 from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -89,7 +88,7 @@ def transformer_fp32_in_place(ctx):
         assert fp._unsharded_param.storage_offset() == 0
     st = stats(mt)
     assert st["rs_in_place"] > 0 and st["ag_resident"] > 0 and "rs_stock" not in st, st
-    owner = weakref.ref(importlib.import_module("tide.fsdp.install")._installed[mt].contexts[0].owner)
+    owner = weakref.ref(registry.installed[mt].contexts[0].owner)
     tide.fsdp.uninstall(mt)
     assert not dispatch.active(), "the last uninstall must restore FSDP2's functions"
     # Back on stock: one more step, then the arena (communicator) goes once nothing views it.

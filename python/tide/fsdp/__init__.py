@@ -17,6 +17,7 @@ left them; the others stay stock, each with one logged line naming the reason
 (logger "tide.fsdp").
 """
 
-from tide.fsdp.install import MODES, arena_bytes, install, report, uninstall
+from tide.fsdp.install import MODES, install, uninstall
+from tide.fsdp.report import arena_bytes, report
 
 __all__ = ["MODES", "arena_bytes", "install", "report", "uninstall"]

@@ -1,10 +1,9 @@
-"""install / uninstall / report."""
+"""install / uninstall."""
 
 from __future__ import annotations
 
 import inspect
 import logging
-import sys
 import types
 import weakref
 from collections import OrderedDict
@@ -18,7 +17,8 @@ from tide._capi import TideError
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
-from tide.fsdp import dispatch, groups, guards, prefetch
+from tide.fsdp import dispatch, groups, guards, prefetch, registry
+from tide.fsdp.report import report
 from tide.fsdp.state import CommContext, TideGroup
 from tide.plan import build_plan_config, make_plan, scratch_bytes
 
@@ -26,73 +26,6 @@ log = logging.getLogger("tide.fsdp")
 
 MODES = ("in-place", "slot-reuse")
 RELEASE_GRADS = ("read-done", "with-fsdp-state", "read-done-polled")
-
-_refused: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
-
-
-class _Installations:
-    """Model -> its Installation. The Installation refers back to the model
-    (its root group's modules, the setters it wrapped), so it lives in the
-    model's own __dict__: a registry holding it would keep every installed
-    model, and its arena, alive after the user dropped it. Only a weak set of
-    the models is kept here."""
-
-    ATTR = "_tide_installation"
-
-    def __init__(self):
-        self._models: weakref.WeakSet = weakref.WeakSet()
-
-    def get(self, model, default=None):
-        inst = getattr(model, "__dict__", {}).get(self.ATTR)
-        return inst if inst is not None else default
-
-    def __getitem__(self, model):
-        inst = self.get(model)
-        if inst is None:
-            raise KeyError(model)
-        return inst
-
-    def __contains__(self, model) -> bool:
-        return self.get(model) is not None
-
-    def __setitem__(self, model, inst) -> None:
-        model.__dict__[self.ATTR] = inst
-        self._models.add(model)
-
-    def pop(self, model, default=None):
-        self._models.discard(model)
-        inst = getattr(model, "__dict__", {}).pop(self.ATTR, None)
-        return inst if inst is not None else default
-
-    def __delitem__(self, model) -> None:
-        if self.pop(model) is None:
-            raise KeyError(model)
-
-    def keys(self) -> list:
-        return [m for m in list(self._models) if m in self]
-
-
-_installed = _Installations()
-
-
-class Installation:
-    def __init__(self, mode: str, ring: bool):
-        self.mode = mode
-        self.ring = ring
-        self.inversion: str = "off"  # backward prefetch inversion: "on" or "off (why)"
-        self.check_read_done = False
-        self.release_grads = "read-done-polled"
-        self.infos: list[groups.GroupInfo] = []
-        self.contexts: list[CommContext] = []
-        self.tide_groups: list[TideGroup] = []
-        self.options: dict[str, Any] = {}         # install()'s arguments, to lay out again
-        self.watched: list[tuple[torch.nn.Module, str]] = []  # FSDP modules' setters wrapped (_LAYOUT_SETTERS)
-        self.dropped: weakref.finalize | None = None  # runs if the model is collected while installed
-
-    def __reduce_ex__(self, protocol):
-        raise TypeError("a model with TIDE installed cannot be pickled or deep-copied (its arena and "
-                        "communicator are this process's): tide.fsdp.uninstall(model) first; state dicts "
-                        "work while installed")
 
 
 # ------------------------------------------------------------------ install
@@ -175,8 +108,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
     if fabric is not None and fabric not in _backend.FABRICS:
         raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
-    if model in _installed:
-        if _installed[model].tide_groups:
+    if model in registry.installed:
+        if registry.installed[model].tide_groups:
             log.info("tide.fsdp: already installed on this model; uninstall() first to change options")
             return report(model, echo=False)
         uninstall(model)  # every group stayed stock last time (say a topology that did not fit): try again
@@ -197,7 +130,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         return _refuse(model, "meta_device", f"{len(on_meta)} parameters are on the meta device (e.g. "
                        f"'{on_meta[0]}'): install after model.to_empty(...) and the weights' initialization")
 
-    inst = Installation(mode, ring)
+    inst = registry.Installation(mode, ring)
     inst.check_read_done = check_read_done
     inst.release_grads = release_grads
     names = {id(m): n for n, m in model.named_modules()}
@@ -257,10 +190,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         dispatch.register(tg)
     if inst.tide_groups:
         dispatch.activate()
-    _installed[model] = inst
+    registry.installed[model] = inst
     inst.dropped = weakref.finalize(model, _dropped_while_installed, len(inst.tide_groups))
     inst.dropped.atexit = False  # exiting with TIDE installed is no drop: nothing to say then
-    _refused.pop(model, None)
+    registry.refused.pop(model, None)
     inst.options = given
     _watch_layout_setters(model, inst)
     for info in inst.infos:
@@ -347,7 +280,7 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     its slot finds it taken; a pinned group that reshards again can share a
     slot), a TIDE group was given its own comm (it must run stock), or a
     group that stayed stock for its own comm has FSDP2's back."""
-    inst = _installed.get(model)
+    inst = registry.installed.get(model)
     if inst is None:
         return
     in_ring = {id(tg) for ctx in inst.contexts for tg in _arena.ring_members_of(ctx.groups, ring=inst.ring)}
@@ -408,7 +341,7 @@ def _inversion_status(mode: str, wanted: bool) -> str:
 
 def _refuse(model, reason: str, message: str) -> dict:
     log.warning("tide.fsdp: FSDP2 stays stock: %s (%s)", reason, message)
-    _refused[model] = {"reason": reason, "message": message}
+    registry.refused[model] = {"reason": reason, "message": message}
     return report(model, echo=False)
 
 
@@ -626,7 +559,7 @@ def _restore(tg: TideGroup) -> None:
 def uninstall(model: torch.nn.Module) -> bool:
     """Restore stock FSDP2 for `model` (between steps). The arena is released
     once nothing views it any more. Returns False if TIDE was not installed."""
-    inst = _installed.get(model)
+    inst = registry.installed.get(model)
     if inst is None:
         return False
     busy = _first_busy([tg.info for tg in inst.tide_groups])
@@ -644,7 +577,7 @@ def uninstall(model: torch.nn.Module) -> bool:
         tg.ag_outputs, tg.resident, tg._shard_views, tg._own_views, tg.marker = [], [], None, None, None
         tg._grad_slots = None
     dispatch.deactivate_if_unused()
-    del _installed[model]
+    del registry.installed[model]
     if inst.dropped is not None:
         inst.dropped.detach()
     for ctx in inst.contexts:
@@ -654,97 +587,3 @@ def uninstall(model: torch.nn.Module) -> bool:
                         "installed); it stays allocated until the process exits", ctx.topology)
     log.info("tide.fsdp: uninstalled; %d parameter groups back on stock FSDP2", len(inst.tide_groups))
     return True
-
-
-# ------------------------------------------------------------------ report
-
-def arena_bytes(model: torch.nn.Module) -> int:
-    """Bytes this rank holds for `model`'s TIDE arenas outside PyTorch's
-    allocator: torch.cuda.memory_reserved() does not include them (CUDA: one
-    ncclMemAlloc symmetric window per shard group; host fabric: one
-    shared-memory segment per shard group). 0 when TIDE is not installed.
-    See arena.py for why the arena is not allocated through torch."""
-    inst = _installed.get(model)
-    return sum(c.reserved_bytes for c in inst.contexts) if inst is not None else 0
-
-
-def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
-    """Per parameter group: TIDE or the fallback reason, region (ring slot or
-    pinned) and its size, staging bytes, the plan summary, backward prefetch
-    inversion and call counts; per shard group: the arena, with the bytes it
-    holds outside torch's allocator (arena_bytes); install()'s arguments
-    ("options"). Printed as a table when echo is True."""
-    inst = _installed.get(model)
-    out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__,
-                           "arena_bytes": arena_bytes(model)}
-    if inst is None:
-        refused = _refused.get(model, {"reason": "not_installed", "message": "tide.fsdp.install was not called"})
-        out.update(reason=refused["reason"], message=refused["message"], mode=None, groups=[], arenas=[],
-                   prefetch_inversion=None)
-    else:
-        by_group = {id(tg.info.group): tg for tg in inst.tide_groups}
-        rows = []
-        for info in inst.infos:
-            tg = by_group.get(id(info.group))
-            if tg is not None:
-                rows.append(tg.summary())
-            else:
-                rows.append({"fqn": info.fqn, "status": "stock", "reason": info.reason, "detail": info.detail,
-                             "params": len(info.group.fsdp_params)})
-        out.update(reason=None, message="", mode=inst.mode, ring=inst.ring, groups=rows,
-                   arenas=[c.summary() for c in inst.contexts], prefetch_inversion=inst.inversion,
-                   check_read_done=inst.check_read_done, release_grads=inst.release_grads,
-                   options=dict(inst.options))
-    if echo:
-        _print(out, file or sys.stdout)
-    return out
-
-
-def _calls_and_time(stats: dict, kind: str, label: str) -> str:
-    """'N <label> X ms (Y us each)' from a fabric's stats (libtide's host time inside the calls)."""
-    calls = stats[f"{kind}_calls"]
-    each = f" ({tide_comm.host_us_per_call(stats, kind):.0f} us each)" if calls else ""
-    return f"{calls} {label} {stats[f'{kind}_host_ns'] / 1e6:.1f} ms{each}"
-
-
-def _print(rep: dict, file) -> None:
-    w = file.write
-    if not rep["groups"]:
-        w(f"tide.fsdp: not installed: {rep.get('reason')} ({rep.get('message')})\n")
-        return
-    w(f"tide.fsdp: {rep['mode']}, torch {rep['torch']}, backward prefetch inversion {rep['prefetch_inversion']}"
-      + (", read-done check on" if rep.get("check_read_done") else "") + "\n")
-    for a in rep["arenas"]:
-        regions = ", ".join(f"{r['name']} {r['bytes']} B" for r in a["regions"])
-        w(f"  arena ({a['fabric']}, {a['topology'][0]}x{a['topology'][1]}, rails {a['rails']}): "
-          f"{a['arena_bytes']} B per rank "
-          f"(user {a['user_bytes']} B: {regions}; resident shards {a['resident_bytes']} B; "
-          f"scratch ~{a['scratch_bytes_estimate']} B; shard buffer {a['shard_buffer_bytes']} B in torch memory); "
-          f"{a['reserved_bytes']} B held outside torch's allocator\n")
-        st = a.get("fabric_stats")
-        if st:
-            w(f"    fabric so far: {st['copy_descriptors']} copies ({st['copy_bytes']} B; "
-              f"{st['copy_graph_launches']} lists as cached-graph launches, {st['copy_graphs_built']} graphs), "
-              f"{st['rail_puts']} rail puts, {st['sum_elems']} summed elements; host time inside "
-              f"{_calls_and_time(st, 'all_gather', 'all-gathers')}, "
-              f"{_calls_and_time(st, 'reduce_scatter', 'reduce-scatters')}\n")
-    w(f"  arena bytes outside torch's allocator, this rank: {rep['arena_bytes']} "
-      f"(not in torch.cuda.memory_reserved(); tide.fsdp.arena_bytes(model))\n")
-    w(f"  {'group':<28} {'status':<8} {'region':<16} {'slot B':>10} {'unsharded B':>12} {'staging B':>10}"
-      f"  plan / reason\n")
-    for g in rep["groups"]:
-        if g["status"] == "tide":
-            p = g["plan"]
-            st = g["stats"]
-            note = (f"{g['params']} params {g['dtype']}, shard {g['shard_source']}, AG rounds {p['ag_rounds']} "
-                    f"desc {p['ag_descriptors']}, RS waves {p['rs_waves']}, live {p['tide_live_ns']} NS "
-                    f"(FSDP2 {p['fsdp2_live_ns']})" + (", folded" if g["folded"] else "")
-                    + f"; calls: AG {st.get('all_gathers', 0)}, RS {st.get('reduce_scatters', 0)}"
-                    + (f" (+{st['rs_stock']} stock)" if st.get("rs_stock") else "")
-                    + (f", next AG issued ahead of this RS {st['prefetch_inversions']}x"
-                       if st.get("prefetch_inversions") else ""))
-            w(f"  {g['fqn'][:28]:<28} {'tide':<8} {g['region'][:16]:<16} {g['region_bytes']:>10} "
-              f"{g['unsharded_bytes']:>12} {g['staging_bytes']:>10}  {note}\n")
-        else:
-            w(f"  {g['fqn'][:28]:<28} {'stock':<8} {'-':<16} {'-':>10} {'-':>12} {'-':>10}  "
-              f"{g['reason']}: {g['detail']}\n")
