@@ -274,6 +274,7 @@ def _mid_call_rank(rank: int, op: str, ids, gathered, out, stderr_path: str) -> 
         verdict, message = "completed", f"a {op} with a gone peer completed"
     except _capi.TideError as e:
         verdict, message = "failed", str(e)
+    out.put((0, "returned", repr(time.time())))  # before close, whose own deadline is longer
     comm.close()
     out.put((0, verdict, message))
     out.close()
@@ -303,17 +304,21 @@ def check_peer_gone_mid_call(op: str) -> list[str]:
     for p in procs:
         p.start()
     give_up = time.monotonic() + HOST_DEADLINE_S + 60
-    replies, called_at, exited_at = [], None, None
+    replies, called_at, returned_at, exited_at = [], None, None, None
     while time.monotonic() < give_up and (procs[0].is_alive() or not out.empty()):
         while not out.empty():
             replies.append(out.get())
             if replies[-1][:2] == (0, "calling"):
                 called_at = float(replies[-1][2])
+            elif replies[-1][:2] == (0, "returned"):
+                returned_at = float(replies[-1][2])
         procs[0].join(0.05)
         if exited_at is None and not procs[0].is_alive():
             exited_at = time.time()  # within 50 ms of the exit; one host, so one wall clock
     while not out.empty():
         replies.append(out.get())
+        if replies[-1][:2] == (0, "returned"):
+            returned_at = float(replies[-1][2])
     hung = procs[0].is_alive()
     for p in procs:
         if p.is_alive():
@@ -323,8 +328,11 @@ def check_peer_gone_mid_call(op: str) -> list[str]:
     for log in logs:
         os.unlink(log)
     fatal = next((line for line in stderr.splitlines() if "FATAL" in line), "")
-    answer = next(((what, message) for rank, what, message in replies if rank == 0 and what != "calling"), None)
-    took = (exited_at - called_at) if called_at is not None and exited_at is not None else float("inf")
+    answer = next(((what, message) for rank, what, message in replies
+                   if rank == 0 and what not in ("calling", "returned")), None)
+    # The call ends where it returned or raised, else where the process went.
+    ended_at = returned_at if returned_at is not None else exited_at
+    took = (ended_at - called_at) if called_at is not None and ended_at is not None else float("inf")
     if answer is not None:
         how, reason, ok = answer[0], answer[1], answer[0] == "failed"
     else:
