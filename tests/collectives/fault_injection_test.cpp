@@ -18,6 +18,24 @@ namespace {
 
 using namespace tide::test;  // NOLINT(google-build-using-namespace): the shared test helpers
 
+struct FaultCase {
+  collectives::Fault fault;
+  Topo topo;
+  plan::Mode mode;
+};
+
+// A run of two calls that injects c.fault on rank 0, with short deadlines.
+HostRunOptions faultRun(const FaultCase& c, uint64_t seed) {
+  HostRunOptions o = baseOptions(c.topo.m, c.topo.l, seed);
+  o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
+  o.planOptions.rs.mode = c.mode;
+  if (c.mode == plan::Mode::kSlotReuse) o.planOptions.rs.roundWidth = 1;
+  o.iters = 2;
+  o.timeoutSeconds = 1.0;
+  o.fault = {c.fault, 0};
+  return o;
+}
+
 class Faults : public ::testing::TestWithParam<FaultCase> {};
 
 TEST_P(Faults, AreDetected) {

@@ -1,6 +1,6 @@
 // Helpers shared by the host-fabric collective tests: fresh seeds, ragged
 // parameter shapes, a base run per topology, the reference check of a run, and
-// the runs that inject one fault.
+// a fault's name as a test parameter name.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -62,24 +62,6 @@ inline void expectOk(const bench::HostRunResult& r) {
 struct Topo {
   int m, l;
 };
-
-struct FaultCase {
-  collectives::Fault fault;
-  Topo topo;
-  plan::Mode mode;
-};
-
-// A run of two calls that injects c.fault on rank 0, with short deadlines.
-inline HostRunOptions faultRun(const FaultCase& c, uint64_t seed) {
-  HostRunOptions o = baseOptions(c.topo.m, c.topo.l, seed);
-  o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
-  o.planOptions.rs.mode = c.mode;
-  if (c.mode == plan::Mode::kSlotReuse) o.planOptions.rs.roundWidth = 1;
-  o.iters = 2;
-  o.timeoutSeconds = 1.0;
-  o.fault = {c.fault, 0};
-  return o;
-}
 
 // A fault's name as a gtest parameter name ('-' is not allowed there).
 inline std::string faultTestName(collectives::Fault fault) {

@@ -38,6 +38,14 @@ TIMEOUT_S = 5.0  # the communicator's wait deadline T
 HOST_DEADLINE_S = 2 * TIMEOUT_S + 10  # every host wait on NCCL (bootstrap, teardown): 2 T + 10 s
 
 
+def _gpu_usable() -> bool:
+    """The GPU still computes right in this process (after an abort or a failed bootstrap)."""
+    import torch
+
+    x = torch.ones(1 << 20, device="cuda:0")
+    return float(x.sum()) == float(1 << 20)
+
+
 def _refused_unless_zero(value: str, out) -> None:
     os.environ["NCCL_NVLS_ENABLE"] = value  # before this process's first NCCL communicator
     os.environ.pop("TIDE_ENABLE_MULTICAST", None)
@@ -71,8 +79,6 @@ def check_multicast_rule() -> list[str]:
 
 
 def _alone_in_a_world_of_two(out) -> None:
-    import torch
-
     from tide import _capi
     from tide.comm import Communicator, unique_id
 
@@ -86,9 +92,7 @@ def _alone_in_a_world_of_two(out) -> None:
         comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=ARENA, fabric="cuda",
                             unique_id=unique_id(), device=0, timeout_s=TIMEOUT_S)
         comm.close()
-        x = torch.ones(1 << 20, device="cuda:0")
-        usable = float(x.sum()) == float(1 << 20)
-        out.put((verdict if usable else "GPU broken", e.message, took))
+        out.put((verdict if _gpu_usable() else "GPU broken", e.message, took))
         return
     comm.close()
     out.put(("created", "a two-rank communicator was made with one rank", time.monotonic() - start))
@@ -185,8 +189,7 @@ def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
     start = time.monotonic()
     comm.close()
     took = time.monotonic() - start
-    x = torch.ones(1 << 20, device="cuda:0")  # the GPU still works after the abort
-    out.put((0, "closed" if float(x.sum()) == float(1 << 20) else "GPU broken", took, rails))
+    out.put((0, "closed" if _gpu_usable() else "GPU broken", took, rails))  # the GPU still works after the abort
 
 
 def _run_two_ranks(ctx, target, args_of, out) -> tuple[bool, list]:
@@ -282,10 +285,7 @@ def _mid_call_rank(rank: int, op: str, ids, gathered, out, stderr_path: str) -> 
 
 
 def _gpu_still_works(out) -> None:
-    import torch
-
-    x = torch.ones(1 << 20, device="cuda:0")
-    out.put(float(x.sum()) == float(1 << 20))
+    out.put(_gpu_usable())
 
 
 def check_peer_gone_mid_call(op: str) -> list[str]:
@@ -304,22 +304,19 @@ def check_peer_gone_mid_call(op: str) -> list[str]:
     for p in procs:
         p.start()
     give_up = time.monotonic() + HOST_DEADLINE_S + 60
-    replies, called_at, returned_at, exited_at = [], None, None, None
+    replies, exited_at = [], None
     while time.monotonic() < give_up and (procs[0].is_alive() or not out.empty()):
         while not out.empty():
             replies.append(out.get())
-            if replies[-1][:2] == (0, "calling"):
-                called_at = float(replies[-1][2])
-            elif replies[-1][:2] == (0, "returned"):
-                returned_at = float(replies[-1][2])
         procs[0].join(0.05)
         if exited_at is None and not procs[0].is_alive():
             exited_at = time.time()  # within 50 ms of the exit; one host, so one wall clock
     while not out.empty():
         replies.append(out.get())
-        if replies[-1][:2] == (0, "returned"):
-            returned_at = float(replies[-1][2])
     hung = procs[0].is_alive()
+    # Rank 0 sends the wall-clock times of its call's start and end with the messages.
+    times = {what: float(detail) for rank, what, detail in replies if rank == 0 and what in ("calling", "returned")}
+    called_at = times.get("calling")
     for p in procs:
         if p.is_alive():
             p.kill()
@@ -331,7 +328,7 @@ def check_peer_gone_mid_call(op: str) -> list[str]:
     answer = next(((what, message) for rank, what, message in replies
                    if rank == 0 and what not in ("calling", "returned")), None)
     # The call ends where it returned or raised, else where the process went.
-    ended_at = returned_at if returned_at is not None else exited_at
+    ended_at = times.get("returned", exited_at)
     took = (ended_at - called_at) if called_at is not None and ended_at is not None else float("inf")
     if answer is not None:
         how, reason, ok = answer[0], answer[1], answer[0] == "failed"
