@@ -49,6 +49,8 @@ def fallbacks(ctx):
     for fqn, reason in (("blocks.1", "shard_dim_1"), ("blocks.2", "mixed_dtypes"), ("blocks.3", "too_many_params")):
         mine = [m for m in lines if f"'{fqn}'" in m]
         assert len(mine) == 1 and reason in mine[0], (fqn, lines)
+    # Installed before the first forward, the parameters are named from their own module.
+    assert "parameter 'blocks.1.fc1.weight' is Shard(1)" in " ".join(lines), lines
     assert len(lines) == 3, lines
     opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
     for s in range(3):

@@ -4,6 +4,8 @@ backward prefetch inversion), and unsharded parameters used when they must not b
 
 from __future__ import annotations
 
+import logging
+
 import tide.fsdp
 import torch
 from fsdp_harness import ScenarioSkipped
@@ -391,10 +393,53 @@ def stale_unsharded_use_fails(ctx):
         assert tide.fsdp.uninstall(mt)
 
 
+KEPT_REGATHERED = "was kept unsharded by set_reshard_after_backward(False)"
+
+
+def _kept_regathered_warnings(ctx, since: int) -> list[str]:
+    return [m for m in ctx.logs.messages(logging.WARNING)[since:] if KEPT_REGATHERED in m]
+
+
 def reshard_after_backward_false(ctx):
     """Gradient accumulation without sync and without resharding after
     backward on the first micro-batches: groups left unsharded in a ring slot
-    after their backward are resharded when the slot is needed."""
+    after their backward are resharded when the slot is needed, and gathered
+    again with the same shards (no optimizer step in between): nothing to warn
+    of (kept_unsharded_across_a_step)."""
+    since = len(ctx.logs.messages(logging.WARNING))
     train(ctx, transformer, micro=3, no_sync_first=True, keep_unsharded_first=True, expect_groups=4)
     train(ctx, transformer, micro=2, no_sync_first=True, keep_unsharded_first=True, mode="slot-reuse",
           expect_groups=4)
+    assert not _kept_regathered_warnings(ctx, since), _kept_regathered_warnings(ctx, since)
+
+
+def kept_unsharded_across_a_step(ctx):
+    """set_reshard_after_backward(False) left on through optimizer steps:
+    stock FSDP2 goes on computing with the unsharded values it kept (stale
+    after a step). In the ring a ring-mate reshards a kept group, which then
+    gathers the updated shards: the results differ from stock's, and TIDE
+    says so once for that group (a warning naming it, the setter and
+    ring=False). With ring=False every step matches stock's, silently."""
+    for ring in (True, False):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, ring=ring), 4)
+        opts = optimizers(ms, mt, "sgd", 0.1)
+        for m in (ms, mt):
+            m.set_reshard_after_backward(False)
+        since = len(ctx.logs.messages(logging.WARNING))
+        for s in range(3):
+            xs = batches(ctx, 1, seed=80 + s)
+            if ring:  # (no comparison: TIDE gathers updated shards where stock keeps stale ones)
+                for m, opt in zip((ms, mt), opts):
+                    m(xs[0]).float().pow(2).mean().backward()
+                    opt.step()
+                    opt.zero_grad()
+            else:
+                step_both(ms, mt, opts, xs, tol=tight(ctx, FP32), what=f"ring=False step {s}")
+        warned = _kept_regathered_warnings(ctx, since)
+        if ring:
+            assert len(warned) == 1 and "ring=False" in warned[0], warned
+            assert stats(mt).get("kept_regathered_after_update", 0) >= 2, stats(mt)
+        else:
+            assert not warned, warned
+        tide.fsdp.uninstall(mt)

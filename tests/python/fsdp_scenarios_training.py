@@ -17,8 +17,10 @@ from fsdp_scenario_kit import (
     sum_reduction, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
+from tide.fsdp.all_gather import RegionConflict
 from torch import nn
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 
 
 def a_check_failing_on_one_rank_fails_every_rank(ctx):
@@ -235,6 +237,72 @@ def frozen_parameters(ctx):
         assert mt.blocks[1].norm.weight.grad is None
 
 
+class NormOnSomeRanks(Model):
+    """The root's final norm runs on the ranks in `norm_ranks` only (None: on
+    every rank), so its parameters get gradients there only."""
+
+    norm_ranks: set[int] | None = None
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        if self.norm_ranks is None or dist.get_rank() in self.norm_ranks:
+            x = self.norm(x)
+        return self.out(x)
+
+
+def ranks_disagree_on_unused_params(ctx):
+    """Parameters with gradients on some ranks only, without
+    set_reduce_scatter_unused_params(True). Stock FSDP2 then reduce-scatters
+    lists of different sizes and fails; TIDE's reduce-scatter has the
+    group's fixed layout and completes, and FSDP2 would drop the reduced
+    shard on the ranks without the gradient (their parameters drifting from
+    the others' silently), so such a rank raises, naming the parameters and
+    the setter. Unused on every rank (the same lists everywhere) trains as
+    stock, as it does with the setter."""
+    build = lambda: NormOnSomeRanks([Block() for _ in range(2)])  # noqa: E731
+    last = ctx.world - 1
+    for unused_params in (False, True):
+        ms, mt = make_pair(build, ctx, mesh_1d(ctx))
+        if unused_params:
+            for m in (ms, mt):
+                m.set_reduce_scatter_unused_params(True)
+        assert_all_tide(install(mt, ctx), 3)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32)
+        ms.norm_ranks = mt.norm_ranks = set()  # unused on every rank
+        step_both(ms, mt, opts, batches(ctx, 1, seed=70), tol=tol, what=f"unused everywhere ({unused_params})")
+        assert (stats(mt).get("rs_partial", 0) > 0) != unused_params, stats(mt)
+        ms.norm_ranks = mt.norm_ranks = set(range(last))  # unused on the last rank only
+        if unused_params:  # zeros from the last rank, as stock
+            step_both(ms, mt, opts, batches(ctx, 1, seed=71), tol=tol, what="unused on one rank, with the setter")
+        else:  # (stock would fail in gloo: TIDE alone)
+            raised = None
+            try:
+                mt(batches(ctx, 1, seed=71)[0]).float().pow(2).mean().backward()
+            except RuntimeError as e:
+                raised = str(e)
+
+            def check():
+                if ctx.rank != last:
+                    assert raised is None, raised
+                    return
+                assert raised is not None, "the rank without the norm's gradients did not raise"
+                for want in ("'norm.weight'", "'norm.bias'", "set_reduce_scatter_unused_params(True)"):
+                    assert want in raised, raised
+            agree(check)
+            if not hasattr(mt, "reset_iter_state"):
+                tide.fsdp.uninstall(mt)
+                continue
+            mt.reset_iter_state()  # FSDP2's recovery after a failed step (torch 2.13)
+            for m, opt in zip((ms, mt), opts):
+                opt.zero_grad(set_to_none=True)
+                m.norm_ranks = None
+            step_both(ms, mt, opts, batches(ctx, 1, seed=72), tol=tol, what="after the failure")
+        tide.fsdp.uninstall(mt)
+
+
 def activation_checkpointing(ctx):
     """Activations recomputed in backward: each block's forward runs a second
     time between its pre-backward all-gather and its reduce-scatter, reading
@@ -333,6 +401,52 @@ def user_unshard_for_eval(ctx):
     step_both(ms, mt, opts, batches(ctx, 1, seed=9), tol=tight(ctx, FP32), what="step after inference")
     assert stats(mt)["all_gathers"] > 0
     tide.fsdp.uninstall(mt)
+
+
+def _fsdp_modules(model):
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def unshard_every_module(ctx):
+    """The user unshards every FSDP module at once (FSDPModule.unshard(),
+    e.g. to read the full weights), waits, then reshards. With one region per
+    group (ring=False) TIDE holds them all, as stock does. In the ring a slot
+    holds one group at a time: the second group of a slot raises
+    RegionConflict naming unshard(), both with the first one's gather pending
+    (async) and with it done (before, a pending gather of the user's was
+    dropped as a stale prefetch and its parameters silently stayed sharded).
+    After resharding every module, training goes on as stock's."""
+    for ring in (False, True):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, ring=ring), 4)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=60), tol=tol, what=f"ring={ring} step 0")
+        for async_op in (True, False):
+            full = []
+            for name, m in (("stock", ms), ("tide", mt)):
+                try:
+                    handles = [mod.unshard(async_op=async_op) for mod in _fsdp_modules(m)]
+                    for h in handles:
+                        if h is not None:
+                            h.wait()
+                    full.append({n: p.detach().clone() for n, p in m.named_parameters()})
+                except RegionConflict as e:
+                    assert name == "tide" and ring, (name, ring, e)
+                    assert "FSDPModule.unshard()" in str(e) and "ring=False" in str(e), e
+                    full.append(None)
+                for mod in _fsdp_modules(m):
+                    mod.reshard()
+            what = f"ring={ring} async_op={async_op}"
+            if ring:
+                assert full[1] is None, f"{what}: every group unsharded in a two-slot ring"
+            else:
+                assert sorted(full[0]) == sorted(full[1]), what
+                for n in full[0]:
+                    assert not isinstance(full[1][n], DTensor), f"{what}: '{n}' stayed sharded"
+                    compare(full[0][n], full[1][n], f"{what}: {n}", tol)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=61), tol=tol, what=f"ring={ring} after the unshards")
+        tide.fsdp.uninstall(mt)
 
 
 def gradient_clipping(ctx):

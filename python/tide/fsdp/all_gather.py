@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 
 import torch
 
@@ -28,6 +29,32 @@ log = logging.getLogger("tide.fsdp")
 
 class RegionConflict(RuntimeError):
     """A group needs a ring slot that another unsharded group still uses."""
+
+
+# Where an all-gather comes from. FSDP2 prefetches through _prefetch_unshard,
+# which dispatch wraps (`prefetches_marked` once it does); a gather of an idle
+# group outside it is the user's FSDPModule.unshard(), which a ring-mate must
+# never drop as a stale prefetch. Without the wrapper nothing tells the two
+# apart, and every idle gather counts as a prefetch (as before the marking).
+_in_prefetch = threading.local()
+prefetches_marked = False
+
+
+@contextlib.contextmanager
+def prefetching():
+    """Marks the all-gathers issued inside as FSDP2 prefetches."""
+    before = getattr(_in_prefetch, "on", False)
+    _in_prefetch.on = True
+    try:
+        yield
+    finally:
+        _in_prefetch.on = before
+
+
+def _explicit_unshard(group) -> bool:
+    """Is this all-gather of `group` the user's FSDPModule.unshard()?"""
+    return (prefetches_marked and not getattr(_in_prefetch, "on", False)
+            and group._training_state == guards.internals().TrainingState.IDLE)
 
 
 def region_holder(tg):
@@ -65,7 +92,8 @@ def _scan_region(tg, own_unshard: bool) -> tuple:
             # prefetch of a group not running (a block skipped this step). FSDP2
             # drops such a gather at the end of the backward, or never uses it;
             # the group gathers again should it run after all.
-            if stale_backward_prefetch(tg, other) or (own_unshard and group._training_state == idle):
+            if not other.explicit_unshard and (stale_backward_prefetch(tg, other)
+                                               or (own_unshard and group._training_state == idle)):
                 others.append((other, True))
                 continue
             return other, []
@@ -92,18 +120,13 @@ def claim_region(tg) -> None:
     before any group is touched."""
     holder, others = _scan_region(tg, own_unshard=True)
     if holder is not None:
-        group = holder.info.group
-        what = ("has an all-gather pending" if group._all_gather_result is not None
-                else f"is unsharded ({group._training_state.name})")
-        if group._training_state == guards.internals().TrainingState.FORWARD:
-            # Ring-mates never nest, so a ring-mate still in its forward is one whose forward raised.
-            what += (" -- if an exception ended a forward, call the root module's reset_iter_state() before the "
-                     "next step, which resets FSDP2's state and frees the slot")
-        raise RegionConflict(_conflict(tg, holder, what))
+        raise RegionConflict(_conflict(tg, holder))
     for other, stale in others:  # (the members that are neither sharded nor free of a pending gather)
         if stale:
             _drop_stale_gather(tg, other)
-        if not other.info.group.is_sharded:
+        if other.kept_after_backward:
+            other.ring_resharded_kept()
+        elif not other.info.group.is_sharded:
             other.info.group._to_sharded()
 
 
@@ -136,10 +159,38 @@ def _drop_stale_gather(tg, other) -> None:
                  "the group gathers again if it runs", other.info.fqn, tg.info.fqn)
 
 
-def _conflict(tg, other, what: str) -> str:
-    return (f"tide.fsdp: ring {tg.region.name}: group '{tg.info.fqn}' needs it while '{other.info.fqn}' {what}; "
-            "the groups do not run in module order with prefetch depth 1. "
-            "Install with ring=False (one region per group) for this model.")
+def _warn_regathered_updated(tg) -> None:
+    """tg was kept unsharded by set_reshard_after_backward(False), a ring-mate
+    needed its slot, and its shards changed since it was kept (an optimizer
+    step): this gather takes the updated shards, where stock FSDP2 would go
+    on computing with the unsharded values it kept."""
+    tg.stats["kept_regathered_after_update"] += 1
+    if tg.kept_reshard_warned:
+        return
+    tg.kept_reshard_warned = True
+    log.warning("tide.fsdp: ring %s: group '%s' was kept unsharded by set_reshard_after_backward(False), resharded "
+                "when a ring-mate needed the slot, and its shards have changed since (an optimizer step): it gathers "
+                "the updated shards, where stock FSDP2 would go on with the unsharded values it kept. Call "
+                "set_reshard_after_backward(True) before the step that updates the shards, or install with "
+                "ring=False to keep stock's behaviour (said once per group)", tg.region.name, tg.info.fqn)
+
+
+def _conflict(tg, other) -> str:
+    group = other.info.group
+    pending = group._all_gather_result is not None
+    where = f"tide.fsdp: ring {tg.region.name}: group '{tg.info.fqn}' needs it while '{other.info.fqn}'"
+    ring_false = "Install with ring=False (one region per group) for this model."
+    if other.explicit_unshard:
+        what = "has an all-gather pending" if pending else "is unsharded"
+        return (f"{where} {what} from FSDPModule.unshard(): a ring slot holds one group's parameters at a time "
+                f"(ring-mates: {', '.join(m.info.fqn for m in tg.region.members)}); call reshard() on it first, "
+                f"or unshard only one group per slot. {ring_false}")
+    what = "has an all-gather pending" if pending else f"is unsharded ({group._training_state.name})"
+    if group._training_state == guards.internals().TrainingState.FORWARD:
+        # Ring-mates never nest, so a ring-mate still in its forward is one whose forward raised.
+        what += (" -- if an exception ended a forward, call the root module's reset_iter_state() before the "
+                 "next step, which resets FSDP2's state and frees the slot")
+    return f"{where} {what}; the groups do not run in module order with prefetch depth 1. {ring_false}"
 
 
 def adopt(tg, index: int, copy_in_stream=None) -> None:
@@ -224,6 +275,9 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
     tg.check_dtypes()
     claim_region(tg)
+    if tg.regathered_updated():
+        _warn_regathered_updated(tg)
+    tg.explicit_unshard = _explicit_unshard(group)
     tg.mark_unsharded()  # before the gather writes (shard_pointer preserves the versions it finds)
     shard_ptr = shard_pointer(tg, copy_in_stream)
     event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.ctx, tg.region, copy_in_stream,

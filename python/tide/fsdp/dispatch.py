@@ -131,7 +131,8 @@ def prefetch_unshard(target_fsdp_param_group, pass_type):
         if holder is not None:
             _defer_prefetch(tg, holder, pass_type)
             return None
-    return _originals["_prefetch_unshard"].__func__(target_fsdp_param_group, pass_type)
+    with _ag.prefetching():
+        return _originals["_prefetch_unshard"].__func__(target_fsdp_param_group, pass_type)
 
 
 def _defer_prefetch(tg, holder, pass_type) -> None:
@@ -180,7 +181,9 @@ def activate() -> None:
         if getattr(current, "__func__", None) is not prefetch_unshard:
             _originals.setdefault("_prefetch_unshard", current)
         cls._prefetch_unshard = staticmethod(prefetch_unshard)
+        _ag.prefetches_marked = True
     else:
+        _ag.prefetches_marked = False
         log.info("tide.fsdp: prefetches into a held ring slot will raise RegionConflict, not be deferred: %s (%s)",
                  *problem)
     _active = True
@@ -203,4 +206,5 @@ def deactivate_if_unused() -> None:
             cls._prefetch_unshard = original
         else:
             log.warning("tide.fsdp: FSDPParamGroup._prefetch_unshard was rebound by someone else; leaving it")
+    _ag.prefetches_marked = False
     _active = False

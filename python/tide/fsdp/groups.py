@@ -80,8 +80,10 @@ def has_custom_comms(group) -> bool:
             or type(group._reduce_scatter_comm) is not it.DefaultReduceScatter)
 
 
-def describe(group: Any, *, order: int, is_root: bool, fqn: str) -> GroupInfo:
-    """GroupInfo with the contract verdict (reason None = eligible, pending the plan check)."""
+def describe(group: Any, *, order: int, is_root: bool, fqn: str, module_names: dict[int, str]) -> GroupInfo:
+    """GroupInfo with the contract verdict (reason None = eligible, pending the plan check).
+    `module_names`: id(module) -> its name in the installed model, which names the
+    parameters until FSDP2's root lazy init (the first forward) sets their own."""
     info = GroupInfo(group=group, fqn=fqn, order=order, is_root=is_root)
 
     def refuse(reason: str, detail: str) -> GroupInfo:
@@ -112,7 +114,7 @@ def describe(group: Any, *, order: int, is_root: bool, fqn: str) -> GroupInfo:
 
     names, dtypes = [], []
     for i, fp in enumerate(group.fsdp_params):
-        name = getattr(fp, "_param_fqn", None) or f"{fqn}.{fp._module_info.param_name}"
+        name = getattr(fp, "_param_fqn", None) or param_name(fp, module_names)
         names.append(name)
         dim = fp.fsdp_placement.dim
         if dim != 0:
@@ -142,6 +144,13 @@ def describe(group: Any, *, order: int, is_root: bool, fqn: str) -> GroupInfo:
     info.shapes = [tuple(int(d) for d in fp._orig_size) for fp in group.fsdp_params]
     info.adoptable = all(getattr(fp, "param_dtype", None) is None for fp in group.fsdp_params)
     return info
+
+
+def param_name(fp: Any, module_names: dict[int, str]) -> str:
+    """The parameter's name in the installed model, from the module that holds it."""
+    info = fp._module_info
+    owner = module_names.get(id(info.module), "?")
+    return f"{owner}.{info.param_name}" if owner else info.param_name
 
 
 def check_layout(info: GroupInfo, plan: dict) -> GroupInfo:

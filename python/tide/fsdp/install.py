@@ -149,7 +149,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             except Exception as e:  # FSDP2 refuses: stay stock
                 return _refuse(model, "lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
             fqn = group._module_fqn or ", ".join(names.get(id(m), "?") for m in group.modules) or "<root>"
-            inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn))
+            inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn,
+                                              module_names=names))
     # A group TIDE already runs through another installation (on a module inside this one, or
     # one containing it, installed before FSDP2 knew its root): installing it twice would give it
     # two arenas, and the second uninstall would restore what the first had replaced.
@@ -506,7 +507,7 @@ def _apply(tg: TideGroup) -> None:
         # set_reshard_after_backward(False): the group keeps its ring slot past
         # its backward; a ring-mate may reshard it (all_gather._scan_region).
         if not group.is_sharded:
-            tg.kept_after_backward = True
+            tg.note_kept()
         return result
 
     group.post_backward = post_backward

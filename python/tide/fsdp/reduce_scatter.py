@@ -100,6 +100,7 @@ class ReduceScatterCall(_ReduceScatterBase):
         self.keep: list[torch.Tensor] = []         # torch tensors read in place (released at read-done)
         self.slot_views: list[torch.Tensor] = []   # Slot-Reuse: the gradients' copies in the region
         self.region = None
+        self.missing: list[int] = []  # group positions without a gradient on this rank (take_grads)
 
     # -- Comm
     def allocate(self, size, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -133,6 +134,7 @@ class ReduceScatterCall(_ReduceScatterBase):
         else:
             present = set(index)
             missing = [p for p in range(len(numels)) if p not in present]
+        self.missing = missing
         if missing:  # parameters without a gradient this step contribute zeros
             zeros = torch.zeros(max(tg.numels[p] for p in missing), dtype=self.grad_dtype, device=grads[0].device
                                 if grads else tg.backend.device)
@@ -201,6 +203,33 @@ class ReduceScatterCall(_ReduceScatterBase):
                     at += n
         self.ptrs, self.keep, self.slot_views = None, [], []
         tg.stats["reduce_scatters"] += 1
+        if self.missing:
+            self._check_unused_everywhere(out)
+
+    def _check_unused_everywhere(self, out: torch.Tensor) -> None:
+        """Parameters without a gradient here must have none on any rank.
+
+        Stock FSDP2 reduce-scatters only the parameters with gradients, so
+        ranks that disagree on which have one call it with different sizes
+        and fail. TIDE's call has the group's fixed layout and adds zeros for
+        the missing ones: it completes, and FSDP2 would then drop this rank's
+        reduced shard of a parameter another rank did train, so the shards
+        drift apart silently. Every rank contributed zeros for it exactly
+        when its reduced shard here is zero; a nonzero one is such a
+        disagreement. (A disagreement whose reduced shard happens to be zero
+        here goes unseen.) This waits for the call: only calls with missing
+        gradients pay it, which FSDP2 makes only without
+        set_reduce_scatter_unused_params(True)."""
+        tg = self.tg
+        spans = [out[tg.out_offsets[p]:tg.out_offsets[p] + tg.shard_elems[p]] for p in self.missing]
+        trained = torch.stack([span.ne(0).any() for span in spans]).tolist()
+        names = [tg.info.names[p] for p, t in zip(self.missing, trained) if t]
+        if names:
+            raise RuntimeError(
+                f"tide.fsdp: group '{tg.info.fqn}': {names} had no gradient on this rank but did on another (their "
+                "reduced shard here is not zero): the ranks disagree on which parameters were used, which stock "
+                "FSDP2's reduce-scatter cannot take either. Call set_reduce_scatter_unused_params(True) on the "
+                "FSDP modules whose parameters some ranks leave unused")
 
 
 def prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype, device, gradient_divide_factor,

@@ -71,8 +71,40 @@ class TideGroup:
         # Left unsharded by its own backward (set_reshard_after_backward(False)) and not
         # gathered since: FSDP2 holds these parameters, not the user (all_gather._scan_region).
         self.kept_after_backward = False
+        # The shards' versions when it was kept (note_kept), and, once a ring-mate resharded it
+        # (ring_resharded_kept), until its next all-gather: shards changed in between (an
+        # optimizer step) give that gather other values than stock's kept ones (regathered_updated).
+        self._shard_versions_kept: list[int] | None = None
+        self._shard_versions_ring_resharded: list[int] | None = None
+        self.kept_reshard_warned = False
+        # Its pending or last all-gather came from FSDPModule.unshard() (all_gather.gather_origin):
+        # a ring-mate never drops it as a stale prefetch.
+        self.explicit_unshard = False
         # While resharded: the unsharded Parameters and the versions they had (mark_resharded).
         self._versions_at_reshard: tuple | None = None
+
+    def _shard_versions(self) -> list[int]:
+        # The optimizer's in-place updates move the DTensor Parameter's version; a copy
+        # into the local tensor (load_state_dict) moves the local one's.
+        return [fp.sharded_param._version + fp._sharded_local_tensor._version for fp in self.params]
+
+    def note_kept(self) -> None:
+        """Its backward left it unsharded (set_reshard_after_backward(False))."""
+        self.kept_after_backward = True
+        self._shard_versions_kept = self._shard_versions()
+
+    def ring_resharded_kept(self) -> None:
+        """A ring-mate reshards it while FSDP2 keeps it unsharded (all_gather.claim_region)."""
+        versions = self._shard_versions_kept
+        self.info.group._to_sharded()  # (mark_resharded forgets the kept versions)
+        self._shard_versions_ring_resharded = versions
+
+    def regathered_updated(self) -> bool:
+        """At an all-gather: was it kept, resharded by a ring-mate, and are its
+        shards changed since it was kept? Stock FSDP2 would not have gathered
+        it, and gone on with the values it kept."""
+        versions, self._shard_versions_ring_resharded = self._shard_versions_ring_resharded, None
+        return versions is not None and versions != self._shard_versions()
 
     def mark_resharded(self) -> None:
         """At reshard. Stock FSDP2 frees the unsharded storage here, so that a
@@ -83,6 +115,7 @@ class TideGroup:
         version counter moves on, and autograd refuses a tensor it saved
         before ("modified by an inplace operation") until the next all-gather
         of this group puts the versions back (mark_unsharded)."""
+        self._shard_versions_kept = None  # FSDP2 reshards it itself: it gathers again, as stock would
         if self._versions_at_reshard is not None:
             return
         # (Comprehensions into lists: this runs at every reshard, and generator
@@ -95,6 +128,7 @@ class TideGroup:
     def mark_unsharded(self) -> None:
         """At this group's all-gather (and uninstall): the versions autograd saw."""
         self.kept_after_backward = False
+        self._shard_versions_kept = self._shard_versions_ring_resharded = None
         if self._versions_at_reshard is None:
             return
         params, versions = self._versions_at_reshard
