@@ -80,7 +80,12 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * Collectives are enqueued on `stream` (a cudaStream_t on the CUDA fabric,
  * ignored on the host fabric) and must be issued in the same order on every
  * rank. A communicator may be called from several threads: its calls take a
- * lock and run one at a time (their order is the order they took it). */
+ * lock and run one at a time (their order is the order they took it).
+ * Every rank must register the same groups in the same order: the ranks do
+ * not compare their plans, and groups that differ across ranks give wrong
+ * landings and sums without an error. On several nodes the groups of one
+ * communicator share one Level 2 landing (plan option landing): a group
+ * asking for the other one is refused at registration. */
 
 typedef struct tideComm* tideComm_t;
 typedef struct tideGroup* tideGroup_t;
@@ -117,6 +122,11 @@ tideResult_t tideCommInitHost(const tideCommConfig_t* config, const char* storeD
  * GPU (`device`, or the current one), which NCCL refuses; rails are
  * copy-engine copies. */
 tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
+/* Drains the communicator's work, then frees it. A collective that fails in
+ * that drain (a peer that never made it) is returned after the teardown,
+ * which happens all the same. A call another thread has inside finishes
+ * first; calls still waiting for the communicator are refused
+ * (tideInvalidArgument, "destroyed"). NULL is a no-op. */
 tideResult_t tideCommDestroy(tideComm_t comm);
 tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
 /* Arena bytes the collectives' scratch takes for these groups (what the first

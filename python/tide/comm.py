@@ -114,8 +114,9 @@ class Communicator:
     def close(self) -> None:
         if self.handle:
             self._finalizer.detach()
-            _capi.check(_capi.library().tideCommDestroy(self.handle))
-            self.handle = _capi.CommHandle()
+            # Gone even when destroy reports a failure it drained (it tears down all the same).
+            handle, self.handle = self.handle, _capi.CommHandle()
+            _capi.check(_capi.library().tideCommDestroy(handle))
 
     def __enter__(self) -> Communicator:
         return self

@@ -29,6 +29,9 @@ struct tideComm {
   // several threads (FSDP2's backward runs on autograd's threads) go one at
   // a time, in the order they take it, which must match on every rank.
   std::mutex mu;
+  // Set by tideCommDestroy under `mu`: a call that was waiting for the lock
+  // finds it and is refused (the object itself lives until that call is out).
+  bool destroyed = false;
   tide::capi::FabricHandle fabric;
   std::vector<std::unique_ptr<tideGroup>> groups;
   int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
@@ -111,11 +114,37 @@ using tide::capi::invalid;
 
 constexpr int kQueues = tide::collectives::kQueuesNeeded;
 
-// Why `comm` / `group` cannot be used, or null (tide::capi::LiveHandles).
-const char* commProblem(tideComm_t comm) {
-  if (!comm) return "null communicator";
-  return tide::capi::liveComms().contains(comm) ? nullptr : "unknown or destroyed communicator";
+tide::capi::SharedHandles<tideComm>& liveComms() {
+  static tide::capi::SharedHandles<tideComm> handles;
+  return handles;
 }
+
+// One call's hold on a communicator: a reference (its memory outlives the
+// call, whatever another thread destroys) and its lock, or why there is none.
+class LockedComm {
+ public:
+  explicit LockedComm(tideComm_t comm) {
+    if (!comm) {
+      problem_ = "null communicator";
+      return;
+    }
+    ref_ = liveComms().acquire(comm);
+    if (!ref_) {
+      problem_ = "unknown or destroyed communicator";
+      return;
+    }
+    lock_ = std::unique_lock<std::mutex>(ref_->mu);
+    if (ref_->destroyed) problem_ = "communicator destroyed while this call waited for it";
+  }
+  // Why the call cannot use the communicator, or null.
+  const char* problem() const { return problem_; }
+  tideComm* operator->() const { return ref_.get(); }
+
+ private:
+  std::shared_ptr<tideComm> ref_;
+  std::unique_lock<std::mutex> lock_;
+  const char* problem_ = nullptr;
+};
 
 const char* groupProblem(tideGroup_t group) {
   if (!group) return "null group";
@@ -124,11 +153,11 @@ const char* groupProblem(tideGroup_t group) {
 
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
                       const tide::collectives::IssueOptions& issue) {
-  auto* c = new tideComm;
+  auto c = std::make_shared<tideComm>();
   c->fabric = std::move(handle);
   c->issue = issue;
-  tide::capi::liveComms().add(c);
-  *out = c;
+  *out = c.get();
+  liveComms().add(std::move(c));
   return tideSuccess;
 }
 
@@ -208,29 +237,36 @@ TIDE_API tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* cfg, const cha
 
 TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
   return guarded("tideCommDestroy", [&]() -> tideResult_t {
-    if (comm && !tide::capi::liveComms().remove(comm))
-      return invalid("tideCommDestroy", "unknown or already destroyed communicator");
-    if (comm) {
-      // Waits for a call another thread has inside (destroying a communicator
-      // that threads still call is the caller's error, as with any handle).
-      { const std::lock_guard<std::mutex> drain(comm->mu); }
-      for (const auto& g : comm->groups) tide::capi::liveGroups().remove(g.get());
+    if (!comm) return tideSuccess;
+    const std::shared_ptr<tideComm> ref = liveComms().remove(comm);
+    if (!ref) return invalid("tideCommDestroy", "unknown or already destroyed communicator");
+    std::exception_ptr drainFailure;
+    {
+      // After a call another thread has inside; calls still waiting for the
+      // lock find `destroyed` and are refused, and the last of them frees the object.
+      const std::lock_guard<std::mutex> lock(ref->mu);
+      ref->destroyed = true;
+      for (const auto& g : ref->groups) tide::capi::liveGroups().remove(g.get());
       try {
-        comm->fabric.endpoint->synchronizeAll();
+        ref->fabric.endpoint->synchronizeAll();
       } catch (...) {
-        // Tear down anyway; the failure was (or will be) reported by the call that caused it.
+        // Torn down all the same, and returned: an enqueued collective that
+        // failed here (a peer that never came) has no other call to report it.
+        drainFailure = std::current_exception();
       }
-      comm->comm.reset();
+      ref->comm.reset();
+      ref->lastReduceScatter.reset();
+      ref->fabric = tide::capi::FabricHandle{};  // the arena and the fabric's threads, now
     }
-    delete comm;
+    if (drainFailure) std::rethrow_exception(drainFailure);
     return tideSuccess;
   });
 }
 
 TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr) {
   return guarded("tideCommAlloc", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideCommAlloc", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideCommAlloc", why);
     if (!offset || bytes <= 0) return invalid("tideCommAlloc", "null offset or bytes <= 0");
     const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
     const int64_t limit = comm->comm ? comm->comm->layout().base : comm->fabric.endpoint->arenaBytes();
@@ -262,8 +298,8 @@ TIDE_API tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int coun
 
 TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* out) {
   return guarded("tideGroupRegister", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideGroupRegister", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideGroupRegister", why);
     if (!config || !out) return invalid("tideGroupRegister", "null argument");
     *out = nullptr;
     const tide::plan::Topology& t = comm->fabric.endpoint->topology();
@@ -274,6 +310,15 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
     g->owner = comm;
     g->plan = tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options);
     g->json = tide::plan::planToJson(g->plan);
+    // One Level 2 landing per communicator (ScratchLayout::landing): say so here, not at every later call.
+    if (t.nodes > 1) {
+      for (const auto& other : comm->groups)
+        if (other->plan.rs.landing != g->plan.rs.landing)
+          return invalid("tideGroupRegister",
+                         std::string("the groups of one communicator share one Level 2 landing: this group's is ") +
+                             tide::plan::landingName(g->plan.rs.landing) + ", the registered groups' " +
+                             tide::plan::landingName(other->plan.rs.landing) + " (plan option landing)");
+    }
     if (comm->comm && !comm->comm->layout().fits(g->plan)) {
       // Scratch is sized already: the new group must fit in it.
       return invalid("tideGroupRegister", "register every group before the first collective: this one needs "
@@ -301,10 +346,17 @@ constexpr const char* kForeignGroup = "the group was registered on another commu
 TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                                     void* stream) {
   return guarded("tideAllGather", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideAllGather", why);  // shard NULL: in place
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);  // shard NULL: in place
+    if (const char* why = held.problem()) return invalid("tideAllGather", why);
     if (const char* why = groupProblem(group)) return invalid("tideAllGather", why);
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
+    // (Before the first collective makes the communicator: a refused call must not size the scratch.)
+    if (!tide::collectives::Communicator::landingInArena(comm->fabric.endpoint->arenaBytes(), group->plan.group,
+                                                         landingOffset))
+      return invalid("tideAllGather", "landing offset " + std::to_string(landingOffset) + " for " +
+                                          std::to_string(group->plan.group.unshardedBytes()) +
+                                          " bytes lies outside the arena of " +
+                                          std::to_string(comm->fabric.endpoint->arenaBytes()));
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
@@ -317,13 +369,12 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
 TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
                                         float alpha, int accumulate, void* stream) {
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideReduceScatter", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideReduceScatter", why);
     if (const char* why = groupProblem(group)) return invalid("tideReduceScatter", why);
     if (!grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
     const tide::capi::CallTimer::Started started;
-    tide::collectives::Communicator& c = comm->communicator();
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());
     // The sum kernels load and store whole elements: a misaligned address faults on a GPU.
     if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
@@ -335,6 +386,8 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
         return invalid("tideReduceScatter", "gradient of parameter " + std::to_string(p) + " is not " +
                                                 std::to_string(gradAlign) + "-byte aligned");
     }
+    // (After the checks: a refused call must not size the scratch.)
+    tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
     comm->reduceScatterFailed = true;
@@ -347,8 +400,8 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
 
 TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
   return guarded("tideCommWaitInputsRead", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideCommWaitInputsRead", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideCommWaitInputsRead", why);
     if (!comm->lastReduceScatter)
       return invalid("tideCommWaitInputsRead", comm->reduceScatterFailed
                                                    ? "the last reduce-scatter failed, so it has no read-done point"
@@ -370,16 +423,19 @@ TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
 }
 
 TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
-  if (const char* why = commProblem(comm)) return invalid("tideCommReservedBytes", why);
-  if (!bytes) return invalid("tideCommReservedBytes", "null argument");
-  *bytes = comm->fabric.reservedBytes;
-  return tideSuccess;
+  return guarded("tideCommReservedBytes", [&]() -> tideResult_t {
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideCommReservedBytes", why);
+    if (!bytes) return invalid("tideCommReservedBytes", "null argument");
+    *bytes = comm->fabric.reservedBytes;
+    return tideSuccess;
+  });
 }
 
 TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
   return guarded("tideCommGetRails", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideCommGetRails", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideCommGetRails", why);
     if (!name) return invalid("tideCommGetRails", "null argument");
     if (comm->rails.empty()) comm->rails = comm->fabric.endpoint->railsDescription();
     *name = comm->rails.c_str();
@@ -389,8 +445,8 @@ TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
 
 TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) {
   return guarded("tideCommGetStats", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideCommGetStats", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideCommGetStats", why);
     if (!stats) return invalid("tideCommGetStats", "null argument");
     const tide::fabric::Stats s = comm->fabric.endpoint->stats();
     *stats = tideCommStats_t{.copyBytes = s.copyBytes,
@@ -411,8 +467,8 @@ TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) 
 
 TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {
   return guarded("tideCommSynchronize", [&]() -> tideResult_t {
-    if (const char* why = commProblem(comm)) return invalid("tideCommSynchronize", why);
-    const std::lock_guard<std::mutex> lock(comm->mu);
+    const LockedComm held(comm);
+    if (const char* why = held.problem()) return invalid("tideCommSynchronize", why);
     comm->fabric.endpoint->synchronizeAll();
     return tideSuccess;
   });

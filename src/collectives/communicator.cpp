@@ -98,14 +98,17 @@ void Communicator::refuseIfUnusable() const {
                                   "of theirs. Destroy the communicator on every rank and make a new one");
 }
 
+bool Communicator::landingInArena(int64_t arenaBytes, const plan::GroupLayout& g, int64_t landingOffset) {
+  // Subtractions, not sums: an offset near INT64_MAX must not wrap into range.
+  return landingOffset >= 0 && g.unshardedBytes() <= arenaBytes && landingOffset <= arenaBytes - g.unshardedBytes();
+}
+
 uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {
   refuseIfUnusable();
   checkPlan(plan);
   const plan::GroupLayout& g = plan.group;
   const plan::Topology& t = g.topo;
-  // Subtractions, not sums: an offset near INT64_MAX must not wrap into range.
-  if (landingOffset < 0 || g.unshardedBytes() > ep_.arenaBytes() ||
-      landingOffset > ep_.arenaBytes() - g.unshardedBytes() || layout_.overlaps(landingOffset, g.unshardedBytes()))
+  if (!landingInArena(ep_.arenaBytes(), g, landingOffset) || layout_.overlaps(landingOffset, g.unshardedBytes()))
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
   // In place (shard == nullptr): this rank's shard already sits in its own
   // landing rows (the caller cast or copied it there), so nothing is copied

@@ -59,6 +59,10 @@ class Communicator {
   // already in this rank's own landing rows (in place). Returns the
   // caller-queue event after which the landing holds the unsharded group.
   uint64_t allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset);
+  // Whether a landing at `landingOffset` lies in an arena of `arenaBytes`
+  // (allGather also keeps it off the scratch). Static: the C API checks a call
+  // before its first collective makes the communicator and sizes the scratch.
+  static bool landingInArena(int64_t arenaBytes, const plan::GroupLayout& g, int64_t landingOffset);
 
   // out (this rank's packed fp32 shard, E elements) =
   //   (accumulate ? out : 0) + alpha * sum over ranks of grads[p] rows.

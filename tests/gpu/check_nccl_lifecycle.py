@@ -39,7 +39,10 @@ HOST_DEADLINE_S = 2 * TIMEOUT_S + 10  # every host wait on NCCL (bootstrap, tear
 
 
 def _gpu_usable() -> bool:
-    """The GPU still computes right in this process (after an abort or a failed bootstrap)."""
+    """The GPU still computes right in this process (after an abort or a failed bootstrap). Its
+    callers import torch before libtide makes any communicator: imported only after a failed
+    world-communicator bootstrap, torch's import aborts in this image (free(): invalid pointer,
+    session 24; also with the previous session's libtide), while imported first it works."""
     import torch
 
     x = torch.ones(1 << 20, device="cuda:0")
@@ -79,6 +82,8 @@ def check_multicast_rule() -> list[str]:
 
 
 def _alone_in_a_world_of_two(out) -> None:
+    import torch  # noqa: F401  (before any communicator: _gpu_usable)
+
     from tide import _capi
     from tide.comm import Communicator, unique_id
 
