@@ -206,7 +206,8 @@ def main() -> int:
 # uninstall, a use of unsharded parameters after reshard, nested fully_shard, a block whose output
 # misses the loss, a dtype changed after install, skipped blocks that must not keep their ring slot
 # (a forward prefetch, a block kept unsharded after backward), the prefetch inversion from FSDP2's final
-# callback, installs on a block and on its root, a forward that raised. Ordered from plain training to the adapter's own machinery.
+# callback, installs on a block and on its root, a forward that raised, ranks that disagree on
+# unused parameters, every module unsharded by hand, a group kept unsharded across a step. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -221,6 +222,7 @@ CUDA_SCENARIOS = [
     "a_check_failing_on_one_rank_fails_every_rank", "folded_block_forward_without_its_backward",
     "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall", "stale_unsharded_use_fails",
     "nested_fully_shard", "unused_block_output", "dtype_changed_after_install",
+    "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
 ]
 
 
