@@ -33,7 +33,8 @@ typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
  * its peers counting it) leaves its communicator unusable: every later call
  * returns tideInternalError, reason "communicator_unusable"; destroy the
  * communicator on every rank and make a new one. */
-/* Thread-local message of the last failed call on this thread. */
+/* Thread-local message of this thread's last call: empty when it succeeded
+ * (every call clears it first), else why it failed. */
 const char* tideGetLastError(void);
 /* Stable name of the reason the last tidePlanRejected/tideInvalidArgument
  * carried (e.g. "too_many_params"), or "ok". */

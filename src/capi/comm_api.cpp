@@ -332,10 +332,12 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
 }
 
 TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
-  if (const char* why = groupProblem(group)) return invalid("tideGroupGetJson", why);
-  if (!json) return invalid("tideGroupGetJson", "null argument");
-  *json = group->json.c_str();
-  return tideSuccess;
+  return guarded("tideGroupGetJson", [&]() -> tideResult_t {
+    if (const char* why = groupProblem(group)) return invalid("tideGroupGetJson", why);
+    if (!json) return invalid("tideGroupGetJson", "null argument");
+    *json = group->json.c_str();
+    return tideSuccess;
+  });
 }
 
 namespace {

@@ -85,17 +85,21 @@ TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t*
 }
 
 TIDE_API tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json) {
-  if (!plan || !json) return tide::capi::invalid("tidePlanGetJson", "null plan or output");
-  if (!tide::capi::livePlans().contains(plan))
-    return tide::capi::invalid("tidePlanGetJson", "unknown or destroyed plan");
-  *json = plan->json.c_str();
-  return tideSuccess;
+  return tide::capi::guarded("tidePlanGetJson", [&]() -> tideResult_t {
+    if (!plan || !json) return tide::capi::invalid("tidePlanGetJson", "null plan or output");
+    if (!tide::capi::livePlans().contains(plan))
+      return tide::capi::invalid("tidePlanGetJson", "unknown or destroyed plan");
+    *json = plan->json.c_str();
+    return tideSuccess;
+  });
 }
 
 TIDE_API tideResult_t tidePlanDestroy(tidePlan_t plan) {
-  if (!plan) return tideSuccess;  // like free(NULL)
-  if (!tide::capi::livePlans().remove(plan))
-    return tide::capi::invalid("tidePlanDestroy", "unknown or already destroyed plan");
-  delete plan;
-  return tideSuccess;
+  return tide::capi::guarded("tidePlanDestroy", [&]() -> tideResult_t {
+    if (!plan) return tideSuccess;  // like free(NULL)
+    if (!tide::capi::livePlans().remove(plan))
+      return tide::capi::invalid("tidePlanDestroy", "unknown or already destroyed plan");
+    delete plan;
+    return tideSuccess;
+  });
 }

@@ -238,6 +238,30 @@ def test_destroyed_and_made_up_plans_are_refused():
     assert lib.tidePlanDestroy(_capi.PlanHandle()) == _capi.Result.SUCCESS  # NULL: a no-op
 
 
+def test_every_call_clears_the_last_error(tmp_path):
+    """tideGetLastError is about this thread's last call: a call that succeeds leaves it empty,
+    the JSON getters and plan destroy included (they kept the previous failure's message)."""
+    import ctypes
+
+    from tide.plan import build_plan_config
+
+    lib = _capi.library()
+    config, _keep = build_plan_config([[8, 4]], nodes=1, gpus_per_node=1)
+    plan = _capi.plan_create(config)
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4]])
+        succeeding = [lambda: lib.tidePlanGetJson(plan, ctypes.byref(ctypes.c_char_p())),
+                      lambda: lib.tideGroupGetJson(group.handle, ctypes.byref(ctypes.c_char_p())),
+                      lambda: lib.tideCommReservedBytes(comm.handle, ctypes.byref(ctypes.c_int64())),
+                      lambda: lib.tidePlanDestroy(_capi.PlanHandle()),
+                      lambda: lib.tidePlanDestroy(plan)]
+        for call in succeeding:
+            assert lib.tideCommSynchronize(_capi.CommHandle()) == _capi.Result.INVALID_ARGUMENT
+            assert lib.tideGetLastError().decode() != ""
+            assert call() == _capi.Result.SUCCESS
+            assert lib.tideGetLastError().decode() == "", lib.tideGetLastError()
+
+
 def test_calls_from_two_threads_are_serialized(tmp_path, rng):
     """Two threads calling one communicator at once corrupted the heap (the host fabric's queues
     and the communicator's state are one thread's). The calls now take turns: every one succeeds
