@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
+#include "bench/host_memory.hpp"
 #include "bench/reference.hpp"
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
@@ -61,6 +64,32 @@ void synchronizeAll(fabric::host::HostWorld& world) {
   if (first) std::rethrow_exception(first);
 }
 
+// Every rank's arena, shard, gradients and output live in this process (plus
+// one rank's float64 reference at a time, and with keepOutputs every landing
+// and output again). Refused up front when that exceeds what the host can
+// still give: with overcommit the allocations would succeed and the OOM
+// killer would stop the process without a word when they are first written.
+void refuseIfMemoryShort(const plan::GroupLayout& g, int64_t arenaBytes, bool keepOutputs) {
+  const int64_t n = g.topo.ranks();
+  int64_t gradBytes = 0;
+  for (const plan::ParamLayout& p : g.params) gradBytes += p.rows * p.rowElems * plan::itemSize(g.gradDtype);
+  int64_t perRank = arenaBytes + g.shardBytes + gradBytes + g.outElems * int64_t{sizeof(float)};
+  if (keepOutputs) perRank += g.unshardedBytes() + g.outElems * int64_t{sizeof(float)};
+  const int64_t need = n * perRank + g.outElems * int64_t{sizeof(double)};
+  const std::optional<int64_t> room = hostMemoryAvailable();
+  if (room && need > *room) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "the host run needs about %.2f GiB of host memory (%lld ranks x %.3f GiB: arena, shard, "
+                  "gradients, output) and %.2f GiB are available (MemAvailable, or the memory cgroup's limit): "
+                  "choose fewer ranks or smaller parameters",
+                  static_cast<double>(need) / kGiB, static_cast<long long>(n), static_cast<double>(perRank) / kGiB,
+                  static_cast<double>(*room) / kGiB);
+    throw std::invalid_argument(msg);
+  }
+}
+
 }  // namespace
 
 HostRunResult runOnHost(const HostRunOptions& o) {
@@ -79,6 +108,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   const int n = g.topo.ranks();
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
   const int64_t landingOffset = layout.bytes;
+  refuseIfMemoryShort(g, landingOffset + g.unshardedBytes(), o.keepOutputs);
   // Inputs outlive the world: its queues may still touch them while it stops.
   std::vector<RankData> data(static_cast<size_t>(n));
   fabric::host::HostOptions hopt;

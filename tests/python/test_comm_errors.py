@@ -238,6 +238,23 @@ def test_destroyed_and_made_up_plans_are_refused():
     assert lib.tidePlanDestroy(_capi.PlanHandle()) == _capi.Result.SUCCESS  # NULL: a no-op
 
 
+def test_store_directories_that_cannot_serve_are_bad_input(tmp_path):
+    """A store directory that is empty, a regular file or cannot be created is the caller's input:
+    tideInvalidArgument naming it (some came back as internal errors); missing parents are created."""
+    (tmp_path / "a_file").write_text("")
+    for path, want in (("", "empty directory name"), (str(tmp_path / "a_file"), "not a directory"),
+                       ("/proc/no-such-dir/store", "cannot create")):
+        with pytest.raises(_capi.TideError) as info:
+            Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host", store_dir=path,
+                         timeout_s=5)
+        assert info.value.result == _capi.Result.INVALID_ARGUMENT and want in info.value.message, info.value
+    nested = tmp_path / "a" / "b" / "store"
+    with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host", store_dir=str(nested),
+                      timeout_s=5) as comm:
+        comm.synchronize()
+    assert nested.is_dir()
+
+
 def test_every_call_clears_the_last_error(tmp_path):
     """tideGetLastError is about this thread's last call: a call that succeeds leaves it empty,
     the JSON getters and plan destroy included (they kept the previous failure's message)."""

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <system_error>
 #include <thread>
 
@@ -73,10 +74,17 @@ void backOff(std::chrono::microseconds& pause) {
 
 FileStore::FileStore(std::string directory, double lockTimeoutSeconds)
     : dir_(std::move(directory)), lockTimeoutSeconds_(lockTimeoutSeconds) {
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) throwErrno("file store: cannot create " + dir_);
+  // A directory that cannot serve is the caller's input (a usage error), whatever the reason.
+  if (dir_.empty()) throw FabricError(FabricError::Kind::kUsage, "file store: empty directory name");
   struct stat st {};
-  if (::stat(dir_.c_str(), &st) != 0) throwErrno("file store: cannot stat " + dir_);
-  if (!S_ISDIR(st.st_mode)) throw FabricError(FabricError::Kind::kUsage, "file store: not a directory: " + dir_);
+  if (::stat(dir_.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) throw FabricError(FabricError::Kind::kUsage, "file store: not a directory: " + dir_);
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);  // with its parents
+  if (ec)
+    throw FabricError(FabricError::Kind::kUsage, "file store: cannot create " + dir_ + ": " + ec.message());
 }
 
 std::string FileStore::valuePath(const std::string& key) const { return dir_ + "/v_" + encodeKey(key); }

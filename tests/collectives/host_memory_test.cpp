@@ -1,0 +1,88 @@
+// The host run's memory check: what the host can still give (MemAvailable and
+// the memory cgroup, read from a fake root), and a run needing more refused
+// with a message instead of being killed by the OOM killer.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "bench/host_memory.hpp"
+#include "bench/host_run.hpp"
+
+namespace tide::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeRoot {
+ public:
+  FakeRoot() : dir_(fs::temp_directory_path() / ("tide-host-memory-" + std::to_string(std::random_device{}()))) {}
+  ~FakeRoot() { fs::remove_all(dir_); }
+  void write(const std::string& path, const std::string& text) const {
+    const fs::path p = dir_ / path.substr(1);
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string root() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+TEST(HostMemory, MemAvailableAloneWithoutACgroupLimit) {
+  FakeRoot r;
+  r.write("/proc/meminfo", "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    4194304 kB\n");
+  r.write("/proc/self/cgroup", "0::/job\n");
+  r.write("/sys/fs/cgroup/job/memory.max", "max\n");
+  r.write("/sys/fs/cgroup/job/memory.current", "123\n");
+  EXPECT_EQ(hostMemoryAvailable(r.root()), 4 * kGiB);
+}
+
+TEST(HostMemory, ACgroupV2LimitBelowMemAvailableWins) {
+  FakeRoot r;
+  r.write("/proc/meminfo", "MemAvailable:    4194304 kB\n");
+  r.write("/proc/self/cgroup", "0::/job\n");
+  r.write("/sys/fs/cgroup/job/memory.max", std::to_string(2 * kGiB) + "\n");
+  r.write("/sys/fs/cgroup/job/memory.current", std::to_string(kGiB / 2) + "\n");
+  EXPECT_EQ(hostMemoryAvailable(r.root()), 2 * kGiB - kGiB / 2);
+}
+
+TEST(HostMemory, ACgroupV1MemoryControllerIsRead) {
+  FakeRoot r;
+  r.write("/proc/meminfo", "MemAvailable:    4194304 kB\n");
+  r.write("/proc/self/cgroup", "12:cpu,cpuacct:/x\n4:memory:/job\n");
+  r.write("/sys/fs/cgroup/memory/job/memory.limit_in_bytes", std::to_string(kGiB) + "\n");
+  r.write("/sys/fs/cgroup/memory/job/memory.usage_in_bytes", std::to_string(3 * kGiB) + "\n");
+  EXPECT_EQ(hostMemoryAvailable(r.root()), 0);  // over its limit already: nothing left
+}
+
+TEST(HostMemory, NothingReadableSaysSo) {
+  FakeRoot r;
+  r.write("/proc/meminfo", "MemTotal: 1 kB\n");
+  EXPECT_EQ(hostMemoryAvailable(r.root()), std::nullopt);
+}
+
+TEST(HostMemory, ARunNeedingMoreThanTheHostHasIsRefusedWithItsNeed) {
+  // 64 ranks (8 nodes of 8), each with a 2 TiB bf16 parameter's landing and gradient: far beyond any host.
+  HostRunOptions o;
+  o.topo = plan::Topology::make(8, 8);
+  o.specs = {plan::ParamSpec{{int64_t{1} << 24, int64_t{1} << 16}, plan::DType::kBF16}};
+  try {
+    runOnHost(o);
+    FAIL() << "a 256 TiB host run was not refused";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("needs about"), std::string::npos) << what;
+    EXPECT_NE(what.find("64 ranks"), std::string::npos) << what;
+    EXPECT_NE(what.find("available"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace tide::bench
