@@ -80,7 +80,7 @@ def _add_plan_command(subparsers) -> None:
                      help="Level 2 landing across nodes: pull through peer addresses or push by copy engine "
                           "(default: pull)")
     cmd.add_argument("--calibration", type=Path, metavar="FILE.json",
-                     help=f"JSON object with {', '.join(sorted(CALIBRATION_KEYS))} "
+                     help=f"JSON object with {', '.join(sorted(CALIBRATION_KEYS))}, optionally fabric_gbps "
                           "(GB/s = 1e9 B/s; default: the paper's platform)")
     cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
     cmd.set_defaults(run=_run_plan)

@@ -337,7 +337,10 @@ def dropped_without_uninstall(ctx):
 
 def refusals(ctx):
     """install on a non-root module, a plain module or a model still on the
-    meta device changes nothing, says why, and does not raise."""
+    meta device changes nothing, says why, and does not raise; bad arguments
+    (types, ranges, plan options out of the library's range, a model that is no
+    module) raise before any work, naming the argument; a second install with
+    other options says they were not applied."""
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     opts = optimizers(ms, mt, "adam", 1e-2)
     step_both(ms, mt, opts, batches(ctx, 1), tol=None, what="stock step")  # FSDP2 picks its root
@@ -357,12 +360,31 @@ def refusals(ctx):
     assert_all_tide(install(mt, ctx), 4)
     tide.fsdp.uninstall(mt)
     for bad, word in (({"topology": (3,)}, "topology"), ({"topology": "ab"}, "topology"),
-                      ({"plan_options": {"bogus": 1}}, "bogus"), ({"timeout_s": "x"}, "timeout_s")):
+                      ({"plan_options": {"bogus": 1}}, "bogus"), ({"timeout_s": "x"}, "timeout_s"),
+                      ({"timeout_s": -1}, "timeout_s"), ({"timeout_s": float("nan")}, "timeout_s"),
+                      ({"timeout_s": float("inf")}, "timeout_s"), ({"timeout_s": 10**400}, "timeout_s"),
+                      # Out of range for the plan library: raised, not every group left stock.
+                      ({"plan_options": {"passes": 1000}}, "passes"), ({"plan_options": {"sum_ctas": -1}}, "sum_ctas")):
         try:
             tide.fsdp.install(mt, **{"timeout_s": TIMEOUT_S, **bad})
             raise AssertionError(f"install accepted {bad}")
         except ValueError as e:
             assert word in str(e), (bad, e)
+    for bad, word in (({"ring": "no"}, "ring"), ({"check_read_done": "false"}, "check_read_done"),
+                      ({"adopt": None}, "adopt"), ({"invert_prefetch": 1}, "invert_prefetch"),
+                      ({"plan_options": "passes"}, "plan_options")):
+        try:
+            tide.fsdp.install(mt, **{"timeout_s": TIMEOUT_S, **bad})
+            raise AssertionError(f"install accepted {bad}")
+        except TypeError as e:
+            assert word in str(e), (bad, e)
+    for call in (lambda: tide.fsdp.install(None), lambda: tide.fsdp.install(torch.zeros(2)),
+                 lambda: tide.fsdp.report(None), lambda: tide.fsdp.uninstall("model")):
+        try:
+            call()
+            raise AssertionError("a model that is not a module was accepted")
+        except TypeError as e:
+            assert "torch.nn.Module" in str(e), e
     assert tide.fsdp.report(mt, echo=False)["installed"] is False
     try:
         tide.fsdp.install(mt, fabric="nvlink", timeout_s=TIMEOUT_S)
@@ -370,6 +392,14 @@ def refusals(ctx):
     except ValueError as e:
         assert "cuda-ipc" in str(e), e
     assert_all_tide(install(mt, ctx), 4)  # on the root, after training started: fine
+    # Installed already: the same options again say nothing; other options are not applied, and say so.
+    since = len(ctx.logs.messages(logging.WARNING))
+    install(mt, ctx)
+    assert not [m for m in ctx.logs.messages(logging.WARNING)[since:] if "already installed" in m]
+    rep = install(mt, ctx, mode="slot-reuse", ring=False)
+    assert rep["mode"] == "in-place", rep["mode"]
+    said = [m for m in ctx.logs.messages(logging.WARNING)[since:] if "already installed" in m]
+    assert len(said) == 1 and "not applied" in said[0] and "slot-reuse" in said[0] and "'ring': False" in said[0], said
     step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tight(ctx, FP32), what="tide step")
     tide.fsdp.uninstall(mt)
 

@@ -76,7 +76,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         reduce-scatter; no event per gradient, but the gradients live one
         group longer (still less than stock, whose fp32 reduce-scatter input
         lives as long).
-    timeout_s: deadline of every TIDE wait (fail stop).
+    timeout_s: deadline of every TIDE wait (fail stop), up to 1e6 s; 0: the
+        fabric's default.
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width
         (default: the library's, i.e. the paper's calibration, with
@@ -89,6 +90,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     # Every argument but the model, as the caller gave them (taken before any
     # is rebound): a new layout installs again with exactly these.
     given = {name: value for name, value in locals().items() if name != "model"}
+    _check_arguments(model, ring=ring, adopt=adopt, invert_prefetch=invert_prefetch,
+                     check_read_done=check_read_done, timeout_s=timeout_s, plan_options=plan_options)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     fit_passes = "passes" not in (plan_options or {})
@@ -102,15 +105,17 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if topology is not None and not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
                                      all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in topology)):
         raise ValueError(f"topology must be (nodes, gpus_per_node), two positive ints, or None; got {topology!r}")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
     if release_grads not in RELEASE_GRADS:
         raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
     if fabric is not None and fabric not in _backend.FABRICS:
         raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
     if model in registry.installed:
         if registry.installed[model].tide_groups:
-            log.info("tide.fsdp: already installed on this model; uninstall() first to change options")
+            before = registry.installed[model].options
+            ignored = {k: v for k, v in given.items() if before.get(k) != v}
+            if ignored:  # said at the default log level: these options do not take effect
+                log.warning("tide.fsdp: already installed on this model with %s; not applied: %s (uninstall() "
+                            "first to change options)", {k: before.get(k) for k in ignored}, ignored)
             return report(model, echo=False)
         uninstall(model)  # every group stayed stock last time (say a topology that did not fit): try again
     problem = guards.check_torch()
@@ -211,6 +216,27 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
 # must run stock.
 _LAYOUT_SETTERS = ("set_reshard_after_forward", "set_custom_all_gather", "set_custom_reduce_scatter",
                    "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm")
+
+
+# Longest deadline the C API takes (its kMaxTimeoutSeconds).
+_MAX_TIMEOUT_S = 1e6
+
+
+def _check_arguments(model, *, ring, adopt, invert_prefetch, check_read_done, timeout_s, plan_options) -> None:
+    """install()'s argument types and ranges, before any work (the rest: in install)."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (the root FSDP2 module), got {type(model).__name__}")
+    for name, value in (("ring", ring), ("adopt", adopt), ("invert_prefetch", invert_prefetch),
+                        ("check_read_done", check_read_done)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
+    if not 0 <= timeout_s <= _MAX_TIMEOUT_S:  # (also False for NaN; ints of any size compare exactly)
+        raise ValueError(f"timeout_s must be in 0 (the fabric's default) .. {_MAX_TIMEOUT_S:g} seconds, "
+                         f"got {timeout_s!r}")
+    if plan_options is not None and not isinstance(plan_options, Mapping):
+        raise TypeError(f"plan_options must be a mapping of make_plan options, got {type(plan_options).__name__}")
 
 
 def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
@@ -376,6 +402,8 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
         try:
             plan = make_plan(**_plan_args(info, info.ag_dtype, nodes, gpus, mode, plan_options))
         except TideError as e:
+            if e.reason == "bad_option":  # the caller's plan_options, the same for every group (and rank)
+                raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {e.message}") from e
             info.reason, info.detail = e.reason, e.message
             continue
         groups.check_layout(info, plan)
@@ -560,6 +588,8 @@ def _restore(tg: TideGroup) -> None:
 def uninstall(model: torch.nn.Module) -> bool:
     """Restore stock FSDP2 for `model` (between steps). The arena is released
     once nothing views it any more. Returns False if TIDE was not installed."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     inst = registry.installed.get(model)
     if inst is None:
         return False

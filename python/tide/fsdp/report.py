@@ -27,6 +27,8 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
     inversion and call counts; per shard group: the arena, with the bytes it
     holds outside torch's allocator (arena_bytes); install()'s arguments
     ("options"). Printed as a table when echo is True."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     inst = registry.installed.get(model)
     out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__,
                            "arena_bytes": arena_bytes(model)}
