@@ -138,7 +138,6 @@ class LockedComm {
   }
   // Why the call cannot use the communicator, or null.
   const char* problem() const { return problem_; }
-  tideComm* operator->() const { return ref_.get(); }
 
  private:
   std::shared_ptr<tideComm> ref_;

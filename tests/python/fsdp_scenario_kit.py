@@ -406,12 +406,16 @@ def int_loss(y):
     return y.sum()  # SUM: integer gradients
 
 
+def fsdp_modules(model) -> list:
+    """The model's FSDP modules (FSDPModule's methods do not recurse)."""
+    return [m for m in model.modules() if isinstance(m, torch.distributed.fsdp.FSDPModule)]
+
+
 def sum_reduction(model):
-    """SUM on every FSDP module's groups (FSDPModule's setters do not recurse)."""
-    for module in model.modules():
-        if isinstance(module, torch.distributed.fsdp.FSDPModule):
-            module.set_gradient_divide_factor(1.0)
-            module.set_force_sum_reduction_for_comms(True)
+    """SUM on every FSDP module's groups."""
+    for module in fsdp_modules(model):
+        module.set_gradient_divide_factor(1.0)
+        module.set_force_sum_reduction_for_comms(True)
 
 
 def fsdp_params_of(model):

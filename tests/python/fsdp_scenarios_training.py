@@ -14,8 +14,8 @@ from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
     assert_all_tide, batches, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
-    device_type, fsdp_params_of, install, int_loss, make_pair, mesh_1d, optimizers, shard, stats, step_both,
-    sum_reduction, tide_groups, tight, train, transformer,
+    device_type, fsdp_modules, fsdp_params_of, install, int_loss, make_pair, mesh_1d, optimizers, shard, stats,
+    step_both, sum_reduction, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
 from tide.fsdp.all_gather import RegionConflict
@@ -407,10 +407,6 @@ def user_unshard_for_eval(ctx):
     tide.fsdp.uninstall(mt)
 
 
-def _fsdp_modules(model):
-    return [m for m in model.modules() if isinstance(m, FSDPModule)]
-
-
 def unshard_every_module(ctx):
     """The user unshards every FSDP module at once (FSDPModule.unshard(),
     e.g. to read the full weights), waits, then reshards. With one region per
@@ -430,7 +426,7 @@ def unshard_every_module(ctx):
             full = []
             for name, m in (("stock", ms), ("tide", mt)):
                 try:
-                    handles = [mod.unshard(async_op=async_op) for mod in _fsdp_modules(m)]
+                    handles = [mod.unshard(async_op=async_op) for mod in fsdp_modules(m)]
                     for h in handles:
                         if h is not None:
                             h.wait()
@@ -439,7 +435,7 @@ def unshard_every_module(ctx):
                     assert name == "tide" and ring, (name, ring, e)
                     assert "FSDPModule.unshard()" in str(e) and "ring=False" in str(e), e
                     full.append(None)
-                for mod in _fsdp_modules(m):
+                for mod in fsdp_modules(m):
                     mod.reshard()
             what = f"ring={ring} async_op={async_op}"
             if ring:

@@ -5,6 +5,7 @@ clear error, and nothing hangs or reads freed memory."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -64,7 +65,7 @@ def test_destroy_while_other_threads_call(tmp_path):
     done = subprocess.run([sys.executable, "-c", DESTROY_RACE, str(tmp_path), "300"], capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = dict(eval(done.stdout.strip().splitlines()[-1]))  # [(result, count), ...]
+    seen = dict(ast.literal_eval(done.stdout.strip().splitlines()[-1]))  # [(result, count), ...]
     assert set(seen) <= {_capi.Result.SUCCESS, _capi.Result.INVALID_ARGUMENT}, seen
     assert seen.get(_capi.Result.SUCCESS, 0) > 0, seen
 

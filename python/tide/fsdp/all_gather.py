@@ -180,12 +180,13 @@ def _conflict(tg, other) -> str:
     pending = group._all_gather_result is not None
     where = f"tide.fsdp: ring {tg.region.name}: group '{tg.info.fqn}' needs it while '{other.info.fqn}'"
     ring_false = "Install with ring=False (one region per group) for this model."
+    what = "has an all-gather pending" if pending else "is unsharded"
     if other.explicit_unshard:
-        what = "has an all-gather pending" if pending else "is unsharded"
         return (f"{where} {what} from FSDPModule.unshard(): a ring slot holds one group's parameters at a time "
                 f"(ring-mates: {', '.join(m.info.fqn for m in tg.region.members)}); call reshard() on it first, "
                 f"or unshard only one group per slot. {ring_false}")
-    what = "has an all-gather pending" if pending else f"is unsharded ({group._training_state.name})"
+    if not pending:
+        what += f" ({group._training_state.name})"
     if group._training_state == guards.internals().TrainingState.FORWARD:
         # Ring-mates never nest, so a ring-mate still in its forward is one whose forward raised.
         what += (" -- if an exception ended a forward, call the root module's reset_iter_state() before the "

@@ -77,7 +77,7 @@ class TideGroup:
         self._shard_versions_kept: list[int] | None = None
         self._shard_versions_ring_resharded: list[int] | None = None
         self.kept_reshard_warned = False
-        # Its pending or last all-gather came from FSDPModule.unshard() (all_gather.gather_origin):
+        # Its pending or last all-gather came from FSDPModule.unshard() (all_gather._explicit_unshard):
         # a ring-mate never drops it as a stale prefetch.
         self.explicit_unshard = False
         # While resharded: the unsharded Parameters and the versions they had (mark_resharded).
