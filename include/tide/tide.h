@@ -82,9 +82,15 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * ignored on the host fabric) and must be issued in the same order on every
  * rank. A communicator may be called from several threads: its calls take a
  * lock and run one at a time (their order is the order they took it).
- * Every rank must register the same groups in the same order: the ranks do
- * not compare their plans, and groups that differ across ranks give wrong
- * landings and sums without an error. On several nodes the groups of one
+ * Every rank must register the same groups in the same order. The
+ * collectives never compare plans, so before a group's first collective (the
+ * communicator's first, or the first after a later registration) the ranks
+ * compare a digest of every group registered so far, in a host-blocking
+ * exchange under the bootstrap's deadline: groups that differ (shapes, dtypes,
+ * order, count, mode, passes, waves, rounds, landing; not the rank-local CTA
+ * budgets) fail that call on every rank, tideInvalidArgument with reason
+ * "groups_differ", naming the ranks of each kind, and leave the communicator
+ * unusable. On several nodes the groups of one
  * communicator share one Level 2 landing (plan option landing): a group
  * asking for the other one is refused at registration. */
 

@@ -12,6 +12,7 @@
 #include "capi/call_timer.hpp"
 #include "capi/errors.hpp"
 #include "capi/fabric_factory.hpp"
+#include "capi/group_agreement.hpp"
 #include "capi/live_handles.hpp"
 #include "capi/plan_config.hpp"
 #include "collectives/communicator.hpp"
@@ -38,6 +39,10 @@ struct tideComm {
   std::string rails;    // tideCommGetRails' answer, kept for the pointer handed out
   tide::collectives::IssueOptions issue;                // from the environment when the comm was made
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
+  // Groups (a prefix of `groups`) every rank has been seen to register alike,
+  // and why they could not be compared or differ (sticky: the ranks are out of step).
+  size_t groupsAgreed = 0;
+  std::string groupsUnusable;
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
   bool reduceScatterFailed = false;  // the last reduce-scatter threw (its message went to tideGetLastError)
   // Host time inside the collective calls (tideCommStats_t): at a few µs of
@@ -148,6 +153,36 @@ class LockedComm {
 const char* groupProblem(tideGroup_t group) {
   if (!group) return "null group";
   return tide::capi::liveGroups().contains(group) ? nullptr : "unknown group, or its communicator was destroyed";
+}
+
+// Before a collective on groups the ranks have not compared yet (the first
+// collective, or the first after a late registration): every rank must have
+// registered the same groups (group_agreement.hpp). Collective: every rank
+// reaches it at the same call, as it issues the same calls in the same order.
+tideResult_t requireSameGroups(tideComm_t comm, const char* call) {
+  if (!comm->groupsUnusable.empty())
+    throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
+                                    "communicator unusable: " + comm->groupsUnusable);
+  if (comm->groupsAgreed == comm->groups.size()) return tideSuccess;
+  std::vector<const tide::plan::Plan*> plans;
+  for (const auto& g : comm->groups) plans.push_back(&g->plan);
+  std::vector<uint64_t> everyRanks;
+  try {
+    everyRanks = comm->fabric.gatherWords(tide::capi::groupsDigest(plans),
+                                          "comparing the registered groups across ranks");
+  } catch (const std::exception& e) {
+    comm->groupsUnusable = std::string("the ranks could not compare their groups: ") + e.what();
+    throw;
+  }
+  const std::string differ =
+      tide::capi::groupsDisagreement(plans, comm->fabric.endpoint->rank(), everyRanks);
+  if (!differ.empty()) {
+    comm->groupsUnusable = differ;
+    tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + differ);
+    return tideInvalidArgument;
+  }
+  comm->groupsAgreed = plans.size();
+  return tideSuccess;
 }
 
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
@@ -358,6 +393,7 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
                                           std::to_string(group->plan.group.unshardedBytes()) +
                                           " bytes lies outside the arena of " +
                                           std::to_string(comm->fabric.endpoint->arenaBytes()));
+    if (const tideResult_t r = requireSameGroups(comm, "tideAllGather"); r != tideSuccess) return r;
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
@@ -388,6 +424,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
                                                 std::to_string(gradAlign) + "-byte aligned");
     }
     // (After the checks: a refused call must not size the scratch.)
+    if (const tideResult_t r = requireSameGroups(comm, "tideReduceScatter"); r != tideSuccess) return r;
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for

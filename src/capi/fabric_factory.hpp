@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "tide/fabric.hpp"
 #include "tide/tide.h"
@@ -18,6 +20,11 @@ struct FabricHandle {
   // Orders the caller after `event` of queue `q`: its `stream` waits (CUDA),
   // or the host blocks where there are no streams (host fabric).
   std::function<void(void* stream, int q, uint64_t event)> callerWait;
+  // Every rank's `mine` (the same length on every rank), rank-major: a
+  // host-blocking all-gather over the communicator's ranks under the
+  // bootstrap's deadline, outside the collectives' protocol (for checks that
+  // the ranks agree). `what` names it in errors.
+  std::function<std::vector<uint64_t>(const std::vector<uint64_t>& mine, const std::string& what)> gatherWords;
   int64_t reservedBytes = 0;  // memory the fabric holds for the arena, outside any framework allocator
   const char* name = "";
 };

@@ -2,6 +2,8 @@
 // CUDA IPC ranks bootstrapped through a file store.
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "capi/fabric_factory.hpp"
 #include "fabric/cuda/cuda_endpoint.hpp"
@@ -46,6 +48,9 @@ FabricHandle handleFor(fabric::cuda::CudaEndpoint* raw, std::shared_ptr<void> ow
   h.callerWait = [raw](void* stream, int q, uint64_t event) {
     raw->setCallerStream(static_cast<cudaStream_t>(stream));
     raw->waitEvent(0, q, event);
+  };
+  h.gatherWords = [raw](const std::vector<uint64_t>& mine, const std::string& what) {
+    return raw->gatherWords(mine, what);
   };
   h.reservedBytes = raw->windowBytes();
   h.owner = std::move(owner);

@@ -1,4 +1,6 @@
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "capi/fabric_factory.hpp"
 #include "fabric/host/file_store.hpp"
@@ -30,6 +32,15 @@ FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir
   h.bindStream = [](void*) {};
   fabric::Endpoint* ep = h.endpoint;
   h.callerWait = [ep](void*, int q, uint64_t event) { ep->synchronizeEvent(q, event); };
+  const double gatherTimeout = shm.bootstrapTimeoutSeconds;
+  Owner* raw = owner.get();
+  h.gatherWords = [raw, gatherTimeout, rank = config.rank](const std::vector<uint64_t>& mine, const std::string& what) {
+    try {
+      return raw->world->gatherWords(raw->store, mine, gatherTimeout);
+    } catch (const fabric::FabricError& e) {
+      throw fabric::FabricError(e.kind(), "rank " + std::to_string(rank) + ": " + what + ": " + e.what());
+    }
+  };
   h.reservedBytes = owner->world->segmentBytes();
   h.name = "host";
   return h;

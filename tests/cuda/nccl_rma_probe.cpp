@@ -47,6 +47,8 @@ namespace {
     PCHECK(r_ == ncclSuccess, std::string(#expr) + ": " + ncclGetErrorString(r_) + " (" + ncclGetLastError(nullptr) + ")"); \
   } while (0)
 
+#if TIDE_HAVE_NCCL_RMA
+// (The probe's helpers: older headers leave the probe out, and unused they would fail -Werror.)
 int g_rank = 0;
 
 // Has `s` drained within `seconds`?
@@ -67,7 +69,6 @@ std::vector<unsigned char> pattern(int rank, int k, size_t bytes) {
   return v;
 }
 
-#if TIDE_HAVE_NCCL_RMA
 int probe(int rank, int ranks, const ncclUniqueId& id) {
   g_rank = rank;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // every line out before a hang or the _Exit

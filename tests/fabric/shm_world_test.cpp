@@ -768,5 +768,54 @@ TEST(FileStore, AddIsAtomicAcrossProcesses) {
   EXPECT_EQ(store.add("counter", 0), kProcesses * kAdds);
 }
 
+TEST(FileStore, AllGatherWordsGivesEveryRanksWordsInRankOrder) {
+  TempDir dir;
+  constexpr int kRanks = 3;
+  constexpr size_t kWords = 2;
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<std::vector<uint64_t>> mine(kRanks, std::vector<uint64_t>(kWords));
+  for (auto& w : mine)
+    for (uint64_t& x : w) x = rng();  // full 64-bit words: the text encoding must keep every bit
+  mine[1][0] = ~uint64_t{0};
+  std::vector<std::vector<uint64_t>> got(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      FileStore store(dir.path());
+      // Two gathers under their own keys: the second must not read the first's words.
+      fabric::host::storeAllGatherWords(store, "g/0", r, kRanks, {uint64_t{7}, uint64_t{8}}, 10.0);
+      got[static_cast<size_t>(r)] = fabric::host::storeAllGatherWords(store, "g/1", r, kRanks,
+                                                                       mine[static_cast<size_t>(r)], 10.0);
+    });
+  for (auto& t : threads) t.join();
+  std::vector<uint64_t> expected;
+  for (const auto& w : mine) expected.insert(expected.end(), w.begin(), w.end());
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], expected) << "rank " << r;
+}
+
+TEST(FileStore, AllGatherWordsNamesTheRanksNeverHeardFrom) {
+  TempDir dir;
+  FileStore store(dir.path());
+  store.set("g/2", "5 ");  // rank 2 came; ranks 1 and 3 never do
+  const auto start = Clock::now();
+  try {
+    fabric::host::storeAllGatherWords(store, "g", 0, 4, {uint64_t{5}}, 0.3);
+    FAIL() << "a gather of 4 completed with 2";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("never heard from rank(s) 1, 3"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(secondsSince(start), 2.0);  // one deadline for the gather, not one per rank
+}
+
+TEST(FileStore, AllGatherWordsRefusesAPeerWithOtherWordCounts) {
+  TempDir dir;
+  FileStore store(dir.path());
+  store.set("g/1", "5 ");
+  EXPECT_THROW(fabric::host::storeAllGatherWords(store, "g", 0, 2, {uint64_t{5}, uint64_t{6}}, 1.0), FabricError);
+  store.set("h/1", "5 6 7 ");
+  EXPECT_THROW(fabric::host::storeAllGatherWords(store, "h", 0, 2, {uint64_t{5}, uint64_t{6}}, 1.0), FabricError);
+}
+
 }  // namespace
 }  // namespace tide

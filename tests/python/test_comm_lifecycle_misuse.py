@@ -71,7 +71,8 @@ def test_destroy_while_other_threads_call(tmp_path):
 
 
 def _destroy_after_unmatched_call(rank, store, results):
-    """Rank 0 enqueues an all-gather that rank 1 never makes, then destroys its communicator."""
+    """Both ranks make one all-gather (the first compares their groups, host-blocking); then rank 0
+    enqueues one that rank 1 never makes, and destroys its communicator."""
     try:
         from tide.comm import Communicator
 
@@ -79,12 +80,14 @@ def _destroy_after_unmatched_call(rank, store, results):
                             store_dir=store, timeout_s=2)
         group = comm.register_group([[64, 64]], dtype="fp32")
         landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
+        comm.all_gather(group, shard.ctypes.data, landing)
+        comm.synchronize()
         if rank == 1:
-            time.sleep(6)  # alive, and never makes the call
+            time.sleep(6)  # alive, and never makes the second call
             comm.close()
             results.put((rank, "closed", ""))
             return
-        shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
         comm.all_gather(group, shard.ctypes.data, landing)  # enqueued: returns at once
         start = time.monotonic()
         try:
@@ -109,7 +112,7 @@ def test_destroy_reports_the_collective_it_drained(tmp_path):
     what, detail = by_rank[0]
     assert what == "raised", by_rank
     result, message, took = detail
-    assert result == _capi.Result.TIMEOUT and "all_gather#1" in message and "tideCommDestroy" in message, detail
+    assert result == _capi.Result.TIMEOUT and "all_gather#2" in message and "tideCommDestroy" in message, detail
     assert took < 30, detail
 
 

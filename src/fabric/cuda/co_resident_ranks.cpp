@@ -13,7 +13,8 @@ CoResidentGroup::CoResidentGroup(int ranks, int device, double barrierTimeoutSec
       device_(device),
       timeout_(barrierTimeoutSeconds),
       nonce_(freshRandom64()),
-      bases_(static_cast<size_t>(ranks), nullptr) {
+      bases_(static_cast<size_t>(ranks), nullptr),
+      words_(static_cast<size_t>(ranks)) {
   if (ranks < 1 || device < 0 || barrierTimeoutSeconds <= 0)
     throwUsage("co-resident ranks: want at least one rank, a device ordinal and a positive barrier deadline");
   TIDE_CUDA_CHECK(cudaSetDevice(device));
@@ -60,6 +61,27 @@ std::vector<std::byte*> CoResidentGroup::exchangeBases(int rank, std::byte* base
   barrier(rank);
   std::lock_guard<std::mutex> lock(mu_);
   return bases_;
+}
+
+std::vector<uint64_t> CoResidentGroup::gatherWords(int rank, const std::vector<uint64_t>& mine) {
+  if (rank < 0 || rank >= ranks_) throwUsage("co-resident ranks: rank " + std::to_string(rank) + " out of range");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    words_[static_cast<size_t>(rank)] = mine;
+  }
+  barrier(rank);  // every slot written
+  std::vector<uint64_t> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& w : words_) {
+      if (w.size() != mine.size())
+        throwUsage("co-resident ranks: rank " + std::to_string(rank) + " gathers " + std::to_string(mine.size()) +
+                   " words, another rank " + std::to_string(w.size()));
+      all.insert(all.end(), w.begin(), w.end());
+    }
+  }
+  barrier(rank);  // every slot read before a later gather writes one
+  return all;
 }
 
 std::unique_ptr<DeviceArena> CoResidentGroup::makeArena(int rank, int64_t userBytes, int numCounters,

@@ -45,6 +45,7 @@ class CoResidentGroup final : public LocalGroup {
   // FabricError(kTimeout) when not every rank arrives within the deadline;
   // the group is broken from then on (every later barrier throws at once).
   void barrier(int rank) override;
+  std::vector<uint64_t> gatherWords(int rank, const std::vector<uint64_t>& mine) override;
   // Publishes `rank`'s arena base and waits for every rank's: the bases by rank.
   std::vector<std::byte*> exchangeBases(int rank, std::byte* base);
   std::unique_ptr<DeviceArena> makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) override;
@@ -61,6 +62,7 @@ class CoResidentGroup final : public LocalGroup {
   uint64_t generation_ = 0;
   bool broken_ = false;
   std::vector<std::byte*> bases_;
+  std::vector<std::vector<uint64_t>> words_;  // gatherWords' slots, by rank
   cudaStream_t control_ = nullptr;
 };
 

@@ -721,4 +721,13 @@ void CudaEndpoint::barrier() {
     group_->barrier(rank_);
 }
 
+std::vector<uint64_t> CudaEndpoint::gatherWords(const std::vector<uint64_t>& mine, const std::string& what) {
+  if (comms_ != nullptr) return comms_->gatherWords(mine, what);
+  try {
+    return group_->gatherWords(rank_, mine);
+  } catch (const FabricError& e) {
+    throw FabricError(e.kind(), "rank " + std::to_string(rank_) + ": " + what + ": " + e.what());
+  }
+}
+
 }  // namespace tide::fabric::cuda

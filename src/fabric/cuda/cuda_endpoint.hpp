@@ -133,6 +133,10 @@ class CudaEndpoint final : public Endpoint {
   double waitTimeoutSeconds() const { return watchdog_->timeoutSeconds(); }
   // Host barrier over all ranks (bootstrap and tests).
   void barrier();
+  // Every rank's `mine` (the same length on every rank), rank-major: a
+  // host-blocking all-gather over all ranks, under the bootstrap's deadline
+  // (NCCL's world communicator, or the local group's). `what` names it in errors.
+  std::vector<uint64_t> gatherWords(const std::vector<uint64_t>& mine, const std::string& what);
 
  private:
   struct EventSlot {

@@ -21,6 +21,12 @@ void IpcGroup::barrier(int rank) {
   host::storeBarrier(store_, prefix_ + "/barrier/" + std::to_string(barriers_++), ranks_, timeout_);
 }
 
+std::vector<uint64_t> IpcGroup::gatherWords(int rank, const std::vector<uint64_t>& mine) {
+  if (rank != rank_) throwUsage("IPC ranks: this process is rank " + std::to_string(rank_));
+  return host::storeAllGatherWords(store_, prefix_ + "/words/" + std::to_string(gathers_++), rank_, ranks_, mine,
+                                   timeout_);
+}
+
 std::unique_ptr<DeviceArena> IpcGroup::makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) {
   if (rank != rank_) throwUsage("IPC ranks: this process is rank " + std::to_string(rank_));
   return std::make_unique<IpcArena>(*this, rank, userBytes, numCounters, stream);

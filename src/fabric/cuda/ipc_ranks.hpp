@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fabric/cuda/device_arena.hpp"
 #include "fabric/cuda/local_group.hpp"
@@ -27,6 +28,7 @@ class IpcGroup final : public LocalGroup {
   int ranks() const override { return ranks_; }
   int device() const override { return device_; }
   void barrier(int rank) override;
+  std::vector<uint64_t> gatherWords(int rank, const std::vector<uint64_t>& mine) override;
   std::unique_ptr<DeviceArena> makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) override;
   std::string description() const override { return "ranks sharing GPUs through CUDA IPC"; }
 
@@ -42,6 +44,7 @@ class IpcGroup final : public LocalGroup {
   int device_;
   double timeout_;
   int barriers_ = 0;
+  int gathers_ = 0;
 };
 
 // cudaMalloc memory, exported with cudaIpcGetMemHandle; every peer's opened

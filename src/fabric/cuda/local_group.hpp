@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fabric/cuda/device_arena.hpp"
 
@@ -22,6 +23,9 @@ class LocalGroup {
   virtual int device() const = 0;  // the GPU of the ranks this process drives
   // Host barrier of the group's ranks; throws FabricError(kTimeout) past its deadline.
   virtual void barrier(int rank) = 0;
+  // Every rank's `mine` (the same length on every rank), rank-major
+  // (collective over the group, under its deadline).
+  virtual std::vector<uint64_t> gatherWords(int rank, const std::vector<uint64_t>& mine) = 0;
   // `rank`'s arena, every rank of the group reachable (collective over the group).
   virtual std::unique_ptr<DeviceArena> makeArena(int rank, int64_t userBytes, int numCounters,
                                                  cudaStream_t stream) = 0;

@@ -382,16 +382,15 @@ void NcclComms::release() noexcept {
   stream_ = nullptr;
 }
 
-LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream, double deadlineSeconds) {
-  // NCCL 2.28 maps a window across this team, and across none when the
-  // host's ranks are not contiguous.
-  const uint64_t mine = hostIdentity();
-  std::vector<uint64_t> all(static_cast<size_t>(ranks));
+std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine,
+                                     cudaStream_t stream, double deadlineSeconds, const std::string& what) {
+  const size_t n = mine.size();
+  std::vector<uint64_t> all(static_cast<size_t>(ranks) * n);
+  if (n == 0) return all;
   uint64_t* dev = nullptr;
-  TIDE_CUDA_CHECK(cudaMalloc(&dev, (all.size() + 1) * sizeof(uint64_t)));
-  const std::string what = "rank " + std::to_string(rank) + ": the host-identity all-gather";
-  cudaError_t err = cudaMemcpyAsync(dev, &mine, sizeof(mine), cudaMemcpyHostToDevice, stream);
-  const ncclResult_t nerr = err == cudaSuccess ? ncclAllGather(dev, dev + 1, 1, ncclUint64, comm, stream)
+  TIDE_CUDA_CHECK(cudaMalloc(&dev, (all.size() + n) * sizeof(uint64_t)));
+  cudaError_t err = cudaMemcpyAsync(dev, mine.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream);
+  const ncclResult_t nerr = err == cudaSuccess ? ncclAllGather(dev, dev + n, n, ncclUint64, comm, stream)
                                                : ncclSuccess;
   // Past here an all-gather is in flight (ncclInProgress: still being enqueued). cudaFree
   // would wait for it, and it for peers that may never come: on any failure from here on,
@@ -404,9 +403,18 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
   }
   awaitCommReady(comm, deadlineSeconds, what);  // the all-gather is on the stream before the copy behind it
   TIDE_CUDA_CHECK(
-      cudaMemcpyAsync(all.data(), dev + 1, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+      cudaMemcpyAsync(all.data(), dev + n, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
   awaitNcclStream(stream, {comm}, deadlineSeconds, what);
   cudaFree(dev);
+  return all;
+}
+
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream, double deadlineSeconds) {
+  // NCCL 2.28 maps a window across this team, and across none when the
+  // host's ranks are not contiguous.
+  const uint64_t mine = hostIdentity();
+  const std::vector<uint64_t> all = allGatherWords(
+      comm, ranks, {mine}, stream, deadlineSeconds, "rank " + std::to_string(rank) + ": the host-identity all-gather");
 
   int count = 0;
   int first = -1;
@@ -418,6 +426,16 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
     last = r;
   }
   return last - first + 1 == count ? LsaTeam{first, count} : LsaTeam{rank, 1};
+}
+
+std::vector<uint64_t> NcclComms::gatherWords(const std::vector<uint64_t>& mine, const std::string& what) {
+  TIDE_CUDA_CHECK(cudaSetDevice(device_));
+  try {
+    return allGatherWords(world_, ranks_, mine, stream_, deadlineSeconds_, "rank " + std::to_string(rank_) + ": " + what);
+  } catch (...) {
+    broken_ = true;  // the all-gather may be outstanding
+    throw;
+  }
 }
 
 void NcclComms::barrier() {

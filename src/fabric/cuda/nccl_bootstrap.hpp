@@ -9,6 +9,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "tide/plan.hpp"
 
@@ -76,6 +77,10 @@ class NcclComms {
   // every rank, different for every other communicator (the arena's tag nonce).
   uint64_t idDigest() const { return idDigest_; }
 
+  // Every rank's `mine` (the same length on every rank), rank-major: an
+  // all-gather on the world communicator, under the deadline. On failure
+  // (`what` names it) the communicators are marked broken.
+  std::vector<uint64_t> gatherWords(const std::vector<uint64_t>& mine, const std::string& what);
   // Host-side barrier over the world communicator (a one-int all-reduce).
   // Past the deadline, or on an NCCL error, it throws and marks the
   // communicators broken.
@@ -160,6 +165,13 @@ void finalizeOrAbort(ncclComm_t comm, double deadlineSeconds) noexcept;
 // cudaStreamSynchronize, so a peer that is gone fails the wait.
 void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comms, double deadlineSeconds,
                      const std::string& what);
+
+// Every rank's `mine` (the same length on every rank), rank-major: a
+// collective all-gather on `comm`, awaited under `deadlineSeconds` (FabricError
+// as awaitNcclStream's, naming `what`). On failure the gather may still be in
+// flight: the caller aborts `comm`.
+std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine,
+                                     cudaStream_t stream, double deadlineSeconds, const std::string& what);
 
 // The LSA team of `rank` in `comm`: the contiguous run of ranks on this host
 // (collective: an all-gather of host identities, awaited under `deadlineSeconds`).

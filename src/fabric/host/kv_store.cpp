@@ -1,5 +1,9 @@
 #include "fabric/host/kv_store.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::host {
@@ -19,6 +23,50 @@ void storeBarrier(KeyValueStore& store, const std::string& key, int participants
                           std::to_string(participants) + " arrived within " +
                           std::to_string(timeoutSeconds) + " s (" + e.what() + ")");
   }
+}
+
+std::vector<uint64_t> storeAllGatherWords(KeyValueStore& store, const std::string& key, int rank, int ranks,
+                                          const std::vector<uint64_t>& mine, double timeoutSeconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeoutSeconds));
+  std::ostringstream text;
+  for (const uint64_t w : mine) text << w << ' ';
+  store.set(key + "/" + std::to_string(rank), text.str());
+  std::vector<uint64_t> all;
+  all.reserve(static_cast<size_t>(ranks) * mine.size());
+  std::string missing;
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank) {
+      all.insert(all.end(), mine.begin(), mine.end());
+      continue;
+    }
+    std::string value;
+    try {
+      // One deadline for the whole gather; a peer found late still counts.
+      value = store.get(key + "/" + std::to_string(peer),
+                        std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count()));
+    } catch (const FabricError& e) {
+      if (e.kind() != FabricError::Kind::kTimeout) throw;
+      missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
+      continue;
+    }
+    std::istringstream in(value);
+    size_t got = 0;
+    for (uint64_t w = 0; got < mine.size() && (in >> w); ++got) all.push_back(w);
+    uint64_t extra = 0;
+    if (in >> extra) ++got;  // more words than this rank's: a mismatch all the same
+    if (got != mine.size())
+      throw FabricError(FabricError::Kind::kUsage, "all-gather '" + key + "': rank " + std::to_string(peer) +
+                                                       " published " + (got > mine.size() ? "more" : std::to_string(got)) +
+                                                       " words, this rank " +
+                                                       std::to_string(mine.size()));
+  }
+  if (!missing.empty())
+    throw FabricError(FabricError::Kind::kTimeout, "all-gather '" + key + "': rank " + std::to_string(rank) +
+                                                       " waited " + std::to_string(timeoutSeconds) +
+                                                       " s and never heard from rank(s) " + missing);
+  return all;
 }
 
 }  // namespace tide::fabric::host

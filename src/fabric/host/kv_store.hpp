@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tide::fabric::host {
 
@@ -31,5 +32,12 @@ class KeyValueStore {
 // Each key serves one barrier: use a fresh key for every crossing.
 void storeBarrier(KeyValueStore& store, const std::string& key, int participants,
                   double timeoutSeconds);
+
+// Every rank's `mine` (the same length on every rank), rank-major: each rank
+// publishes its words under `key`/<rank> and reads every other rank's. Past
+// `timeoutSeconds` throws FabricError(kTimeout) naming the ranks whose words
+// never came. Each key serves one gather: use a fresh key for every one.
+std::vector<uint64_t> storeAllGatherWords(KeyValueStore& store, const std::string& key, int rank, int ranks,
+                                          const std::vector<uint64_t>& mine, double timeoutSeconds);
 
 }  // namespace tide::fabric::host

@@ -169,7 +169,8 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
   try {
     // Worlds that the same ranks build one after another get their own keys.
     const int64_t world = store.add(shm.keyPrefix + "rank" + std::to_string(rank) + "/worlds", 1) - 1;
-    bootstrap(store, shm.keyPrefix + std::to_string(world) + "/", arenaBytes, shm.bootstrapTimeoutSeconds);
+    keys_ = shm.keyPrefix + std::to_string(world) + "/";
+    bootstrap(store, keys_, arenaBytes, shm.bootstrapTimeoutSeconds);
   } catch (const std::exception& e) {
     // Peers already past the bootstrap see the failure record in their next wait and stop at
     // once; peers still waiting in the store fail at their bootstrap deadline.
@@ -196,6 +197,12 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
 }
 
 SharedWorld::~SharedWorld() { endpoint_.reset(); }
+
+std::vector<uint64_t> SharedWorld::gatherWords(KeyValueStore& store, const std::vector<uint64_t>& mine,
+                                               double timeoutSeconds) {
+  return storeAllGatherWords(store, keys_ + "words/" + std::to_string(gathers_++), rank_, topo_.ranks(), mine,
+                             timeoutSeconds);
+}
 
 void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64_t arenaBytes,
                             double timeoutSeconds) {

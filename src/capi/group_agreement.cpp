@@ -1,0 +1,95 @@
+#include "capi/group_agreement.hpp"
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "plan/plan_json.hpp"
+
+namespace tide::capi {
+
+namespace {
+
+// FNV-1a, 64 bits: a digest for comparing, not a defence against forgery.
+uint64_t fnv1a(const std::string& bytes, uint64_t h = 0xcbf29ce484222325ull) {
+  for (const unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string describe(const plan::Plan& p, size_t index) {
+  const plan::GroupLayout& g = p.group;
+  return "group " + std::to_string(index) + ": " + std::to_string(g.params.size()) + " parameters, " +
+         plan::dtypeName(g.agDtype) + " gathered, " + plan::dtypeName(g.gradDtype) + " gradients, shard " +
+         std::to_string(g.shardBytes) + " bytes, " + plan::modeName(p.rs.mode) + ", " +
+         std::to_string(p.rs.passes) + " pass(es), round width " + std::to_string(p.rs.roundWidth) +
+         " (digest " + hex(protocolDigest(p)) + ")";
+}
+
+}  // namespace
+
+uint64_t protocolDigest(const plan::Plan& plan) {
+  // The plan's JSON holds every quantity the protocol runs on; new fields join
+  // the digest by themselves. What a rank may choose alone is taken out.
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(plan::planToJson(plan, -1));
+  j.erase("memory");
+  for (const char* local : {"sum_ctas", "landing_ctas", "nic_seconds"}) j["reduce_scatter"].erase(local);
+  return fnv1a(j.dump());
+}
+
+std::vector<uint64_t> groupsDigest(const std::vector<const plan::Plan*>& plans) {
+  uint64_t h = fnv1a("tide groups");
+  for (const plan::Plan* p : plans) h = fnv1a(hex(protocolDigest(*p)), h);
+  return {static_cast<uint64_t>(plans.size()), h};
+}
+
+std::string groupsDisagreement(const std::vector<const plan::Plan*>& plans, int rank,
+                               const std::vector<uint64_t>& everyRanksWords) {
+  const std::vector<uint64_t> mine = groupsDigest(plans);
+  const size_t n = mine.size();
+  // Ranks by what they registered, in order of the lowest rank of each kind.
+  std::map<std::vector<uint64_t>, std::vector<int>> kinds;
+  std::vector<std::vector<uint64_t>> order;
+  bool same = true;
+  for (size_t r = 0; r * n < everyRanksWords.size(); ++r) {
+    std::vector<uint64_t> words(everyRanksWords.begin() + static_cast<std::ptrdiff_t>(r * n),
+                                everyRanksWords.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+    same = same && words == mine;
+    auto [it, fresh] = kinds.try_emplace(words);
+    if (fresh) order.push_back(words);
+    it->second.push_back(static_cast<int>(r));
+  }
+  if (same) return "";
+  std::string msg =
+      "the ranks registered different groups before this collective (every rank must register the same groups "
+      "in the same order; the ranks do not compare plans in their collectives, which would pair wrong landings "
+      "and sums):";
+  for (const auto& words : order) {
+    const std::vector<int>& ranks = kinds[words];
+    msg += std::string(ranks.size() > 1 ? " ranks " : " rank ");
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (i > 0) msg += ',';
+      msg += std::to_string(ranks[i]);
+    }
+    msg += ": " + std::to_string(words[0]) + " group(s), digest " + hex(words[1]) + ";";
+  }
+  msg += " this rank (" + std::to_string(rank) + ") registered";
+  if (plans.empty()) msg += " none";
+  constexpr size_t kListed = 8;
+  for (size_t i = 0; i < plans.size() && i < kListed; ++i) {
+    msg += i > 0 ? "; " : " ";
+    msg += describe(*plans[i], i);
+  }
+  if (plans.size() > kListed) msg += "; and " + std::to_string(plans.size() - kListed) + " more";
+  return msg + ". The communicator is unusable: destroy it on every rank";
+}
+
+}  // namespace tide::capi

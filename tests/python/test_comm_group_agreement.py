@@ -1,0 +1,151 @@
+"""Ranks that register different groups: the collectives never compare plans (each rank runs
+its own, and peers' writes land where the writer's plan says), so such ranks gave wrong landings
+and sums without an error. Before a group's first collective the ranks now compare a digest of
+their groups, and every rank fails alike, naming the ranks that differ. One process per rank on
+the multi-process host fabric."""
+
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+import pytest
+from spawned_ranks import run_ranks
+
+A = [[37, 5], [3]]
+B = [[16, 4], [9, 2]]
+RANKS = 3
+
+# Rank 1 registers something else; ranks 0 and 2 register [A, B].
+DIFFERENCES = {
+    "a_shape": [[[37, 5], [4]], B],
+    "a_group_fewer": [A],
+    "the_order": [B, A],
+    "the_mode": [A, (B, {"mode": "slot-reuse"})],
+    "the_passes": [A, (B, {"passes": 2})],
+}
+
+
+def _register(comm, spec):
+    shapes, options = spec if isinstance(spec, tuple) else (spec, {})
+    return comm.register_group(shapes, **options)
+
+
+def _differing_rank(rank, store, case, results):
+    try:
+        from tide._capi import TideError
+        from tide.comm import Communicator
+
+        groups = DIFFERENCES[case] if rank == 1 else [A, B]
+        with Communicator(nodes=1, gpus_per_node=RANKS, rank=rank, arena_bytes=1 << 22, fabric="host",
+                          store_dir=store, timeout_s=5) as comm:
+            handles = [_register(comm, g) for g in groups]
+            first = handles[0]
+            offset, _ = comm.alloc(first.plan["group"]["unsharded_bytes"])
+            shard = np.random.default_rng().integers(0, 256, first.plan["group"]["shard_bytes"], dtype=np.uint8)
+            verdicts = []
+            for _ in range(2):  # the first call fails on the difference, the second on the unusable communicator
+                try:
+                    comm.all_gather(first, shard.ctypes.data, offset)
+                    comm.synchronize()
+                    verdicts.append(("completed", ""))
+                except TideError as e:
+                    verdicts.append((e.reason, e.message))
+        results.put((rank, verdicts))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+@pytest.mark.parametrize("case", sorted(DIFFERENCES))
+def test_ranks_that_register_different_groups_fail_alike(case, tmp_path):
+    got, codes = run_ranks(_differing_rank, RANKS, (str(tmp_path), case), timeout=90)
+    verdicts = dict(got)
+    assert codes == [0] * RANKS and len(verdicts) == RANKS, (codes, verdicts)
+    for rank, v in verdicts.items():
+        assert isinstance(v, list), v
+        (reason, message), (later_reason, later_message) = v
+        assert reason == "groups_differ", (rank, v)
+        # Every rank names both kinds, and its own groups.
+        assert "ranks 0,2: 2 group(s)" in message, message
+        assert f"rank 1: {len(DIFFERENCES[case])} group(s)" in message, message
+        assert f"this rank ({rank}) registered group 0:" in message, message
+        assert later_reason == "communicator_unusable" and "registered different groups" in later_message, v
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _local_choices_rank(rank, store, seed, results):
+    """Ranks that pick their own sum and landing CTA budgets (rank-local work) still agree."""
+    try:
+        from tide.comm import Communicator
+
+        with Communicator(nodes=1, gpus_per_node=RANKS, rank=rank, arena_bytes=1 << 22, fabric="host",
+                          store_dir=store, timeout_s=5) as comm:
+            group = comm.register_group(A, sum_ctas=rank + 1, landing_ctas=2 * rank + 1)
+            plan = group.plan
+            grads = [_bf16(np.random.default_rng([seed, r]).standard_normal((RANKS, int(np.prod(s)))))
+                     for r, s in enumerate(A)]  # [param][rank]: every rank's gradients, drawn alike
+            mine = [np.ascontiguousarray(g[rank]) for g in grads]
+            out = np.full(plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)  # poisoned
+            comm.reduce_scatter(group, [g.ctypes.data for g in mine], out.ctypes.data)
+            comm.synchronize()
+            worst = 0.0
+            for i, p in enumerate(plan["group"]["param_layout"]):
+                k = p["shard_rows"] * p["row_elems"]
+                total = p["rows"] * p["row_elems"]
+                lo, hi = rank * k, min((rank + 1) * k, total)
+                ref = np.zeros(k)
+                as_f64 = (grads[i].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+                if hi > lo:
+                    ref[: hi - lo] = as_f64[:, lo:hi].sum(axis=0)
+                got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
+                worst = max(worst, float(np.max(np.abs(got - ref))) if np.all(np.isfinite(got)) else np.inf)
+        results.put((rank, worst))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+def test_rank_local_cta_budgets_do_not_count_as_a_difference(tmp_path, rng):
+    got, codes = run_ranks(_local_choices_rank, RANKS, (str(tmp_path), rng.randrange(1 << 30)), timeout=90)
+    worst = dict(got)
+    assert codes == [0] * RANKS and len(worst) == RANKS, (codes, worst)
+    # Three bf16 terms summed in fp32: within a few fp32 ulps of the float64 sum.
+    assert all(isinstance(w, float) and w < 1e-5 for w in worst.values()), worst
+
+
+def _late_rank(rank, store, results):
+    """Every rank registers A and gathers it; then each registers a second group, rank 2 another one."""
+    try:
+        from tide._capi import TideError
+        from tide.comm import Communicator
+
+        with Communicator(nodes=1, gpus_per_node=RANKS, rank=rank, arena_bytes=1 << 22, fabric="host",
+                          store_dir=store, timeout_s=5) as comm:
+            first = comm.register_group(A)
+            offset, _ = comm.alloc(first.plan["group"]["unsharded_bytes"])
+            shard = np.random.default_rng().integers(0, 256, first.plan["group"]["shard_bytes"], dtype=np.uint8)
+            comm.all_gather(first, shard.ctypes.data, offset)
+            comm.synchronize()
+            late = comm.register_group([[4, 4]] if rank != 2 else [[4, 5]])
+            late_offset, _ = comm.alloc(late.plan["group"]["unsharded_bytes"])
+            late_shard = np.zeros(late.plan["group"]["shard_bytes"], dtype=np.uint8)
+            try:
+                comm.all_gather(late, late_shard.ctypes.data, late_offset)
+                comm.synchronize()
+                results.put((rank, ("completed", "")))
+            except TideError as e:
+                results.put((rank, (e.reason, e.message)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, ("raised", traceback.format_exc())))
+
+
+def test_a_group_registered_late_is_compared_at_its_first_collective(tmp_path):
+    got, codes = run_ranks(_late_rank, RANKS, (str(tmp_path),), timeout=90)
+    verdicts = dict(got)
+    assert codes == [0] * RANKS and len(verdicts) == RANKS, (codes, verdicts)
+    for rank, (reason, message) in verdicts.items():
+        assert reason == "groups_differ", (rank, reason, message)
+        assert "ranks 0,1: 2 group(s)" in message and "rank 2: 2 group(s)" in message, message
