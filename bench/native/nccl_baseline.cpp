@@ -46,6 +46,7 @@ struct TbnComm {
   bool broken = false;  // a bootstrap wait failed: NCCL work may be outstanding, abort
   cudaStream_t stream = nullptr;
   Buffer send, recv;
+  uint64_t* gather = nullptr;  // the host-identity all-gather's device words (ranks + 1)
   LsaTeam team;
   std::vector<void*> peerRecv;  // by world rank
 };
@@ -90,6 +91,7 @@ void destroy(TbnComm* c) {
     if (b->ptr != nullptr) ncclMemFree(b->ptr);
   }
   if (c->comm != nullptr) finalizeOrAbort(c->comm, c->deadlineSeconds);
+  if (c->gather != nullptr) cudaFree(c->gather);  // after the abort: a gather of a gone peer no longer runs
   if (c->stream != nullptr) cudaStreamDestroy(c->stream);
   delete c;
 }
@@ -142,7 +144,9 @@ TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int devic
                    "creating the baseline communicator of " + std::to_string(ranks) + " ranks");
     allocWindow(*c, c->send, sendBytes);
     allocWindow(*c, c->recv, recvBytes);
-    c->team = discoverLsaTeam(c->comm, rank, ranks, c->stream, deadlineSeconds);
+    TIDE_CUDA_CHECK(cudaMalloc(&c->gather, (static_cast<size_t>(ranks) + 1) * sizeof(uint64_t)));
+    c->team = discoverLsaTeam(c->comm, rank, ranks, c->gather, static_cast<size_t>(ranks) + 1, c->stream,
+                              deadlineSeconds);
     c->broken = false;
     const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream);
     c->peerRecv.assign(static_cast<size_t>(ranks), nullptr);

@@ -36,7 +36,7 @@ FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir
   Owner* raw = owner.get();
   h.gatherWords = [raw, gatherTimeout, rank = config.rank](const std::vector<uint64_t>& mine, const std::string& what) {
     try {
-      return raw->world->gatherWords(raw->store, mine, gatherTimeout);
+      return raw->world->gatherWords(mine, gatherTimeout);
     } catch (const fabric::FabricError& e) {
       throw fabric::FabricError(e.kind(), "rank " + std::to_string(rank) + ": " + what + ": " + e.what());
     }

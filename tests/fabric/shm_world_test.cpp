@@ -534,6 +534,65 @@ TEST(SharedWorldBootstrap, MissingPeerTimesOutAndLeavesNothing) {
   }
 }
 
+// Three processes gather words five times (more than the board's two slots,
+// with ranks racing ahead): every rank gets every rank's words of that gather,
+// in rank order, and the store directory is not needed any more.
+TEST(SharedWorldGather, EveryRankGetsEveryRanksWordsOfEachGather) {
+  TempDir dir;
+  const plan::Topology topo = plan::Topology::make(1, 3);
+  const uint64_t seed = std::random_device{}();
+  auto wordsOf = [seed](int rank, int gather) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(rank * 100 + gather));
+    return std::vector<uint64_t>{rng(), rng(), ~uint64_t{0} - static_cast<uint64_t>(gather)};
+  };
+  Ranks ranks(3, [&](int rank) {
+    FileStore store(dir.path());
+    SharedWorld world(topo, rank, 1 << 16, store);
+    fabric::host::storeBarrier(store, "test/bootstrapped", 3, 10.0);
+    if (rank == 0) std::filesystem::remove_all(dir.path());  // the gathers must not need the store
+    for (int gather = 0; gather < 5; ++gather) {
+      if (rank == 2 && gather % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // behind
+      const std::vector<uint64_t> all = world.gatherWords(wordsOf(rank, gather), 10.0);
+      std::vector<uint64_t> want;
+      for (int r = 0; r < 3; ++r) {
+        const std::vector<uint64_t> w = wordsOf(r, gather);
+        want.insert(want.end(), w.begin(), w.end());
+      }
+      if (all != want) return kExitMismatch;
+    }
+    return kExitOk;
+  });
+  bool hung = false;
+  for (const ChildExit& e : ranks.wait(30.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
+  EXPECT_FALSE(hung);
+}
+
+// Rank 1 of two never gathers: rank 0's gather times out on its deadline, naming rank 1.
+TEST(SharedWorldGather, APeerThatNeverGathersTimesOutNamingIt) {
+  TempDir dir;
+  const plan::Topology topo = plan::Topology::make(2, 1);
+  Ranks ranks(2, [&](int rank) {
+    FileStore store(dir.path());
+    SharedWorld world(topo, rank, 1 << 16, store);
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      return kExitOk;
+    }
+    const auto start = Clock::now();
+    try {
+      world.gatherWords({uint64_t{1}}, 0.5);
+    } catch (const FabricError& e) {
+      const bool named = std::string(e.what()).find("never heard from rank(s) 1") != std::string::npos;
+      return e.kind() == FabricError::Kind::kTimeout && named && secondsSince(start) < 2.0 ? kExitOk
+                                                                                           : kExitMismatch;
+    }
+    return kExitMismatch;
+  });
+  bool hung = false;
+  for (const ChildExit& e : ranks.wait(30.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
+  EXPECT_FALSE(hung);
+}
+
 // Rank 1 of three never comes and rank 2 is killed once it has published its
 // segment, which rank 0 never maps (it waits for rank 1's first): failing,
 // rank 0 must still find rank 2's name, whose pid it never read.

@@ -124,6 +124,10 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     TIDE_NCCL_CHECK(ncclGetVersion(&ncclVersion_));
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TIDE_CUDA_CHECK(cudaMalloc(&scratch_, 64 * sizeof(uint64_t)));
+    // Allocated once, here: a cudaFree later, with the collectives' stream
+    // waits in flight, would wait for the whole device, and they for this rank.
+    gatherWords_ = (static_cast<size_t>(ranks_) + 1) * kMaxGatherWords;
+    TIDE_CUDA_CHECK(cudaMalloc(&gather_, gatherWords_ * sizeof(uint64_t)));
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     // Nonblocking: every call on it returns at once and is awaited under the
@@ -149,7 +153,7 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     awaitWorld("rank " + std::to_string(rank_) + ": creating the world communicator of " + std::to_string(ranks_) +
                " ranks (every rank joins it with the same unique id)");
     refuseMulticastComm(world_, "world");
-    lsa_ = discoverLsaTeam(world_, rank_, ranks_, stream_, deadlineSeconds_);
+    lsa_ = discoverLsaTeam(world_, rank_, ranks_, gather_, gatherWords_, stream_, deadlineSeconds_);
     if (lsa_.size < ranks_) splitHost();
   } catch (...) {
     broken_ = true;  // a bootstrap collective may be outstanding
@@ -377,44 +381,39 @@ void NcclComms::release() noexcept {
     *c = nullptr;
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
+  if (gather_ != nullptr) cudaFree(gather_);
+  gather_ = nullptr;
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   scratch_ = nullptr;
   stream_ = nullptr;
 }
 
-std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine,
-                                     cudaStream_t stream, double deadlineSeconds, const std::string& what) {
+std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine, uint64_t* dev,
+                                     size_t devWords, cudaStream_t stream, double deadlineSeconds,
+                                     const std::string& what) {
   const size_t n = mine.size();
   std::vector<uint64_t> all(static_cast<size_t>(ranks) * n);
   if (n == 0) return all;
-  uint64_t* dev = nullptr;
-  TIDE_CUDA_CHECK(cudaMalloc(&dev, (all.size() + n) * sizeof(uint64_t)));
-  cudaError_t err = cudaMemcpyAsync(dev, mine.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream);
-  const ncclResult_t nerr = err == cudaSuccess ? ncclAllGather(dev, dev + n, n, ncclUint64, comm, stream)
-                                               : ncclSuccess;
-  // Past here an all-gather is in flight (ncclInProgress: still being enqueued). cudaFree
-  // would wait for it, and it for peers that may never come: on any failure from here on,
-  // `dev` stays allocated (a few bytes) and the caller aborts the communicator.
-  const bool gathering = err == cudaSuccess && (nerr == ncclSuccess || nerr == ncclInProgress);
-  if (!gathering) {
-    cudaFree(dev);
-    TIDE_NCCL_CHECK(nerr);
-    TIDE_CUDA_CHECK(err);
-  }
+  if (all.size() + n > devWords)
+    throw FabricError(FabricError::Kind::kUsage, "cuda fabric: " + what + ": " + std::to_string(n) +
+                                                     " words per rank exceed the gather buffer");
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(dev, mine.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+  TIDE_NCCL_ISSUE(ncclAllGather(dev, dev + n, n, ncclUint64, comm, stream));
   awaitCommReady(comm, deadlineSeconds, what);  // the all-gather is on the stream before the copy behind it
   TIDE_CUDA_CHECK(
       cudaMemcpyAsync(all.data(), dev + n, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
   awaitNcclStream(stream, {comm}, deadlineSeconds, what);
-  cudaFree(dev);
   return all;
 }
 
-LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream, double deadlineSeconds) {
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, uint64_t* dev, size_t devWords, cudaStream_t stream,
+                        double deadlineSeconds) {
   // NCCL 2.28 maps a window across this team, and across none when the
   // host's ranks are not contiguous.
   const uint64_t mine = hostIdentity();
-  const std::vector<uint64_t> all = allGatherWords(
-      comm, ranks, {mine}, stream, deadlineSeconds, "rank " + std::to_string(rank) + ": the host-identity all-gather");
+  const std::vector<uint64_t> all =
+      allGatherWords(comm, ranks, {mine}, dev, devWords, stream, deadlineSeconds,
+                     "rank " + std::to_string(rank) + ": the host-identity all-gather");
 
   int count = 0;
   int first = -1;
@@ -431,7 +430,8 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t strea
 std::vector<uint64_t> NcclComms::gatherWords(const std::vector<uint64_t>& mine, const std::string& what) {
   TIDE_CUDA_CHECK(cudaSetDevice(device_));
   try {
-    return allGatherWords(world_, ranks_, mine, stream_, deadlineSeconds_, "rank " + std::to_string(rank_) + ": " + what);
+    return allGatherWords(world_, ranks_, mine, gather_, gatherWords_, stream_, deadlineSeconds_,
+                          "rank " + std::to_string(rank_) + ": " + what);
   } catch (...) {
     broken_ = true;  // the all-gather may be outstanding
     throw;

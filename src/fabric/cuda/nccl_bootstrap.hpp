@@ -77,9 +77,12 @@ class NcclComms {
   // every rank, different for every other communicator (the arena's tag nonce).
   uint64_t idDigest() const { return idDigest_; }
 
-  // Every rank's `mine` (the same length on every rank), rank-major: an
-  // all-gather on the world communicator, under the deadline. On failure
-  // (`what` names it) the communicators are marked broken.
+  // Every rank's `mine` (the same length on every rank, at most
+  // kMaxGatherWords), rank-major: an all-gather on the world communicator,
+  // under the deadline, through a buffer allocated at construction (no
+  // cudaFree while collectives run). On failure (`what` names it) the
+  // communicators are marked broken.
+  static constexpr size_t kMaxGatherWords = 4;
   std::vector<uint64_t> gatherWords(const std::vector<uint64_t>& mine, const std::string& what);
   // Host-side barrier over the world communicator (a one-int all-reduce).
   // Past the deadline, or on an NCCL error, it throws and marks the
@@ -136,6 +139,8 @@ class NcclComms {
   ncclComm_t railCredit_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;  // device scratch for bootstrap collectives
+  uint64_t* gather_ = nullptr;  // gatherWords' buffer: (ranks + 1) x kMaxGatherWords words
+  size_t gatherWords_ = 0;
   LsaTeam lsa_;
 };
 
@@ -167,15 +172,18 @@ void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comm
                      const std::string& what);
 
 // Every rank's `mine` (the same length on every rank), rank-major: a
-// collective all-gather on `comm`, awaited under `deadlineSeconds` (FabricError
-// as awaitNcclStream's, naming `what`). On failure the gather may still be in
-// flight: the caller aborts `comm`.
-std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine,
-                                     cudaStream_t stream, double deadlineSeconds, const std::string& what);
+// collective all-gather on `comm` through `dev` (device memory of `devWords`
+// words: (ranks + 1) x mine.size() at least), awaited under `deadlineSeconds`
+// (FabricError as awaitNcclStream's, naming `what`). On failure the gather
+// may still be in flight: the caller aborts `comm` before freeing `dev`.
+std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine, uint64_t* dev,
+                                     size_t devWords, cudaStream_t stream, double deadlineSeconds,
+                                     const std::string& what);
 
 // The LSA team of `rank` in `comm`: the contiguous run of ranks on this host
 // (collective: an all-gather of host identities, awaited under `deadlineSeconds`).
-LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, cudaStream_t stream, double deadlineSeconds);
+LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, uint64_t* dev, size_t devWords, cudaStream_t stream,
+                        double deadlineSeconds);
 
 // 64-bit identity of this host: NCCL_HOSTID if set, else hostname + boot id
 // (what NCCL uses to group ranks by host).

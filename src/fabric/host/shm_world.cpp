@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <system_error>
+#include <thread>
 
 #include "fabric/host/failure_record.hpp"
 #include "fabric/random_bits.hpp"
@@ -22,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 constexpr uint64_t kSegmentMagic = 0x31'4D'48'53'45'44'49'54;  // "TIDESHM1" little-endian
-constexpr uint32_t kLayoutVersion = 3;  // 2: the topology's node count; 3: pid and calls entered
+constexpr uint32_t kLayoutVersion = 4;  // 2: the topology's node count; 3: pid and calls entered; 4: words board
 constexpr int64_t kPageBytes = 4096;
 constexpr size_t kJobIdBytes = 32;
 static_assert(kJobIdChars < kJobIdBytes);
@@ -43,7 +44,14 @@ struct SegmentHeader {
   int64_t arenaOffset;
   int64_t totalBytes;
   char jobId[kJobIdBytes];
+  // SharedWorld::gatherWords' board: the owner writes gather n's words into
+  // slot n % 2, then stores n + 1 here (release). Two slots suffice: the
+  // owner reaches gather n + 2 only after every peer published n + 1, which
+  // each does after it has read the owner's words of gather n.
+  std::atomic<uint64_t> wordsPublished;
+  uint64_t words[2][SharedWorld::kMaxGatherWords];
 };
+static_assert(sizeof(SegmentHeader) <= 4096, "the header stays within its page");
 
 // Job-wide failure state, in rank 0's segment.
 struct ControlBlock {
@@ -104,6 +112,7 @@ ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int node
   h.nodes = nodes;
   h.pid = static_cast<int32_t>(::getpid());
   h.callsEntered.store(0);
+  h.wordsPublished.store(0);
   h.arenaBytes = arenaBytes;
   h.countersOffset = l.counters;
   h.controlOffset = l.control;
@@ -169,8 +178,7 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
   try {
     // Worlds that the same ranks build one after another get their own keys.
     const int64_t world = store.add(shm.keyPrefix + "rank" + std::to_string(rank) + "/worlds", 1) - 1;
-    keys_ = shm.keyPrefix + std::to_string(world) + "/";
-    bootstrap(store, keys_, arenaBytes, shm.bootstrapTimeoutSeconds);
+    bootstrap(store, shm.keyPrefix + std::to_string(world) + "/", arenaBytes, shm.bootstrapTimeoutSeconds);
   } catch (const std::exception& e) {
     // Peers already past the bootstrap see the failure record in their next wait and stop at
     // once; peers still waiting in the store fail at their bootstrap deadline.
@@ -198,10 +206,45 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
 
 SharedWorld::~SharedWorld() { endpoint_.reset(); }
 
-std::vector<uint64_t> SharedWorld::gatherWords(KeyValueStore& store, const std::vector<uint64_t>& mine,
-                                               double timeoutSeconds) {
-  return storeAllGatherWords(store, keys_ + "words/" + std::to_string(gathers_++), rank_, topo_.ranks(), mine,
-                             timeoutSeconds);
+std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine, double timeoutSeconds) {
+  const size_t n = mine.size();
+  if (n > kMaxGatherWords)
+    throw FabricError(FabricError::Kind::kUsage, "host fabric: a gather of " + std::to_string(n) + " words (at most " +
+                                                     std::to_string(kMaxGatherWords) + ")");
+  const uint64_t gather = gathers_++;
+  SegmentHeader& own = *headerOf(segments_[static_cast<size_t>(rank_)]);
+  std::copy(mine.begin(), mine.end(), own.words[gather % 2]);
+  own.wordsPublished.store(gather + 1, std::memory_order_release);
+  const ControlBlock* control = controlOf(segments_[0]);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeoutSeconds));
+  std::vector<uint64_t> all(static_cast<size_t>(topo_.ranks()) * n);
+  std::string missing;
+  for (int peer = 0; peer < topo_.ranks(); ++peer) {
+    const SegmentHeader& h = *headerOf(segments_[static_cast<size_t>(peer)]);
+    auto sleep = std::chrono::microseconds(50);
+    // Polled (the ranks are other processes); a failed job or the deadline ends the wait.
+    while (h.wordsPublished.load(std::memory_order_acquire) < gather + 1) {
+      if (control != nullptr && jobFailed(&control->failed))
+        throw FabricError(FabricError::Kind::kPeerFailure,
+                          "host fabric: rank " + std::to_string(rank_) + ": a gather over the ranks: the job failed: " +
+                              firstFailure(control->failed, control->failure));
+      if (Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, std::chrono::microseconds(2000));
+    }
+    if (h.wordsPublished.load(std::memory_order_acquire) < gather + 1) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
+      continue;
+    }
+    std::copy(h.words[gather % 2], h.words[gather % 2] + n, all.begin() + static_cast<std::ptrdiff_t>(peer * n));
+  }
+  if (!missing.empty())
+    throw FabricError(FabricError::Kind::kTimeout, "host fabric: rank " + std::to_string(rank_) + " waited " +
+                                                       std::to_string(timeoutSeconds) +
+                                                       " s in a gather over the ranks and never heard from rank(s) " +
+                                                       missing);
+  return all;
 }
 
 void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64_t arenaBytes,

@@ -69,11 +69,13 @@ class SharedWorld {
   Endpoint& endpoint() { return *endpoint_; }
   int rank() const { return rank_; }
   const std::string& jobId() const { return jobId_; }
-  // Every rank's `mine` (the same length on every rank), rank-major, through
-  // `store` (the one the world was built on), under `timeoutSeconds`: a
-  // collective over the world's ranks, host-blocking (FabricError(kTimeout)
-  // naming the ranks never heard from).
-  std::vector<uint64_t> gatherWords(KeyValueStore& store, const std::vector<uint64_t>& mine, double timeoutSeconds);
+  // Every rank's `mine` (the same length on every rank, at most
+  // kMaxGatherWords), rank-major, through a board in each rank's segment
+  // header, under `timeoutSeconds`: a collective over the world's ranks,
+  // host-blocking, polled (FabricError: kTimeout naming the ranks never heard
+  // from, kPeerFailure once the job's failure record is set).
+  static constexpr size_t kMaxGatherWords = 4;
+  std::vector<uint64_t> gatherWords(const std::vector<uint64_t>& mine, double timeoutSeconds);
   // Bytes of this rank's shared-memory segment (header, counters, arena).
   int64_t segmentBytes() const { return static_cast<int64_t>(segments_.at(static_cast<size_t>(rank_)).size()); }
 
@@ -85,8 +87,7 @@ class SharedWorld {
   plan::Topology topo_;
   int rank_;
   std::string jobId_;
-  std::string keys_;  // this world's namespace in the store
-  int gathers_ = 0;   // gatherWords calls so far: each takes fresh keys
+  uint64_t gathers_ = 0;  // gatherWords calls so far
   std::vector<ShmSegment> segments_;  // indexed by rank
   // Declared last so it is destroyed first: its queues may still touch the
   // segments while they drain.
