@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
+#include <cstdio>
 
 namespace tide::bench {
 namespace {
@@ -25,10 +25,11 @@ std::optional<int64_t> memAvailable(const std::string& root) {
   std::ifstream f(root + "/proc/meminfo");
   std::string line;
   while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string key, unit;
+    // sscanf, not an istringstream: this library's iostreams number parsing
+    // crashed in a process with another libstdc++ loaded (kv_store.cpp).
     long long kib = 0;
-    if (in >> key >> kib >> unit && key == "MemAvailable:" && unit == "kB" && kib >= 0)
+    char unit[4] = {};
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld %3s", &kib, unit) == 2 && std::string(unit) == "kB" && kib >= 0)
       return static_cast<int64_t>(kib) * 1024;
   }
   return std::nullopt;

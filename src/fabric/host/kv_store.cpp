@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
+#include <cerrno>
+#include <cstdlib>
 
 #include "tide/fabric.hpp"
 
@@ -30,9 +31,12 @@ std::vector<uint64_t> storeAllGatherWords(KeyValueStore& store, const std::strin
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeoutSeconds));
-  std::ostringstream text;
-  for (const uint64_t w : mine) text << w << ' ';
-  store.set(key + "/" + std::to_string(rank), text.str());
+  // Decimal text by hand, not through iostreams: in a process that loaded
+  // another libstdc++ first (a Python with torch on the GPU host), this
+  // library's ostringstream crashed in its locale facets (session 25).
+  std::string text;
+  for (const uint64_t w : mine) text += std::to_string(w) + ' ';
+  store.set(key + "/" + std::to_string(rank), text);
   std::vector<uint64_t> all;
   all.reserve(static_cast<size_t>(ranks) * mine.size());
   std::string missing;
@@ -51,11 +55,23 @@ std::vector<uint64_t> storeAllGatherWords(KeyValueStore& store, const std::strin
       missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
       continue;
     }
-    std::istringstream in(value);
     size_t got = 0;
-    for (uint64_t w = 0; got < mine.size() && (in >> w); ++got) all.push_back(w);
-    uint64_t extra = 0;
-    if (in >> extra) ++got;  // more words than this rank's: a mismatch all the same
+    const char* at = value.c_str();
+    for (;;) {
+      while (*at == ' ') ++at;
+      if (*at == '\0') break;
+      if (*at < '0' || *at > '9')  // strtoull would take a sign or spaces
+        throw FabricError(FabricError::Kind::kUsage, "all-gather '" + key + "': rank " + std::to_string(peer) +
+                                                         " published '" + value + "', not decimal words");
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long w = std::strtoull(at, &end, 10);
+      if (end == at || errno != 0 || (*end != ' ' && *end != '\0'))
+        throw FabricError(FabricError::Kind::kUsage, "all-gather '" + key + "': rank " + std::to_string(peer) +
+                                                         " published '" + value + "', not decimal words");
+      if (got++ < mine.size()) all.push_back(static_cast<uint64_t>(w));
+      at = end;
+    }
     if (got != mine.size())
       throw FabricError(FabricError::Kind::kUsage, "all-gather '" + key + "': rank " + std::to_string(peer) +
                                                        " published " + (got > mine.size() ? "more" : std::to_string(got)) +
