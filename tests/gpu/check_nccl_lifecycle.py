@@ -22,7 +22,10 @@
     a send to nobody: the wait watchdog's error probe sees NCCL's asynchronous error on the rail
     and aborts the process naming it (or the call raises), and a fresh process can use the GPU;
   - ranks that ask for different rails (TIDE_FABRIC_RAILS on one of two hosts of their own): both
-    refused, saying that the ranks differ, instead of one left in a split the other never joins.
+    refused, saying that the ranks differ, instead of one left in a split the other never joins;
+  - ranks that register different groups (one shape differs; two hosts of their own, one GPU): the
+    first all-gather compares their group digests over the world communicator and fails on both
+    ranks (reason groups_differ, naming each rank's groups) instead of gathering wrong bytes.
 
 Exits non-zero on any failure. Run with NCCL_NVLS_ENABLE=0 in the environment (tools/gpu_run.sh).
 """
@@ -396,6 +399,54 @@ def check_ranks_that_disagree_on_rails() -> list[str]:
     return failures
 
 
+def _group_differing_rank(rank: int, ids, out) -> None:
+    from tide.bench.topologies import as_own_host
+
+    as_own_host(f"tide-groups-rank-{rank}")  # before this process's first NCCL communicator
+    import torch
+
+    from tide import _capi
+    from tide.comm import Communicator, unique_id
+
+    if rank == 0:
+        uid = unique_id()
+        ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda", unique_id=uid,
+                      device=0, timeout_s=TIMEOUT_S) as comm:
+        group = comm.register_group([[64, 8], [16]] if rank == 0 else [[64, 8], [17]])
+        landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        shard = torch.zeros(group.plan["group"]["shard_bytes"], dtype=torch.uint8, device="cuda")
+        start = time.monotonic()
+        try:
+            comm.all_gather(group, shard.data_ptr(), landing, torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            out.put((rank, "completed", "", time.monotonic() - start))
+        except _capi.TideError as e:
+            out.put((rank, e.reason, e.message, time.monotonic() - start))
+
+
+def check_ranks_that_register_different_groups() -> list[str]:
+    """Two NCCL ranks (hosts of their own, one GPU) whose groups differ in one shape: the first
+    all-gather compares the ranks' group digests over the world communicator and fails on both
+    ranks, naming each, instead of gathering wrong bytes."""
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    hung, replies = _run_two_ranks(ctx, _group_differing_rank, lambda r: (r, ids, out), out)
+    answers = {rank: (verdict, message, took) for rank, verdict, message, took in replies}
+    failures = []
+    for rank in range(2):
+        verdict, message, took = answers.get(rank, ("no answer", "", float("nan")))
+        ok = not hung and verdict == "groups_differ" and "rank 0: 1 group(s)" in message and \
+            "rank 1: 1 group(s)" in message
+        print(f"groups differ (rank {rank}): {verdict} after {took:.1f} s: {message[:240]} -> {'ok' if ok else 'FAIL'}",
+              flush=True)
+        if not ok:
+            failures.append(f"ranks that register different groups: rank {rank} {verdict}, hung={hung}")
+    return failures
+
+
 def main() -> int:
     import argparse
 
@@ -416,6 +467,7 @@ def main() -> int:
     failures += check_peer_gone_mid_call("all-gather")
     failures += check_peer_gone_mid_call("reduce-scatter")
     failures += check_ranks_that_disagree_on_rails()
+    failures += check_ranks_that_register_different_groups()
     print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
 
