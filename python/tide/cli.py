@@ -102,6 +102,11 @@ def _plan_params(args) -> tuple[list, str]:
     else:
         data = _read_json(args.shapes, "shapes file")
         if isinstance(data, dict) and "params" in data:
+            # A preset file's shape ({"name", "description", "params"}); other keys are typos, not ignored.
+            unknown = sorted(set(data) - {"name", "description", "params"})
+            if unknown:
+                raise InputError(f"shapes file {args.shapes}: unknown keys {unknown} (allowed: name, description, "
+                                 "params)")
             data = data["params"]
         if not isinstance(data, list):
             raise InputError(f"shapes file {args.shapes}: expected a JSON list of shapes")

@@ -11,6 +11,7 @@ import logging
 import os
 import weakref
 
+import numpy as np
 import tide.fsdp
 import torch
 import torch.distributed.checkpoint as dcp
@@ -355,7 +356,8 @@ def refusals(ctx):
     wrong = "host" if torch.device(ctx.device).type == "cuda" else "cuda-ipc"
     rep = tide.fsdp.install(mt, fabric=wrong, timeout_s=TIMEOUT_S)
     assert rep["groups"] and all(g["reason"] == "fabric_mismatch" for g in rep["groups"]), rep
-    rep = tide.fsdp.install(mt, topology=(1, 3 * ctx.world), timeout_s=TIMEOUT_S)
+    # numpy integers are integers (they were refused as "not two positive ints"): this one reaches the plan stage.
+    rep = tide.fsdp.install(mt, topology=(np.int64(1), np.int32(3 * ctx.world)), timeout_s=TIMEOUT_S)
     assert rep["groups"] and all(g["reason"] == "bad_topology" for g in rep["groups"]), rep
     assert_all_tide(install(mt, ctx), 4)
     tide.fsdp.uninstall(mt)
@@ -386,6 +388,11 @@ def refusals(ctx):
         except TypeError as e:
             assert "torch.nn.Module" in str(e), e
     assert tide.fsdp.report(mt, echo=False)["installed"] is False
+    try:  # print's file: a stream; a path string raised AttributeError from inside print
+        tide.fsdp.report(mt, file="report.txt")
+        raise AssertionError("report accepted a file name for its stream")
+    except TypeError as e:
+        assert "write()" in str(e), e
     try:
         tide.fsdp.install(mt, fabric="nvlink", timeout_s=TIMEOUT_S)
         raise AssertionError("install accepted fabric 'nvlink'")

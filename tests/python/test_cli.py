@@ -216,9 +216,10 @@ def test_zero_dim_shape(tmp_path):
 
 
 # Short ids: pytest puts the id in the environment of the `tide` process it starts.
-@pytest.mark.parametrize("content", ["not json", '{"shapes": [[4]]}', '[["a"]]', "[[4, -1]]",
-                                     "[" * 200000, "[[" + "9" * 5000 + "]]"],
-                         ids=["text", "object", "string", "negative", "too-deep", "too-many-digits"])
+@pytest.mark.parametrize("content", ["not json", '{"shapes": [[4]]}', '{"params": [[4]], "parms": [[5]]}',
+                                     '[["a"]]', "[[4, -1]]", "[" * 200000, "[[" + "9" * 5000 + "]]"],
+                         ids=["text", "object", "object-typo", "string", "negative", "too-deep",
+                              "too-many-digits"])
 def test_malformed_shapes_file(tmp_path, content):
     path = tmp_path / "shapes.json"
     path.write_text(content)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import numbers
 import types
 import weakref
 from collections import OrderedDict
@@ -102,9 +103,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     unknown = sorted(set(plan_options) - _PLAN_OPTIONS)
     if unknown:
         raise ValueError(f"plan_options has no {unknown} (it takes {sorted(_PLAN_OPTIONS)})")
-    if topology is not None and not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
-                                     all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in topology)):
-        raise ValueError(f"topology must be (nodes, gpus_per_node), two positive ints, or None; got {topology!r}")
+    if topology is not None:  # numpy integers too (numbers.Integral), as plain ints from here on
+        if not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
+                all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in topology)):
+            raise ValueError(f"topology must be (nodes, gpus_per_node), two positive ints, or None; got {topology!r}")
+        topology = (int(topology[0]), int(topology[1]))
     if release_grads not in RELEASE_GRADS:
         raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
     if fabric is not None and fabric not in _backend.FABRICS:

@@ -29,6 +29,8 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
     ("options"). Printed as a table when echo is True."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if file is not None and not callable(getattr(file, "write", None)):
+        raise TypeError(f"file must be a text stream with write() (as print's), got {type(file).__name__}")
     inst = registry.installed.get(model)
     out: dict[str, Any] = {"installed": inst is not None and bool(inst.tide_groups), "torch": torch.__version__,
                            "arena_bytes": arena_bytes(model)}
