@@ -83,10 +83,12 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * rank. A communicator may be called from several threads: its calls take a
  * lock and run one at a time (their order is the order they took it).
  * Every rank must register the same groups in the same order. The
- * collectives never compare plans, so before a group's first collective (the
- * communicator's first, or the first after a later registration) the ranks
- * compare a digest of every group registered so far, in a host-blocking
- * exchange under the bootstrap's deadline: groups that differ (shapes, dtypes,
+ * collectives never compare plans, so the ranks compare a digest of their
+ * groups in a host-blocking exchange under the bootstrap's deadline, at points
+ * of the call sequence (not at registration, whose timing may differ): the
+ * communicator's first collective compares every group registered so far
+ * (they size the scratch), and the first collective on a group registered
+ * later compares the groups up to it. Groups that differ (shapes, dtypes,
  * order, count, mode, passes, waves, rounds, landing; not the rank-local CTA
  * budgets) fail that call on every rank, tideInvalidArgument with reason
  * "groups_differ", naming the ranks of each kind, and leave the communicator

@@ -1,4 +1,5 @@
 // C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 
 struct tideGroup {
   const tideComm* owner = nullptr;  // the communicator it was registered on
+  size_t index = 0;                 // its place in the owner's registration order
   tide::plan::Plan plan;
   std::string json;
 };
@@ -39,8 +41,9 @@ struct tideComm {
   std::string rails;    // tideCommGetRails' answer, kept for the pointer handed out
   tide::collectives::IssueOptions issue;                // from the environment when the comm was made
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
-  // Groups (a prefix of `groups`) every rank has been seen to register alike,
-  // and why they could not be compared or differ (sticky: the ranks are out of step).
+  // Groups (a prefix of `groups`) the ranks have compared and found alike
+  // (requireSameGroups), and why they could not be compared or differ (sticky:
+  // the ranks are out of step).
   size_t groupsAgreed = 0;
   std::string groupsUnusable;
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
@@ -155,21 +158,33 @@ const char* groupProblem(tideGroup_t group) {
   return tide::capi::liveGroups().contains(group) ? nullptr : "unknown group, or its communicator was destroyed";
 }
 
-// Before a collective on groups the ranks have not compared yet (the first
-// collective, or the first after a late registration): every rank must have
-// registered the same groups (group_agreement.hpp). Collective: every rank
-// reaches it at the same call, as it issues the same calls in the same order.
-tideResult_t requireSameGroups(tideComm_t comm, const char* call) {
+// Every rank must have registered the same groups (group_agreement.hpp); the
+// ranks compare them at points of the call sequence, which every rank issues
+// alike (not at registrations, whose timing may differ across ranks):
+//   - the communicator's first collective compares every group registered
+//     so far (they size the scratch, which must match);
+//   - a later collective on a group registered after that compares the groups
+//     up to it in registration order.
+// A difference fails the call on every rank and sticks: the ranks are out of step.
+tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const char* call) {
   if (!comm->groupsUnusable.empty())
     throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
                                     "communicator unusable: " + comm->groupsUnusable);
-  if (comm->groupsAgreed == comm->groups.size()) return tideSuccess;
+  const bool first = !comm->comm;
+  if (!first && group->index < comm->groupsAgreed) return tideSuccess;
+  // A communicator a failed collective left unusable says so at once, not after the exchange's wait.
+  if (comm->comm && !comm->comm->unusableReason().empty())
+    throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
+                                    "communicator unusable: " + comm->comm->unusableReason());
+  const size_t count = first ? comm->groups.size() : group->index + 1;
   std::vector<const tide::plan::Plan*> plans;
-  for (const auto& g : comm->groups) plans.push_back(&g->plan);
+  for (size_t i = 0; i < count; ++i) plans.push_back(&comm->groups[i]->plan);
   std::vector<uint64_t> everyRanks;
   try {
     everyRanks = comm->fabric.gatherWords(tide::capi::groupsDigest(plans),
-                                          "comparing the registered groups across ranks");
+                                          "comparing the registered groups across ranks (at " + std::string(call) +
+                                              "; every rank must register the same groups, in the same order, "
+                                              "before the same collectives)");
   } catch (const std::exception& e) {
     comm->groupsUnusable = std::string("the ranks could not compare their groups: ") + e.what();
     throw;
@@ -181,7 +196,7 @@ tideResult_t requireSameGroups(tideComm_t comm, const char* call) {
     tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + differ);
     return tideInvalidArgument;
   }
-  comm->groupsAgreed = plans.size();
+  comm->groupsAgreed = std::max(comm->groupsAgreed, count);
   return tideSuccess;
 }
 
@@ -359,6 +374,7 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
                                             "more scratch than was sized");
     }
     *out = g.get();
+    g->index = comm->groups.size();
     tide::capi::liveGroups().add(g.get());
     comm->groups.push_back(std::move(g));
     return tideSuccess;
@@ -393,7 +409,7 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
                                           std::to_string(group->plan.group.unshardedBytes()) +
                                           " bytes lies outside the arena of " +
                                           std::to_string(comm->fabric.endpoint->arenaBytes()));
-    if (const tideResult_t r = requireSameGroups(comm, "tideAllGather"); r != tideSuccess) return r;
+    if (const tideResult_t r = requireSameGroups(comm, group, "tideAllGather"); r != tideSuccess) return r;
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
@@ -411,7 +427,6 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     if (const char* why = groupProblem(group)) return invalid("tideReduceScatter", why);
     if (!grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
-    const tide::capi::CallTimer::Started started;
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());
     // The sum kernels load and store whole elements: a misaligned address faults on a GPU.
     if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
@@ -424,7 +439,8 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
                                                 std::to_string(gradAlign) + "-byte aligned");
     }
     // (After the checks: a refused call must not size the scratch.)
-    if (const tideResult_t r = requireSameGroups(comm, "tideReduceScatter"); r != tideSuccess) return r;
+    if (const tideResult_t r = requireSameGroups(comm, group, "tideReduceScatter"); r != tideSuccess) return r;
+    const tide::capi::CallTimer::Started started;  // the call's own host time, not the exchange's wait
     tide::collectives::Communicator& c = comm->communicator();
     comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for

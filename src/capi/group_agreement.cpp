@@ -37,11 +37,21 @@ std::string describe(const plan::Plan& p, size_t index) {
 }  // namespace
 
 uint64_t protocolDigest(const plan::Plan& plan) {
-  // The plan's JSON holds every quantity the protocol runs on; new fields join
-  // the digest by themselves. What a rank may choose alone is taken out.
+  // The plan's JSON summary holds most quantities the protocol runs on (new
+  // fields there join the digest by themselves); what it leaves out is added
+  // below, and what a rank may choose alone is taken out.
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(plan::planToJson(plan, -1));
   j.erase("memory");
   for (const char* local : {"sum_ctas", "landing_ctas", "nic_seconds"}) j["reduce_scatter"].erase(local);
+  // All-gather options the summary leaves out: the rounds' head/tail split
+  // sets a counter mark, and the scatter grouping the copies a peer waits for.
+  const plan::AgOptions& ag = plan.ag.options;
+  nlohmann::ordered_json heads = nlohmann::ordered_json::array();
+  for (const plan::AgRound& r : plan.ag.rounds) heads.push_back(r.headBytes);
+  j["all_gather_options"] = {{"head_bytes", ag.headBytes},
+                             {"min_strided_run", ag.minStridedRun},
+                             {"last_round_groups", ag.lastRoundGroups},
+                             {"round_head_bytes", heads}};
   return fnv1a(j.dump());
 }
 

@@ -25,7 +25,8 @@
     refused, saying that the ranks differ, instead of one left in a split the other never joins;
   - ranks that register different groups (one shape differs; two hosts of their own, one GPU): the
     first all-gather compares their group digests over the world communicator and fails on both
-    ranks (reason groups_differ, naming each rank's groups) instead of gathering wrong bytes.
+    ranks (reason groups_differ, naming each rank's groups) instead of gathering wrong bytes; and a
+    peer that never makes that first collective fails rank 0's within the host deadline.
 
 Exits non-zero on any failure. Run with NCCL_NVLS_ENABLE=0 in the environment (tools/gpu_run.sh).
 """
@@ -399,7 +400,7 @@ def check_ranks_that_disagree_on_rails() -> list[str]:
     return failures
 
 
-def _group_differing_rank(rank: int, ids, out) -> None:
+def _group_differing_rank(rank: int, ids, out, absent: bool = False) -> None:
     from tide.bench.topologies import as_own_host
 
     as_own_host(f"tide-groups-rank-{rank}")  # before this process's first NCCL communicator
@@ -415,8 +416,12 @@ def _group_differing_rank(rank: int, ids, out) -> None:
         uid = ids.get(timeout=60)
     with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda", unique_id=uid,
                       device=0, timeout_s=TIMEOUT_S) as comm:
-        group = comm.register_group([[64, 8], [16]] if rank == 0 else [[64, 8], [17]])
+        group = comm.register_group([[64, 8], [16]] if rank == 0 or absent else [[64, 8], [17]])
         landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        if absent and rank == 1:  # never compares: rank 0's wait ends at its deadline
+            time.sleep(HOST_DEADLINE_S + 10)
+            out.put((rank, "slept", "", 0.0))
+            return
         shard = torch.zeros(group.plan["group"]["shard_bytes"], dtype=torch.uint8, device="cuda")
         start = time.monotonic()
         try:
@@ -447,6 +452,22 @@ def check_ranks_that_register_different_groups() -> list[str]:
     return failures
 
 
+def check_a_peer_that_never_compares_groups() -> list[str]:
+    """Rank 1 makes its communicator and group and never a collective: rank 0's first all-gather
+    waits in the comparison under the host deadline (the copy back from the world all-gather once
+    blocked without one) and fails naming the comparison."""
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    hung, replies = _run_two_ranks(ctx, _group_differing_rank, lambda r: (r, ids, out, True), out)
+    answers = {rank: (verdict, message, took) for rank, verdict, message, took in replies}
+    verdict, message, took = answers.get(0, ("no answer", "", float("nan")))
+    ok = not hung and verdict == "timeout" and "comparing the registered groups" in message and \
+        took <= HOST_DEADLINE_S + 5
+    print(f"a peer that never compares groups: rank 0 {verdict} after {took:.1f} s (deadline {HOST_DEADLINE_S:.0f} s)"
+          f"{', HUNG' if hung else ''}: {message[:200]} -> {'ok' if ok else 'FAIL'}", flush=True)
+    return [] if ok else [f"a peer that never compares groups: {verdict} after {took:.1f} s, hung={hung}"]
+
+
 def main() -> int:
     import argparse
 
@@ -468,6 +489,7 @@ def main() -> int:
     failures += check_peer_gone_mid_call("reduce-scatter")
     failures += check_ranks_that_disagree_on_rails()
     failures += check_ranks_that_register_different_groups()
+    failures += check_a_peer_that_never_compares_groups()
     print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
 

@@ -149,3 +149,83 @@ def test_a_group_registered_late_is_compared_at_its_first_collective(tmp_path):
     for rank, (reason, message) in verdicts.items():
         assert reason == "groups_differ", (rank, reason, message)
         assert "ranks 0,1: 2 group(s)" in message and "rank 2: 2 group(s)" in message, message
+
+
+def _late_on_one_side_rank(rank, store, seed, results):
+    """The same groups and collectives on both ranks; only when rank 1 registers B differs (one
+    collective later than rank 0). The comparison follows the calls, not the registrations, so
+    nothing fails (it once compared at rank 0's next call and timed out), and B gathers right."""
+    try:
+        from tide.comm import Communicator
+
+        with Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                          store_dir=store, timeout_s=2) as comm:
+            a = comm.register_group(A)
+            a_offset, _ = comm.alloc(a.plan["group"]["unsharded_bytes"])
+            a_shard = np.random.default_rng([seed, rank]).integers(0, 256, a.plan["group"]["shard_bytes"],
+                                                                   dtype=np.uint8)
+            comm.all_gather(a, a_shard.ctypes.data, a_offset)
+            b = comm.register_group(B) if rank == 0 else None
+            comm.all_gather(a, a_shard.ctypes.data, a_offset)
+            if rank == 1:
+                b = comm.register_group(B)
+            b_offset, b_addr = comm.alloc(b.plan["group"]["unsharded_bytes"])
+            n = b.plan["group"]["unsharded_bytes"]
+            landing = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * n).from_address(b_addr))
+            landing[:] = 0xA5  # poisoned: an unwritten byte fails
+            shards = [np.random.default_rng([seed, 100 + r]).integers(0, 256, b.plan["group"]["shard_bytes"],
+                                                                      dtype=np.uint8) for r in range(2)]
+            comm.all_gather(b, shards[rank].ctypes.data, b_offset)
+            comm.synchronize()
+            wrong = 0
+            for p in b.plan["group"]["param_layout"]:
+                for src in range(2):  # rank-major rows of each parameter
+                    at = p["shard_offset"] * 2 + src * p["shard_bytes"]
+                    want = shards[src][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]]
+                    wrong += int(np.count_nonzero(landing[at:at + p["shard_bytes"]] != want))
+        results.put((rank, wrong))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+def test_a_group_registered_a_call_apart_on_two_ranks_is_not_a_difference(tmp_path, rng):
+    got, codes = run_ranks(_late_on_one_side_rank, 2, (str(tmp_path), rng.randrange(1 << 30)), timeout=90)
+    wrong = dict(got)
+    assert codes == [0, 0] and wrong == {0: 0, 1: 0}, (codes, wrong)
+
+
+def _absent_rank(rank, store, results):
+    """Rank 1 makes its communicator and group but never makes a collective."""
+    import time
+
+    try:
+        from tide._capi import TideError
+        from tide.comm import Communicator
+
+        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                            store_dir=store, timeout_s=1)
+        group = comm.register_group(A)
+        offset, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        if rank == 1:
+            time.sleep(16)
+            results.put((rank, ("slept", "", 0.0)))
+            return
+        shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)
+        start = time.monotonic()
+        try:
+            comm.all_gather(group, shard.ctypes.data, offset)
+            results.put((rank, ("completed", "", time.monotonic() - start)))
+        except TideError as e:
+            results.put((rank, (e.reason, e.message, time.monotonic() - start)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, ("raised", traceback.format_exc(), 0.0)))
+
+
+def test_a_peer_that_never_compares_fails_the_call_on_its_deadline(tmp_path):
+    """The comparison waits under the bootstrap's deadline (2 T + 10 s at T = 1 s) and names the
+    rank it never heard from."""
+    got, codes = run_ranks(_absent_rank, 2, (str(tmp_path),), timeout=90)
+    verdicts = dict(got)
+    reason, message, took = verdicts[0]
+    assert reason == "timeout" and "never heard from rank(s) 1" in message, verdicts
+    assert 11 <= took <= 20, took

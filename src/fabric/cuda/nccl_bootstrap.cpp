@@ -343,6 +343,7 @@ int NcclComms::sumOverWorld(int value) {
   TIDE_NCCL_ISSUE(ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, world_, stream_));
   const std::string what = "rank " + std::to_string(rank_) + ": a sum over the world communicator";
   awaitWorld(what);  // the all-reduce is on the stream before the copy behind it
+  awaitStream(what);  // drained under the deadline first: the copy into pageable memory below blocks until it runs
   int sum = 0;
   TIDE_CUDA_CHECK(cudaMemcpyAsync(&sum, dev, sizeof(int), cudaMemcpyDeviceToHost, stream_));
   awaitStream(what);
@@ -400,6 +401,10 @@ std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vect
   TIDE_CUDA_CHECK(cudaMemcpyAsync(dev, mine.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
   TIDE_NCCL_ISSUE(ncclAllGather(dev, dev + n, n, ncclUint64, comm, stream));
   awaitCommReady(comm, deadlineSeconds, what);  // the all-gather is on the stream before the copy behind it
+  // Drained under the deadline before the copy back: a copy into pageable
+  // memory returns only once it has run, so behind a gather that a peer never
+  // joins it would block without one.
+  awaitNcclStream(stream, {comm}, deadlineSeconds, what);
   TIDE_CUDA_CHECK(
       cudaMemcpyAsync(all.data(), dev + n, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
   awaitNcclStream(stream, {comm}, deadlineSeconds, what);
