@@ -169,6 +169,17 @@ def check_baseline_rank_that_never_joins(native_path: str) -> list[str]:
                         (native_path, HOST_DEADLINE_S), "baseline communicator")
 
 
+def _shared_unique_id(rank: int, ids) -> bytes:
+    """Rank 0 draws the NCCL unique id and hands it to rank 1 through `ids`."""
+    from tide.comm import unique_id
+
+    if rank == 0:
+        uid = unique_id()
+        ids.put(uid)
+        return uid
+    return ids.get(timeout=60)
+
+
 def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
     if host_per_rank:  # before this process's first NCCL communicator
         from tide.bench.topologies import as_own_host
@@ -176,13 +187,9 @@ def _teardown_rank(rank: int, ids, out, host_per_rank: bool) -> None:
         as_own_host(f"tide-lifecycle-rank-{rank}")
     import torch
 
-    from tide.comm import Communicator, unique_id
+    from tide.comm import Communicator
 
-    if rank == 0:
-        uid = unique_id()
-        ids.put(uid)
-    else:
-        uid = ids.get(timeout=60)
+    uid = _shared_unique_id(rank, ids)
     nodes, gpus = (2, 1) if host_per_rank else (1, 2)
     comm = Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=ARENA, fabric="cuda",
                         unique_id=uid, device=rank % torch.cuda.device_count(), timeout_s=TIMEOUT_S)
@@ -251,13 +258,9 @@ def _mid_call_rank(rank: int, op: str, ids, gathered, out, stderr_path: str) -> 
     import torch
 
     from tide import _capi
-    from tide.comm import Communicator, unique_id
+    from tide.comm import Communicator
 
-    if rank == 0:
-        uid = unique_id()
-        ids.put(uid)
-    else:
-        uid = ids.get(timeout=60)
+    uid = _shared_unique_id(rank, ids)
     comm = Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=MID_CALL_ARENA, fabric="cuda",
                         unique_id=uid, device=0, timeout_s=TIMEOUT_S)
     group = comm.register_group(MID_CALL_SHAPES)
@@ -365,13 +368,9 @@ def _disagreeing_rank(rank: int, ids, out) -> None:
     if rank == 1:
         os.environ["TIDE_FABRIC_RAILS"] = "send-recv"  # rank 0 leaves the rails to TIDE (auto)
     from tide import _capi
-    from tide.comm import Communicator, unique_id
+    from tide.comm import Communicator
 
-    if rank == 0:
-        uid = unique_id()
-        ids.put(uid)
-    else:
-        uid = ids.get(timeout=60)
+    uid = _shared_unique_id(rank, ids)
     try:
         comm = Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda",
                             unique_id=uid, device=0, timeout_s=TIMEOUT_S)
@@ -407,13 +406,9 @@ def _group_differing_rank(rank: int, ids, out, absent: bool = False) -> None:
     import torch
 
     from tide import _capi
-    from tide.comm import Communicator, unique_id
+    from tide.comm import Communicator
 
-    if rank == 0:
-        uid = unique_id()
-        ids.put(uid)
-    else:
-        uid = ids.get(timeout=60)
+    uid = _shared_unique_id(rank, ids)
     with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda", unique_id=uid,
                       device=0, timeout_s=TIMEOUT_S) as comm:
         group = comm.register_group([[64, 8], [16]] if rank == 0 or absent else [[64, 8], [17]])
