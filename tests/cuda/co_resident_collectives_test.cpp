@@ -794,6 +794,29 @@ void refusals() {
   TCHECK(timedOut, "a barrier one rank never reaches must time out");
 }
 
+// The group's host all-gather of words (what the C API's group comparison
+// would use): three threads, four gathers back to back, each rank's words of
+// that gather in rank order on every rank.
+void wordGathers() {
+  constexpr int kRanks = 3;
+  cuda::CoResidentGroup group(kRanks, 0, 10);
+  auto wordsOf = [](int rank, int gather) {
+    return std::vector<uint64_t>{uint64_t(rank), uint64_t(gather), ~uint64_t(rank * 7 + gather)};
+  };
+  std::vector<int> wrong(kRanks, 0);
+  onEveryRank(kRanks, [&](int r) {
+    for (int gather = 0; gather < 4; ++gather) {
+      std::vector<uint64_t> want;
+      for (int q = 0; q < kRanks; ++q) {
+        const std::vector<uint64_t> w = wordsOf(q, gather);
+        want.insert(want.end(), w.begin(), w.end());
+      }
+      wrong[static_cast<size_t>(r)] += group.gatherWords(r, wordsOf(r, gather)) != want;
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) TCHECK(wrong[static_cast<size_t>(r)] == 0, "a word gather gave other words");
+}
+
 std::vector<plan::Topology> parseTopologies(const std::string& list) {
   std::vector<plan::Topology> out;
   size_t at = 0;
@@ -895,6 +918,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(seed), std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
   try {
     refusals();
+    wordGathers();
     if (faults) {
       runFaultProbes(seed);
     } else if (callerStreams) {
