@@ -192,8 +192,11 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
   const std::string differ =
       tide::capi::groupsDisagreement(plans, comm->fabric.endpoint->rank(), everyRanks);
   if (!differ.empty()) {
-    comm->groupsUnusable = differ;
-    tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + differ);
+    comm->groupsUnusable =
+        first ? differ + " (a communicator's first collective compares every group each rank has registered so far: "
+                         "register the same groups before it on every rank)"
+              : differ;
+    tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + comm->groupsUnusable);
     return tideInvalidArgument;
   }
   comm->groupsAgreed = std::max(comm->groupsAgreed, count);
@@ -409,10 +412,10 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
                                           std::to_string(group->plan.group.unshardedBytes()) +
                                           " bytes lies outside the arena of " +
                                           std::to_string(comm->fabric.endpoint->arenaBytes()));
+    comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = requireSameGroups(comm, group, "tideAllGather"); r != tideSuccess) return r;
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
-    comm->fabric.bindStream(stream);
     c.allGather(group->plan, shard, landingOffset);
     comm->allGatherTime.add(started);
     return tideSuccess;
@@ -439,10 +442,10 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
                                                 std::to_string(gradAlign) + "-byte aligned");
     }
     // (After the checks: a refused call must not size the scratch.)
+    comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = requireSameGroups(comm, group, "tideReduceScatter"); r != tideSuccess) return r;
     const tide::capi::CallTimer::Started started;  // the call's own host time, not the exchange's wait
     tide::collectives::Communicator& c = comm->communicator();
-    comm->fabric.bindStream(stream);
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
     comm->reduceScatterFailed = true;
     comm->lastReduceScatter = c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);

@@ -229,3 +229,53 @@ def test_a_peer_that_never_compares_fails_the_call_on_its_deadline(tmp_path):
     reason, message, took = verdicts[0]
     assert reason == "timeout" and "never heard from rank(s) 1" in message, verdicts
     assert 11 <= took <= 20, took
+
+
+def _gone_or_late_rank(rank, store, how, results):
+    """how == "exits": rank 1 exits before any collective. how == "late": rank 0 comes to its
+    first collective after rank 1 has given up waiting for it."""
+    import os
+    import time
+
+    try:
+        from tide._capi import TideError
+        from tide.comm import Communicator
+
+        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                            store_dir=store, timeout_s=1)
+        group = comm.register_group(A)
+        offset, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        if rank == 1 and how == "exits":
+            os._exit(0)
+        if rank == 0 and how == "late":
+            time.sleep(14)  # past rank 1's comparison deadline (2 T + 10 s = 12 s)
+        shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)
+        start = time.monotonic()
+        try:
+            comm.all_gather(group, shard.ctypes.data, offset)
+            comm.synchronize()
+            results.put((rank, ("completed", "", time.monotonic() - start)))
+        except TideError as e:
+            results.put((rank, (e.reason, e.message, time.monotonic() - start)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, ("raised", traceback.format_exc(), 0.0)))
+
+
+def test_a_peer_that_exits_before_comparing_is_named_at_once(tmp_path):
+    got, codes = run_ranks(_gone_or_late_rank, 2, (str(tmp_path), "exits"), timeout=90)
+    reason, message, took = dict(got)[0]
+    assert reason == "peer_failure" and "the process of rank 1" in message and "has exited" in message, message
+    assert took < 5, took  # not at the 12 s deadline
+
+
+def test_a_rank_that_comes_after_its_peer_gave_up_fails_at_once(tmp_path):
+    """Rank 1 gives up comparing at its deadline; rank 0, coming later, still finds rank 1's words,
+    but the job's failure record says rank 1 gave up: rank 0 fails at once instead of waiting its
+    collective's deadline for a peer that will never run it."""
+    got, codes = run_ranks(_gone_or_late_rank, 2, (str(tmp_path), "late"), timeout=90)
+    verdicts = dict(got)
+    reason1, message1, _ = verdicts[1]
+    assert reason1 == "timeout" and "never heard from rank(s) 0" in message1, verdicts
+    reason0, message0, took0 = verdicts[0]
+    assert reason0 == "peer_failure" and "never heard from rank(s) 0" in message0, verdicts
+    assert took0 < 2, took0

@@ -722,6 +722,7 @@ void CudaEndpoint::barrier() {
 }
 
 std::vector<uint64_t> CudaEndpoint::gatherWords(const std::vector<uint64_t>& mine, const std::string& what) {
+  const DeviceScope onDevice(device_);  // the caller's current device stays as it was (tide.h)
   if (comms_ != nullptr) return comms_->gatherWords(mine, what);
   try {
     return group_->gatherWords(rank_, mine);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/host_deadline.hpp"
 #include "fabric/random_bits.hpp"
 
 namespace tide::fabric::cuda {
@@ -23,8 +24,9 @@ void IpcGroup::barrier(int rank) {
 
 std::vector<uint64_t> IpcGroup::gatherWords(int rank, const std::vector<uint64_t>& mine) {
   if (rank != rank_) throwUsage("IPC ranks: this process is rank " + std::to_string(rank_));
+  // The host deadline of the other fabrics' exchanges (2 T + 10 s), not a wait's T.
   return host::storeAllGatherWords(store_, prefix_ + "/words/" + std::to_string(gathers_++), rank_, ranks_, mine,
-                                   timeout_);
+                                   hostDeadlineSeconds(timeout_));
 }
 
 std::unique_ptr<DeviceArena> IpcGroup::makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) {

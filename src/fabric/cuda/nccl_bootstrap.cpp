@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/device_scope.hpp"
 #include "fabric/cuda/host_poll.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/multicast_policy.hpp"
@@ -433,7 +434,7 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, uint64_t* dev, siz
 }
 
 std::vector<uint64_t> NcclComms::gatherWords(const std::vector<uint64_t>& mine, const std::string& what) {
-  TIDE_CUDA_CHECK(cudaSetDevice(device_));
+  const DeviceScope onDevice(device_);  // called inside a collective: the caller's device stays as it was
   try {
     return allGatherWords(world_, ranks_, mine, gather_, gatherWords_, stream_, deadlineSeconds_,
                           "rank " + std::to_string(rank_) + ": " + what);

@@ -72,10 +72,6 @@ void HostEndpoint::setCallContext(const std::string& call) {
   call_ = call;
 }
 
-namespace {
-
-// Whether process `pid` has exited: no such process, or a zombie its parent
-// has not reaped yet (a killed rank of a launcher still running).
 bool processGone(int pid) {
   if (::kill(pid, 0) != 0) return errno == ESRCH;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -84,8 +80,6 @@ bool processGone(int pid) {
   const size_t paren = line.rfind(')');  // "pid (comm) state ...": comm may hold spaces and parentheses
   return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
 }
-
-}  // namespace
 
 std::string HostEndpoint::peersProgress() const {
   if (mem_.callsEntered.empty()) return "";

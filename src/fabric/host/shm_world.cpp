@@ -215,21 +215,41 @@ std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine
   SegmentHeader& own = *headerOf(segments_[static_cast<size_t>(rank_)]);
   std::copy(mine.begin(), mine.end(), own.words[gather % 2]);
   own.wordsPublished.store(gather + 1, std::memory_order_release);
-  const ControlBlock* control = controlOf(segments_[0]);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeoutSeconds));
+  ControlBlock* control = controlOf(segments_[0]);
+  const std::string who = "host fabric: rank " + std::to_string(rank_) + ": a gather over the ranks: ";
+  // A failure anywhere in the job (a peer's gather that gave up included) ends this one.
+  auto refuseIfJobFailed = [&] {
+    if (control != nullptr && jobFailed(&control->failed))
+      throw FabricError(FabricError::Kind::kPeerFailure,
+                        who + "the job failed: " + firstFailure(control->failed, control->failure));
+  };
+  // This rank gives up: recorded for the job, so that a peer that still finds
+  // its words (it came later) stops at its next wait instead of at its deadline.
+  auto giveUp = [&](FabricError::Kind kind, const std::string& why) {
+    if (control != nullptr) recordFirstFailure(control->failed, control->failure, sizeof control->failure, who + why);
+    throw FabricError(kind, who + why);
+  };
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeoutSeconds));
   std::vector<uint64_t> all(static_cast<size_t>(topo_.ranks()) * n);
   std::string missing;
   for (int peer = 0; peer < topo_.ranks(); ++peer) {
     const SegmentHeader& h = *headerOf(segments_[static_cast<size_t>(peer)]);
     auto sleep = std::chrono::microseconds(50);
-    // Polled (the ranks are other processes); a failed job or the deadline ends the wait.
+    auto nextLivenessCheck = start;
+    // Polled (the ranks are other processes); a failed job, a peer process
+    // that has exited, or the deadline ends the wait.
     while (h.wordsPublished.load(std::memory_order_acquire) < gather + 1) {
-      if (control != nullptr && jobFailed(&control->failed))
-        throw FabricError(FabricError::Kind::kPeerFailure,
-                          "host fabric: rank " + std::to_string(rank_) + ": a gather over the ranks: the job failed: " +
-                              firstFailure(control->failed, control->failure));
-      if (Clock::now() >= deadline) break;
+      refuseIfJobFailed();
+      const auto now = Clock::now();
+      if (now >= nextLivenessCheck) {
+        if (h.pid > 0 && h.pid != static_cast<int32_t>(::getpid()) && processGone(h.pid))
+          giveUp(FabricError::Kind::kPeerFailure, "the process of rank " + std::to_string(peer) + " (pid " +
+                                                      std::to_string(h.pid) + ") has exited");
+        nextLivenessCheck = now + std::chrono::milliseconds(100);
+      }
+      if (now >= deadline) break;
       std::this_thread::sleep_for(sleep);
       sleep = std::min(sleep * 2, std::chrono::microseconds(2000));
     }
@@ -240,10 +260,9 @@ std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine
     std::copy(h.words[gather % 2], h.words[gather % 2] + n, all.begin() + static_cast<std::ptrdiff_t>(peer * n));
   }
   if (!missing.empty())
-    throw FabricError(FabricError::Kind::kTimeout, "host fabric: rank " + std::to_string(rank_) + " waited " +
-                                                       std::to_string(timeoutSeconds) +
-                                                       " s in a gather over the ranks and never heard from rank(s) " +
-                                                       missing);
+    giveUp(FabricError::Kind::kTimeout,
+           "waited " + std::to_string(timeoutSeconds) + " s and never heard from rank(s) " + missing);
+  refuseIfJobFailed();  // every word came, but a peer gave up meanwhile: it will not run the collective
   return all;
 }
 
