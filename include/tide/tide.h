@@ -123,7 +123,9 @@ tideResult_t tideGetUniqueId(tideUniqueId_t* id);
  * calling thread has current, and leaves the thread's current device as it was. */
 tideResult_t tideCommInitCuda(const tideCommConfig_t* config, const tideUniqueId_t* id, tideComm_t* comm);
 /* Host fabric, one process per rank over POSIX shared memory, bootstrapped
- * through files in `storeDir` (shared by all ranks, fresh per job).
+ * through files in `storeDir` (shared by all ranks, fresh per job). The files
+ * serve the bootstrap only: once every rank's init has returned, the directory
+ * may be removed (the ranks compare their groups through shared memory).
  * Test hook of both fabrics: TIDE_TEST_FAULT=<name> (see tideFaultNames; the
  * faults the collectives inject) and TIDE_TEST_FAULT_RANK=<rank> (default 0)
  * make the communicators of this process misbehave on purpose. */
@@ -132,7 +134,8 @@ tideResult_t tideCommInitHost(const tideCommConfig_t* config, const char* storeD
  * each other's arenas through CUDA IPC, bootstrapped through files in
  * `storeDir` (shared by all ranks, fresh per job). Several ranks may share a
  * GPU (`device`, or the current one), which NCCL refuses; rails are
- * copy-engine copies. */
+ * copy-engine copies. The store serves the ranks' barriers and group
+ * comparisons until every rank has destroyed its communicator. */
 tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* config, const char* storeDir, tideComm_t* comm);
 /* Drains the communicator's work, then frees it. A collective that fails in
  * that drain (a peer that never made it) is returned after the teardown,
