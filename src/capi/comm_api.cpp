@@ -1,5 +1,4 @@
 // C API for communicators: groups, symmetric user memory, TIDE-AG, TIDE-RS.
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,7 @@ struct tideGroup {
   size_t index = 0;                 // its place in the owner's registration order
   tide::plan::Plan plan;
   std::string json;
+  uint64_t digest = 0;  // protocolDigest(plan): what the ranks compare (requireSameGroups)
 };
 
 struct tideComm {
@@ -177,11 +177,11 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
     throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
                                     "communicator unusable: " + comm->comm->unusableReason());
   const size_t count = first ? comm->groups.size() : group->index + 1;
-  std::vector<const tide::plan::Plan*> plans;
-  for (size_t i = 0; i < count; ++i) plans.push_back(&comm->groups[i]->plan);
+  std::vector<tide::capi::GroupDigest> compared;
+  for (size_t i = 0; i < count; ++i) compared.push_back({&comm->groups[i]->plan, comm->groups[i]->digest});
   std::vector<uint64_t> everyRanks;
   try {
-    everyRanks = comm->fabric.gatherWords(tide::capi::groupsDigest(plans),
+    everyRanks = comm->fabric.gatherWords(tide::capi::groupsDigest(compared),
                                           "comparing the registered groups across ranks (at " + std::string(call) +
                                               "; every rank must register the same groups, in the same order, "
                                               "before the same collectives)");
@@ -190,7 +190,7 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
     throw;
   }
   const std::string differ =
-      tide::capi::groupsDisagreement(plans, comm->fabric.endpoint->rank(), everyRanks);
+      tide::capi::groupsDisagreement(compared, comm->fabric.endpoint->rank(), everyRanks);
   if (!differ.empty()) {
     comm->groupsUnusable =
         first ? differ + " (a communicator's first collective compares every group each rank has registered so far: "
@@ -199,7 +199,7 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
     tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + comm->groupsUnusable);
     return tideInvalidArgument;
   }
-  comm->groupsAgreed = std::max(comm->groupsAgreed, count);
+  comm->groupsAgreed = count;  // never fewer than before: see `first` and the index test above
   return tideSuccess;
 }
 
@@ -362,6 +362,7 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
     g->owner = comm;
     g->plan = tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options);
     g->json = tide::plan::planToJson(g->plan);
+    g->digest = tide::capi::protocolDigest(g->plan);
     // One Level 2 landing per communicator (ScratchLayout::landing): say so here, not at every later call.
     if (t.nodes > 1) {
       for (const auto& other : comm->groups)

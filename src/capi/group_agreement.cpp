@@ -4,20 +4,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "fabric/fnv1a.hpp"
 #include "plan/plan_json.hpp"
 
 namespace tide::capi {
 
 namespace {
 
-// FNV-1a, 64 bits: a digest for comparing, not a defence against forgery.
-uint64_t fnv1a(const std::string& bytes, uint64_t h = 0xcbf29ce484222325ull) {
-  for (const unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+using fabric::fnv1a;
 
 std::string hex(uint64_t v) {
   char buf[19];
@@ -25,13 +19,14 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-std::string describe(const plan::Plan& p, size_t index) {
+std::string describe(const GroupDigest& group, size_t index) {
+  const plan::Plan& p = *group.plan;
   const plan::GroupLayout& g = p.group;
   return "group " + std::to_string(index) + ": " + std::to_string(g.params.size()) + " parameters, " +
          plan::dtypeName(g.agDtype) + " gathered, " + plan::dtypeName(g.gradDtype) + " gradients, shard " +
          std::to_string(g.shardBytes) + " bytes, " + plan::modeName(p.rs.mode) + ", " +
          std::to_string(p.rs.passes) + " pass(es), round width " + std::to_string(p.rs.roundWidth) +
-         " (digest " + hex(protocolDigest(p)) + ")";
+         " (digest " + hex(group.digest) + ")";
 }
 
 }  // namespace
@@ -55,15 +50,15 @@ uint64_t protocolDigest(const plan::Plan& plan) {
   return fnv1a(j.dump());
 }
 
-std::vector<uint64_t> groupsDigest(const std::vector<const plan::Plan*>& plans) {
+std::vector<uint64_t> groupsDigest(const std::vector<GroupDigest>& groups) {
   uint64_t h = fnv1a("tide groups");
-  for (const plan::Plan* p : plans) h = fnv1a(hex(protocolDigest(*p)), h);
-  return {static_cast<uint64_t>(plans.size()), h};
+  for (const GroupDigest& g : groups) h = fnv1a(hex(g.digest), h);
+  return {static_cast<uint64_t>(groups.size()), h};
 }
 
-std::string groupsDisagreement(const std::vector<const plan::Plan*>& plans, int rank,
+std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
                                const std::vector<uint64_t>& everyRanksWords) {
-  const std::vector<uint64_t> mine = groupsDigest(plans);
+  const std::vector<uint64_t> mine = groupsDigest(groups);
   const size_t n = mine.size();
   // Ranks by what they registered, in order of the lowest rank of each kind.
   std::map<std::vector<uint64_t>, std::vector<int>> kinds;
@@ -92,13 +87,13 @@ std::string groupsDisagreement(const std::vector<const plan::Plan*>& plans, int 
     msg += ": " + std::to_string(words[0]) + " group(s), digest " + hex(words[1]) + ";";
   }
   msg += " this rank (" + std::to_string(rank) + ") registered";
-  if (plans.empty()) msg += " none";
+  if (groups.empty()) msg += " none";
   constexpr size_t kListed = 8;
-  for (size_t i = 0; i < plans.size() && i < kListed; ++i) {
+  for (size_t i = 0; i < groups.size() && i < kListed; ++i) {
     msg += i > 0 ? "; " : " ";
-    msg += describe(*plans[i], i);
+    msg += describe(groups[i], i);
   }
-  if (plans.size() > kListed) msg += "; and " + std::to_string(plans.size() - kListed) + " more";
+  if (groups.size() > kListed) msg += "; and " + std::to_string(groups.size() - kListed) + " more";
   return msg + ". The communicator is unusable: destroy it on every rank";
 }
 

@@ -20,14 +20,21 @@ namespace tide::capi {
 // landing CTA budgets, the solver's time estimate), which ranks may pick apart.
 uint64_t protocolDigest(const plan::Plan& plan);
 
+// A registered group as the comparison sees it: its plan, and its
+// protocolDigest (computed once, when the group is registered).
+struct GroupDigest {
+  const plan::Plan* plan = nullptr;
+  uint64_t digest = 0;
+};
+
 // Words every rank contributes: the group count, then a digest of every
 // group's protocolDigest in registration order.
-std::vector<uint64_t> groupsDigest(const std::vector<const plan::Plan*>& plans);
+std::vector<uint64_t> groupsDigest(const std::vector<GroupDigest>& groups);
 
 // "" when every rank's words (rank-major, as `gather` returns them) equal
 // this rank's; else the message every rank raises: which ranks registered
 // how many groups under which digest, and this rank's groups in words.
-std::string groupsDisagreement(const std::vector<const plan::Plan*>& plans, int rank,
+std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
                                const std::vector<uint64_t>& everyRanksWords);
 
 }  // namespace tide::capi

@@ -194,37 +194,10 @@ def test_a_group_registered_a_call_apart_on_two_ranks_is_not_a_difference(tmp_pa
     assert codes == [0, 0] and wrong == {0: 0, 1: 0}, (codes, wrong)
 
 
-def _absent_rank(rank, store, results):
-    """Rank 1 makes its communicator and group but never makes a collective."""
-    import time
-
-    try:
-        from tide._capi import TideError
-        from tide.comm import Communicator
-
-        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
-                            store_dir=store, timeout_s=1)
-        group = comm.register_group(A)
-        offset, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
-        if rank == 1:
-            time.sleep(16)
-            results.put((rank, ("slept", "", 0.0)))
-            return
-        shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)
-        start = time.monotonic()
-        try:
-            comm.all_gather(group, shard.ctypes.data, offset)
-            results.put((rank, ("completed", "", time.monotonic() - start)))
-        except TideError as e:
-            results.put((rank, (e.reason, e.message, time.monotonic() - start)))
-    except Exception:  # noqa: BLE001 - reported
-        results.put((rank, ("raised", traceback.format_exc(), 0.0)))
-
-
 def test_a_peer_that_never_compares_fails_the_call_on_its_deadline(tmp_path):
     """The comparison waits under the bootstrap's deadline (2 T + 10 s at T = 1 s) and names the
     rank it never heard from."""
-    got, codes = run_ranks(_absent_rank, 2, (str(tmp_path),), timeout=90)
+    got, codes = run_ranks(_gone_or_late_rank, 2, (str(tmp_path), "absent"), timeout=90)
     verdicts = dict(got)
     reason, message, took = verdicts[0]
     assert reason == "timeout" and "never heard from rank(s) 1" in message, verdicts
@@ -232,8 +205,9 @@ def test_a_peer_that_never_compares_fails_the_call_on_its_deadline(tmp_path):
 
 
 def _gone_or_late_rank(rank, store, how, results):
-    """how == "exits": rank 1 exits before any collective. how == "late": rank 0 comes to its
-    first collective after rank 1 has given up waiting for it."""
+    """Rank 1 makes its communicator and group, then, by `how`: "absent", never makes a
+    collective (it sleeps past rank 0's deadline); "exits", exits before any collective; "late",
+    makes its first collective at once, and rank 0 comes to its own after rank 1 gave up."""
     import os
     import time
 
@@ -247,6 +221,10 @@ def _gone_or_late_rank(rank, store, how, results):
         offset, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
         if rank == 1 and how == "exits":
             os._exit(0)
+        if rank == 1 and how == "absent":
+            time.sleep(16)
+            results.put((rank, ("slept", "", 0.0)))
+            return
         if rank == 0 and how == "late":
             time.sleep(14)  # past rank 1's comparison deadline (2 T + 10 s = 12 s)
         shard = np.zeros(group.plan["group"]["shard_bytes"], dtype=np.uint8)

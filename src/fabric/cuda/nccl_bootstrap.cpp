@@ -20,6 +20,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,20 +28,12 @@
 #include "fabric/cuda/device_scope.hpp"
 #include "fabric/cuda/host_poll.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
+#include "fabric/fnv1a.hpp"
 #include "fabric/multicast_policy.hpp"
 
 namespace tide::fabric::cuda {
 
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Whether `comm` is still busy with its last call; throws its asynchronous error.
 bool commInProgress(ncclComm_t comm, const std::string& what) {
@@ -117,18 +110,17 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
                      double deadlineSeconds)
     : rank_(rank), ranks_(topo.ranks()), device_(device), deadlineSeconds_(deadlineSeconds) {
   topo.checkRank(rank);
-  idDigest_ = 0xcbf29ce484222325ull;  // FNV-1a over the id's bytes
-  for (const char c : id.internal) idDigest_ = (idDigest_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  idDigest_ = fnv1a(std::string_view(id.internal, sizeof id.internal));
   requireMulticastOff();
   try {
     TIDE_CUDA_CHECK(cudaSetDevice(device_));
     TIDE_NCCL_CHECK(ncclGetVersion(&ncclVersion_));
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    TIDE_CUDA_CHECK(cudaMalloc(&scratch_, 64 * sizeof(uint64_t)));
-    // Allocated once, here: a cudaFree later, with the collectives' stream
-    // waits in flight, would wait for the whole device, and they for this rank.
-    gatherWords_ = (static_cast<size_t>(ranks_) + 1) * kMaxGatherWords;
-    TIDE_CUDA_CHECK(cudaMalloc(&gather_, gatherWords_ * sizeof(uint64_t)));
+    // Allocated once, here, large enough for gatherWords: a cudaFree later, with
+    // the collectives' stream waits in flight, would wait for the whole device,
+    // and they for this rank.
+    scratchWords_ = (static_cast<size_t>(ranks_) + 1) * kMaxGatherWords;
+    TIDE_CUDA_CHECK(cudaMalloc(&scratch_, scratchWords_ * sizeof(uint64_t)));
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     // Nonblocking: every call on it returns at once and is awaited under the
@@ -154,7 +146,7 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     awaitWorld("rank " + std::to_string(rank_) + ": creating the world communicator of " + std::to_string(ranks_) +
                " ranks (every rank joins it with the same unique id)");
     refuseMulticastComm(world_, "world");
-    lsa_ = discoverLsaTeam(world_, rank_, ranks_, gather_, gatherWords_, stream_, deadlineSeconds_);
+    lsa_ = discoverLsaTeam(world_, rank_, ranks_, scratch_, scratchWords_, stream_, deadlineSeconds_);
     if (lsa_.size < ranks_) splitHost();
   } catch (...) {
     broken_ = true;  // a bootstrap collective may be outstanding
@@ -383,8 +375,6 @@ void NcclComms::release() noexcept {
     *c = nullptr;
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
-  if (gather_ != nullptr) cudaFree(gather_);
-  gather_ = nullptr;
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   scratch_ = nullptr;
   stream_ = nullptr;
@@ -436,7 +426,7 @@ LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, uint64_t* dev, siz
 std::vector<uint64_t> NcclComms::gatherWords(const std::vector<uint64_t>& mine, const std::string& what) {
   const DeviceScope onDevice(device_);  // called inside a collective: the caller's device stays as it was
   try {
-    return allGatherWords(world_, ranks_, mine, gather_, gatherWords_, stream_, deadlineSeconds_,
+    return allGatherWords(world_, ranks_, mine, scratch_, scratchWords_, stream_, deadlineSeconds_,
                           "rank " + std::to_string(rank_) + ": " + what);
   } catch (...) {
     broken_ = true;  // the all-gather may be outstanding

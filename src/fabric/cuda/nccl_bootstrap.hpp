@@ -138,9 +138,9 @@ class NcclComms {
   ncclComm_t rail_ = nullptr;
   ncclComm_t railCredit_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  void* scratch_ = nullptr;  // device scratch for bootstrap collectives
-  uint64_t* gather_ = nullptr;  // gatherWords' buffer: (ranks + 1) x kMaxGatherWords words
-  size_t gatherWords_ = 0;
+  // Device scratch for bootstrap collectives and gatherWords: (ranks + 1) x kMaxGatherWords words.
+  uint64_t* scratch_ = nullptr;
+  size_t scratchWords_ = 0;
   LsaTeam lsa_;
 };
 

@@ -60,13 +60,11 @@ std::vector<uint64_t> storeAllGatherWords(KeyValueStore& store, const std::strin
     for (;;) {
       while (*at == ' ') ++at;
       if (*at == '\0') break;
-      if (*at < '0' || *at > '9')  // strtoull would take a sign or spaces
-        throw FabricError(FabricError::Kind::kUsage, "all-gather '" + key + "': rank " + std::to_string(peer) +
-                                                         " published '" + value + "', not decimal words");
+      const bool digit = *at >= '0' && *at <= '9';  // strtoull would take a sign or spaces
       char* end = nullptr;
       errno = 0;
       const unsigned long long w = std::strtoull(at, &end, 10);
-      if (end == at || errno != 0 || (*end != ' ' && *end != '\0'))
+      if (!digit || end == at || errno != 0 || (*end != ' ' && *end != '\0'))
         throw FabricError(FabricError::Kind::kUsage, "all-gather '" + key + "': rank " + std::to_string(peer) +
                                                          " published '" + value + "', not decimal words");
       if (got++ < mine.size()) all.push_back(static_cast<uint64_t>(w));
