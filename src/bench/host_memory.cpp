@@ -1,20 +1,36 @@
 #include "bench/host_memory.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <cstdio>
+#include <vector>
+
+#include "fabric/small_file.hpp"
 
 namespace tide::bench {
 namespace {
 
+// Files are read without iostreams: libtide's iostreams crashed in a process
+// with another libstdc++ loaded (kv_store.cpp, fabric/small_file.hpp).
+std::vector<std::string> linesOf(const std::string& path) {
+  std::vector<std::string> lines;
+  const std::optional<std::string> text = fabric::readSmallFile(path);
+  if (!text) return lines;
+  size_t at = 0;
+  while (at < text->size()) {
+    const size_t end = std::min(text->find('\n', at), text->size());
+    lines.push_back(text->substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
 std::optional<int64_t> readNumber(const std::string& path) {
-  std::ifstream f(path);
-  std::string word;
-  if (!(f >> word) || word == "max") return std::nullopt;  // cgroup v2 "max": no limit
+  const std::optional<std::string> word = fabric::firstWordOfFile(path);
+  if (!word || *word == "max") return std::nullopt;  // cgroup v2 "max": no limit
   try {
     size_t used = 0;
-    const long long v = std::stoll(word, &used);
-    if (used != word.size() || v < 0) return std::nullopt;
+    const long long v = std::stoll(*word, &used);
+    if (used != word->size() || v < 0) return std::nullopt;
     return static_cast<int64_t>(v);
   } catch (const std::exception&) {
     return std::nullopt;
@@ -22,11 +38,7 @@ std::optional<int64_t> readNumber(const std::string& path) {
 }
 
 std::optional<int64_t> memAvailable(const std::string& root) {
-  std::ifstream f(root + "/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    // sscanf, not an istringstream: this library's iostreams number parsing
-    // crashed in a process with another libstdc++ loaded (kv_store.cpp).
+  for (const std::string& line : linesOf(root + "/proc/meminfo")) {
     long long kib = 0;
     char unit[4] = {};
     if (std::sscanf(line.c_str(), "MemAvailable: %lld %3s", &kib, unit) == 2 && std::string(unit) == "kB" && kib >= 0)
@@ -37,9 +49,7 @@ std::optional<int64_t> memAvailable(const std::string& root) {
 
 // The process's cgroup path (v2: the "0::" line of /proc/self/cgroup; v1: the memory controller's).
 std::optional<int64_t> cgroupRoom(const std::string& root) {
-  std::ifstream f(root + "/proc/self/cgroup");
-  std::string line;
-  while (std::getline(f, line)) {
+  for (const std::string& line : linesOf(root + "/proc/self/cgroup")) {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);

@@ -189,14 +189,16 @@ class SweepTestLock {
   int fd_;
 };
 
-// A segment with the bootstrap's name whose creator was SIGKILLed and reaped
-// (a zombie still counts as a process), as a killed bootstrap leaves it. The
-// name carries `pidNamespace` (0: none, as older builds wrote it), so that a
-// test can pose as a creator of another pid namespace.
+// A segment with the bootstrap's name whose creator was SIGKILLed, as a killed
+// bootstrap leaves it: reaped, or left a zombie (`reap` false, as a launcher
+// still running leaves a killed rank) until this object goes. The name
+// carries `pidNamespace` (0: none, as older builds wrote it), so that a test
+// can pose as a creator of another pid namespace.
 class SegmentOfKilledProcess {
  public:
   SegmentOfKilledProcess(const std::string& jobId, int rank,
-                         uint64_t pidNamespace = fabric::host::currentPidNamespace()) {
+                         uint64_t pidNamespace = fabric::host::currentPidNamespace(), bool reap = true)
+      : reaped_(reap) {
     int ready[2];
     if (::pipe(ready) != 0) throw std::runtime_error("pipe failed");
     std::fflush(nullptr);
@@ -218,11 +220,21 @@ class SegmentOfKilledProcess {
     const bool created = ::read(ready[0], &byte, 1) == 1;
     ::close(ready[0]);
     ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    if (reap || !created) {
+      ::waitpid(pid_, nullptr, 0);
+      reaped_ = true;
+    } else {
+      // Until SIGKILL has landed, kill(pid, 0) still finds the process running.
+      siginfo_t info{};
+      ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT);
+    }
     if (!created) throw std::runtime_error("the child did not create its segment");
     name_ = fabric::host::shmSegmentName(jobId, rank, pid_, pidNamespace);
   }
-  ~SegmentOfKilledProcess() { fabric::host::ShmSegment::unlink(name_); }
+  ~SegmentOfKilledProcess() {
+    fabric::host::ShmSegment::unlink(name_);
+    if (!reaped_) ::waitpid(pid_, nullptr, 0);
+  }
   SegmentOfKilledProcess(const SegmentOfKilledProcess&) = delete;
   SegmentOfKilledProcess& operator=(const SegmentOfKilledProcess&) = delete;
 
@@ -231,6 +243,7 @@ class SegmentOfKilledProcess {
 
  private:
   pid_t pid_ = -1;
+  bool reaped_;
   std::string name_;
 };
 
@@ -635,6 +648,20 @@ TEST(SegmentSweep, RemovesSegmentsOfGoneProcesses) {
   EXPECT_GE(fabric::host::sweepSegmentsOfDeadProcesses(3600), 1);
   EXPECT_FALSE(shmExists(dead.name())) << dead.name() << " survived the sweep";
   EXPECT_TRUE(leftoverSegments(jobId).empty());
+}
+
+// A killed rank whose launcher has not reaped it yet is a zombie: it never
+// maps its segment again, so the sweep takes the segment as it would a gone
+// process's.
+TEST(SegmentSweep, RemovesSegmentsOfZombies) {
+  const SweepTestLock lock;
+  ASSERT_NE(fabric::host::currentPidNamespace(), 0u);
+  const std::string jobId = randomJobId();
+  const SegmentOfKilledProcess zombie(jobId, 0, fabric::host::currentPidNamespace(), /*reap=*/false);
+  ASSERT_EQ(::kill(zombie.pid(), 0), 0) << "the killed child was reaped: it is no zombie";
+  ASSERT_TRUE(shmExists(zombie.name())) << zombie.name();
+  EXPECT_GE(fabric::host::sweepSegmentsOfDeadProcesses(3600), 1);
+  EXPECT_FALSE(shmExists(zombie.name())) << zombie.name() << " of a zombie survived the sweep";
 }
 
 // A sweep keeps segments of live processes, those of creators whose pid

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -30,6 +29,7 @@
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/fnv1a.hpp"
 #include "fabric/multicast_policy.hpp"
+#include "fabric/small_file.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -101,8 +101,7 @@ uint64_t hostIdentity() {
   if (const char* id = std::getenv("NCCL_HOSTID")) return fnv1a(id);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  const std::string boot = fabric::firstWordOfFile("/proc/sys/kernel/random/boot_id").value_or("");
   return fnv1a(std::string(host) + "|" + boot);
 }
 

@@ -30,9 +30,9 @@ const NcclRmaApi& NcclRmaApi::get() {
 
 #if TIDE_HAVE_NCCL_RMA
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fabric/byte_range.hpp"
@@ -92,16 +92,15 @@ class NcclRmaOps final : public RmaRailOps {
  private:
   void await(const std::vector<PeerCount>& from, ncclComm_t comm, const char* what) {
     std::vector<ncclWaitSignalDesc_t> descs;
-    std::ostringstream awaited;
-    awaited << "NCCL signals (" << what << ") from rail peers";
+    std::string awaited = std::string("NCCL signals (") + what + ") from rail peers";
     for (const PeerCount& pc : from) {
       descs.push_back({pc.count, pc.peer, 0, 0});
-      awaited << ' ' << pc.peer << " x" << pc.count;
+      awaited.append(" ").append(std::to_string(pc.peer)).append(" x").append(std::to_string(pc.count));
     }
     watchdog_.before(s_);
     TIDE_NCCL_CHECK(api().waitSignal(static_cast<int>(descs.size()), descs.data(), comm, s_));
     watchdog_.after(s_, WaitRecord{.call = call_, .queue = queue_, .counterId = -1, .value = 0,
-                                   .peer = from.front().peer, .what = awaited.str(), .counter = nullptr});
+                                   .peer = from.front().peer, .what = std::move(awaited), .counter = nullptr});
   }
   ncclComm_t data_;
   ncclComm_t credit_;

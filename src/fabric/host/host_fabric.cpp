@@ -1,16 +1,14 @@
 #include "fabric/host/host_fabric.hpp"
 
-#include <signal.h>  // kill(pid, 0): is a peer process still there
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "fabric/byte_range.hpp"
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
+#include "fabric/process_liveness.hpp"
 
 namespace tide::fabric::host {
 using Access = ProtocolChecker::Access;
@@ -70,15 +68,6 @@ void HostEndpoint::setCallContext(const std::string& call) {
   if (!mem_.callsEntered.empty()) mem_.callsEntered[static_cast<size_t>(rank_)]->fetch_add(1);
   std::lock_guard<std::mutex> lock(callMu_);
   call_ = call;
-}
-
-bool processGone(int pid) {
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const size_t paren = line.rfind(')');  // "pid (comm) state ...": comm may hold spaces and parentheses
-  return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
 }
 
 std::string HostEndpoint::peersProgress() const {

@@ -62,10 +62,6 @@ struct HostOptions {
   ProtocolChecker* checker = nullptr;    // set by the world that owns it
 };
 
-// Whether process `pid` has exited: no such process, or a zombie its parent
-// has not reaped yet (a killed rank of a launcher still running).
-bool processGone(int pid);
-
 class HostEndpoint final : public Endpoint {
  public:
   HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options);

@@ -1,6 +1,5 @@
 #include "fabric/host/shm_names.hpp"
 
-#include <signal.h>    // kill
 #include <sys/mman.h>  // shm_unlink
 #include <sys/stat.h>
 #include <unistd.h>  // geteuid
@@ -19,6 +18,7 @@
 #include <system_error>
 
 #include "fabric/host/shm_segment.hpp"
+#include "fabric/process_liveness.hpp"
 
 namespace tide::fabric::host {
 namespace {
@@ -74,8 +74,6 @@ std::optional<SegmentName> parseSegmentName(std::string_view file) {
 }
 
 // EPERM: it exists, under another user.
-bool processGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
-
 double secondsSinceModified(const struct stat& st) {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);

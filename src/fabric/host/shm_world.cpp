@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fabric/host/failure_record.hpp"
+#include "fabric/process_liveness.hpp"
 #include "fabric/random_bits.hpp"
 
 namespace tide::fabric::host {
