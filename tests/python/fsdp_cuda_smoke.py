@@ -221,7 +221,7 @@ CUDA_SCENARIOS = [
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
     "a_check_failing_on_one_rank_fails_every_rank", "folded_block_forward_without_its_backward",
     "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall", "stale_unsharded_use_fails",
-    "nested_fully_shard", "unused_block_output", "dtype_changed_after_install",
+    "nested_fully_shard", "shared_module_of_two_parents", "unused_block_output", "dtype_changed_after_install",
     "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
 ]
 

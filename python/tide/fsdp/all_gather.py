@@ -188,9 +188,13 @@ def _conflict(tg, other) -> str:
     if not pending:
         what += f" ({group._training_state.name})"
     if group._training_state == guards.internals().TrainingState.FORWARD:
-        # Ring-mates never nest, so a ring-mate still in its forward is one whose forward raised.
+        # Ring-mates never nest in the module tree (install keeps parents out of the ring), so a
+        # ring-mate still in its forward either raised there or calls this group's module from
+        # outside the tree.
         what += (" -- if an exception ended a forward, call the root module's reset_iter_state() before the "
-                 "next step, which resets FSDP2's state and frees the slot")
+                 "next step, which resets FSDP2's state and frees the slot; if its forward calls this group's "
+                 "module, which is not among its submodules (held in a plain list or attribute), the groups "
+                 "nest where install cannot see it")
     return f"{where} {what}; the groups do not run in module order with prefetch depth 1. {ring_false}"
 
 

@@ -52,6 +52,10 @@ class GroupInfo:
     adoptable: bool = False     # no cast: the sharded data can live in the arena
     shapes: list[tuple[int, ...]] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    # Every name under which the group's modules are reachable in the installed
+    # model: a module shared by two parents (a T5-style shared embedding) has one
+    # per parent, and each parent runs it inside its own forward.
+    paths: tuple[str, ...] = ()
 
     @property
     def dtype_name(self) -> str:

@@ -142,6 +142,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     inst.check_read_done = check_read_done
     inst.release_grads = release_grads
     names = {id(m): n for n, m in model.named_modules()}
+    every_name: dict[int, list[str]] = {}
+    for n, m in model.named_modules(remove_duplicate=False):
+        every_name.setdefault(id(m), []).append(n)
     seen: set[int] = set()
     for module in model.modules():
         st = it.get_module_fsdp_state(module)
@@ -159,6 +162,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             fqn = group._module_fqn or ", ".join(names.get(id(m), "?") for m in group.modules) or "<root>"
             inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn,
                                               module_names=names))
+            inst.infos[-1].paths = tuple(sorted({n for m in group.modules for n in every_name.get(id(m), ())}))
     # A group TIDE already runs through another installation (on a module inside this one, or
     # one containing it, installed before FSDP2 knew its root): installing it twice would give it
     # two arenas, and the second uninstall would restore what the first had replaced.
