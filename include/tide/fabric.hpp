@@ -192,6 +192,13 @@ class Endpoint {
   // reduce-scatter's network phase after its read-done event).
   virtual void synchronizeEvent(int q, uint64_t event) = 0;
   virtual uint64_t counterValue(int id) = 0;
+  // Why work already issued failed (a wait past its deadline, a peer's
+  // failure in a job that records one), once it has; empty while none did.
+  // Non-blocking: the communicator asks before every call, and refuses the
+  // call once this is set, as it does after a call that failed midway.
+  // Fabrics whose issued work cannot fail without ending the process (the
+  // CUDA fabric's wait watchdog aborts it) report nothing here.
+  virtual std::string failureOfIssuedWork() const { return ""; }
 
   // Fault-injection hook: q idles for `seconds` before its next op.
   virtual void delay(int q, double seconds) = 0;

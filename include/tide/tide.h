@@ -32,7 +32,10 @@ typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
 /* A collective that fails after it has started (some of its work enqueued,
  * its peers counting it) leaves its communicator unusable: every later call
  * returns tideInternalError, reason "communicator_unusable"; destroy the
- * communicator on every rank and make a new one. */
+ * communicator on every rank and make a new one. That holds as well for a
+ * collective whose enqueued work fails later, before any synchronize saw it
+ * (the host fabric: a wait past its deadline, a peer's recorded failure); the
+ * CUDA fabric ends the process on such a failure instead (fail stop). */
 /* Thread-local message of this thread's last call: empty when it succeeded
  * (every call clears it first), else why it failed. */
 const char* tideGetLastError(void);
@@ -154,7 +157,9 @@ tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
 
 /* shard: this rank's packed shard; NULL on a single node when the shard
  * already sits in this rank's own landing rows (in place: the caller cast or
- * copied it there, and the own landing is not copied again).
+ * copied it there, and the own landing is not copied again). A shard inside
+ * the arena must not overlap the call's landing (peers write it while the
+ * shard is read) nor the collectives' scratch: refused, tideInvalidArgument.
  * stream (CUDA): the call starts where `stream` is at the call and its
  * completion is on it. Consecutive calls may come on different, unordered
  * streams: peers write into a call's landing only after its own stream and

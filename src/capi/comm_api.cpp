@@ -62,6 +62,10 @@ struct tideComm {
     for (auto& g : groups) plans.push_back(&g->plan);
     const int64_t arena = fabric.endpoint->arenaBytes();
     const int64_t need = ScratchLayout::forPlans(plans).bytes;
+    if (need > arena)
+      throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: the collective scratch "
+                                  "of the groups registered so far takes " + std::to_string(need) +
+                                  " bytes (tideScratchBytes says how much an arena needs)");
     const int64_t base = (arena - need) / 4096 * 4096;
     if (base < userTop)
       throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory ends at " +

@@ -29,6 +29,10 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
   using namespace tide::plan;
   if (!config) throw std::invalid_argument("null config");
   if (config->numParams < 0) throw std::invalid_argument("negative numParams");
+  // Before the arrays are read: a garbage count must not size an allocation or run past them.
+  if (config->numParams > kMaxParams)
+    throw PlanError(Reason::kTooManyParams, "the group has " + std::to_string(config->numParams) +
+                                                " parameters (at most " + std::to_string(kMaxParams) + ")");
   if (config->numParams > 0 && (!config->ndims || !config->dtypes)) throw std::invalid_argument("null ndims or dtypes");
   PlanInputs in;
   in.topo = Topology::make(config->nodes, config->gpusPerNode);

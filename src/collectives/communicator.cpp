@@ -90,7 +90,11 @@ std::vector<fabric::CopyOp> Communicator::toCopyOps(const std::vector<CopyDesc>&
 
 // ------------------------------------------------------------------ TIDE-AG
 
-void Communicator::refuseIfUnusable() const {
+void Communicator::refuseIfUnusable() {
+  if (unusable_.empty()) {
+    const std::string failed = ep_.failureOfIssuedWork();
+    if (!failed.empty()) unusable_ = "work it issued failed: " + failed;
+  }
   if (!unusable_.empty())
     throw fabric::FabricError(fabric::FabricError::Kind::kUnusable,
                               "communicator unusable: " + unusable_ +
@@ -121,10 +125,23 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   // A shard starting inside the arena must end in it (the fabric would refuse it mid-issue).
   const std::byte* arena = ep_.arena();
   const auto* shardBytes = static_cast<const std::byte*>(shard);
-  if (!inPlace && fabric::liesWithin(shardBytes, 0, arena, ep_.arenaBytes()) &&
-      !fabric::liesWithin(shardBytes, g.shardBytes, arena, ep_.arenaBytes()))
-    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
-                              "the shard starts inside the arena and runs past its end");
+  if (!inPlace && fabric::liesWithin(shardBytes, 0, arena, ep_.arenaBytes())) {
+    if (!fabric::liesWithin(shardBytes, g.shardBytes, arena, ep_.arenaBytes()))
+      throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                                "the shard starts inside the arena and runs past its end");
+    // Peers write this call's landing while the shard is still being read for
+    // them, and the collectives' scratch is rewritten by every call: a shard
+    // in either would be sent half overwritten. (In place is shard == NULL.)
+    const int64_t shardOffset = shardBytes - arena;
+    const bool inLanding = shardOffset < landingOffset + g.unshardedBytes() && landingOffset < shardOffset + g.shardBytes;
+    if (g.shardBytes > 0 && (inLanding || layout_.overlaps(shardOffset, g.shardBytes)))
+      throw fabric::FabricError(
+          fabric::FabricError::Kind::kUsage,
+          std::string("the shard overlaps ") + (inLanding ? "this call's landing" : "the collectives' scratch") +
+              " in the arena (arena bytes [" + std::to_string(shardOffset) + ", " +
+              std::to_string(shardOffset + g.shardBytes) + ")): peers write there while it is read; pass NULL "
+              "for a shard already in its own landing rows (one node), or keep it outside the landing");
+  }
   const uint64_t v = ++agCalls_;
   return issueOrMarkUnusable("all_gather#" + std::to_string(v),
                              [&] { return issueAllGather(plan, shard, landingOffset, v); });

@@ -88,8 +88,10 @@ class Communicator {
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
   void noteFaultFired() { ++faultFirings_; }
   void checkPlan(const plan::Plan& plan) const;
-  // Refuses every call once one failed midway (unusable_).
-  void refuseIfUnusable() const;
+  // Refuses every call once one failed midway, or once issued work failed
+  // on the endpoint (a wait past its deadline): either way the peers' call
+  // counts and this rank's no longer pair (unusable_).
+  void refuseIfUnusable();
   // Runs `issue`, the work of call `name` (the endpoint's call context from
   // here on, for its messages), whose call number is taken: an
   // exception from it may leave part of the call enqueued and this rank's

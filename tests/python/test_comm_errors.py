@@ -96,6 +96,34 @@ def test_wrong_gradient_count_null_shard_and_bad_landing(tmp_path):
         comm.synchronize()
 
 
+def test_shard_overlapping_its_landing_is_refused(tmp_path, rng):
+    """Peers write a call's landing while its shard is read for them: a shard in the arena that
+    overlaps the landing (by its first or its last byte) is refused before the call is counted;
+    one in the arena's next allocation is gathered, and the communicator stays usable."""
+    import ctypes
+
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4], [3]], dtype="fp32")
+        unsharded, shard_bytes = group.plan["group"]["unsharded_bytes"], group.plan["group"]["shard_bytes"]
+        off, landing = comm.alloc(unsharded)
+        _, after = comm.alloc(shard_bytes)
+        assert after >= landing + unsharded
+        for bad in (landing, landing + unsharded - 1, landing - shard_bytes + 1):
+            if bad - landing + off < 0:
+                continue
+            with pytest.raises(_capi.TideError, match="overlaps this call's landing") as info:
+                comm.all_gather(group, bad, off)
+            assert info.value.result == _capi.Result.INVALID_ARGUMENT
+        assert comm.stats["all_gather_calls"] == 0
+        data = rng.randbytes(shard_bytes)
+        ctypes.memmove(after, data, shard_bytes)
+        ctypes.memset(landing, 0xA5, unsharded)  # poison: an unwritten byte fails
+        comm.all_gather(group, after, off)
+        comm.synchronize()
+        assert ctypes.string_at(landing, shard_bytes) == data
+        assert comm.stats["all_gather_calls"] == 1
+
+
 def test_misaligned_reduce_scatter_pointers_are_refused(tmp_path):
     """The sum kernels load and store whole elements: on a GPU a misaligned one faults."""
     with _comm(tmp_path) as comm:
@@ -356,3 +384,38 @@ def test_arena_sizing_counts_allocations_from_4k_boundaries(tmp_path):
             else:
                 with pytest.raises(_capi.TideError, match="user memory ends at 4296.*would start at 4096"):
                     comm.all_gather(group, shard.ctypes.data, landing)
+
+
+def _first_collective_in_an_arena_below_the_scratch(rank, store, results):
+    try:
+        from tide.plan import scratch_bytes
+
+        shapes = [[4]]  # a landing far smaller than the scratch, so that only the scratch does not fit
+        need = scratch_bytes([{"shapes": shapes, "nodes": 1, "gpus_per_node": 2, "dtype": "fp32"}])
+        with Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=need - 4096 - 1, fabric="host",
+                          store_dir=store, timeout_s=5) as comm:
+            group = comm.register_group(shapes, dtype="fp32")
+            shard = np.zeros(2, dtype=np.float32)
+            try:
+                comm.all_gather(group, shard.ctypes.data, 0)
+                results.put((rank, None))
+            except _capi.TideError as e:
+                results.put((rank, (int(e.result), e.message)))
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        results.put((rank, ("error", repr(e))))
+
+
+def test_an_arena_smaller_than_the_scratch_says_so():
+    """An arena a little smaller than the scratch alone (less than 4096 bytes short) once fell
+    through the detailed check (its base rounded up to 0) to a terse internal refusal; it now
+    names the scratch's size and tideScratchBytes."""
+    import tempfile
+
+    from spawned_ranks import run_ranks
+
+    with tempfile.TemporaryDirectory() as store:
+        got, codes = run_ranks(_first_collective_in_an_arena_below_the_scratch, 2, (store,), timeout=60)
+    assert codes == [0, 0], (codes, got)
+    for rank, outcome in got:
+        assert outcome is not None and outcome[0] == _capi.Result.INVALID_ARGUMENT, (rank, outcome)
+        assert "collective scratch" in outcome[1] and "tideScratchBytes" in outcome[1], outcome

@@ -116,6 +116,73 @@ def test_destroy_reports_the_collective_it_drained(tmp_path):
     assert took < 30, detail
 
 
+def _calls_after_a_failed_call(rank, store, results):
+    """Both ranks make one all-gather; then rank 0 enqueues one that rank 1 never makes, lets its
+    deadline pass without synchronizing, and calls again."""
+    try:
+        from tide.comm import Communicator
+
+        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                            store_dir=store, timeout_s=1)
+        group = comm.register_group([[64, 64]], dtype="fp32")
+        landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
+        out = np.zeros(group.plan["group"]["out_bytes"] // 4, dtype=np.float32)
+        grad = np.random.default_rng(10 + rank).standard_normal(64 * 64).astype(np.float32)
+        comm.all_gather(group, shard.ctypes.data, landing)
+        comm.synchronize()
+        if rank == 1:
+            time.sleep(5)  # alive, and never makes the second call
+            comm.close()
+            results.put((rank, "closed", ""))
+            return
+        comm.all_gather(group, shard.ctypes.data, landing)  # enqueued: returns at once, fails at its deadline
+        time.sleep(3)
+        refused = []
+        for call in (lambda: comm.all_gather(group, shard.ctypes.data, landing),
+                     lambda: comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)):
+            try:
+                call()
+                refused.append(None)
+            except _capi.TideError as e:
+                refused.append((int(e.result), e.reason, e.message))
+        calls = comm.stats["all_gather_calls"], comm.stats["reduce_scatter_calls"]
+        try:
+            comm.synchronize()
+            synced = None
+        except _capi.TideError as e:
+            synced = (int(e.result), e.message)
+        try:
+            comm.close()
+        except _capi.TideError:
+            pass  # the drain reports the failure again; the communicator is gone all the same
+        results.put((rank, "refused", (refused, calls, synced)))
+    except Exception:  # noqa: BLE001 - reported to the test
+        results.put((rank, "error", traceback.format_exc()))
+
+
+def test_calls_after_issued_work_failed_are_refused(tmp_path):
+    """A collective whose enqueued work fails later (a wait past its deadline: the peer never made
+    the call) leaves the communicator unusable, as one that fails while it is issued does: the next
+    all-gather and reduce-scatter are refused, communicator_unusable, naming the failed call,
+    without a synchronize in between. Before, both returned success and did nothing, their tasks
+    skipped on the failed queues."""
+    got, codes = run_ranks(_calls_after_a_failed_call, 2, (str(tmp_path / "store"),), timeout=60)
+    assert codes == [0, 0], (codes, got)
+    by_rank = {r: (what, detail) for r, what, detail in got}
+    assert by_rank[1][0] == "closed", by_rank
+    what, detail = by_rank[0]
+    assert what == "refused", by_rank
+    refused, calls, synced = detail
+    for r in refused:
+        assert r is not None, refused
+        result, reason, message = r
+        assert result == _capi.Result.INTERNAL_ERROR and reason == "communicator_unusable", r
+        assert "all_gather#2" in message, r
+    assert calls == (2, 0), calls  # the refused calls are not counted
+    assert synced is not None and synced[0] == _capi.Result.TIMEOUT and "all_gather#2" in synced[1], synced
+
+
 def _refused_then_register(rank, store, results):
     try:
         from tide.comm import Communicator

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import pytest
@@ -144,3 +145,19 @@ def test_landing_direction_reaches_the_plan():
     assert (one_node["landing"], one_node["push_area_bytes"]) == ("pull", 0)
     with pytest.raises(PlanInputError, match="landing"):
         make_plan(shapes, nodes=2, gpus_per_node=4, landing="sideways")
+
+
+def test_a_param_count_beyond_the_arrays_is_refused_before_they_are_read():
+    """Through the raw C API: a numParams larger than the arrays behind ndims, dims and dtypes
+    (garbage, or a count meant for another config) is refused by its size, too_many_params, before
+    the library sizes anything by it or reads past the arrays (it once read numParams entries)."""
+    from tide.plan import build_plan_config
+
+    config, _alive = build_plan_config([[4, 4]], nodes=1, gpus_per_node=2)
+    for count in (257, 1 << 20, (1 << 31) - 1):
+        config.numParams = count
+        handle = _capi.PlanHandle()
+        result = _capi.library().tidePlanCreate(ctypes.byref(config), ctypes.byref(handle))
+        assert result == _capi.Result.PLAN_REJECTED, (count, result)
+        assert _capi.library().tideGetLastReason().decode() == "too_many_params"
+        assert str(count) in _capi.library().tideGetLastError().decode()

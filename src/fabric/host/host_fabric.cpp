@@ -589,6 +589,23 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
   if (checker_) checker_->hostJoinEvent(checker_->tid(rank_, q), event);
 }
 
+std::string HostEndpoint::failureOfIssuedWork() const {
+  for (const auto& wq : queues_) {
+    if (const std::exception_ptr failure = wq->failure()) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        return e.what();
+      } catch (...) {
+        return "a task of rank " + std::to_string(rank_) + " failed";
+      }
+    }
+  }
+  if (jobFailed(mem_.failed))
+    return "rank " + std::to_string(rank_) + ": the job failed: " + firstFailure(*mem_.failed, mem_.failure);
+  return "";
+}
+
 void HostEndpoint::synchronizeAll() {
   flushRails();
   std::exception_ptr first;

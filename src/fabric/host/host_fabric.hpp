@@ -99,6 +99,7 @@ class HostEndpoint final : public Endpoint {
   bool eventLive(int q, uint64_t event) const override;
   void synchronize(int q) override;
   void synchronizeAll() override;
+  std::string failureOfIssuedWork() const override;
   void synchronizeEvent(int q, uint64_t event) override;
   uint64_t counterValue(int id) override;
   Stats stats() const override;
