@@ -177,9 +177,7 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
   const bool first = !comm->comm;
   if (!first && group->index < comm->groupsAgreed) return tideSuccess;
   // A communicator a failed collective left unusable says so at once, not after the exchange's wait.
-  if (comm->comm && !comm->comm->unusableReason().empty())
-    throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
-                                    "communicator unusable: " + comm->comm->unusableReason());
+  if (comm->comm) comm->comm->refuseIfUnusable();
   const size_t count = first ? comm->groups.size() : group->index + 1;
   std::vector<tide::capi::GroupDigest> compared;
   for (size_t i = 0; i < count; ++i) compared.push_back({&comm->groups[i]->plan, comm->groups[i]->digest});

@@ -76,8 +76,12 @@ class Communicator {
   // one node, skip-stale-zeroing without stale blocks).
   int64_t faultFirings() const { return faultFirings_; }
   const ScratchLayout& layout() const { return layout_; }
-  // Empty, or why every call is refused: one failed after taking its call number.
-  const std::string& unusableReason() const { return unusable_; }
+  // Throws FabricError kUnusable once a call failed after taking its call
+  // number, or once work issued on the endpoint failed (a wait past its
+  // deadline): either way the peers' call counts and this rank's no longer
+  // pair. Every collective asks first; so may a caller about to meet the
+  // peers on the host.
+  void refuseIfUnusable();
 
  private:
   std::byte* addressOf(const plan::BufferRef& ref, const void* shard, int64_t landingOffset,
@@ -88,10 +92,6 @@ class Communicator {
   bool injected(Fault f) const { return faults_.kind == f && faults_.rank == ep_.rank(); }
   void noteFaultFired() { ++faultFirings_; }
   void checkPlan(const plan::Plan& plan) const;
-  // Refuses every call once one failed midway, or once issued work failed
-  // on the endpoint (a wait past its deadline): either way the peers' call
-  // counts and this rank's no longer pair (unusable_).
-  void refuseIfUnusable();
   // Runs `issue`, the work of call `name` (the endpoint's call context from
   // here on, for its messages), whose call number is taken: an
   // exception from it may leave part of the call enqueued and this rank's

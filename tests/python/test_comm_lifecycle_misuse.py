@@ -138,14 +138,18 @@ def _calls_after_a_failed_call(rank, store, results):
             return
         comm.all_gather(group, shard.ctypes.data, landing)  # enqueued: returns at once, fails at its deadline
         time.sleep(3)
+        later = comm.register_group([[8, 8]], dtype="fp32")  # its first call would meet the peers on the host
+        later_landing, _ = comm.alloc(later.plan["group"]["unsharded_bytes"])
         refused = []
         for call in (lambda: comm.all_gather(group, shard.ctypes.data, landing),
-                     lambda: comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)):
+                     lambda: comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data),
+                     lambda: comm.all_gather(later, shard.ctypes.data, later_landing)):
+            start = time.monotonic()
             try:
                 call()
                 refused.append(None)
             except _capi.TideError as e:
-                refused.append((int(e.result), e.reason, e.message))
+                refused.append((int(e.result), e.reason, e.message, time.monotonic() - start))
         calls = comm.stats["all_gather_calls"], comm.stats["reduce_scatter_calls"]
         try:
             comm.synchronize()
@@ -165,7 +169,8 @@ def test_calls_after_issued_work_failed_are_refused(tmp_path):
     """A collective whose enqueued work fails later (a wait past its deadline: the peer never made
     the call) leaves the communicator unusable, as one that fails while it is issued does: the next
     all-gather and reduce-scatter are refused, communicator_unusable, naming the failed call,
-    without a synchronize in between. Before, both returned success and did nothing, their tasks
+    without a synchronize in between, and so is the first call on a group registered since, before
+    it would meet the peers to compare groups. Before, both returned success and did nothing, their tasks
     skipped on the failed queues."""
     got, codes = run_ranks(_calls_after_a_failed_call, 2, (str(tmp_path / "store"),), timeout=60)
     assert codes == [0, 0], (codes, got)
@@ -176,9 +181,10 @@ def test_calls_after_issued_work_failed_are_refused(tmp_path):
     refused, calls, synced = detail
     for r in refused:
         assert r is not None, refused
-        result, reason, message = r
+        result, reason, message, took = r
         assert result == _capi.Result.INTERNAL_ERROR and reason == "communicator_unusable", r
         assert "all_gather#2" in message, r
+        assert took < 5, r  # at once: not after the group comparison's wait for the peer (2T + 10 s)
     assert calls == (2, 0), calls  # the refused calls are not counted
     assert synced is not None and synced[0] == _capi.Result.TIMEOUT and "all_gather#2" in synced[1], synced
 
