@@ -80,7 +80,9 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
 /* ------------------------------------------------------------ communicators
  * One communicator per rank. Groups are registered (same order on every rank)
  * before the first collective, which sizes the shared scratch; user memory
- * (landings) comes from tideCommAlloc, called identically on every rank.
+ * (landings) comes from tideCommAlloc, called identically on every rank, and
+ * a collective's landingOffset must be the same on every rank: peers write
+ * this rank's landing at their own offset, and nothing compares them.
  * Collectives are enqueued on `stream` (a cudaStream_t on the CUDA fabric,
  * ignored on the host fabric) and must be issued in the same order on every
  * rank. A communicator may be called from several threads: its calls take a
