@@ -199,6 +199,12 @@ class Endpoint {
   // Fabrics whose issued work cannot fail without ending the process (the
   // CUDA fabric's wait watchdog aborts it) report nothing here.
   virtual std::string failureOfIssuedWork() const { return ""; }
+  // Drops the rail transfers deferred into a group not yet issued (two-sided
+  // and RMA rails issue a call's transfers as one group at its next flush).
+  // For a call that failed midway: its half group, issued later by a
+  // synchronize or a destroy, would meet no peer's transfers and hang them
+  // (or this rank) to the deadline.
+  virtual void discardDeferredRails() {}
 
   // Fault-injection hook: q idles for `seconds` before its next op.
   virtual void delay(int q, double seconds) = 0;

@@ -104,10 +104,12 @@ class Communicator {
       ep_.setCallContext(name);
       return issue();
     } catch (const fabric::FabricError& e) {
+      ep_.discardDeferredRails();
       unusable_ = name + " failed midway: " + e.what();
       throw fabric::FabricError(e.kind(), std::string(e.what()) + " [" + name +
                                               " failed midway: this communicator is unusable from here on]");
     } catch (const std::exception& e) {
+      ep_.discardDeferredRails();
       unusable_ = name + " failed midway: " + e.what();
       throw;
     }

@@ -69,6 +69,11 @@ class RmaRendezvous {
   bool pending() const { return !sends_.empty() || !recvs_.empty(); }
   // Issues the deferred group through `ops` (steps 1-4 above) and clears it.
   void flush(RmaRailOps& ops);
+  // Forgets the deferred group unissued (a call that failed midway).
+  void discard() {
+    sends_.clear();
+    recvs_.clear();
+  }
 
  private:
   struct Recv {

@@ -69,6 +69,13 @@ class CallerQueuePerCall final : public fabric::Endpoint {
   fabric::Stats stats() const override { return e_.stats(); }
   void resetStats() override { e_.resetStats(); }
   void setFabricFaults(const fabric::FabricFaults& f) override { e_.setFabricFaults(f); }
+  std::string failureOfIssuedWork() const override { return e_.failureOfIssuedWork(); }
+  void discardDeferredRails() override {
+    ++discards_;
+    e_.discardDeferredRails();
+  }
+  // How often the communicator dropped its deferred rail group (a call failed midway).
+  int discards() const { return discards_; }
 
  private:
   int map(int q) const {
@@ -77,6 +84,7 @@ class CallerQueuePerCall final : public fabric::Endpoint {
   }
   fabric::Endpoint& e_;
   int caller_ = 0;
+  int discards_ = 0;
   int mergedFrom_ = -1;
   int mergedInto_ = -1;
   int failAfter_ = -1;

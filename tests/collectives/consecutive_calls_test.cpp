@@ -203,6 +203,7 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
   const auto gatherAgain = [&] { comms[0]->allGather(p, shards[0].data(), landing); };
   expectRefused(gatherAgain, fabric::FabricError::Kind::kDevice, "all_gather#2 failed midway",
                 "the injected copy failure did not surface");
+  EXPECT_EQ(eps[0]->discards(), 1) << "the failed call's deferred rail group was kept, to be issued later";
   for (int call = 0; call < 2; ++call)
     expectRefused(gatherAgain, fabric::FabricError::Kind::kUnusable, "Destroy the communicator on every rank",
                   "an unusable communicator issued an all-gather");

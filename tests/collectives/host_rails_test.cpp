@@ -128,6 +128,30 @@ TEST(TwoSidedRails, UnmatchedOrMismatchedTransfersFailStop) {
   }
 }
 
+// A call that failed midway drops its deferred rail group (Communicator's
+// issueOrMarkUnusable): a synchronize or destroy after it issues nothing of
+// that group, which no peer would match (each would fail stop at the deadline).
+TEST(TwoSidedRails, ADiscardedGroupIsNeverIssued) {
+  for (const auto rails : {fabric::host::HostRails::kSendRecv, fabric::host::HostRails::kRma}) {
+    SCOPED_TRACE(fabric::host::hostRailsName(rails));
+    fabric::host::HostOptions ho;
+    ho.queues = 2;
+    ho.timeoutSeconds = 0.5;
+    ho.rails = rails;
+    fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
+    fabric::Endpoint& sender = world.endpoint(1);
+    std::memset(world.endpoint(0).arena(), 0xA5, 4096);
+    std::memset(sender.arena() + 8192, 7, 2048);  // RMA puts read from the arena only
+    sender.railPut(1, 0, 0, sender.arena() + 8192, 2048, -1, 0);
+    sender.railRecv(1, 0, 4096, 1024, -1, 0);
+    sender.discardDeferredRails();
+    EXPECT_NO_THROW(sender.synchronizeAll()) << "the discarded group went out and met no peer";
+    EXPECT_TRUE(sender.failureOfIssuedWork().empty()) << sender.failureOfIssuedWork();
+    const std::vector<std::byte> poison(4096, std::byte{0xA5});
+    EXPECT_EQ(std::memcmp(world.endpoint(0).arena(), poison.data(), poison.size()), 0) << "a discarded put landed";
+  }
+}
+
 // RMA rails, driven on the fabric directly: a receive no put answers, and a
 // put no receive grants a credit for, fail stop at the deadline naming the
 // peer and what was missing; a lost data signal does too; a rail transfer

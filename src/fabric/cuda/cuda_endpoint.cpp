@@ -158,21 +158,30 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
       comms_->resplitRailsForSendRecv(topo_, railMode_ == RailMode::kSendRecv);
     }
   }
+  // This rank's refusal, if any. A node's ranks stage, sum and land through
+  // each other's arenas: they must be load/store reachable. Refused here, not
+  // at the first call's first signal.
+  std::string refusal;
   if (wanted == Rails::kCopyEngine && !railPeersReachable)
-    throwUsage("copy-engine rails requested but a rail peer is not load/store reachable");
-  // A node's ranks stage, sum and land through each other's arenas: they must
-  // be load/store reachable. Refused here (on every rank of that node, after
-  // the collectives every rank joins), not at the first call's first signal.
-  for (int i = 0; i < topo_.gpusPerNode; ++i) {
+    refusal = "copy-engine rails requested but a rail peer is not load/store reachable";
+  for (int i = 0; i < topo_.gpusPerNode && refusal.empty(); ++i) {
     const int peer = topo_.rankOf(topo_.nodeOf(rank_), i);
     if (arena_->peerBase(peer) == nullptr)
-      throwUsage("topology " + std::to_string(topo_.nodes) + " x " + std::to_string(topo_.gpusPerNode) +
-                 " puts ranks " + std::to_string(rank_) + " and " + std::to_string(peer) +
-                 " on one node, but rank " + std::to_string(peer) +
-                 " is not load/store reachable from here (NCCL places it on another host): a node's ranks "
-                 "must share a host; give the hosts' layout (nodes, GPUs per node) as the topology");
+      refusal = "topology " + std::to_string(topo_.nodes) + " x " + std::to_string(topo_.gpusPerNode) +
+                " puts ranks " + std::to_string(rank_) + " and " + std::to_string(peer) +
+                " on one node, but rank " + std::to_string(peer) +
+                " is not load/store reachable from here (NCCL places it on another host): a node's ranks "
+                "must share a host; give the hosts' layout (nodes, GPUs per node) as the topology";
   }
-  if (wanted == Rails::kRma && !noRma.empty()) throwUsage("RMA rails requested but " + noRma);
+  if (refusal.empty() && wanted == Rails::kRma && !noRma.empty()) refusal = "RMA rails requested but " + noRma;
+  // Agreed before the RMA rails register their window on the (blocking) rail
+  // communicator, a collective: ranks whose node is whole would otherwise
+  // wait there for peers that refused, with no deadline over it.
+  const int refusing = comms_->sumOverWorld(refusal.empty() ? 0 : 1);
+  if (!refusal.empty()) throwUsage(refusal);
+  if (refusing > 0)
+    throwUsage(std::to_string(refusing) + " other rank(s) refused this fabric (their error says why: e.g. a node " +
+               "whose ranks do not share a host); every rank stops with them");
   if (railMode_ == RailMode::kSendRecv)
     sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail(), comms_->deadlineSeconds());
 #if TIDE_HAVE_NCCL_RMA
@@ -391,6 +400,13 @@ CudaEndpoint::OpScope CudaEndpoint::beginOp(bool flushRails) {
   }
   if (flushRails) flushRailGroup();
   return op;
+}
+
+void CudaEndpoint::discardDeferredRails() {
+  if (sendRecv_ != nullptr) sendRecv_->discard();
+#if TIDE_HAVE_NCCL_RMA
+  if (rma_ != nullptr) rma_->discard();
+#endif
 }
 
 void CudaEndpoint::flushRailGroup() {
@@ -655,6 +671,9 @@ void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
 
 template <typename Done>
 void CudaEndpoint::hostPoll(Done&& done, const std::string& what) {
+  // The rails' flush may record the watchdog's events and enqueue NCCL work:
+  // on the communicator's device, whatever the caller's thread has current.
+  const DeviceScope onDevice(device_);
   {
     const auto gate = gateShared();
     flushRailGroup();
@@ -687,6 +706,7 @@ void CudaEndpoint::synchronizeAll() {
 }
 
 uint64_t CudaEndpoint::counterValue(int id) {
+  const DeviceScope onDevice(device_);
   const uint64_t* counter = arena_->counter(id);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(hostWord_, counter, sizeof(uint64_t), cudaMemcpyDeviceToHost, control_));
   // Under the deadline like every host wait (the control stream also carries graph uploads).
@@ -715,6 +735,7 @@ void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
 }
 
 void CudaEndpoint::barrier() {
+  const DeviceScope onDevice(device_);  // NcclComms::barrier sets the device; the caller's comes back
   if (comms_ != nullptr)
     comms_->barrier();
   else

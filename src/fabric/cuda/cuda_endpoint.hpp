@@ -100,6 +100,7 @@ class CudaEndpoint final : public Endpoint {
 
   void synchronize(int q) override;
   void synchronizeAll() override;
+  void discardDeferredRails() override;
   void synchronizeEvent(int q, uint64_t event) override;
   uint64_t counterValue(int id) override;
   void delay(int q, double seconds) override;

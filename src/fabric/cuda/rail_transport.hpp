@@ -36,6 +36,8 @@ class SendRecvRails {
   bool pending() const { return !ops_.empty(); }
   // Issues every deferred transfer in one NCCL group, then the counter writes.
   void flush();
+  // Forgets the deferred transfers unissued (a call that failed midway).
+  void discard() { ops_.clear(); }
 
  private:
   struct Op {

@@ -74,6 +74,7 @@ class RmaRails {
   // After the group's receives land: counter `signalId` := value (< 0: none).
   void deferRecv(int queue, cudaStream_t stream, int railPeer, int64_t bytes, int signalId, uint64_t value);
   bool pending() const { return group_.pending(); }
+  void discard() { group_.discard(); }
   // Issues the deferred group on its stream; its waits for credits and data
   // signals are watched like counter waits (a peer that never signals fails
   // stop at the deadline, naming call `call` and the group's queue).

@@ -589,6 +589,12 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
   if (checker_) checker_->hostJoinEvent(checker_->tid(rank_, q), event);
 }
 
+void HostEndpoint::discardDeferredRails() {
+  rmaGroup_.discard();
+  railGroup_.clear();
+  railQueue_ = -1;
+}
+
 std::string HostEndpoint::failureOfIssuedWork() const {
   for (const auto& wq : queues_) {
     if (const std::exception_ptr failure = wq->failure()) {

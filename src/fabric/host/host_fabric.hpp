@@ -100,6 +100,7 @@ class HostEndpoint final : public Endpoint {
   void synchronize(int q) override;
   void synchronizeAll() override;
   std::string failureOfIssuedWork() const override;
+  void discardDeferredRails() override;
   void synchronizeEvent(int q, uint64_t event) override;
   uint64_t counterValue(int id) override;
   Stats stats() const override;
