@@ -270,6 +270,10 @@ void NcclComms::splitRails(const plan::Topology& topo, bool join, bool rma, bool
                                   &railConfig));
     awaitWorld(who + "splitting the rail credit communicator (every rank joins the split)");
   }
+  // The world and host communicators were asked already, and a rail holds no
+  // GPU they lack; asked all the same, before the RMA window is registered on it.
+  if (rail_ != nullptr) refuseMulticastComm(rail_, "rail");
+  if (railCredit_ != nullptr) refuseMulticastComm(railCredit_, "rail credit");
 }
 
 std::string NcclComms::railRmaUnsupported() {
