@@ -23,6 +23,7 @@ from tide.plan_report import format_plan
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2  # also a rejected plan
+CUDA_JSON_DEFAULT = "tide_bench_cuda.json"  # where `tide bench --fabric cuda --json` writes without --json-out
 
 
 class InputError(Exception):
@@ -161,6 +162,9 @@ def _add_bench_command(subparsers) -> None:
     cmd.add_argument("--gpus", type=int, metavar="N", help="cuda: GPUs to use (default: all)")
     cmd.add_argument("--native", metavar="PATH", help="cuda: libtide_bench_native.so for the NCCL "
                                                       "copy-engine rows (built by tools/gpu_run.sh)")
+    cmd.add_argument("--json-out", metavar="PATH", type=Path,
+                     help=f"cuda: where --json writes the rows (default {CUDA_JSON_DEFAULT}); "
+                          "python -m tide.bench.plot draws them")
     # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs):
     # every option below, with its default, as add_argument returned it.
     host_only: dict[str, object] = {}
@@ -192,7 +196,8 @@ def _add_bench_command(subparsers) -> None:
              help="host fabric: rails as puts with signals (copy engines, default), as two-sided "
                   "send/recv, or as one-sided puts with counted signals and credits (NCCL host RMA); "
                   "the last two are the paths across real nodes")
-    cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    cmd.add_argument("--json", action="store_true",
+                     help="host: print the report as JSON; cuda: write the rows as JSON (see --json-out)")
     cmd.set_defaults(run=_run_bench, host_only_defaults=host_only)
 
 
@@ -206,27 +211,48 @@ def _run_cuda_bench(args) -> int:
                          + ", ".join("--" + dest.replace("_", "-") for dest in given))
     if args.gpus is not None and args.gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {args.gpus}")
+    if args.json_out is not None and not args.json:
+        raise InputError("--json-out says where --json writes: give --json too")
+    if args.native and not Path(args.native).is_file():
+        raise InputError(f"--native {args.native}: no such file")
     try:
         import torch
     except ImportError:
         raise InputError("--fabric cuda needs PyTorch") from None
     if not torch.cuda.is_available():
         raise InputError("--fabric cuda: no CUDA device here (use --fabric host)")
-    gpus = args.gpus or torch.cuda.device_count()
+    present = torch.cuda.device_count()
+    if args.gpus is not None and args.gpus > present:
+        raise InputError(f"--gpus {args.gpus}, but this machine has {present} CUDA device(s)")
+    gpus = args.gpus or present
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
            "-m", "tide.bench.collectives"]
     if args.native:
         cmd += ["--native", args.native]
+    json_out = None
     if args.json:
-        cmd += ["--json", "tide_bench_cuda.json"]
+        json_out = args.json_out or Path(CUDA_JSON_DEFAULT)
+        try:  # refused now, not after the whole run
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.touch()
+        except OSError as e:
+            raise InputError(f"--json-out {json_out}: cannot write there ({e.strerror})") from None
+        cmd += ["--json", str(json_out)]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", CUDA_DEVICE_MAX_CONNECTIONS="32")
     env.pop("TIDE_ENABLE_MULTICAST", None)  # never multicast on shared machines
-    return subprocess.call(cmd, env=env)
+    code = subprocess.call(cmd, env=env)
+    if json_out is not None:
+        print(f"tide bench: rows as JSON in {json_out} (plot them: python -m tide.bench.plot {json_out})")
+    return code
 
 
 def _run_bench(args) -> int:
     if args.fabric == "cuda":
         return _run_cuda_bench(args)
+    cuda_only = [flag for flag, value in (("--gpus", args.gpus), ("--native", args.native),
+                                          ("--json-out", args.json_out)) if value is not None]
+    if cuda_only:
+        raise InputError(f"{', '.join(cuda_only)}: --fabric cuda only (the host fabric runs -M x -L CPU ranks)")
     if args.list_faults:
         print("\n".join(host_bench.fault_names()))
         return 0
@@ -286,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     prog = f"tide {args.command}"
     try:
         return args.run(args)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): what it wanted it has. Python would
+        # complain again flushing stdout at exit, so stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
     except InputError as exc:
         _fail(prog, str(exc), EXIT_BAD_INPUT)
     except PlanInputError as exc:
@@ -300,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         _fail(prog, f"{kind} ({exc.reason}): {exc.message}", EXIT_BAD_INPUT)
     except _capi.LibraryNotFound as exc:
         _fail(prog, str(exc), EXIT_FAILURE)
+    except OSError as exc:  # e.g. stdout on a full disk (what the commands read comes in as InputError)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second complaint at exit
+        _fail(prog, f"cannot write the output: {exc.strerror or exc}", EXIT_FAILURE)
 
 
 if __name__ == "__main__":

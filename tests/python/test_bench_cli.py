@@ -156,6 +156,32 @@ def test_bench_bad_input():
     assert run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "nope").returncode == 2
 
 
+def test_host_fabric_refuses_cuda_only_options():
+    """--gpus, --native and --json-out mean nothing to the CPU ranks: refused, not ignored."""
+    for extra, flag in ((["--gpus", "4"], "--gpus"), (["--native", "/nope.so"], "--native"),
+                        (["--json", "--json-out", "x.json"], "--json-out")):
+        r = run_tide("bench", "-M", "1", "-L", "2", "--preset", "llama-tiny", *extra)
+        assert r.returncode == 2 and flag in r.stderr and "--fabric cuda only" in r.stderr, (extra, r.stderr)
+
+
+def test_cuda_fabric_json_out_needs_json():
+    r = run_tide("bench", "--fabric", "cuda", "--json-out", "x.json")
+    assert r.returncode == 2 and "give --json too" in r.stderr, r.stderr
+
+
+def test_output_that_cannot_be_written_is_one_line():
+    """stdout on a full disk: one line and status 1, not a traceback."""
+    import subprocess
+
+    from cli_runner import tide_command
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(tide_command() + ["plan", "--preset", "llama3.1-8b", "-M", "2", "-L", "8", "--json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert "cannot write the output" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_cuda_fabric_without_gpu_says_so():
     import pytest
     import torch

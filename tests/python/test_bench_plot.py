@@ -23,3 +23,33 @@ def test_plots_from_a_run(tmp_path, rng):
     for name in ("all_gather_latency.png", "reduce_scatter_latency.png", "gemm_slowdown.png"):
         data = (tmp_path / "plots" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
+
+
+def test_bad_runs_are_refused_in_one_line(tmp_path, capsys):
+    """A missing file, one that is not JSON, one without rows, or rows without their keys exit 2
+    with one line naming the file, not a traceback; no PNG is written for them."""
+    import pytest
+
+    cases = {"missing.json": None, "broken.json": "{", "empty.json": "{}", "no_rows.json": '{"rows": []}',
+             "odd_row.json": '{"rows": [{"op": "ag"}]}'}
+    for name, text in cases.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        with pytest.raises(SystemExit) as info:
+            plot.main([str(path), "--out", str(tmp_path / "plots")])
+        assert info.value.code == 2, name
+        err = capsys.readouterr().err
+        assert name in err and "Traceback" not in err, (name, err)
+    assert not list((tmp_path / "plots").glob("*.png")) if (tmp_path / "plots").exists() else True
+
+
+def test_a_run_of_one_collective_says_what_it_left_out(tmp_path, capsys):
+    rows = [{"op": "ag", "system": s, "group": "g", "size_bytes": 1 << 20, "time_us": t}
+            for s, t in (("stock_ag", 40.0), ("tide_ag", 20.0))]
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"rows": rows}))
+    assert plot.main([str(run), "--out", str(tmp_path / "plots")]) == 0
+    out = capsys.readouterr().out
+    assert "all_gather_latency.png" in out and "no data for reduce_scatter_latency.png, gemm_slowdown.png" in out, out
+    assert sorted(p.name for p in (tmp_path / "plots").glob("*.png")) == ["all_gather_latency.png"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TIDE's collectives against stock FSDP2 and NCCL on GPUs: one torchrun job, one GPU per rank.
 
-    tide bench --fabric cuda [--gpus N] [--json out.json]
+    tide bench --fabric cuda [--gpus N] [--json [--json-out out.json]]
     # or directly:
     torchrun --nproc_per_node=2 -m tide.bench.collectives [--native PATH/libtide_bench_native.so] \\
         --json out.json

@@ -1,4 +1,5 @@
-"""Plots of a collective benchmark run (the JSON `tide bench --fabric cuda --json` writes):
+"""Plots of a collective benchmark run (the JSON `tide bench --fabric cuda --json` writes, to
+tide_bench_cuda.json or its --json-out path):
 latency against size per system for each collective, and the GEMM slowdown per system.
 
     python -m tide.bench.plot RUN.json --out DIR
@@ -23,13 +24,16 @@ def _pyplot():
     return plt
 
 
-def plot_latency(run: dict, op: str, path: Path) -> None:
-    """Median latency (us) against message size, one line per system."""
-    plt = _pyplot()
+def plot_latency(run: dict, op: str, path: Path) -> bool:
+    """Median latency (us) against message size, one line per system; False
+    (no file) when the run has no row of `op`."""
     series = defaultdict(list)
     for row in run["rows"]:
         if row["op"] == op:
             series[row["system"]].append((row["size_bytes"], row["time_us"], row["group"]))
+    if not series:
+        return False
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     for system, points in sorted(series.items()):
         points.sort()
@@ -48,14 +52,16 @@ def plot_latency(run: dict, op: str, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
-def plot_interference(run: dict, path: Path) -> None:
-    """GEMM slowdown (%) while each system loops on a side stream."""
-    plt = _pyplot()
+def plot_interference(run: dict, path: Path) -> bool:
+    """GEMM slowdown (%) while each system loops on a side stream; False (no
+    file) when no system overlapped the GEMM in at least 20 calls."""
     rows = [r for r in run.get("interference", []) if r.get("overlapped", 0) >= 20]
     if not rows:
-        return
+        return False
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = [f"{r['system']}\n{r['group']}" for r in rows]
     values = [r["slowdown_pct"] for r in rows]
@@ -72,18 +78,39 @@ def plot_interference(run: dict, path: Path) -> None:
     plt.close(fig)
 
 
+_ROW_KEYS = ("op", "system", "size_bytes", "time_us", "group")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="JSON written by tide bench --fabric cuda --json")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
     args = ap.parse_args(argv)
-    run = json.loads(args.run.read_text())
-    args.out.mkdir(parents=True, exist_ok=True)
-    plot_latency(run, "ag", args.out / "all_gather_latency.png")
-    plot_latency(run, "rs", args.out / "reduce_scatter_latency.png")
-    plot_interference(run, args.out / "gemm_slowdown.png")
-    print(f"plots in {args.out}")
-    return 0
+    try:
+        run = json.loads(args.run.read_text())
+    except OSError as e:
+        ap.error(f"{args.run}: {e.strerror or e}")
+    except ValueError as e:
+        ap.error(f"{args.run}: not JSON ({e})")
+    rows = run.get("rows") if isinstance(run, dict) else None
+    if not isinstance(rows, list) or not rows:
+        ap.error(f"{args.run}: no rows (want the JSON of tide bench --fabric cuda --json)")
+    bad = [i for i, r in enumerate(rows) if not isinstance(r, dict) or any(k not in r for k in _ROW_KEYS)]
+    if bad:
+        ap.error(f"{args.run}: row {bad[0]} lacks one of {', '.join(_ROW_KEYS)}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        drawn = {name: draw() for name, draw in (
+            ("all_gather_latency.png", lambda: plot_latency(run, "ag", args.out / "all_gather_latency.png")),
+            ("reduce_scatter_latency.png", lambda: plot_latency(run, "rs", args.out / "reduce_scatter_latency.png")),
+            ("gemm_slowdown.png", lambda: plot_interference(run, args.out / "gemm_slowdown.png")))}
+    except OSError as e:
+        ap.error(f"--out {args.out}: {e.strerror or e}")
+    made = [name for name, ok in drawn.items() if ok]
+    skipped = [name for name, ok in drawn.items() if not ok]
+    print(f"plots in {args.out}: {', '.join(made) or 'none'}"
+          + (f" (no data for {', '.join(skipped)})" if skipped else ""))
+    return 0 if made else 1
 
 
 if __name__ == "__main__":
