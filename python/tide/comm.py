@@ -47,6 +47,18 @@ def _destroy_left_open(lib, handle) -> None:
         print(f"tide: closing a communicator that was not closed failed: {e}", file=sys.stderr)
 
 
+_POINTER_END = 1 << 64
+
+
+def _check_pointers(what: str, values: Sequence[int]) -> None:
+    """ctypes keeps the low 64 bits of an int passed as a pointer: 2**64 would
+    arrive as NULL (for a shard, "in place") and -5 as 0xff...fb. Refused
+    instead; per collective call, so one pass in C-implemented builtins."""
+    if min(values) < 0 or max(values) >= _POINTER_END:
+        bad = next(v for v in values if not 0 <= v < _POINTER_END)
+        raise ValueError(f"{what}: {bad} is not an address (0 <= pointer < 2**64)")
+
+
 class Group:
     """One registered parameter group (its plan)."""
 
@@ -105,7 +117,6 @@ class Communicator:
             raise ValueError(f"unknown fabric {fabric!r} (cuda, host or cuda-ipc)")
         self.fabric = fabric
         self.handle = handle
-        self._groups: list[Group] = []
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
         # Dropped or left open at exit without close(): destroyed then, so its threads,
         # shared memory and in-flight work do not outlive it (or the buffers it reads).
@@ -130,9 +141,10 @@ class Communicator:
                                                **plan_options)
         handle = _capi.GroupHandle()
         _capi.check(_capi.library().tideGroupRegister(self.handle, ctypes.byref(config), ctypes.byref(handle)))
-        group = Group(self, handle, config.numParams)
-        self._groups.append(group)
-        return group
+        # The group keeps its communicator alive (its handle dies with it); the
+        # communicator keeps no list of its groups, so that dropping both frees
+        # them at once, without waiting for the cyclic collector.
+        return Group(self, handle, config.numParams)
 
     def alloc(self, nbytes: int) -> tuple[int, int]:
         """Symmetric memory in the arena: (offset, local address); same calls on every rank."""
@@ -143,6 +155,7 @@ class Communicator:
 
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
         """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
+        _check_pointers("shard_ptr", (shard_ptr, stream))
         _capi.check(self._lib.tideAllGather(self.handle, group.handle, shard_ptr,
                                             c_integer(landing_offset, "landing_offset", *INT64), stream))
 
@@ -150,6 +163,7 @@ class Communicator:
                        accumulate: bool = False, stream: int = 0) -> None:
         if len(grad_ptrs) != group.num_params:
             raise ValueError(f"expected {group.num_params} gradient pointers, got {len(grad_ptrs)}")
+        _check_pointers("grad_ptrs, out_ptr and stream", (*grad_ptrs, out_ptr, stream))
         arr = group._ptr_array(*grad_ptrs)
         _capi.check(self._lib.tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha,
                                                 1 if accumulate else 0, stream))

@@ -419,3 +419,44 @@ def test_an_arena_smaller_than_the_scratch_says_so():
     for rank, outcome in got:
         assert outcome is not None and outcome[0] == _capi.Result.INVALID_ARGUMENT, (rank, outcome)
         assert "collective scratch" in outcome[1] and "tideScratchBytes" in outcome[1], outcome
+
+
+def test_pointers_beyond_64_bits_or_negative_are_refused(tmp_path):
+    """ctypes would keep the low 64 bits: 2**64 would reach the library as NULL (a shard "in
+    place") and a negative address as a huge one, read later by the copy queues."""
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4]], dtype="fp32")
+        off, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        shard = np.zeros(32, dtype=np.float32)
+        out = np.zeros(group.plan["group"]["out_bytes"] // 4, dtype=np.float32)
+        grad = np.zeros(32, dtype=np.float32)
+        for bad in (1 << 64, shard.ctypes.data + (1 << 64), -5):
+            with pytest.raises(ValueError, match="not an address"):
+                comm.all_gather(group, bad, off)
+            with pytest.raises(ValueError, match="not an address"):
+                comm.reduce_scatter(group, [bad], out.ctypes.data)
+            with pytest.raises(ValueError, match="not an address"):
+                comm.reduce_scatter(group, [grad.ctypes.data], bad)
+            with pytest.raises(ValueError, match="not an address"):
+                comm.all_gather(group, shard.ctypes.data, off, stream=bad)
+        assert comm.stats["all_gather_calls"] == 0 and comm.stats["reduce_scatter_calls"] == 0
+
+
+def test_a_dropped_communicator_with_groups_is_destroyed_at_once(tmp_path):
+    """Groups keep their communicator alive, not the reverse: dropping both destroys it by
+    reference counting, not at the next cyclic collection (its threads and shared memory held
+    until then)."""
+    import gc
+
+    gc.disable()
+    try:
+        comm = _comm(tmp_path)
+        comm.register_group([[8, 4]])
+        group = comm.register_group([[3]])
+        finalizer = comm._finalizer
+        del comm
+        assert finalizer.alive, "a group's communicator went while the group was held"
+        del group
+        assert not finalizer.alive, "the communicator waited for the cyclic collector"
+    finally:
+        gc.enable()
