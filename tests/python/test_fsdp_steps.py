@@ -107,6 +107,9 @@ def test_every_system_runs_and_matches_stock(job):
             assert all(st["all_gather_host_ns"] > 0 and st["reduce_scatter_host_ns"] > 0 for st in stats), stats
             assert systems[name]["ratio_vs_reference"] > 0
         assert run["checks"]["losses_match"]
+        # The speed targets are the for two H200s: a CPU run is not held to them.
+        assert run["checks"]["speedup_target_pct"] is None
+        assert all("speedup_met" not in c for c in run["checks"]["systems"].values()), run["checks"]
 
 
 def test_another_reference_takes_stocks_place(job):

@@ -24,7 +24,7 @@ Systems (all in the same run, so that their ratios are fair):
   interference: a 256 x 8192 x 8192 bf16 torch.mm alone, and while each system loops on a
   side stream (median of the GEMMs that overlapped the loop).
 
-Shapes: the Llama-3.1-8B decoder-layer group (ANCHORS.md), and synthetic groups of 32 MiB and
+Shapes: the Llama-3.1-8B decoder-layer group (the team's shared/ANCHORS.md), and synthetic groups of 32 MiB and
 128 MiB per rank (bf16 shard for AG with P = 30, fp32 output for RS with P = 16).
 
 Rows follow nccl-tests: size is the all-gather output (N*S) or the reduce-scatter input (N*E

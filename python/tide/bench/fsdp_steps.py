@@ -9,7 +9,8 @@
 
 CUDA with NCCL (one GPU per rank, TIDE on its CUDA fabric) or CPU with gloo (TIDE on the host
 fabric; `--tiny` for models small enough for CPUs). Models: tide.bench.models (the Llama-like
-1.14 B and Qwen3-MoE-like 1.00 B models of ANCHORS.md); systems: tide.bench.fsdp_systems.
+1.14 B and Qwen3-MoE-like 1.00 B models of the team's shared/ANCHORS.md, outside this repo);
+systems: tide.bench.fsdp_systems.
 bf16 compute parameters over fp32 master weights, fp32 gradient reduction, gradient clipping
 at 1.0, AdamW; synthetic data that the models can learn (fsdp_systems.SyntheticData).
 
@@ -175,6 +176,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("steps", "warmup", "round_steps", "loss_window"):
         if getattr(args, name) < (0 if name == "warmup" else 1):
             p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.seq_len < 1 or any(t < 1 for t in args.tokens):
+        p.error(f"--tokens and --seq-len must be at least 1 (got {args.tokens} and {args.seq_len})")
+    if args.json:
+        # Refused now, not after the first configuration has run (and its results are lost).
+        try:
+            with open(args.json + ".tmp", "w"):
+                pass
+            os.remove(args.json + ".tmp")
+        except OSError as e:
+            p.error(f"--json {args.json}: cannot write there ({e.strerror or e})")
     return args
 
 
@@ -185,7 +196,7 @@ def setup(args) -> tuple[Env, bool]:
     Returns (env, whether this call created the process group)."""
     want_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if want_cuda:
-        # Never NVLink multicast (DESIGN.md): NCCL, torch symmetric memory and NVSHMEM off it.
+        # Never NVLink multicast (the team's shared/DESIGN.md): NCCL, torch symmetric memory and NVSHMEM off it.
         # NCCL reads NCCL_NVLS_ENABLE once, at the process's first communicator: with the
         # caller's process group already up, setting it here could no longer reach NCCL.
         if os.environ.get("NCCL_NVLS_ENABLE") != "0" and dist.is_initialized():
@@ -467,7 +478,9 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
     ref = results.get(ref_name, {})
     ref_local = ref.get("_local_losses", [])
     rtol = args.loss_rtol if args.loss_rtol is not None else (2e-2 if env.cuda else 1e-4)
-    target = TARGET_SPEEDUP_PCT.get((kind, tokens), TARGET_SPEEDUP_PCT.get(kind, 0.0)) if ref_name == "stock" else None
+    # The issue's targets are for two H200s: a CPU run (gloo, the host fabric, no overlap) is not held to them.
+    target = (TARGET_SPEEDUP_PCT.get((kind, tokens), TARGET_SPEEDUP_PCT.get(kind, 0.0))
+              if ref_name == "stock" and env.cuda else None)
     checks: dict[str, Any] = {"reference": ref_name, "loss_rtol": rtol, "losses_match": True,
                               "speedup_target_pct": target, "systems": {},
                               "tide_skipped": [n for n, r in results.items()
@@ -680,11 +693,13 @@ def loss_curve(env: Env, args, out) -> dict:
 
 # ------------------------------------------------------------------ main
 
-def summary(runs: list[dict], out, reference: str = "stock") -> None:
+def summary(runs: list[dict], out, reference: str = "stock", cuda: bool = True) -> None:
     out("")
     out("# ==================== summary (median step time; memory: whole-device peak, adjusted)")
     if reference != "stock":
         out(f"# speedups against {reference}, not stock: the issue's targets and memory limits do not apply")
+    elif not cuda:
+        out("# on the CPU: the issue's speed targets (two H200s) do not apply")
     out("#  model  tokens  system              median_ms  speedup  target  met  device_GiB  limit_GiB  mem  losses")
     for run in runs:
         if "error" in run:
@@ -760,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
                         run = {"model": kind, "tokens_per_gpu": tokens, "error": err}
                     report["runs"].append(run)
                     save()
-            summary(report["runs"], out, args.reference)
+            summary(report["runs"], out, args.reference, cuda=env.cuda)
     finally:
         if created:
             dist.destroy_process_group()

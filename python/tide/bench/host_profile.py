@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
 from tide.bench import fsdp_steps
-from tide.bench.fsdp_systems import build_running
+from tide.bench.fsdp_systems import SYSTEMS, build_running
 from tide.comm import host_us_per_call
 
 
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warmup", type=int, default=3,
                    help="warm-up steps per system (default 3; the CUDA fabric builds its copy graphs in the first "
                         "steps, so more shows the steady state)")
-    p.add_argument("--systems", nargs="+", default=["stock", "tide-in-place"])
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=["stock", "tide-in-place"])
     p.add_argument("--top", type=int, default=25, help="operators listed per system")
     p.add_argument("--tiny", action="store_true", help="the CPU test model (as fsdp_steps --tiny)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="ranks may share GPUs: gloo and TIDE on the cuda-ipc fabric (as fsdp_steps --ipc): TIDE's "
                         "host time with fewer GPUs than ranks; stock's collectives then go through gloo")
     args = p.parse_args(argv)
+    if args.steps < 1 or args.warmup < 0 or args.tokens < 1:
+        p.error("--steps and --tokens must be at least 1, --warmup at least 0")
     fargs = fsdp_steps.parse_args(["--model", args.model, "--tokens", str(args.tokens), "--device", args.device]
                                   + (["--tiny"] if args.tiny else []) + (["--ipc"] if args.ipc else []))
     env, _ = fsdp_steps.setup(fargs)

@@ -1,6 +1,7 @@
 """The two decoder-only models of the end-to-end FSDP2 benchmark, in plain torch.nn.
 
-ANCHORS.md measures stock FSDP2 on a "Llama-like, 1.14 B (16 layers, hidden 2048)" and a
+The team's shared/ANCHORS.md (outside this repo) measures stock FSDP2 on a
+"Llama-like, 1.14 B (16 layers, hidden 2048)" and a
 "Qwen3-MoE-like, 1.00 B (12 layers, 64 experts, top-8)" model built with transformers at random
 init. It names only those numbers; the other sizes here are the natural completions that give
 the same parameter counts:

@@ -40,7 +40,7 @@ counts it. We do not, because:
     torch wheel's and the system's), and memory from one registered with the
     other is a coupling nothing here can test;
   - the C API would have to adopt caller memory, and libtide stays free of
-    torch (one build for every torch version, DESIGN.md 3.5).
+    torch (one build for every torch version; the team's shared/DESIGN.md, 3.5).
 So the arena stays a fabric allocation and is reported instead: the
 communicator says what its fabric holds (tideCommReservedBytes: the whole
 window with counters and alignment, or the whole segment), report() prints
