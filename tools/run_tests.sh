@@ -12,20 +12,9 @@ BUILD_DIR="${TIDE_CPP_BUILD_DIR:-build/cpp}"
 step() { printf '\n==> %s\n' "$*"; }
 die() { printf 'run_tests.sh: %s\n' "$*" >&2; exit 1; }
 
-# ---- system packages: compiler, CMake, Ninja, GoogleTest
-missing=()
-command -v c++ >/dev/null 2>&1 || missing+=(g++)
-command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
-dpkg -s libgtest-dev >/dev/null 2>&1 || missing+=(libgtest-dev)
-if ((${#missing[@]})); then
-  step "apt-get install ${missing[*]}"
-  sudo=()
-  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -q
-  "${sudo[@]}" apt-get install -y -q "${missing[@]}"
-fi
+# ---- system packages (compiler, CMake, Ninja, pip; GoogleTest for the C++ tests)
+TIDE_SETUP_EXTRA_APT=libgtest-dev
+source tools/setup_host.sh
 
 # ---- Python packages and the package itself
 step "pip install torch==2.13.0 pytest numpy matplotlib"
