@@ -183,7 +183,7 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
     throwUsage(std::to_string(refusing) + " other rank(s) refused this fabric (their error says why: e.g. a node " +
                "whose ranks do not share a host); every rank stops with them");
   if (railMode_ == RailMode::kSendRecv)
-    sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail(), comms_->deadlineSeconds());
+    sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail(), comms_->deadlineSeconds(), rank_);
 #if TIDE_HAVE_NCCL_RMA
   if (railMode_ == RailMode::kRma) rma_ = std::make_unique<RmaRails>(comms_->rail(), comms_->railCredit(), *arena_);
 #endif

@@ -1,5 +1,8 @@
 #include "fabric/cuda/rail_transport.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/nccl_bootstrap.hpp"
 #include "fabric/cuda/stream_memops.hpp"
@@ -14,6 +17,21 @@ const char* railModeName(RailMode mode) {
   }
   return "?";
 }
+
+SendRecvRails::SendRecvRails(ncclComm_t rail, double deadlineSeconds, int rank)
+    : rail_(rail),
+      deadlineSeconds_(deadlineSeconds),
+      rank_(rank),
+      groupEnd_(deadlineSeconds, [rank, deadlineSeconds](double seconds) {
+        std::fprintf(stderr,
+                     "[tide cuda fabric] FATAL: rank %d: issuing NCCL rail sends and receives (ncclGroupEnd) has not "
+                     "returned for %.1f s (deadline %.1f s): NCCL connects rail peers at their first transfers and "
+                     "waits for a peer that does not issue its side (alive but stuck, or out of step). Aborting the "
+                     "process (fail stop).\n",
+                     rank, seconds, deadlineSeconds);
+        std::fflush(stderr);
+        std::abort();
+      }) {}
 
 void SendRecvRails::deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes) {
   ops_.push_back({.send = true, .stream = stream, .peer = railPeer, .src = src, .bytes = bytes});
@@ -37,7 +55,9 @@ void SendRecvRails::flush() {
     issued = op.send ? ncclSend(op.src, static_cast<size_t>(op.bytes), ncclUint8, op.peer, rail_, op.stream)
                      : ncclRecv(op.dst, static_cast<size_t>(op.bytes), ncclUint8, op.peer, rail_, op.stream);
   }
+  groupEnd_.enter();
   const ncclResult_t ended = ncclGroupEnd();
+  groupEnd_.leave();
   TIDE_NCCL_CHECK(issued);
   TIDE_NCCL_ISSUE(ended);
   // The counters go on the streams behind the receives: a nonblocking group is awaited first.

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "fabric/stall_monitor.hpp"
+
 namespace tide::fabric::cuda {
 
 // kRma: NCCL host RMA (rma_rails.hpp), two-sided to the collectives like kSendRecv.
@@ -26,8 +28,12 @@ const char* railModeName(RailMode mode);
 class SendRecvRails {
  public:
   // `deadlineSeconds` bounds the host wait for a nonblocking rail
-  // communicator's enqueue (NCCL_COMM_BLOCKING=0 in the environment makes it one).
-  SendRecvRails(ncclComm_t rail, double deadlineSeconds) : rail_(rail), deadlineSeconds_(deadlineSeconds) {}
+  // communicator's enqueue (NCCL_COMM_BLOCKING=0 in the environment makes it
+  // one), and the blocking one's group end: NCCL connects a pair of rail peers
+  // at their first transfers, inside ncclGroupEnd, and waits there for the
+  // peer's side; a peer alive but never issuing would hold this thread for
+  // good. Past the deadline the process stops (`rank` names it).
+  SendRecvRails(ncclComm_t rail, double deadlineSeconds, int rank);
 
   void deferSend(cudaStream_t stream, int railPeer, const void* src, int64_t bytes);
   // After the receive lands: *counter := value on `stream`.
@@ -52,7 +58,9 @@ class SendRecvRails {
   };
   ncclComm_t rail_;
   double deadlineSeconds_;
+  int rank_;
   std::vector<Op> ops_;
+  StallMonitor groupEnd_;  // watches flush()'s NCCL group from a thread of its own
 };
 
 }  // namespace tide::fabric::cuda
