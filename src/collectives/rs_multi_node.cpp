@@ -170,6 +170,19 @@ void Communicator::MultiNodeRs::run(uint64_t entry) {
   c_.rsWaves_ += rs_.waves.size();
 }
 
+namespace {
+// Whether `range` of rank `rank`'s packed output holds an element of a row
+// that exists (not the tail padding of a parameter with fewer rows than ranks).
+bool liveElems(const plan::GroupLayout& g, int rank, plan::ElemRange range) {
+  for (const plan::ParamLayout& p : g.params) {
+    const int64_t begin = std::max(range.begin, p.outOffset);
+    const int64_t end = std::min(range.end, p.outOffset + p.validRows(rank) * p.rowElems);
+    if (begin < end) return true;
+  }
+  return false;
+}
+}  // namespace
+
 // Level 1 of destination block j: stage, then sum into its outbox block (a
 // remote node's) or the bank's next own-node spare.
 void Communicator::MultiNodeRs::readBlock(size_t j) {
@@ -201,8 +214,21 @@ void Communicator::MultiNodeRs::readBlock(size_t j) {
   }
   const int sub = plan::subSlice(local_, plan::contributorIndex(blk.dest, node_, m_), m_, l_);
   const plan::ElemRange range = plan::subSliceRange(g_, rs_, blk.pass, sub);
+  if (blk.remote >= 0) {
+    // Whether this outbox block now holds elements someone reads: the fault
+    // below acts only where a refill overwrites some unsent (a block of an
+    // empty pass, or of the padding of a rank whose shard is all padding,
+    // holds none).
+    std::vector<bool>& held = c_.rsOutboxHeld_[bank_];
+    held.resize(static_cast<size_t>(nOut_), false);
+    const size_t at = static_cast<size_t>((sendBase_ + static_cast<uint64_t>(blk.remote)) % static_cast<uint64_t>(nOut_));
+    // Elements of an output of the destination node, not the tail padding, which no one reads.
+    bool live = false;
+    for (int u = 0; u < l_ && !live; ++u) live = liveElems(g_, t_.rankOf(blk.dest, u), range);
+    if (reusedEarly && held[at] && range.size() > 0) c_.noteFaultFired();  // an empty sub-slice writes nothing
+    held[at] = live;
+  }
   if (range.size() > 0) {
-    if (reusedEarly) c_.noteFaultFired();  // an empty sub-slice writes nothing into the block
     fabric::SumOp op = level1Sum(g_, rs_, me_, t_.rankOf(blk.dest, 0), l_, range,
                                  ep_.arena() + layout_.stagingSlot(slot), grads_, reinterpret_cast<float*>(dst),
                                  rs_.subElems);
