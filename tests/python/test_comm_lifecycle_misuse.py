@@ -70,23 +70,35 @@ def test_destroy_while_other_threads_call(tmp_path):
     assert seen.get(_capi.Result.SUCCESS, 0) > 0, seen
 
 
+def _after_one_matched_all_gather(rank, store, timeout_s):
+    """Two host ranks' communicators after one all-gather both made (the first compares their
+    groups, host-blocking): (comm, group, landing offset, shard)."""
+    from tide.comm import Communicator
+
+    comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                        store_dir=store, timeout_s=timeout_s)
+    group = comm.register_group([[64, 64]], dtype="fp32")
+    landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+    shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
+    comm.all_gather(group, shard.ctypes.data, landing)
+    comm.synchronize()
+    return comm, group, landing, shard
+
+
+def _stay_idle_then_close(comm, rank, results, seconds):
+    """Rank 1's part: alive, never making the next call, then closing."""
+    time.sleep(seconds)
+    comm.close()
+    results.put((rank, "closed", ""))
+
+
 def _destroy_after_unmatched_call(rank, store, results):
     """Both ranks make one all-gather (the first compares their groups, host-blocking); then rank 0
     enqueues one that rank 1 never makes, and destroys its communicator."""
     try:
-        from tide.comm import Communicator
-
-        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
-                            store_dir=store, timeout_s=2)
-        group = comm.register_group([[64, 64]], dtype="fp32")
-        landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
-        shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
-        comm.all_gather(group, shard.ctypes.data, landing)
-        comm.synchronize()
+        comm, group, landing, shard = _after_one_matched_all_gather(rank, store, 2)
         if rank == 1:
-            time.sleep(6)  # alive, and never makes the second call
-            comm.close()
-            results.put((rank, "closed", ""))
+            _stay_idle_then_close(comm, rank, results, 6)
             return
         comm.all_gather(group, shard.ctypes.data, landing)  # enqueued: returns at once
         start = time.monotonic()
@@ -120,22 +132,12 @@ def _calls_after_a_failed_call(rank, store, results):
     """Both ranks make one all-gather; then rank 0 enqueues one that rank 1 never makes, lets its
     deadline pass without synchronizing, and calls again."""
     try:
-        from tide.comm import Communicator
-
-        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
-                            store_dir=store, timeout_s=1)
-        group = comm.register_group([[64, 64]], dtype="fp32")
-        landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
-        shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
+        comm, group, landing, shard = _after_one_matched_all_gather(rank, store, 1)
+        if rank == 1:
+            _stay_idle_then_close(comm, rank, results, 5)
+            return
         out = np.zeros(group.plan["group"]["out_bytes"] // 4, dtype=np.float32)
         grad = np.random.default_rng(10 + rank).standard_normal(64 * 64).astype(np.float32)
-        comm.all_gather(group, shard.ctypes.data, landing)
-        comm.synchronize()
-        if rank == 1:
-            time.sleep(5)  # alive, and never makes the second call
-            comm.close()
-            results.put((rank, "closed", ""))
-            return
         comm.all_gather(group, shard.ctypes.data, landing)  # enqueued: returns at once, fails at its deadline
         time.sleep(3)
         later = comm.register_group([[8, 8]], dtype="fp32")  # its first call would meet the peers on the host
