@@ -113,17 +113,23 @@ def _destroy_after_unmatched_call(rank, store, results):
         results.put((rank, "error", traceback.format_exc()))
 
 
-def test_destroy_reports_the_collective_it_drained(tmp_path):
-    """The enqueued all-gather fails in destroy's drain (a peer never made it). Destroy used to
-    discard that failure and return success, leaving nothing to report it: now it tears the
-    communicator down all the same and returns the failure."""
-    got, codes = run_ranks(_destroy_after_unmatched_call, 2, (str(tmp_path / "store"),), timeout=60)
+def _rank0_outcome_after_rank1_idles(target, tmp_path, want):
+    """Runs `target` on two host ranks, rank 1 idling then closing: rank 0's (what, detail),
+    checked to be `want`."""
+    got, codes = run_ranks(target, 2, (str(tmp_path / "store"),), timeout=60)
     assert codes == [0, 0], (codes, got)
     by_rank = {r: (what, detail) for r, what, detail in got}
     assert by_rank[1][0] == "closed", by_rank
     what, detail = by_rank[0]
-    assert what == "raised", by_rank
-    result, message, took = detail
+    assert what == want, by_rank
+    return detail
+
+
+def test_destroy_reports_the_collective_it_drained(tmp_path):
+    """The enqueued all-gather fails in destroy's drain (a peer never made it). Destroy used to
+    discard that failure and return success, leaving nothing to report it: now it tears the
+    communicator down all the same and returns the failure."""
+    result, message, took = _rank0_outcome_after_rank1_idles(_destroy_after_unmatched_call, tmp_path, "raised")
     assert result == _capi.Result.TIMEOUT and "all_gather#2" in message and "tideCommDestroy" in message, detail
     assert took < 30, detail
 
@@ -174,13 +180,7 @@ def test_calls_after_issued_work_failed_are_refused(tmp_path):
     without a synchronize in between, and so is the first call on a group registered since, before
     it would meet the peers to compare groups. Before, both returned success and did nothing, their tasks
     skipped on the failed queues."""
-    got, codes = run_ranks(_calls_after_a_failed_call, 2, (str(tmp_path / "store"),), timeout=60)
-    assert codes == [0, 0], (codes, got)
-    by_rank = {r: (what, detail) for r, what, detail in got}
-    assert by_rank[1][0] == "closed", by_rank
-    what, detail = by_rank[0]
-    assert what == "refused", by_rank
-    refused, calls, synced = detail
+    refused, calls, synced = _rank0_outcome_after_rank1_idles(_calls_after_a_failed_call, tmp_path, "refused")
     for r in refused:
         assert r is not None, refused
         result, reason, message, took = r
