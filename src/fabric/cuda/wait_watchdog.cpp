@@ -57,8 +57,19 @@ cudaEvent_t WaitWatchdog::takeEvent() {
 }
 
 void WaitWatchdog::before(cudaStream_t stream) {
+  if (nextStarted_ != nullptr) {
+    // The wait after the previous before() threw before its after(): that event goes back to the pool.
+    std::lock_guard<std::mutex> lock(mu_);
+    freeEvents_.push_back(nextStarted_);
+    nextStarted_ = nullptr;
+  }
   cudaEvent_t e = takeEvent();
-  TIDE_CUDA_CHECK(cudaEventRecord(e, stream));
+  const cudaError_t cudaEventRecord_of_wait_start = cudaEventRecord(e, stream);
+  if (cudaEventRecord_of_wait_start != cudaSuccess) {
+    std::lock_guard<std::mutex> lock(mu_);
+    freeEvents_.push_back(e);
+  }
+  TIDE_CUDA_CHECK(cudaEventRecord_of_wait_start);
   nextStarted_ = e;
 }
 
