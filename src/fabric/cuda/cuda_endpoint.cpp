@@ -298,6 +298,13 @@ CudaEndpoint::~CudaEndpoint() {
     std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: %s\n", rank_, e.what());
     // Work may be outstanding that never completes: abort, never finalize.
     if (comms_ != nullptr) comms_->markBroken();
+    // Ranks without NCCL have no abort that stops their peers' copies into
+    // this arena: it stays allocated (leaked) rather than freed under them.
+    if (comms_ == nullptr) {
+      keepArenaAllocated_ = true;
+      std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: the arena stays allocated until the process "
+                           "exits (peers may still write into it)\n", rank_);
+    }
   }
   releaseResources();
 }
@@ -325,7 +332,10 @@ void CudaEndpoint::releaseResources() noexcept {
   replay_.bytes = nullptr;
   replay_.ready = nullptr;
   copies_.reset();
-  arena_.reset();
+  if (keepArenaAllocated_)
+    (void)arena_.release();  // deliberately leaked: see the destructor
+  else
+    arena_.reset();
   if (control_ != nullptr && ownsControl_) cudaStreamDestroy(control_);
   control_ = nullptr;
   comms_.reset();

@@ -206,6 +206,7 @@ class CudaEndpoint final : public Endpoint {
   cudaStream_t control_ = nullptr;    // bootstrap, counter reads, graph uploads (maybe the group's)
   bool ownsControl_ = true;
   std::unique_ptr<DeviceArena> arena_;
+  bool keepArenaAllocated_ = false;  // a failed teardown without NCCL: peers may still write into it
   std::unique_ptr<CopyEngine> copies_;  // every copy; recurring lists as cached graphs
   CopyEngine::GraphStats graphBase_;    // the engine's counts at the last resetStats
   std::vector<cudaStream_t> own_;
