@@ -179,13 +179,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.seq_len < 1 or any(t < 1 for t in args.tokens):
         p.error(f"--tokens and --seq-len must be at least 1 (got {args.tokens} and {args.seq_len})")
     if args.json:
-        # Refused now, not after the first configuration has run (and its results are lost).
-        try:
-            with open(args.json + ".tmp", "w"):
-                pass
-            os.remove(args.json + ".tmp")
-        except OSError as e:
-            p.error(f"--json {args.json}: cannot write there ({e.strerror or e})")
+        # Refused now, not after the first configuration has run (and its results are lost). Asked,
+        # not tried: every rank parses the arguments at once, and only rank 0 writes.
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+            p.error(f"--json {args.json}: cannot write there ({folder} is no directory this process may write)")
     return args
 
 
