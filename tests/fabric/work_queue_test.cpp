@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "fabric/host/work_queue.hpp"
@@ -34,6 +35,23 @@ TEST(WorkQueue, AStalledQueueTimesOut) {
   EXPECT_GE(waited, 100ms);
   EXPECT_LT(waited, 500ms) << "the limit bounds the stall, not more";
   EXPECT_TRUE(q.waitCompleted(stuck, 2s));  // the task ends: the same wait then passes
+}
+
+// A failure belongs to the work from its task on: waits up to an earlier task
+// see none (what a read-done event of a call before the failure reports),
+// waits that include it or a later, skipped task see it.
+TEST(WorkQueue, AFailureBelongsToItsTaskAndTheTasksAfterIt) {
+  WorkQueue q;
+  int ran = 0;
+  const uint64_t before = q.submit([&] { ++ran; });
+  const uint64_t failing = q.submit([] { throw std::runtime_error("injected"); });
+  const uint64_t skipped = q.submit([&] { ++ran; });
+  ASSERT_TRUE(q.waitCompleted(skipped, 2s));
+  EXPECT_EQ(ran, 1) << "a task after the failure ran";
+  EXPECT_EQ(q.failureUpTo(before), nullptr);
+  EXPECT_NE(q.failureUpTo(failing), nullptr);
+  EXPECT_NE(q.failureUpTo(skipped), nullptr);
+  EXPECT_NE(q.failure(), nullptr);
 }
 
 TEST(WorkQueue, AStopEndsTheWait) {

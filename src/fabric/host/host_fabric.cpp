@@ -585,7 +585,9 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": event " + std::to_string(event) +
                                           " of queue " + std::to_string(q) +
                                           " did not complete: no task finished within its deadline");
-  if (wq.failure()) std::rethrow_exception(wq.failure());
+  // A task after the event that failed is later work's failure (the next call or synchronize
+  // reports it); tasks skipped after an earlier failure count as completed, so that one is this event's.
+  if (const std::exception_ptr failed = wq.failureUpTo(event)) std::rethrow_exception(failed);
   if (checker_) checker_->hostJoinEvent(checker_->tid(rank_, q), event);
 }
 

@@ -52,6 +52,11 @@ std::exception_ptr WorkQueue::failure() const {
   return failure_;
 }
 
+std::exception_ptr WorkQueue::failureUpTo(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_ != nullptr && failedTask_ <= seq ? failure_ : nullptr;
+}
+
 bool WorkQueue::waitCompleted(uint64_t seq, std::chrono::steady_clock::duration stallLimit) const {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -90,7 +95,10 @@ void WorkQueue::run() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (error && !failure_) failure_ = error;
+      if (error && !failure_) {
+        failure_ = error;
+        failedTask_ = item.first;
+      }
       completed_ = item.first;
     }
     cv_.notify_all();

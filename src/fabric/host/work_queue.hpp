@@ -29,6 +29,9 @@ class WorkQueue {
   uint64_t completed() const;
   // First failure of a task on this queue (null if none); later tasks are skipped.
   std::exception_ptr failure() const;
+  // The failure of a task numbered `seq` or earlier (null if none): work up
+  // to `seq` ran whole, whatever failed after it.
+  std::exception_ptr failureUpTo(uint64_t seq) const;
 
   // Tear-down, step 1 of 2: the worker drops what has not started, and
   // waitCompleted() stops blocking.
@@ -55,6 +58,7 @@ class WorkQueue {
   uint64_t submitted_ = 0;
   uint64_t completed_ = 0;
   std::exception_ptr failure_;
+  uint64_t failedTask_ = 0;  // the number of the task that set failure_
   bool stop_ = false;
   std::thread worker_;
 };
