@@ -181,7 +181,8 @@ tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* c
  *     host does not block), so e.g. an allocator may hand the gradients'
  *     memory out again on `stream` before the reduce-scatter completes;
  *   host fabric (no streams; `stream` ignored): the host blocks until then
- *     (under the deadline; a failure of the reduce-scatter is returned here).
+ *     (under the deadline; a failure of the reduce-scatter's reads, or of work
+ *     before them, is returned here; one of later work, by the next call).
  * The output is final only once the reduce-scatter completes (work ordered
  * after it on its own stream, or tideCommSynchronize). tideInvalidArgument
  * before the first reduce-scatter, and after one that failed. Waited for
