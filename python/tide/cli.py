@@ -308,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _drop_stdout() -> None:
+    """Points stdout at /dev/null: Python flushes it again at exit, and a second
+    complaint about the same broken or full output would follow the first."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -315,9 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`): what it wanted it has. Python would
-        # complain again flushing stdout at exit, so stdout goes to /dev/null first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (e.g. `| head`): what it wanted it has.
+        _drop_stdout()
         return EXIT_FAILURE
     except InputError as exc:
         _fail(prog, str(exc), EXIT_BAD_INPUT)
@@ -334,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     except _capi.LibraryNotFound as exc:
         _fail(prog, str(exc), EXIT_FAILURE)
     except OSError as exc:  # e.g. stdout on a full disk (what the commands read comes in as InputError)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second complaint at exit
+        _drop_stdout()
         _fail(prog, f"cannot write the output: {exc.strerror or exc}", EXIT_FAILURE)
 
 

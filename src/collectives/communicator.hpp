@@ -152,8 +152,9 @@ class Communicator {
   uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
   uint64_t rsWaves_ = 0;        // Level 2 waves
   uint64_t rsSends_[2] = {0, 0};  // outbox blocks filled per bank
-  // Per bank and outbox block: whether its last fill wrote elements (the
-  // reuse-outbox-early fault acts only where it overwrites some unsent).
+  // Under the reuse-outbox-early fault only, per bank and outbox block:
+  // whether its last fill holds elements someone reads (the fault acts only
+  // where it overwrites some unsent).
   std::vector<bool> rsOutboxHeld_[2];
   uint64_t rsSpareUses_[2] = {0, 0};
   uint64_t rsGenLastUse_[2] = {0, 0};  // wave that last used each inbox generation

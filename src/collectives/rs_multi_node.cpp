@@ -214,11 +214,11 @@ void Communicator::MultiNodeRs::readBlock(size_t j) {
   }
   const int sub = plan::subSlice(local_, plan::contributorIndex(blk.dest, node_, m_), m_, l_);
   const plan::ElemRange range = plan::subSliceRange(g_, rs_, blk.pass, sub);
-  if (blk.remote >= 0) {
-    // Whether this outbox block now holds elements someone reads: the fault
-    // below acts only where a refill overwrites some unsent (a block of an
-    // empty pass, or of the padding of a rank whose shard is all padding,
-    // holds none).
+  if (blk.remote >= 0 && c_.injected(Fault::kReuseOutboxEarly)) {
+    // Only under the fault (a test hook), off the normal path: whether this
+    // outbox block now holds elements someone reads, since the fault acts only
+    // where a refill overwrites some unsent (a block of an empty pass, or of
+    // the padding of a rank whose shard is all padding, holds none).
     std::vector<bool>& held = c_.rsOutboxHeld_[bank_];
     held.resize(static_cast<size_t>(nOut_), false);
     const size_t at = static_cast<size_t>((sendBase_ + static_cast<uint64_t>(blk.remote)) % static_cast<uint64_t>(nOut_));
