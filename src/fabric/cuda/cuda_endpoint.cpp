@@ -1,6 +1,7 @@
 #include "fabric/cuda/cuda_endpoint.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "fabric/cuda/stream_memops.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
 #include "fabric/device_quiescence.hpp"
+#include "fabric/hardware_queues.hpp"
 #include "fabric/host_deadline.hpp"
 
 namespace tide::fabric::cuda {
@@ -28,6 +30,18 @@ namespace tide::fabric::cuda {
 namespace {
 
 constexpr size_t kEventRing = Endpoint::kEventWindow;
+
+// Streams of every live TIDE endpoint in this process: they share its
+// hardware queues with each other and with the callers' (hardware_queues.hpp).
+std::atomic<int> liveTideStreams{0};
+std::atomic<bool> warnedHardwareQueues{false};
+
+void countStreams(int streams) {
+  const int live = liveTideStreams.fetch_add(streams) + streams;
+  const std::string warning = hardwareQueueWarningFromEnv(live);
+  if (!warning.empty() && !warnedHardwareQueues.exchange(true))
+    std::fprintf(stderr, "[tide] cuda fabric: warning: %s\n", warning.c_str());
+}
 
 double envSeconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -241,6 +255,8 @@ void CudaEndpoint::startQueues(int numQueues) {
     own_.push_back(s);
   }
   streams_ = own_;
+  countedStreams_ = static_cast<int>(own_.size()) + (ownsControl_ ? 1 : 0) + (comms_ != nullptr ? 1 : 0);
+  countStreams(countedStreams_);
   events_.resize(kEventRing);
   TIDE_CUDA_CHECK(cudaMallocHost(&hostWord_, sizeof(uint64_t)));
 }
@@ -324,6 +340,8 @@ void CudaEndpoint::releaseResources() noexcept {
   events_.clear();
   for (cudaStream_t s : own_) cudaStreamDestroy(s);
   own_.clear();
+  liveTideStreams -= countedStreams_;
+  countedStreams_ = 0;
   streams_.clear();
   if (hostWord_ != nullptr) cudaFreeHost(hostWord_);
   hostWord_ = nullptr;

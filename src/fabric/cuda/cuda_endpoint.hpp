@@ -210,6 +210,7 @@ class CudaEndpoint final : public Endpoint {
   std::unique_ptr<CopyEngine> copies_;  // every copy; recurring lists as cached graphs
   CopyEngine::GraphStats graphBase_;    // the engine's counts at the last resetStats
   std::vector<cudaStream_t> own_;
+  int countedStreams_ = 0;  // this endpoint's share of the process's live TIDE streams (hardware_queues.hpp)
   std::vector<cudaStream_t> streams_;
   std::unique_ptr<SendRecvRails> sendRecv_;
 #if TIDE_HAVE_NCCL_RMA
