@@ -231,12 +231,7 @@ cuda::CudaFabricOptions endpointOptions(const plan::Topology& topo, int rank, in
   o.topology = topo;
   o.rank = rank;
   o.arenaBytes = arenaBytes;
-  // No spare queue: every rank's streams share the process's
-  // CUDA_DEVICE_MAX_CONNECTIONS=32 hardware queues. M1L3's caller-streams probe
-  // holds 3 x 7 queues, the group's control stream, 6 caller streams and the
-  // legacy stream: 29. With a spare queue each it held 32, and one run (s27)
-  // stalled on a landing wait whose producer shared its hardware queue.
-  o.numQueues = kQueuesNeeded;
+  o.numQueues = kQueuesNeeded + 1;
   o.numCounters = tide::collectives::ids::kEnd;  // as the C API asks
   o.waitTimeoutSeconds = 30;
   return o;
