@@ -25,7 +25,7 @@
 // nothing); and the fabric's dropped signal on co-resident ranks.
 //
 // --caller-streams checks consecutive all-gathers issued on unordered caller
-// streams (runCallerStreamsProbe).
+// streams (runCallerStreamsProbe), on one node of 2 and of 3 ranks or on --topologies.
 //
 //   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults | --caller-streams]
 //                         [--verbose]
@@ -747,9 +747,9 @@ int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool si
   return wrong;
 }
 
-void runCallerStreamsProbes(uint64_t seed) {
+void runCallerStreamsProbes(uint64_t seed, const std::vector<plan::Topology>& topologies) {
   std::printf("consecutive all-gathers on unordered caller streams (rank 0's first one 0.3 s late):\n");
-  for (const plan::Topology& topo : {plan::Topology::make(1, 2), plan::Topology::make(1, 3)}) {
+  for (const plan::Topology& topo : topologies) {
     const int64_t wrong = runCallerStreamsProbe(topo, seed, true);
     std::printf("  M%dL%d, signals on their own queue: %lld landing bytes wrong\n", topo.nodes, topo.gpusPerNode,
                 static_cast<long long>(wrong));
@@ -882,9 +882,13 @@ int main(int argc, char** argv) {
   bool processes = false;
   bool faults = false;
   bool callerStreams = false;
+  bool topologiesGiven = false;  // --caller-streams has topologies of its own (one node)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--topologies" && i + 1 < argc) topologies = argv[++i];
+    if (a == "--topologies" && i + 1 < argc) {
+      topologies = argv[++i];
+      topologiesGiven = true;
+    }
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--verbose") verbose = true;
     else if (a == "--processes") processes = true;
@@ -922,7 +926,7 @@ int main(int argc, char** argv) {
     if (faults) {
       runFaultProbes(seed);
     } else if (callerStreams) {
-      runCallerStreamsProbes(seed);
+      runCallerStreamsProbes(seed, parseTopologies(topologiesGiven ? topologies : "1x2,1x3"));
     } else {
       for (const plan::Topology& t : parseTopologies(topologies))
         runTopology(
