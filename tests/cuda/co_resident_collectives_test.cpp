@@ -226,12 +226,14 @@ class DeviceMemoryFabric : public Fabric {
   std::vector<void*> buffers_;  // freed after the subclass has torn its endpoints down
 };
 
-cuda::CudaFabricOptions endpointOptions(const plan::Topology& topo, int rank, int64_t arenaBytes) {
+// `queues`: the collectives' and the caller's compute stream (kUserQueue) by default.
+cuda::CudaFabricOptions endpointOptions(const plan::Topology& topo, int rank, int64_t arenaBytes,
+                                        int queues = kQueuesNeeded + 1) {
   cuda::CudaFabricOptions o;
   o.topology = topo;
   o.rank = rank;
   o.arenaBytes = arenaBytes;
-  o.numQueues = kQueuesNeeded + 1;
+  o.numQueues = queues;
   o.numCounters = tide::collectives::ids::kEnd;  // as the C API asks
   o.waitTimeoutSeconds = 30;
   return o;
@@ -240,10 +242,11 @@ cuda::CudaFabricOptions endpointOptions(const plan::Topology& topo, int rank, in
 // Every rank as a thread of this process on GPU 0.
 class CoResidentFabric final : public DeviceMemoryFabric {
  public:
-  CoResidentFabric(const plan::Topology& topo, int64_t arenaBytes) : group_(topo.ranks(), 0) {
+  CoResidentFabric(const plan::Topology& topo, int64_t arenaBytes, int queues = kQueuesNeeded + 1)
+      : group_(topo.ranks(), 0) {
     endpoints_.resize(static_cast<size_t>(topo.ranks()));
     onEveryRank(topo.ranks(), [&](int r) {
-      endpoints_[static_cast<size_t>(r)] = std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, r, arenaBytes),
+      endpoints_[static_cast<size_t>(r)] = std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, r, arenaBytes, queues),
                                                                                  group_);
     });
   }
@@ -687,7 +690,12 @@ void runFaultProbes(uint64_t seed) {
 // (the C API takes any stream per call; FSDP2 passes its all-gather stream or
 // the current one). Rank 0 issues call 1 on stream A behind a delay and a
 // poison fill of call 1's landing (its caller still uses that memory up to the
-// call), then call 2 on an idle stream B; the other ranks issue both at once.
+// call), then call 2 on an idle stream B; the other ranks issue both at once
+// on one stream of their own.
+// The ranks' streams share this process's 32 hardware queues: with two caller
+// streams for every rank and a spare queue each, M1L3 held 35 streams and
+// stalled in 7 of 40 runs (session 27: a stream sharing a hardware queue with
+// a peer's blocked stream; M1L2, with 24, never did). Here M1L3 holds 25.
 // No peer may write into rank 0's call-1 landing before A reaches call 1, so
 // both landings of every rank must hold their owners' shard bytes. With the
 // landing-free signals on the caller's queue (`signalsOwnQueue` false: TIDE
@@ -703,7 +711,7 @@ int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool si
   const plan::GroupLayout& g = pl.group;
   const ScratchLayout layout = ScratchLayout::forPlans({&pl});
   const int64_t landing[2] = {layout.bytes, layout.bytes + g.unshardedBytes()};
-  CoResidentFabric fabric(topo, layout.bytes + 2 * g.unshardedBytes());
+  CoResidentFabric fabric(topo, layout.bytes + 2 * g.unshardedBytes(), kQueuesNeeded);
   const std::vector<RankInputs> in[2] = {drawInputs(g, c, rng), drawInputs(g, c, rng)};
   std::vector<std::vector<RankResults>> got(2, std::vector<RankResults>(static_cast<size_t>(topo.ranks())));
   std::vector<std::vector<void*>> shards(static_cast<size_t>(topo.ranks()));  // [rank][call]
@@ -722,8 +730,12 @@ int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool si
     if (!signalsOwnQueue) issuing.mergeQueue(tide::collectives::kSignalQueue, kCallerQueue);
     Communicator comm(issuing, layout);
     void* const* shard = shards[static_cast<size_t>(r)].data();
-    cudaStream_t streams[2];
-    for (cudaStream_t& st : streams) TCUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaStream_t streams[2] = {nullptr, nullptr};
+    TCUDA(cudaStreamCreateWithFlags(&streams[0], cudaStreamNonBlocking));
+    if (r == 0)
+      TCUDA(cudaStreamCreateWithFlags(&streams[1], cudaStreamNonBlocking));
+    else
+      streams[1] = streams[0];
     for (int k = 0; k < 2; ++k) {
       ep.setCallerStream(streams[k]);
       if (r == 0 && k == 0) ep.delay(kCallerQueue, 0.3);  // the slow caller
@@ -738,7 +750,8 @@ int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool si
       bytes.resize(static_cast<size_t>(g.unshardedBytes()));
       fabric.download(bytes.data(), ep.arena() + landing[k], bytes.size());
     }
-    for (cudaStream_t st : streams) TCUDA(cudaStreamDestroy(st));
+    TCUDA(cudaStreamDestroy(streams[0]));
+    if (streams[1] != streams[0]) TCUDA(cudaStreamDestroy(streams[1]));
   });
   int64_t wrong = 0;
   for (int k = 0; k < 2; ++k)
