@@ -25,10 +25,12 @@
 // nothing); and the fabric's dropped signal on co-resident ranks.
 //
 // --caller-streams checks consecutive all-gathers issued on unordered caller
-// streams (runCallerStreamsProbe), on one node of 2 and of 3 ranks or on --topologies.
+// streams (runCallerStreamsProbe), on one node of 2 and of 3 ranks or on --topologies;
+// with --processes, one process per rank; with --peers-one-stream, only rank 0's
+// calls come on two streams.
 //
 //   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults | --caller-streams]
-//                         [--verbose]
+//                         [--peers-one-stream] [--verbose]
 #include <cuda_runtime.h>
 #include <stdlib.h>  // mkdtemp
 
@@ -268,13 +270,16 @@ class CoResidentFabric final : public DeviceMemoryFabric {
 class IpcFabric final : public DeviceMemoryFabric {
  public:
   IpcFabric(const plan::Topology& topo, int64_t arenaBytes, host::KeyValueStore& store, const std::string& prefix,
-            int rank, int device)
+            int rank, int device, int queues = kQueuesNeeded + 1)
       : group_(store, prefix, rank, topo.ranks(), device), rank_(rank),
-        endpoint_(std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, rank, arenaBytes), group_)) {}
+        endpoint_(std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, rank, arenaBytes, queues), group_)) {}
   ~IpcFabric() override { endpoint_.reset(); }  // collective: ends at the group's barrier
   const char* name() const override { return "cuda ipc"; }
   std::vector<int> localRanks() const override { return {rank_}; }
   Endpoint& endpoint(int r) override {
+    return cudaEndpoint(r);
+  }
+  cuda::CudaEndpoint& cudaEndpoint(int r) {
     if (r != rank_) throw std::logic_error("IPC fabric: rank " + std::to_string(r) + " is another process");
     return *endpoint_;
   }
@@ -703,71 +708,105 @@ void runFaultProbes(uint64_t seed) {
 // work on the caller's queue) call 2's signal overtakes call 1's: the probe must then
 // find poison, or it could not fail.
 // Returns the landing bytes found wrong over both calls and every rank.
-int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool signalsOwnQueue) {
-  std::mt19937_64 rng(seed ^ 0x5eedc0de);
-  Case c;
-  c.name = "caller streams";
-  const plan::Plan pl = plan::makePlan(topo, drawShapes(rng, c, topo.ranks()), c.gradDtype, plan::PlanOptions{});
-  const plan::GroupLayout& g = pl.group;
-  const ScratchLayout layout = ScratchLayout::forPlans({&pl});
-  const int64_t landing[2] = {layout.bytes, layout.bytes + g.unshardedBytes()};
-  CoResidentFabric fabric(topo, layout.bytes + 2 * g.unshardedBytes(), kQueuesNeeded);
-  const std::vector<RankInputs> in[2] = {drawInputs(g, c, rng), drawInputs(g, c, rng)};
-  std::vector<std::vector<RankResults>> got(2, std::vector<RankResults>(static_cast<size_t>(topo.ranks())));
-  std::vector<std::vector<void*>> shards(static_cast<size_t>(topo.ranks()));  // [rank][call]
-  for (int r = 0; r < topo.ranks(); ++r)
-    for (int k = 0; k < 2; ++k) {
-      const std::vector<uint8_t>& bytes = in[k][static_cast<size_t>(r)].shard;
-      shards[static_cast<size_t>(r)].push_back(fabric.alloc(bytes.size()));
-      fabric.upload(shards[static_cast<size_t>(r)].back(), bytes.data(), bytes.size());
-    }
+// The probe's group, plan and inputs, the same in every process for a seed.
+struct CallerStreamsCase {
+  CallerStreamsCase(const plan::Topology& topo, uint64_t seed) {
+    std::mt19937_64 rng(seed ^ 0x5eedc0de);
+    Case c;
+    c.name = "caller streams";
+    pl = plan::makePlan(topo, drawShapes(rng, c, topo.ranks()), c.gradDtype, plan::PlanOptions{});
+    layout = ScratchLayout::forPlans({&pl});
+    landing[0] = layout.bytes;
+    landing[1] = layout.bytes + pl.group.unshardedBytes();
+    in[0] = drawInputs(pl.group, c, rng);
+    in[1] = drawInputs(pl.group, c, rng);
+  }
+  int64_t arenaBytes() const { return layout.bytes + 2 * pl.group.unshardedBytes(); }
+  plan::Plan pl;
+  ScratchLayout layout;
+  int64_t landing[2] = {0, 0};
+  std::vector<RankInputs> in[2];  // [call][rank]
+};
+
+// Rank r's two calls of the probe on `ep`, its shards at shard[0] and
+// shard[1]; returns its two landings. Rank 0 issues call 1 on a stream of its
+// own behind a delay, call 2 on another; the other ranks issue both at once,
+// on two streams too or (peersOneStream) on one.
+std::vector<RankResults> callerStreamsRank(DeviceMemoryFabric& fabric, cuda::CudaEndpoint& ep, int r,
+                                           const CallerStreamsCase& pc, void* const* shard, bool signalsOwnQueue,
+                                           bool peersOneStream) {
+  const int64_t landingBytes = pc.pl.group.unshardedBytes();
+  // The issue order before session 21, rebuilt by the test double (the
+  // communicator has no switch for it): the signals on the caller's stream.
+  tide::test::CallerQueuePerCall issuing(ep);
+  if (!signalsOwnQueue) issuing.mergeQueue(tide::collectives::kSignalQueue, kCallerQueue);
+  Communicator comm(issuing, pc.layout);
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  TCUDA(cudaStreamCreateWithFlags(&streams[0], cudaStreamNonBlocking));
+  if (r == 0 || !peersOneStream)
+    TCUDA(cudaStreamCreateWithFlags(&streams[1], cudaStreamNonBlocking));
+  else
+    streams[1] = streams[0];
+  for (int k = 0; k < 2; ++k) {
+    ep.setCallerStream(streams[k]);
+    if (r == 0 && k == 0) ep.delay(kCallerQueue, 0.3);  // the slow caller
+    TCUDA(cudaMemsetAsync(ep.arena() + pc.landing[k], 0xA5, static_cast<size_t>(landingBytes), streams[k]));
+    comm.allGather(pc.pl, shard[k], pc.landing[k]);
+  }
+  ep.clearCallerStream();
+  for (cudaStream_t st : streams) TCUDA(cudaStreamSynchronize(st));
+  ep.synchronizeAll();
+  std::vector<RankResults> got(2);
+  for (int k = 0; k < 2; ++k) {
+    got[static_cast<size_t>(k)].landing.resize(static_cast<size_t>(landingBytes));
+    fabric.download(got[static_cast<size_t>(k)].landing.data(), ep.arena() + pc.landing[k],
+                    static_cast<size_t>(landingBytes));
+  }
+  TCUDA(cudaStreamDestroy(streams[0]));
+  if (streams[1] != streams[0]) TCUDA(cudaStreamDestroy(streams[1]));
+  return got;
+}
+
+// Uploads rank r's two shards; returns where they are.
+std::vector<void*> uploadCallerStreamsShards(DeviceMemoryFabric& fabric, const CallerStreamsCase& pc, int r) {
+  std::vector<void*> out;
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<uint8_t>& bytes = pc.in[k][static_cast<size_t>(r)].shard;
+    out.push_back(fabric.alloc(bytes.size()));
+    fabric.upload(out.back(), bytes.data(), bytes.size());
+  }
+  return out;
+}
+
+// Every rank as a thread. Returns the landing bytes found wrong over both
+// calls and every rank.
+int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool signalsOwnQueue, bool peersOneStream) {
+  const CallerStreamsCase pc(topo, seed);
+  CoResidentFabric fabric(topo, pc.arenaBytes(), kQueuesNeeded);
+  std::vector<std::vector<void*>> shards;  // [rank][call]
+  for (int r = 0; r < topo.ranks(); ++r) shards.push_back(uploadCallerStreamsShards(fabric, pc, r));
   fabric.settle();
+  std::vector<std::vector<RankResults>> got(static_cast<size_t>(topo.ranks()));  // [rank][call]
   onEveryRank(topo.ranks(), [&](int r) {
-    cuda::CudaEndpoint& ep = fabric.cudaEndpoint(r);
-    // The issue order before session 21, rebuilt by the test double (the
-    // communicator has no switch for it): the signals on the caller's stream.
-    tide::test::CallerQueuePerCall issuing(ep);
-    if (!signalsOwnQueue) issuing.mergeQueue(tide::collectives::kSignalQueue, kCallerQueue);
-    Communicator comm(issuing, layout);
-    void* const* shard = shards[static_cast<size_t>(r)].data();
-    cudaStream_t streams[2] = {nullptr, nullptr};
-    TCUDA(cudaStreamCreateWithFlags(&streams[0], cudaStreamNonBlocking));
-    if (r == 0)
-      TCUDA(cudaStreamCreateWithFlags(&streams[1], cudaStreamNonBlocking));
-    else
-      streams[1] = streams[0];
-    for (int k = 0; k < 2; ++k) {
-      ep.setCallerStream(streams[k]);
-      if (r == 0 && k == 0) ep.delay(kCallerQueue, 0.3);  // the slow caller
-      TCUDA(cudaMemsetAsync(ep.arena() + landing[k], 0xA5, static_cast<size_t>(g.unshardedBytes()), streams[k]));
-      comm.allGather(pl, shard[k], landing[k]);
-    }
-    ep.clearCallerStream();
-    for (cudaStream_t st : streams) TCUDA(cudaStreamSynchronize(st));
-    ep.synchronizeAll();
-    for (int k = 0; k < 2; ++k) {
-      std::vector<uint8_t>& bytes = got[static_cast<size_t>(k)][static_cast<size_t>(r)].landing;
-      bytes.resize(static_cast<size_t>(g.unshardedBytes()));
-      fabric.download(bytes.data(), ep.arena() + landing[k], bytes.size());
-    }
-    TCUDA(cudaStreamDestroy(streams[0]));
-    if (streams[1] != streams[0]) TCUDA(cudaStreamDestroy(streams[1]));
+    got[static_cast<size_t>(r)] = callerStreamsRank(fabric, fabric.cudaEndpoint(r), r, pc,
+                                                     shards[static_cast<size_t>(r)].data(), signalsOwnQueue,
+                                                     peersOneStream);
   });
   int64_t wrong = 0;
   for (int k = 0; k < 2; ++k)
     for (int r = 0; r < topo.ranks(); ++r)
-      wrong += wrongLandingBytes(g, in[k], got[static_cast<size_t>(k)][static_cast<size_t>(r)]);
+      wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(r)][static_cast<size_t>(k)]);
   return wrong;
 }
 
-void runCallerStreamsProbes(uint64_t seed, const std::vector<plan::Topology>& topologies) {
+void runCallerStreamsProbes(uint64_t seed, const std::vector<plan::Topology>& topologies, bool peersOneStream) {
   std::printf("consecutive all-gathers on unordered caller streams (rank 0's first one 0.3 s late):\n");
   for (const plan::Topology& topo : topologies) {
-    const int64_t wrong = runCallerStreamsProbe(topo, seed, true);
+    const int64_t wrong = runCallerStreamsProbe(topo, seed, true, peersOneStream);
     std::printf("  M%dL%d, signals on their own queue: %lld landing bytes wrong\n", topo.nodes, topo.gpusPerNode,
                 static_cast<long long>(wrong));
     TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
-    const int64_t wrongBefore = runCallerStreamsProbe(topo, seed, false);
+    const int64_t wrongBefore = runCallerStreamsProbe(topo, seed, false, peersOneStream);
     std::printf("  M%dL%d, signals on the caller's stream (before session 21): %lld landing bytes wrong (%s)\n",
                 topo.nodes, topo.gpusPerNode, static_cast<long long>(wrongBefore),
                 wrongBefore > 0 ? "caught" : "NOT CAUGHT");
@@ -886,6 +925,50 @@ int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed)
   return failedRanks;
 }
 
+// The caller-streams probe with one process per rank (CUDA IPC), each with a
+// context and hardware queues of its own, as ranks run in training; every
+// rank checks its own landings. Signals on their own queue only: the old
+// order's overtaking is the threads' probe's to show.
+int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream) {
+  int failedRanks = 0;
+  for (const plan::Topology& t : topologies) {
+    char dir[] = "/tmp/tide_ipc_test_XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    const int failed = tide::test::launchRanks(t.ranks(), 120, [&](int rank, const ncclUniqueId&) {
+      tide::test::rankForLog() = rank;
+      int devices = 0;
+      TCUDA(cudaGetDeviceCount(&devices));
+      const int device = rank % devices;
+      TCUDA(cudaSetDevice(device));
+      host::FileStore store(dir);
+      try {
+        const CallerStreamsCase pc(t, seed);
+        IpcFabric fabric(t, pc.arenaBytes(), store, "caller-streams", rank, device, kQueuesNeeded);
+        const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
+        fabric.settle();
+        const std::vector<RankResults> got =
+            callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc, shards.data(), true, peersOneStream);
+        int64_t wrong = 0;
+        for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
+        TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
+      } catch (const std::exception& e) {
+        tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
+      }
+      return tide::test::failures() == 0 ? 0 : 1;
+    });
+    std::printf("  M%dL%d as %d processes, signals on their own queue: %s\n", t.nodes, t.gpusPerNode, t.ranks(),
+                failed == 0 ? "every landing right" : "FAILED");
+    std::fflush(stdout);
+    failedRanks += failed;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+  return failedRanks;
+}
+
 int main(int argc, char** argv) {
   // Every rank's eight queues (seven and the user's) get a hardware queue of their own up to 4 ranks
   // (a stream wait sharing a queue with its producer would stall it).
@@ -895,7 +978,8 @@ int main(int argc, char** argv) {
   bool processes = false;
   bool faults = false;
   bool callerStreams = false;
-  bool topologiesGiven = false;  // --caller-streams has topologies of its own (one node)
+  bool topologiesGiven = false;
+  bool peersOneStream = false;  // --caller-streams: ranks other than 0 issue both calls on one stream  // --caller-streams has topologies of its own (one node)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) {
@@ -907,17 +991,26 @@ int main(int argc, char** argv) {
     else if (a == "--processes") processes = true;
     else if (a == "--faults") faults = true;
     else if (a == "--caller-streams") callerStreams = true;
+    else if (a == "--peers-one-stream") peersOneStream = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--topologies MxL,...] [--seed S] [--processes | --faults | --caller-streams] "
-                   "[--verbose]\n",
+                   "[--peers-one-stream] [--verbose]\n",
                    argv[0]);
       return 2;
     }
   }
-  if (processes && (faults || callerStreams)) {
-    std::fprintf(stderr, "--faults and --caller-streams run co-resident ranks (threads); they exclude --processes\n");
+  if (processes && faults) {
+    std::fprintf(stderr, "--faults runs co-resident ranks (threads); it excludes --processes\n");
     return 2;
+  }
+  const std::string callerStreamTopologies = topologiesGiven ? topologies : "1x2,1x3";
+  if (processes && callerStreams) {
+    std::printf("tide_co_resident_test: caller streams, one process per rank (CUDA IPC), seed %llu\n",
+                static_cast<unsigned long long>(seed));
+    const int failedRanks = runCallerStreamsAsProcesses(parseTopologies(callerStreamTopologies), seed, peersOneStream);
+    std::printf("tide_co_resident_test: %s (%d rank(s) failed)\n", failedRanks == 0 ? "PASS" : "FAIL", failedRanks);
+    return failedRanks == 0 ? 0 : 1;
   }
   if (processes) {
     std::printf("tide_co_resident_test: topologies %s, one process per rank (CUDA IPC), seed %llu\n",
@@ -939,7 +1032,7 @@ int main(int argc, char** argv) {
     if (faults) {
       runFaultProbes(seed);
     } else if (callerStreams) {
-      runCallerStreamsProbes(seed, parseTopologies(topologiesGiven ? topologies : "1x2,1x3"));
+      runCallerStreamsProbes(seed, parseTopologies(callerStreamTopologies), peersOneStream);
     } else {
       for (const plan::Topology& t : parseTopologies(topologies))
         runTopology(
