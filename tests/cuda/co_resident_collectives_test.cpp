@@ -1008,6 +1008,7 @@ int main(int argc, char** argv) {
   if (processes && callerStreams) {
     std::printf("tide_co_resident_test: caller streams, one process per rank (CUDA IPC), seed %llu\n",
                 static_cast<unsigned long long>(seed));
+    std::fflush(stdout);  // before the fork, or every child prints it again
     const int failedRanks = runCallerStreamsAsProcesses(parseTopologies(callerStreamTopologies), seed, peersOneStream);
     std::printf("tide_co_resident_test: %s (%d rank(s) failed)\n", failedRanks == 0 ? "PASS" : "FAIL", failedRanks);
     return failedRanks == 0 ? 0 : 1;
@@ -1015,6 +1016,7 @@ int main(int argc, char** argv) {
   if (processes) {
     std::printf("tide_co_resident_test: topologies %s, one process per rank (CUDA IPC), seed %llu\n",
                 topologies.c_str(), static_cast<unsigned long long>(seed));
+    std::fflush(stdout);  // before the fork, or every child prints it again
     const int failedRanks = runAsProcesses(parseTopologies(topologies), seed);
     std::printf("tide_co_resident_test: %s (%d rank(s) failed)\n", failedRanks == 0 ? "PASS" : "FAIL", failedRanks);
     return failedRanks == 0 ? 0 : 1;
