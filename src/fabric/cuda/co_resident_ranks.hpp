@@ -8,7 +8,10 @@
 // A test configuration, not a fast one: the ranks share one GPU's SMs and copy
 // engines. Each rank's streams count against CUDA_DEVICE_MAX_CONNECTIONS;
 // past it, streams share hardware queues, where a blocked stream wait can hold
-// up another rank's producer (the wait's deadline then fails the run).
+// up another rank's producer (the wait's deadline then fails the run). Below
+// it too, the ranks share the context's channels and copy-engine queues: three
+// ranks' all-gathers on unordered caller streams stalled at random, which one
+// process per rank (ipc_ranks) never did (BENCHMARKS, session 27).
 #pragma once
 
 #include <cuda_runtime.h>
