@@ -133,7 +133,7 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
     // them, and the collectives' scratch is rewritten by every call: a shard
     // in either would be sent half overwritten. (In place is shard == NULL.)
     const int64_t shardOffset = shardBytes - arena;
-    const bool inLanding = shardOffset < landingOffset + g.unshardedBytes() && landingOffset < shardOffset + g.shardBytes;
+    const bool inLanding = fabric::offsetRangesMeet(shardOffset, g.shardBytes, landingOffset, g.unshardedBytes());
     if (g.shardBytes > 0 && (inLanding || layout_.overlaps(shardOffset, g.shardBytes)))
       throw fabric::FabricError(
           fabric::FabricError::Kind::kUsage,

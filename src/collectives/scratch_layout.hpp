@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "fabric/byte_range.hpp"
 #include "tide/plan.hpp"
 
 namespace tide::collectives {
@@ -45,7 +46,7 @@ struct ScratchLayout {
   // several nodes, staging only with local peers).
   bool fits(const plan::Plan& plan) const;
   // [offset, offset + size) meets the scratch; offset >= 0 and size >= 0 (no sum that could wrap).
-  bool overlaps(int64_t offset, int64_t size) const { return offset < end() && size > base - offset; }
+  bool overlaps(int64_t offset, int64_t size) const { return fabric::offsetRangesMeet(offset, size, base, bytes); }
   int64_t stagingSlot(int i) const { return staging + i * stagingSlotBytes; }
   int64_t outboxBlock(int bank, int i) const { return outbox + (int64_t{bank} * outboxBlocks + i) * blockBytes; }
   // The inbox's bytes (every generation); a push area is the same size.

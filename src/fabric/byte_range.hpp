@@ -1,4 +1,4 @@
-// Whether a byte range lies inside another: rails that read only from a
+// Whether a byte range lies inside another, or meets one: rails that read only from a
 // registered window (NCCL host RMA and the host fabric's emulation of it)
 // refuse other sources, and TIDE-AG sends its shard from where it is only when
 // it lies in the arena.
@@ -16,6 +16,12 @@ inline bool liesWithin(const void* p, int64_t bytes, const void* base, int64_t s
   const auto lo = reinterpret_cast<std::uintptr_t>(base);
   return bytes >= 0 && size >= 0 && at >= lo && at - lo <= static_cast<std::uintptr_t>(size) &&
          static_cast<std::uintptr_t>(bytes) <= static_cast<std::uintptr_t>(size) - (at - lo);
+}
+
+// Arena offsets [a, a + aBytes) and [b, b + bBytes) meet; all four >= 0
+// (differences, not sums: nothing can wrap).
+inline bool offsetRangesMeet(int64_t a, int64_t aBytes, int64_t b, int64_t bBytes) {
+  return a - b < bBytes && b - a < aBytes;
 }
 
 }  // namespace tide::fabric

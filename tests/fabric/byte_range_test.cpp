@@ -36,5 +36,24 @@ TEST(LiesWithin, LengthsThatWouldWrapTheAddressSpace) {
   EXPECT_FALSE(liesWithin(arena.data() + 8, INT64_MAX, arena.data(), 64));
 }
 
+TEST(OffsetRangesMeet, SharedBytesOnlyAndSymmetric) {
+  // Against a brute force over small ranges: they meet iff some byte lies in both.
+  for (int64_t a = 0; a < 12; ++a)
+    for (int64_t an = 1; an < 6; ++an)
+      for (int64_t b = 0; b < 12; ++b)
+        for (int64_t bn = 1; bn < 6; ++bn) {
+          bool shared = false;
+          for (int64_t x = a; x < a + an; ++x) shared |= x >= b && x < b + bn;
+          EXPECT_EQ(offsetRangesMeet(a, an, b, bn), shared) << a << "+" << an << " vs " << b << "+" << bn;
+          EXPECT_EQ(offsetRangesMeet(b, bn, a, an), shared);
+        }
+}
+
+TEST(OffsetRangesMeet, OffsetsNearTheTopDoNotWrap) {
+  EXPECT_FALSE(offsetRangesMeet(INT64_MAX - 4, 4, 0, 16));
+  EXPECT_TRUE(offsetRangesMeet(INT64_MAX - 4, 4, INT64_MAX - 2, 1));
+  EXPECT_FALSE(offsetRangesMeet(0, INT64_MAX, INT64_MAX, 1));
+}
+
 }  // namespace
 }  // namespace tide::fabric
