@@ -2,6 +2,7 @@
 // the job's first failure record shared by every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -41,6 +42,35 @@ TEST(HostWorldTearDown, PendingWaitsEndPromptly) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     EXPECT_LT(seconds, 5.0) << "round " << round << ": tear-down waited for the waits' deadline";
   }
+}
+
+// Two-sided rails: a send whose group gave up (its receiver came too late)
+// is withdrawn with it. Its source is the caller's again once the caller hears
+// of the failure (here it is reused at once), so a receiver that comes later
+// must not copy from it: it stops on the job's failure instead, and its
+// arena keeps what it held.
+TEST(HostWorldRails, ALateReceiverNeverReadsAFailedSendsSource) {
+  HostOptions o;
+  o.rails = HostRails::kSendRecv;
+  o.timeoutSeconds = 0.2;
+  HostWorld world(plan::Topology::make(2, 1), 1 << 12, o);
+  Endpoint& sender = world.endpoint(0);
+  Endpoint& receiver = world.endpoint(1);
+  std::vector<std::byte> source(64, std::byte{1});
+  receiver.delay(0, 0.8);  // the receive comes long after the send's deadline
+  receiver.railRecv(0, 0, 0, 64, 5, 1);
+  receiver.record(0);  // ends the rail group: it is issued
+  sender.railPut(0, 1, 0, source.data(), 64, -1, 0);
+  EXPECT_THROW(sender.synchronize(0), FabricError);
+  std::fill(source.begin(), source.end(), std::byte{0xEE});  // the caller reuses its buffer
+  try {
+    receiver.synchronize(0);
+    ADD_FAILURE() << "the late receive completed after its send had failed";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kPeerFailure) << e.what();
+  }
+  EXPECT_EQ(receiver.arena()[0], std::byte{0}) << "the receiver copied from the failed send's source";
+  EXPECT_EQ(receiver.counterValue(5), 0u);
 }
 
 // Many ranks fail at once: exactly one message is recorded, and a rank that

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -402,6 +403,24 @@ void HostEndpoint::flushRails() {
                                             std::to_string(options_.timeoutSeconds) + " s " + what);
     };
     std::vector<std::pair<std::shared_ptr<RailMailbox::Message>, int>> sent;
+    // However the group ends, no receiver may read a send's source after it:
+    // a failed group's caller reuses it. Undelivered sends are withdrawn (a
+    // receiver holding one is only copying it, so that wait is short).
+    struct WithdrawUndelivered {
+      RailMailbox& box;
+      const std::vector<std::pair<std::shared_ptr<RailMailbox::Message>, int>>& sent;
+      double seconds;
+      int rank;
+      ~WithdrawUndelivered() {
+        const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(seconds));
+        for (const auto& [m, peer] : sent)
+          if (!box.withdraw(m, end))
+            std::fprintf(stderr,
+                         "[tide] host fabric: rank %d: rank %d still held a failed rail send after %.1f s\n",
+                         rank, peer, seconds);
+      }
+    } withdrawUndelivered{box, sent, options_.timeoutSeconds, rank_};
     for (const RailTransfer& t : group) {
       if (!t.send) continue;
       if (checker_) checker_->access(task, t.src, t.bytes, Access::kRead);
@@ -422,6 +441,12 @@ void HostEndpoint::flushRails() {
       }
       auto m = box.take(t.peer, rank_, end, stop);
       if (!m) gaveUp("waiting for a rail send of " + std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer));
+      // Its sender may be waiting to withdraw it: released however this ends.
+      struct Release {
+        RailMailbox& box;
+        const std::shared_ptr<RailMailbox::Message>& m;
+        ~Release() { box.release(m); }
+      } release{box, m};
       if (m->bytes != t.bytes)
         fail(FabricError::Kind::kProtocol, "rank " + std::to_string(rank_) + " in " + call + ": a rail receive of " +
                                                std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer) +

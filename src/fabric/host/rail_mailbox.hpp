@@ -5,7 +5,9 @@
 // channel; the receiver takes the channel's messages in order, copies the
 // bytes and marks each delivered; the sender's group completes only once
 // its messages are delivered, like an NCCL send. Threads mode only: the
-// message carries a pointer into the sender's memory.
+// message carries a pointer into the sender's memory, so a sender that gives
+// up withdraws its undelivered messages before its caller may reuse that
+// memory, and a receiver takes none once the job has failed.
 #pragma once
 
 #include <chrono>
@@ -24,7 +26,10 @@ class RailMailbox {
     const std::byte* src = nullptr;
     int64_t bytes = 0;
     uint64_t seq = 0;  // 1-based position on its channel
+    int channelSrc = 0, channelDst = 0;
     bool delivered = false;
+    bool taken = false;     // a receiver has it (and may be reading src)
+    bool released = false;  // the receiver is done with src, delivered or not
   };
   using Deadline = std::chrono::steady_clock::time_point;
 
@@ -33,10 +38,18 @@ class RailMailbox {
   // `announce(seq)` runs before the message becomes visible to the receiver.
   template <typename Announce>
   std::shared_ptr<Message> post(int src, int dst, const void* data, int64_t bytes, Announce announce);
-  // The channel's next message, or null at the deadline or once `stop` says so.
+  // The channel's next message, or null at the deadline or once `stop` says
+  // so (then even with messages queued: their senders may have given up).
+  // A taken message must be delivered or released.
   template <typename Stop>
   std::shared_ptr<Message> take(int src, int dst, Deadline end, Stop stop);
   void deliver(const std::shared_ptr<Message>& m);
+  // The receiver is done with a taken message it did not deliver.
+  void release(const std::shared_ptr<Message>& m);
+  // The sender gives up on `m`: removed if not taken yet, else awaited until
+  // its receiver has released it (a receiver only copies meanwhile). True
+  // once no receiver can read m's source; false if one still held it at `end`.
+  bool withdraw(const std::shared_ptr<Message>& m, Deadline end);
   // Has `m` been delivered by the deadline (or before `stop` says so)?
   template <typename Stop>
   bool awaitDelivery(const std::shared_ptr<Message>& m, Deadline end, Stop stop);
@@ -60,6 +73,8 @@ std::shared_ptr<RailMailbox::Message> RailMailbox::post(int src, int dst, const 
   auto m = std::make_shared<Message>();
   m->src = static_cast<const std::byte*>(data);
   m->bytes = bytes;
+  m->channelSrc = src;
+  m->channelDst = dst;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Channel& c = channel(src, dst);
@@ -75,12 +90,15 @@ template <typename Stop>
 std::shared_ptr<RailMailbox::Message> RailMailbox::take(int src, int dst, Deadline end, Stop stop) {
   std::unique_lock<std::mutex> lock(mu_);
   Channel& c = channel(src, dst);
-  while (c.queue.empty()) {
-    if (stop() || std::chrono::steady_clock::now() > end) return nullptr;
+  for (;;) {
+    if (stop()) return nullptr;
+    if (!c.queue.empty()) break;
+    if (std::chrono::steady_clock::now() > end) return nullptr;
     cv_.wait_for(lock, std::chrono::milliseconds(10));
   }
   std::shared_ptr<Message> m = c.queue.front();
   c.queue.pop_front();
+  m->taken = true;
   return m;
 }
 
