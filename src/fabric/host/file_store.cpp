@@ -14,6 +14,7 @@
 #include <system_error>
 #include <thread>
 
+#include "fabric/random_bits.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::host {
@@ -108,10 +109,14 @@ bool FileStore::tryRead(const std::string& path, std::string* value) const {
 }
 
 void FileStore::writeAtomically(const std::string& path, const std::string& value) const {
-  // Unique among processes (pid) and among this process's threads (counter).
+  // Unique among this process's threads (counter) and among processes: the
+  // pid alone is not, since writers in pid namespaces of their own (containers
+  // sharing the directory, other hosts on a shared file system) may have equal
+  // pids, and forked ones equal counters; so random bits too.
   static std::atomic<uint64_t> serial{0};
-  const std::string tmp =
-      dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial.fetch_add(1));
+  std::string tmp = dir_ + "/.tmp-";
+  tmp.append(std::to_string(::getpid())).append("-").append(std::to_string(serial.fetch_add(1)));
+  tmp.append("-").append(std::to_string(freshRandom64()));
   {
     const FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) throwErrno("file store: cannot create " + tmp);
