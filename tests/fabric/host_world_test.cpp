@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +106,33 @@ TEST(HostWorldArenas, RangesRunningPastAnArenaAreRefused) {
           "copy source at offset 100 of rank 0's arena runs");
   refused([&] { ep.zero(0, mine + kArena - 8, 9); }, "zeroed range");
   ep.synchronizeAll();
+}
+
+// A rail transfer's offset and size are checked against the arena without
+// their sum, which can wrap: such a put is refused, not written far outside
+// the peer's arena.
+TEST(HostWorldArenas, RailRangesWhoseEndWrapsAreRefused) {
+  for (const HostRails rails : {HostRails::kPut, HostRails::kSendRecv}) {
+    HostOptions o;
+    o.rails = rails;
+    HostWorld world(plan::Topology::make(2, 1), 1 << 12, o);
+    Endpoint& ep = world.endpoint(0);
+    std::vector<std::byte> user(64);
+    const int64_t huge = std::numeric_limits<int64_t>::max() - 1;
+    EXPECT_THROW(ep.railPut(0, 1, huge, user.data(), 64, -1, 0), FabricError) << hostRailsName(rails);
+    EXPECT_THROW(ep.railPut(0, 1, 64, user.data(), huge, -1, 0), FabricError) << hostRailsName(rails);
+    if (rails == HostRails::kSendRecv) {
+      EXPECT_THROW(ep.railRecv(0, 1, huge, 64, -1, 0), FabricError) << hostRailsName(rails);
+    }
+    ep.discardDeferredRails();
+  }
+  HostWorld world(plan::Topology::make(1, 2), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  std::vector<std::byte> user(64);
+  const int64_t huge = std::numeric_limits<int64_t>::max() - 1;
+  EXPECT_THROW(ep.copy(0, {CopyOp{ep.peerArena(1) + 100, user.data(), huge, 1, 0, 0}}), FabricError);
+  EXPECT_THROW(ep.copy(0, {CopyOp{ep.peerArena(1) + 100, user.data(), 64, 3, 0, huge / 2}}), FabricError);
+  EXPECT_THROW(ep.zero(0, ep.arena() + 8, huge), FabricError);
 }
 
 TEST(FailureRecord, OneWholeMessageWins) {

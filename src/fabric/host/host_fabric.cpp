@@ -196,12 +196,16 @@ void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, in
   for (size_t r = 0; r < mem_.arenas.size(); ++r) {
     const std::byte* a = mem_.arenas[r];
     if (b < a || b >= a + mem_.arenaBytes) continue;
-    const int64_t end = (b - a) + (rows - 1) * pitch + width;
-    if (end > mem_.arenaBytes)
+    // The span's end, where it cannot wrap; one that would is past any arena.
+    int64_t end = 0;
+    const bool wraps = __builtin_mul_overflow(rows - 1, pitch, &end) || __builtin_add_overflow(end, width, &end) ||
+                       __builtin_add_overflow(end, b - a, &end);
+    if (wraps || end > mem_.arenaBytes)
       throw FabricError(FabricError::Kind::kUsage,
                         "rank " + std::to_string(rank_) + ": " + what + " at offset " + std::to_string(b - a) +
                             " of rank " + std::to_string(r) + "'s arena runs " +
-                            std::to_string(end - mem_.arenaBytes) + " byte(s) past its end (" +
+                            (wraps ? "beyond any address" : std::to_string(end - mem_.arenaBytes) + " byte(s)") +
+                            " past its end (" +
                             std::to_string(mem_.arenaBytes) + " bytes)");
     return;
   }
@@ -286,7 +290,8 @@ void HostEndpoint::checkRailPeer(int peer, int64_t dstOffset, int64_t bytes, con
   if (topo_.localOf(peer) != topo_.localOf(rank_))
     throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": " + what + " rank " +
                                                      std::to_string(peer) + " on another rail");
-  if (dstOffset < 0 || bytes < 0 || dstOffset + bytes > mem_.arenaBytes)
+  // Compared without the sum dstOffset + bytes, which can wrap past the check.
+  if (dstOffset < 0 || bytes < 0 || dstOffset > mem_.arenaBytes || bytes > mem_.arenaBytes - dstOffset)
     throw FabricError(FabricError::Kind::kUsage, std::string(what) + " rank " + std::to_string(peer) +
                                                      " outside the arena");
 }
