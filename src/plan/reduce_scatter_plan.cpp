@@ -1,6 +1,7 @@
 // TIDE-RS schedule (Sec. 4, 5.2-5.3): sub-slices, Latin-square placement,
 // waves and rounds, outbox depth, staging sizes, and Level 1 pushes.
 #include <algorithm>
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -13,6 +14,25 @@ constexpr int64_t kElemAlign = 8;  // 32 B of fp32, 16 B of bf16: vector loads s
 
 int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 int mod(int a, int m) { return ((a % m) + m) % m; }
+
+[[noreturn]] void stagingTooLarge() {
+  throw PlanError(Reason::kTooLarge, "the group's reduce-scatter staging overflows 64 bits (too many nodes for "
+                                     "this per-rank output size)");
+}
+
+// Non-negative byte counts of the staging area, refused (kTooLarge) past int64.
+int64_t checkedMul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) stagingTooLarge();
+  return r;
+}
+
+int64_t checkedSum(std::initializer_list<int64_t> terms) {
+  int64_t r = 0;
+  for (int64_t t : terms)
+    if (__builtin_add_overflow(r, t, &r)) stagingTooLarge();
+  return r;
+}
 
 // Wave-local copy of the inbox blocks a set of contributors writes on one
 // destination node.
@@ -125,17 +145,20 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
     }
   }
 
-  plan.blockBytes = int64_t{l} * plan.subElems * 4;
+  // The layout keeps one rank's output below 2^40 elements, but an In-Place
+  // outbox holds M-1 blocks of it: on 2^20 ranks that sum passes 2^63.
+  plan.blockBytes = checkedMul(int64_t{l} * plan.subElems, 4);
   const int64_t rowsPerSender = m > 1 ? l : 1;
-  plan.stagingSlotBytes = int64_t{l - 1} * rowsPerSender * plan.subElems * gradBytes;
-  const int64_t inbox = m > 1 ? int64_t{plan.bufferGenerations} * l * plan.blockBytes : 0;
-  const int64_t outbox = 2 * int64_t{plan.outboxBlocks} * plan.blockBytes;
+  plan.stagingSlotBytes = checkedMul(int64_t{l - 1} * rowsPerSender * plan.subElems, gradBytes);
+  const int64_t inbox = m > 1 ? checkedMul(int64_t{plan.bufferGenerations} * l, plan.blockBytes) : 0;
+  const int64_t outbox = checkedMul(2 * int64_t{plan.outboxBlocks}, plan.blockBytes);
   plan.spareBlocks = m > 1 ? std::min(opt.passes, 2) : 0;
-  const int64_t spares = 2 * int64_t{plan.spareBlocks} * plan.blockBytes;
+  const int64_t spares = checkedMul(2 * int64_t{plan.spareBlocks}, plan.blockBytes);
   // One node has no Level 2, so nothing to push.
   plan.landing = m > 1 ? opt.landing : Landing::kPull;
   plan.pushAreaBytes = plan.landing == Landing::kPush ? inbox : 0;
-  plan.stagingBytes = int64_t{plan.stagingSlots} * plan.stagingSlotBytes + inbox + outbox + spares + plan.pushAreaBytes;
+  plan.stagingBytes = checkedSum({checkedMul(plan.stagingSlots, plan.stagingSlotBytes), inbox, outbox, spares,
+                                  plan.pushAreaBytes});
 
   if (opt.validate) {
     std::vector<ValidationIssue> issues = validateRsPlan(g.topo, plan);

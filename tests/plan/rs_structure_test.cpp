@@ -243,5 +243,21 @@ TEST(RsPlanStructure, RejectsBadOptions) {
   }
 }
 
+// One rank's output stays below 2^40 elements, yet an In-Place outbox holds
+// M-1 blocks of it: at L = 1 and 2^20 nodes, 2 (M-1) x 4 TiB passes 2^63.
+// That is refused as too_large, not wrapped into a negative staging size;
+// half the nodes still fit.
+TEST(RsPlanStructure, RefusesStagingPastInt64) {
+  const std::vector<ParamSpec> specs{ParamSpec{{1, int64_t{1} << 40}, DType::kBF16}};
+  RsOptions opt;
+  opt.validate = false;  // the sizes are the point, not the 2^20 waves
+  const GroupLayout huge = makeGroupLayout(Topology::make(1 << 20, 1), specs, DType::kBF16);
+  EXPECT_TRUE(throwsReason([&] { makeRsPlan(huge, opt); }, Reason::kTooLarge));
+  const GroupLayout half = makeGroupLayout(Topology::make(1 << 19, 1), specs, DType::kBF16);
+  const RsPlan plan = makeRsPlan(half, opt);
+  EXPECT_EQ(plan.blockBytes, int64_t{4} << 40);
+  EXPECT_EQ(plan.stagingBytes, (2 * int64_t{(1 << 19) - 1} + 2 + 2) * plan.blockBytes);
+}
+
 }  // namespace
 }  // namespace tide_test
