@@ -1,6 +1,7 @@
 // TIDE-AG schedule (Sec. 3): direct placement on one node, Bruck recursive
 // doubling over rails across nodes, and the coalesced scatter of stage slots.
 #include <algorithm>
+#include <string>
 
 #include "tide/plan.hpp"
 
@@ -124,6 +125,11 @@ std::vector<CopyDesc> agScatterDescriptors(const GroupLayout& g, const AgPlan& p
   const int l = g.topo.gpusPerNode;
   const int n = g.topo.nodeOf(rank);
   const int64_t s = g.shardBytes;
+  // Stage slots are 1..M-1: a group past them would read beyond the stage.
+  if (group.slots < 1 || group.firstSlot < 1 || group.firstSlot > m - 1 || group.slots > m - group.firstSlot)
+    throw PlanError(Reason::kBadOption, "scatter group slots [" + std::to_string(group.firstSlot) + ", +" +
+                                            std::to_string(group.slots) + ") outside stage slots 1.." +
+                                            std::to_string(m - 1));
   std::vector<CopyDesc> out;
   for (const SlotRun& run : slotRuns(n, m, group)) {
     const bool strided = coalesced && run.count >= plan.options.minStridedRun;

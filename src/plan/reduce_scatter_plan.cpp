@@ -184,6 +184,13 @@ std::vector<CopyDesc> level1Pushes(const GroupLayout& g, const RsPlan& plan, int
   const int me = g.topo.localOf(rank);
   const int64_t b = itemSize(g.gradDtype);
   const int rowsPerSender = m > 1 ? l : 1;
+  // Out of range, a block or pass would alias another pass's sub-slice (one
+  // node: block L is pass q+1's chunk 0) or read before the gradient.
+  const int blocks = m > 1 ? m : l;
+  if (pass < 0 || pass >= plan.passes || block < 0 || block >= blocks)
+    throw PlanError(Reason::kBadOption, "level 1 pass " + std::to_string(pass) + " block " + std::to_string(block) +
+                                            " outside passes 0.." + std::to_string(plan.passes - 1) + ", blocks 0.." +
+                                            std::to_string(blocks - 1));
   std::vector<CopyDesc> out;
   for (int owner = 0; owner < l; ++owner) {
     if (owner == me) continue;

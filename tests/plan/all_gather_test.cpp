@@ -363,5 +363,20 @@ TEST(AllGatherDescriptors, CountIsLogarithmicInM) {
   }
 }
 
+// A scatter group outside stage slots 1..M-1 is refused: it would read past
+// the (M-1) S-byte stage (or from slot 0, which is not in the stage).
+TEST(AllGatherDescriptors, RefusesGroupsOutsideTheStage) {
+  const GroupLayout g = makeGroupLayout(Topology::make(3, 2), {ParamSpec{{64, 16}, DType::kBF16}}, DType::kBF16);
+  const AgPlan plan = makeAgPlan(g);
+  for (const AgScatterGroup& bad : {AgScatterGroup{0, 3, 2}, AgScatterGroup{1, 2, 2}, AgScatterGroup{0, 0, 1},
+                                    AgScatterGroup{0, 1, 0}}) {
+    SCOPED_TRACE("slots [" + std::to_string(bad.firstSlot) + ", +" + std::to_string(bad.slots) + ")");
+    EXPECT_TRUE(throwsReason([&] { agScatterDescriptors(g, plan, 0, bad); }, Reason::kBadOption));
+  }
+  for (const AgScatterGroup& grp : plan.scatterGroups)
+    for (const CopyDesc& d : agScatterDescriptors(g, plan, 0, grp))
+      EXPECT_LE(d.src.offset + (d.rows - 1) * d.srcPitch + d.width, plan.stageBytes) << describe(d);
+}
+
 }  // namespace
 }  // namespace tide_test

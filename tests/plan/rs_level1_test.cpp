@@ -210,5 +210,26 @@ TEST(RsLevel1, CoalescingAtPaperScale) {
   EXPECT_LE(plan.rs.level1Descriptors * (L / 2), plan.rs.level1DescriptorsFlat);
 }
 
+// A pass or block outside the plan is refused: on one node block L would be
+// the next pass's chunk 0 (the same copies, silently), and block -1 across
+// nodes would read before the gradient.
+TEST(RsLevel1, RefusesPassOrBlockOutsideThePlan) {
+  const std::vector<ParamSpec> specs{ParamSpec{{64, 16}, DType::kBF16}};
+  PlanOptions opt;
+  opt.rs.passes = 2;
+  const Plan one = makePlan(Topology::make(1, 4), specs, DType::kBF16, opt);
+  const Plan three = makePlan(Topology::make(3, 2), specs, DType::kBF16, opt);
+  for (auto [pass, block] : std::vector<std::pair<int, int>>{{0, 4}, {0, -1}, {2, 0}, {-1, 0}}) {
+    SCOPED_TRACE("one node, pass " + std::to_string(pass) + " block " + std::to_string(block));
+    EXPECT_TRUE(throwsReason([&] { level1Pushes(one.group, one.rs, 0, pass, block); }, Reason::kBadOption));
+  }
+  for (auto [pass, block] : std::vector<std::pair<int, int>>{{0, 3}, {0, -1}, {2, 0}, {-1, 1}}) {
+    SCOPED_TRACE("three nodes, pass " + std::to_string(pass) + " block " + std::to_string(block));
+    EXPECT_TRUE(throwsReason([&] { level1Pushes(three.group, three.rs, 0, pass, block); }, Reason::kBadOption));
+  }
+  EXPECT_FALSE(level1Pushes(one.group, one.rs, 0, 1, 3).empty());
+  EXPECT_FALSE(level1Pushes(three.group, three.rs, 0, 1, 2).empty());
+}
+
 }  // namespace
 }  // namespace tide_test
