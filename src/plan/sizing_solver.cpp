@@ -33,6 +33,10 @@ int ctaCount(double ctas, const char* what) {
 
 int countNetworkRounds(int nodes, int waveWidth, int roundWidth) {
   if (nodes <= 1) return 0;
+  // Wave width 0 would never advance (RsOptions reads 0 as L; this does not).
+  if (waveWidth < 1 || roundWidth < 1)
+    throw PlanError(Reason::kBadOption, "network rounds need wave width and round width >= 1, got " +
+                                            std::to_string(waveWidth) + " and " + std::to_string(roundWidth));
   int rounds = 0;
   for (int first = 1; first <= nodes; first += waveWidth) {
     const int last = std::min(first + waveWidth - 1, nodes);
@@ -47,6 +51,11 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   cal.validate();
   const int m = topo.nodes;
   const int l = topo.gpusPerNode;
+  if (waveWidth < 1 || waveWidth > l || passes < 1 || gradItemSize < 1 || outBytes < 0)
+    throw PlanError(Reason::kBadOption, "sizing needs wave width in 1..L=" + std::to_string(l) +
+                                            ", passes >= 1, a gradient item size >= 1 and output bytes >= 0, got " +
+                                            std::to_string(waveWidth) + ", " + std::to_string(passes) + ", " +
+                                            std::to_string(gradItemSize) + ", " + std::to_string(outBytes));
   SolverResult r;
   // Eq. 13: enough local-sum throughput to feed the rail: per output
   // element the rail carries one fp32 partial (4 bytes) and the sum moves

@@ -231,5 +231,17 @@ TEST(Solver, RejectsNonPositiveRates) {
   EXPECT_NO_THROW(Calibration{}.validate());
 }
 
+// Width 0 means L only in RsOptions: here a wave width of 0 never advanced
+// (the loop hung) and a round width of 0 divided by zero. Both are refused.
+TEST(Solver, RefusesZeroWidthsAndPasses) {
+  const Topology t = Topology::make(8, 8);
+  EXPECT_TRUE(throwsReason([] { countNetworkRounds(8, 0, 2); }, Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([] { countNetworkRounds(8, 8, 0); }, Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, 1 << 20, 0, 1, Calibration{}); }, Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, 1 << 20, 9, 1, Calibration{}); }, Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, 1 << 20, 8, 0, Calibration{}); }, Reason::kBadOption));
+  EXPECT_EQ(countNetworkRounds(1, 0, 0), 0);  // one node: no network at all
+}
+
 }  // namespace
 }  // namespace tide_test
