@@ -378,9 +378,12 @@ struct MemoryModel {
   double tideLiveSlotReuse = 0;
 };
 
-// Closed-form model for M nodes of L GPUs (bf16 inputs, n_stg staging slots).
+// Closed-form model for M nodes of L GPUs (n_stg staging slots). The paper's
+// Eqs. 10-12 are the defaults (bf16 gradients, pull landing); fp32 gradients
+// double the staging slots and In-Place's live gradients, a push landing
+// adds its push area (one more inbox), so the bound covers RsPlan::stagingBytes.
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
-                        int stagingSlots, Mode mode);
+                        int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull);
 
 // ---------------------------------------------------------------- whole plan
 

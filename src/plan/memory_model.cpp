@@ -1,11 +1,12 @@
 // Closed-form memory model of Sec. 5.4 (Eqs. 10-12), in NS units, where NS is
-// one unsharded bf16 group (N ranks x S bytes) and S_fp32 = 2S.
+// one unsharded bf16 group (N ranks x S bytes) and S_fp32 = 2S. Gradients of
+// gradItemSize bytes scale the staging slots and In-Place's live gradients.
 #include "tide/plan.hpp"
 
 namespace tide::plan {
 
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
-                        int stagingSlots, Mode mode) {
+                        int stagingSlots, Mode mode, int gradItemSize, Landing landing) {
   const double m = nodes;
   const double l = gpusPerNode;
   const double perFp32 = 2.0 / (m * l);  // one S_fp32 in NS units
@@ -13,10 +14,16 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   // blocks, the two outbox banks 2 n_out blocks, each bank one spare.
   // One node has no Level 2: its staging slot holds one row per sender
   // ((L-1)/L of an output chunk in bf16), and there is no inbox or spare.
+  // The paper's bf16 slot doubles for fp32 gradients, and a push landing
+  // adds a push area the size of the inbox (RsPlan::pushAreaBytes): without
+  // them the bound sat below the plan's own staging bytes.
   const bool multiNode = nodes > 1;
-  const double slot = multiNode ? l / 2.0 : (l - 1.0) / (2.0 * l);
+  const double gradScale = gradItemSize / 2.0;  // gradient bytes per bf16 byte
+  const double slot = (multiNode ? l / 2.0 : (l - 1.0) / (2.0 * l)) * gradScale;
+  const double inbox = multiNode ? l * bufferGenerations : 0.0;
+  const double pushArea = multiNode && landing == Landing::kPush ? inbox : 0.0;
   auto area = [&](double outbox) {
-    return (slot * stagingSlots + l * bufferGenerations + 2.0 * outbox + (multiNode ? 2.0 : 0.0)) * perFp32;
+    return (slot * stagingSlots + inbox + pushArea + 2.0 * outbox + (multiNode ? 2.0 : 0.0)) * perFp32;
   };
   MemoryModel mm;
   mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);          // Eq. 11
@@ -26,7 +33,7 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   // and prefetched output; In-Place also keeps the previous layer's bf16
   // gradients (NS), Slot-Reuse keeps them in a vacated slot.
   const double ring = 2.0 + (multiNode ? 1.0 / l : 0.0);  // two ring slots + receive stage
-  mm.tideLiveInPlace = ring + mm.rsAreaInPlace + 1.0;
+  mm.tideLiveInPlace = ring + mm.rsAreaInPlace + gradScale;  // the previous layer's gradients
   mm.tideLiveSlotReuse = ring + mm.rsAreaSlotReuse;
   mm.tideLive = mode == Mode::kInPlace ? mm.tideLiveInPlace : mm.tideLiveSlotReuse;
   mm.fsdp2Live = 4.0;

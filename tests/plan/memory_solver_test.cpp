@@ -231,6 +231,35 @@ TEST(Solver, RejectsNonPositiveRates) {
   EXPECT_NO_THROW(Calibration{}.validate());
 }
 
+// The bound covers the plan's own staging bytes (Area_RS in NS units, NS = N
+// ranks x 2E bytes) for fp32 gradients and push landing too, where the
+// paper's bf16 / pull constants alone fell short (fp32: slots twice the size;
+// push: one more inbox). Sizes are multiples of 8 L passes elements, so no
+// sub-slice padding blurs the comparison.
+TEST(MemoryModel, BoundsThePlansStagingBytes) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int M = rng.irange(1, 70), L = rng.irange(1, 8), N = M * L;
+    const int passes = rng.irange(1, 4);
+    PlanOptions opt;
+    opt.rs.mode = rng.coin() ? Mode::kInPlace : Mode::kSlotReuse;
+    opt.rs.landing = rng.coin() ? Landing::kPush : Landing::kPull;
+    opt.rs.passes = passes;
+    opt.rs.stagingSlots = rng.irange(1, 4);
+    const DType grad = rng.coin() ? DType::kBF16 : DType::kFP32;
+    const std::vector<ParamSpec> specs{ParamSpec{{int64_t{N} * 8 * L * passes * rng.range(1, 4)}, DType::kBF16}};
+    SCOPED_TRACE("M=" + std::to_string(M) + " L=" + std::to_string(L) + " passes=" + std::to_string(passes) +
+                 " grad=" + dtypeName(grad) + " landing=" + landingName(opt.rs.landing) + " mode=" +
+                 modeName(opt.rs.mode));
+    const Plan plan = makePlan(Topology::make(M, L), specs, grad, opt);
+    const double ns = static_cast<double>(N) * 2.0 * static_cast<double>(plan.group.outElems);
+    EXPECT_LE(static_cast<double>(plan.rs.stagingBytes) / ns, plan.memory.rsAreaBound + 1e-12);
+    // In-Place keeps the previous layer's gradients: NS in bf16, 2 NS in fp32.
+    EXPECT_NEAR(plan.memory.tideLiveInPlace - plan.memory.rsAreaInPlace,
+                2.0 + (M > 1 ? 1.0 / L : 0.0) + refItemSize(grad) / 2.0, 1e-12);
+  }
+}
+
 // Width 0 means L only in RsOptions: here a wave width of 0 never advanced
 // (the loop hung) and a round width of 0 divided by zero. Both are refused.
 TEST(Solver, RefusesZeroWidthsAndPasses) {
