@@ -18,6 +18,10 @@ void RailMailbox::deliver(const std::shared_ptr<Message>& m) {
 void RailMailbox::release(const std::shared_ptr<Message>& m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Delivered (the usual end) is released already, and every rank's waits
+    // share cv_: a second wake-up of them all for nothing costs hundreds of
+    // threads on a small host their deadlines.
+    if (m->released) return;
     m->released = true;
   }
   cv_.notify_all();
