@@ -55,7 +55,7 @@ typedef struct {
   int nodes;          /* M */
   int gpusPerNode;    /* L */
   int numParams;      /* P */
-  const int* ndims;   /* per parameter */
+  const int* ndims;   /* per parameter, 0..16 */
   const int64_t* dims;           /* all shapes, concatenated */
   const tideDataType_t* dtypes;  /* per parameter (all-gather dtype) */
   tideDataType_t gradDtype;

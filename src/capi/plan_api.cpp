@@ -17,6 +17,11 @@ struct tidePlan {
 namespace tide::capi {
 namespace {
 
+// Dimensions a parameter may have: bounds what is read from `dims` for one
+// parameter before its shape is checked (tensors of PyTorch have at most 64,
+// the parameters FSDP2 shards a handful).
+constexpr int kMaxDims = 16;
+
 plan::DType toDtype(tideDataType_t t) {
   if (t == tideBF16) return plan::DType::kBF16;
   if (t == tideFP32) return plan::DType::kFP32;
@@ -40,8 +45,10 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
   size_t at = 0;
   for (size_t p = 0; p < in.specs.size(); ++p) {
     const int nd = config->ndims[p];
-    if (nd < 0 || nd > 16) throw std::invalid_argument("ndims out of range");
-    if (nd > 0 && !config->dims) throw std::invalid_argument("null dims");
+    if (nd < 0 || nd > kMaxDims)
+      throw std::invalid_argument("parameter " + std::to_string(p) + ": ndims " + std::to_string(nd) +
+                                  " outside 0.." + std::to_string(kMaxDims));
+    if (nd > 0 && !config->dims) throw std::invalid_argument("parameter " + std::to_string(p) + ": null dims");
     in.specs[p].shape.assign(config->dims + at, config->dims + at + nd);
     in.specs[p].dtype = toDtype(config->dtypes[p]);
     at += static_cast<size_t>(nd);

@@ -64,7 +64,7 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
     throw PlanError(Reason::kBadOption, "passes must be in 1..64, got " + std::to_string(opt.passes));
   if (opt.waveWidth < 0 || opt.waveWidth > l)
     throw PlanError(Reason::kBadOption, "wave width must be in 1..L=" + std::to_string(l) +
-                                            ", got " + std::to_string(opt.waveWidth));
+                                            " (0: L), got " + std::to_string(opt.waveWidth));
   if (opt.roundWidth < 0)
     throw PlanError(Reason::kBadOption, "round width must be >= 1, got " + std::to_string(opt.roundWidth));
   if (opt.stagingSlots < 1 || opt.stagingSlots > 16)

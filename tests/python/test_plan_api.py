@@ -161,3 +161,18 @@ def test_a_param_count_beyond_the_arrays_is_refused_before_they_are_read():
         assert result == _capi.Result.PLAN_REJECTED, (count, result)
         assert _capi.library().tideGetLastReason().decode() == "too_many_params"
         assert str(count) in _capi.library().tideGetLastError().decode()
+
+
+def test_a_dimension_count_out_of_range_names_the_parameter_and_the_limit():
+    """Through the raw C API: ndims past 16 (or negative) is refused before that parameter's dims
+    are read, and the message says which parameter and what the limit is."""
+    from tide.plan import build_plan_config
+
+    config, _alive = build_plan_config([[4, 4], [8]], nodes=1, gpus_per_node=2)
+    for bad in (17, -1):
+        config.ndims[1] = bad
+        handle = _capi.PlanHandle()
+        result = _capi.library().tidePlanCreate(ctypes.byref(config), ctypes.byref(handle))
+        assert result != _capi.Result.SUCCESS
+        error = _capi.library().tideGetLastError().decode()
+        assert f"parameter 1: ndims {bad} outside 0..16" in error, error
