@@ -888,40 +888,50 @@ std::vector<plan::Topology> parseTopologies(const std::string& list) {
 
 }  // namespace
 
-// Every topology with one process per rank (CUDA IPC between them, rank r on
-// GPU r mod count). The parent touches no CUDA: it forks.
+// Runs `body(rank, device, store)` in one process per rank of `t` (CUDA IPC
+// between them, rank r on GPU r mod count, a file store in a fresh folder for
+// their bootstrap); a rank fails when it throws or records a failed check.
+// The parent touches no CUDA: it forks. Returns the ranks that failed.
+int runRanksAsProcesses(const plan::Topology& t, double timeoutSeconds,
+                        const std::function<void(int rank, int device, host::FileStore& store)>& body) {
+  char dir[] = "/tmp/tide_ipc_test_XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    std::perror("mkdtemp");
+    return t.ranks();
+  }
+  std::printf("M%dL%d as %d processes (store %s):\n", t.nodes, t.gpusPerNode, t.ranks(), dir);
+  std::fflush(stdout);  // before the fork, or every child prints it again
+  const int failed = tide::test::launchRanks(t.ranks(), timeoutSeconds, [&](int rank, const ncclUniqueId&) {
+    tide::test::rankForLog() = rank;
+    int devices = 0;
+    TCUDA(cudaGetDeviceCount(&devices));
+    const int device = rank % devices;
+    TCUDA(cudaSetDevice(device));
+    host::FileStore store(dir);
+    try {
+      body(rank, device, store);
+    } catch (const std::exception& e) {
+      tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
+    }
+    return tide::test::failures() == 0 ? 0 : 1;
+  });
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return failed;
+}
+
+// Every topology with one process per rank, each checking its own rank.
 int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed) {
   int failedRanks = 0;
-  for (const plan::Topology& t : topologies) {
-    char dir[] = "/tmp/tide_ipc_test_XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      std::perror("mkdtemp");
-      return 1;
-    }
-    std::printf("M%dL%d as %d processes (store %s):\n", t.nodes, t.gpusPerNode, t.ranks(), dir);
-    std::fflush(stdout);
-    failedRanks += tide::test::launchRanks(t.ranks(), 300, [&](int rank, const ncclUniqueId&) {
-      tide::test::rankForLog() = rank;
-      int devices = 0;
-      TCUDA(cudaGetDeviceCount(&devices));
-      const int device = rank % devices;
-      TCUDA(cudaSetDevice(device));
-      host::FileStore store(dir);
-      try {
-        runTopology(
-            t, seed,
-            [&](int64_t arenaBytes, int caseIndex) -> std::unique_ptr<Fabric> {
-              return std::make_unique<IpcFabric>(t, arenaBytes, store, "case" + std::to_string(caseIndex), rank, device);
-            },
-            rank == 0);
-      } catch (const std::exception& e) {
-        tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
-      }
-      return tide::test::failures() == 0 ? 0 : 1;
+  for (const plan::Topology& t : topologies)
+    failedRanks += runRanksAsProcesses(t, 300, [&](int rank, int device, host::FileStore& store) {
+      runTopology(
+          t, seed,
+          [&](int64_t arenaBytes, int caseIndex) -> std::unique_ptr<Fabric> {
+            return std::make_unique<IpcFabric>(t, arenaBytes, store, "case" + std::to_string(caseIndex), rank, device);
+          },
+          rank == 0);
     });
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
   return failedRanks;
 }
 
@@ -932,39 +942,21 @@ int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed)
 int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream) {
   int failedRanks = 0;
   for (const plan::Topology& t : topologies) {
-    char dir[] = "/tmp/tide_ipc_test_XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      std::perror("mkdtemp");
-      return 1;
-    }
-    const int failed = tide::test::launchRanks(t.ranks(), 120, [&](int rank, const ncclUniqueId&) {
-      tide::test::rankForLog() = rank;
-      int devices = 0;
-      TCUDA(cudaGetDeviceCount(&devices));
-      const int device = rank % devices;
-      TCUDA(cudaSetDevice(device));
-      host::FileStore store(dir);
-      try {
-        const CallerStreamsCase pc(t, seed);
-        IpcFabric fabric(t, pc.arenaBytes(), store, "caller-streams", rank, device, kQueuesNeeded);
-        const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
-        fabric.settle();
-        const std::vector<RankResults> got =
-            callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc, shards.data(), true, peersOneStream);
-        int64_t wrong = 0;
-        for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
-        TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
-      } catch (const std::exception& e) {
-        tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
-      }
-      return tide::test::failures() == 0 ? 0 : 1;
+    const int failed = runRanksAsProcesses(t, 120, [&](int rank, int device, host::FileStore& store) {
+      const CallerStreamsCase pc(t, seed);
+      IpcFabric fabric(t, pc.arenaBytes(), store, "caller-streams", rank, device, kQueuesNeeded);
+      const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
+      fabric.settle();
+      const std::vector<RankResults> got =
+          callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc, shards.data(), true, peersOneStream);
+      int64_t wrong = 0;
+      for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
+      TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
     });
     std::printf("  M%dL%d as %d processes, signals on their own queue: %s\n", t.nodes, t.gpusPerNode, t.ranks(),
                 failed == 0 ? "every landing right" : "FAILED");
     std::fflush(stdout);
     failedRanks += failed;
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
   }
   return failedRanks;
 }
