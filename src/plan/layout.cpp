@@ -12,6 +12,8 @@ constexpr int64_t kMaxElems = int64_t{1} << 40;
 }  // namespace
 
 int64_t ParamLayout::validRows(int rank) const {
+  // A negative rank would count a whole shard of rows before the parameter.
+  if (rank < 0) throw PlanError(Reason::kBadTopology, "rank " + std::to_string(rank) + " out of range");
   int64_t begin = static_cast<int64_t>(rank) * shardRows;
   if (begin >= rows) return 0;
   int64_t end = begin + shardRows;
@@ -20,6 +22,7 @@ int64_t ParamLayout::validRows(int rank) const {
 
 int64_t GroupLayout::landing(int p, int rank) const {
   const ParamLayout& pl = params.at(static_cast<size_t>(p));
+  topo.checkRank(rank);
   return pl.shardOffset * topo.ranks() + static_cast<int64_t>(rank) * pl.shardBytes;
 }
 

@@ -180,6 +180,15 @@ TEST(Layout, LandingIsABijection) {
   }
 }
 
+TEST(Layout, RanksOutsideTheTopologyAreRefused) {
+  const GroupLayout g = makeGroupLayout(Topology::make(2, 2), {{{10, 3}, DType::kBF16}}, DType::kBF16);
+  EXPECT_EQ(g.params[0].validRows(3), 1);  // rows 9..11 of 10: one holds data
+  EXPECT_TRUE(throwsReason([&] { (void)g.params[0].validRows(-1); }, Reason::kBadTopology));
+  EXPECT_TRUE(throwsReason([&] { (void)g.landing(0, -1); }, Reason::kBadTopology));
+  EXPECT_TRUE(throwsReason([&] { (void)g.landing(0, 4); }, Reason::kBadTopology));
+  EXPECT_EQ(g.landing(0, 3), 3 * g.params[0].shardBytes);
+}
+
 TEST(Layout, ContractRejections) {
   const Topology t = Topology::make(2, 4);
   auto expectReason = [&](const std::vector<ParamSpec>& specs, Reason want, const char* what) {
