@@ -169,16 +169,17 @@ HostRunResult runOnHost(const HostRunOptions& o) {
       using Access = fabric::host::ProtocolChecker::Access;
       if (checker) {
         // The host wrote every input (buffers keep their addresses across iterations).
-        for (RankData& d : data) {
+        for (int r = 0; r < n; ++r) {
+          RankData& d = data[static_cast<size_t>(r)];
           if (it == 0) {
             checker->watch(d.shard.data(), static_cast<int64_t>(d.shard.size()), "a shard");
             for (auto& gp : d.grads) checker->watch(gp.data(), static_cast<int64_t>(gp.size()), "a gradient");
             checker->watch(d.out.data(), static_cast<int64_t>(d.out.size() * sizeof(float)), "an output");
           }
-          checker->hostAccess(d.shard.data(), static_cast<int64_t>(d.shard.size()), Access::kWrite, "draws a shard");
+          checker->hostAccess(r, d.shard.data(), static_cast<int64_t>(d.shard.size()), Access::kWrite, "draws a shard");
           for (auto& gp : d.grads)
-            checker->hostAccess(gp.data(), static_cast<int64_t>(gp.size()), Access::kWrite, "draws a gradient");
-          checker->hostAccess(d.out.data(), static_cast<int64_t>(d.out.size() * sizeof(float)), Access::kWrite,
+            checker->hostAccess(r, gp.data(), static_cast<int64_t>(gp.size()), Access::kWrite, "draws a gradient");
+          checker->hostAccess(r, d.out.data(), static_cast<int64_t>(d.out.size() * sizeof(float)), Access::kWrite,
                               "poisons an output");
         }
       }
@@ -186,7 +187,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
       for (int r = 0; r < n; ++r) {
         std::memset(world.endpoint(r).arena() + landingOffset, 0xA5, static_cast<size_t>(g.unshardedBytes()));
         if (checker)
-          checker->hostAccess(world.endpoint(r).arena() + landingOffset, g.unshardedBytes(), Access::kWrite,
+          checker->hostAccess(r, world.endpoint(r).arena() + landingOffset, g.unshardedBytes(), Access::kWrite,
                               "poisons a landing");
       }
       // In place: each rank's shard goes into its own landing rows (as the
@@ -199,7 +200,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
             std::memcpy(land + g.landing(static_cast<int>(p), r), data[static_cast<size_t>(r)].shard.data() + P.shardOffset,
                         static_cast<size_t>(P.shardBytes));
             if (checker)
-              checker->hostAccess(land + g.landing(static_cast<int>(p), r), P.shardBytes, Access::kWrite,
+              checker->hostAccess(r, land + g.landing(static_cast<int>(p), r), P.shardBytes, Access::kWrite,
                                   "writes a shard into its own landing");
           }
         }
@@ -232,7 +233,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
           if (k + 1 == n) agTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         }
         const uint8_t* land = reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landingOffset);
-        if (checker) checker->hostAccess(land, g.unshardedBytes(), Access::kRead, "consumes a landing");
+        if (checker) checker->hostAccess(r, land, g.unshardedBytes(), Access::kRead, "consumes a landing");
         std::vector<const uint8_t*> shards;
         for (const RankData& d : data) shards.push_back(d.shard.data());
         res.allGather.wrong += wrongLandingBytes(g, shards, land);
@@ -268,7 +269,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
       for (int r = 0; r < n; ++r) {
         const std::vector<float>& y = data[static_cast<size_t>(r)].out;
         if (checker)
-          checker->hostAccess(y.data(), static_cast<int64_t>(y.size() * sizeof(float)), Access::kRead,
+          checker->hostAccess(r, y.data(), static_cast<int64_t>(y.size() * sizeof(float)), Access::kRead,
                               "consumes an output");
         std::vector<std::vector<const void*>> gradPtrs(static_cast<size_t>(n));
         for (int u = 0; u < n; ++u)

@@ -282,7 +282,7 @@ ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::F
       for (int r = 0; r < n; ++r) {
         world.endpoint(r).synchronizeEvent(collectives::kCallerQueue, ev[r].readDone);
         for (auto& gp : grads[r]) {
-          checker->hostAccess(gp.data(), static_cast<int64_t>(gp.size() * 2), Access::kWrite, "reuses a gradient");
+          checker->hostAccess(r, gp.data(), static_cast<int64_t>(gp.size() * 2), Access::kWrite, "reuses a gradient");
           std::fill(gp.begin(), gp.end(), uint16_t{0x7fc0});  // NaN
         }
       }

@@ -455,8 +455,8 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
     comms.push_back(std::make_unique<collectives::Communicator>(*eps.back(), layout));
   }
   fabric::host::ProtocolChecker* checker = world.checker();
-  auto hostAccess = [&](const void* p, int64_t bytes, Access kind, const char* what) {
-    if (checker) checker->hostAccess(p, bytes, kind, what);
+  auto hostAccess = [&](int r, const void* p, int64_t bytes, Access kind, const char* what) {
+    if (checker) checker->hostAccess(r, p, bytes, kind, what);
   };
   auto arena = [&](int r) { return world.endpoint(r).arena(); };
 
@@ -489,17 +489,21 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
       for (int r = 0; r < n; ++r) {
         const size_t rr = static_cast<size_t>(r);
         if (d.calls[c].allGather) {
-          hostAccess(shards[c][rr].data(), static_cast<int64_t>(shards[c][rr].size()), Access::kWrite, "draws a shard");
-          hostAccess(landingSnap[c][rr].data(), static_cast<int64_t>(landingSnap[c][rr].size()), Access::kWrite,
+          hostAccess(r, shards[c][rr].data(), static_cast<int64_t>(shards[c][rr].size()), Access::kWrite, "draws a shard");
+          hostAccess(r, landingSnap[c][rr].data(), static_cast<int64_t>(landingSnap[c][rr].size()), Access::kWrite,
                      "poisons a snapshot");
         } else {
-          for (auto& gp : grads[c][rr]) hostAccess(gp.data(), static_cast<int64_t>(gp.size()), Access::kWrite, "draws a gradient");
-          hostAccess(outSnap[c][rr].data(), static_cast<int64_t>(outSnap[c][rr].size() * sizeof(float)), Access::kWrite,
+          for (auto& gp : grads[c][rr])
+            hostAccess(r, gp.data(), static_cast<int64_t>(gp.size()), Access::kWrite, "draws a gradient");
+          hostAccess(r, outSnap[c][rr].data(), static_cast<int64_t>(outSnap[c][rr].size() * sizeof(float)), Access::kWrite,
                      "poisons a snapshot");
         }
       }
     for (auto& slot : outputs)
-      for (auto& o : slot) hostAccess(o.data(), static_cast<int64_t>(o.size() * sizeof(float)), Access::kWrite, "fills an output");
+      for (int r = 0; r < n; ++r) {
+        std::vector<float>& o = slot[static_cast<size_t>(r)];
+        hostAccess(r, o.data(), static_cast<int64_t>(o.size() * sizeof(float)), Access::kWrite, "fills an output");
+      }
     for (size_t c = 0; c < nCalls; ++c) {
       const CallDraw& k = d.calls[c];
       if (!k.allGather) continue;
@@ -508,19 +512,19 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
         if (k.reuses < 0) {
           std::byte* land = arena(r) + landingAt[static_cast<size_t>(k.slot)];
           std::memset(land, 0xA5, static_cast<size_t>(maxUnsharded));
-          hostAccess(land, maxUnsharded, Access::kWrite, "poisons a landing");
+          hostAccess(r, land, maxUnsharded, Access::kWrite, "poisons a landing");
           if (k.inPlace)
             for (size_t p = 0; p < g.params.size(); ++p) {
               const plan::ParamLayout& P = g.params[p];
               std::memcpy(land + g.landing(static_cast<int>(p), r), shards[c][static_cast<size_t>(r)].data() + P.shardOffset,
                           static_cast<size_t>(P.shardBytes));
-              hostAccess(land + g.landing(static_cast<int>(p), r), P.shardBytes, Access::kWrite,
+              hostAccess(r, land + g.landing(static_cast<int>(p), r), P.shardBytes, Access::kWrite,
                          "writes a shard into its own landing rows");
             }
         }
         if (k.shardInArena) {
           std::memcpy(arena(r) + shardAt[c], shards[c][static_cast<size_t>(r)].data(), static_cast<size_t>(g.shardBytes));
-          hostAccess(arena(r) + shardAt[c], g.shardBytes, Access::kWrite, "writes a shard into the arena");
+          hostAccess(r, arena(r) + shardAt[c], g.shardBytes, Access::kWrite, "writes a shard into the arena");
         }
       }
     }
@@ -604,14 +608,14 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
         if (k.allGather) {
           std::vector<const uint8_t*> owners;
           for (const auto& s : shards[c]) owners.push_back(s.data());
-          hostAccess(landingSnap[c][rr].data(), g.unshardedBytes(), Access::kRead, "checks a landing's snapshot");
+          hostAccess(r, landingSnap[c][rr].data(), g.unshardedBytes(), Access::kRead, "checks a landing's snapshot");
           const int64_t atDone = bench::wrongLandingBytes(g, owners, landingSnap[c][rr].data());
           if (atDone != 0)
             problem(name + ", rank " + std::to_string(r) + ": " + std::to_string(atDone) +
                     " landing bytes wrong when its stream reached the call's end");
           if (last) {  // the slot's last user: nothing wrote its landing since
             const std::byte* land = arena(r) + landingAt[static_cast<size_t>(k.slot)];
-            hostAccess(land, g.unshardedBytes(), Access::kRead, "checks a landing");
+            hostAccess(r, land, g.unshardedBytes(), Access::kRead, "checks a landing");
             const int64_t atEnd = bench::wrongLandingBytes(g, owners, reinterpret_cast<const uint8_t*>(land));
             if (atEnd != 0)
               problem(name + ", rank " + std::to_string(r) + ": " + std::to_string(atEnd) +
@@ -625,7 +629,7 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
           if (k.accumulate)
             before = k.reuses >= 0 ? outSnap[static_cast<size_t>(k.reuses)][rr].data()
                                    : initial[static_cast<size_t>(k.slot)][rr].data();
-          hostAccess(outSnap[c][rr].data(), g.outBytes(), Access::kRead, "checks an output's snapshot");
+          hostAccess(r, outSnap[c][rr].data(), g.outBytes(), Access::kRead, "checks an output's snapshot");
           const bench::OutputCheck atDone =
               bench::checkShardOutput(g, ref, r, k.alpha, before, outSnap[c][rr].data(), exact);
           if (atDone.wrong != 0)
@@ -634,7 +638,7 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
                     " (max rel err " + std::to_string(atDone.maxRelErr) + ")");
           if (last) {
             const float* out = outputs[static_cast<size_t>(k.slot)][rr].data();
-            hostAccess(out, g.outBytes(), Access::kRead, "checks an output");
+            hostAccess(r, out, g.outBytes(), Access::kRead, "checks an output");
             const bench::OutputCheck atEnd = bench::checkShardOutput(g, ref, r, k.alpha, before, out, exact);
             if (atEnd.wrong != 0)
               problem(name + ", rank " + std::to_string(r) + ": " + std::to_string(atEnd.wrong) +

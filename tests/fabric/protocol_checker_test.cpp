@@ -121,19 +121,46 @@ TEST(ProtocolCheckerTest, HostAccessesFollowSynchronisation) {
   ASSERT_NE(checker, nullptr);
   ep.zero(0, ep.arena(), 64);
   ep.synchronize(0);
-  EXPECT_NO_THROW(checker->hostAccess(ep.arena(), 64, ProtocolChecker::Access::kRead, "reads after sync"));
+  EXPECT_NO_THROW(checker->hostAccess(0, ep.arena(), 64, ProtocolChecker::Access::kRead, "reads after sync"));
   // Whichever of the two runs second reports the race: here the host reads
   // first and the queue's write, when it runs, finds the host's read.
   ep.delay(1, 0.05);
   ep.zero(1, ep.arena() + 64, 64);
   bool reported = false;
   try {
-    checker->hostAccess(ep.arena() + 64, 64, ProtocolChecker::Access::kRead, "reads before sync");
+    checker->hostAccess(0, ep.arena() + 64, 64, ProtocolChecker::Access::kRead, "reads before sync");
   } catch (const FabricError&) {
     reported = true;
   }
   reported = !w.drain().empty() || reported;
   EXPECT_TRUE(reported);
+}
+
+// Each rank has its own host: rank 0's host synchronising with its queue
+// orders nothing for rank 1, whose put into the bytes rank 0 copied out of
+// races with that copy on GPUs unless a signal -> wait (or a real host
+// barrier) orders them. A test's one thread driving both ranks must not
+// stand in for that ordering.
+TEST(ProtocolCheckerTest, OneRanksHostSynchronisationDoesNotOrderAnotherRank) {
+  enum class Order { kNone, kSignal, kHostBarrier };
+  for (Order order : {Order::kNone, Order::kSignal, Order::kHostBarrier}) {
+    World w;
+    Endpoint& r0 = w.world.endpoint(0);
+    Endpoint& r1 = w.world.endpoint(1);
+    r0.copy(0, {copyOf(r0.arena() + 4096, r0.arena(), 64)});  // rank 0 reads its bytes [0, 64)
+    if (order == Order::kSignal) r0.signal(0, 1, 5, 1);
+    r0.synchronize(0);
+    if (order == Order::kSignal) r1.wait(0, 5, 1, 0, "rank 0's copy");
+    if (order == Order::kHostBarrier) w.world.hostBarrier();
+    r1.copy(0, {copyOf(r1.peerArena(0), r1.arena() + 8192, 64)});  // rank 1 puts into them
+    const std::string err = w.drain();
+    if (order == Order::kNone) {
+      EXPECT_NE(err.find("no happens-before"), std::string::npos) << err;
+      EXPECT_NE(err.find("rank 0 arena"), std::string::npos) << err;
+    } else {
+      EXPECT_EQ(err, "");
+    }
+  }
 }
 
 // I5: a wait on a counter the rank signals itself, issued before that signal,

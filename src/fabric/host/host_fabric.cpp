@@ -174,7 +174,7 @@ uint64_t HostEndpoint::submit(int q, const std::string& op, std::function<void(i
     std::lock_guard<std::mutex> lock(callMu_);
     label = op + " (rank " + std::to_string(rank_) + ", queue " + std::to_string(q) + ", " + call_ + ")";
   }
-  ProtocolChecker::Clock at = checker_->hostClock();
+  ProtocolChecker::Clock at = checker_->hostClock(rank_);
   const int tid = checker_->tid(rank_, q);
   return wq.submit([this, q, body = std::move(body), at = std::move(at), label = std::move(label), tid] {
     stallOnce(q);

@@ -203,6 +203,13 @@ class HostWorld {
   ~HostWorld();
   Endpoint& endpoint(int rank) { return *endpoints_.at(static_cast<size_t>(rank)); }
   ProtocolChecker* checker() { return checker_.get(); }  // null unless checkProtocol
+  // The caller stands in for a host barrier of every rank here (one that a
+  // multi-process run has at this point: a store barrier, a benchmark's
+  // iteration barrier): the checker joins every rank's host clock. Without
+  // it, one thread driving all ranks orders nothing between them.
+  void hostBarrier() {
+    if (checker_) checker_->hostBarrier();
+  }
   int ranks() const { return topo_.ranks(); }
   const plan::Topology& topology() const { return topo_; }
 

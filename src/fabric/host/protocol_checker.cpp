@@ -8,9 +8,9 @@ namespace tide::fabric::host {
 
 ProtocolChecker::ProtocolChecker(int ranks, int queuesPerRank)
     : ranks_(ranks), queues_(queuesPerRank),
-      queueClock_(static_cast<size_t>(ranks * queuesPerRank), Clock(static_cast<size_t>(ranks * queuesPerRank + 1), 0)),
-      host_(static_cast<size_t>(ranks * queuesPerRank + 1), 0) {
-  host_[static_cast<size_t>(hostTid())] = 1;
+      queueClock_(static_cast<size_t>(ranks * queuesPerRank), Clock(static_cast<size_t>(ranks * (queuesPerRank + 1)), 0)),
+      hostClock_(static_cast<size_t>(ranks), Clock(static_cast<size_t>(ranks * (queuesPerRank + 1)), 0)) {
+  for (int r = 0; r < ranks; ++r) hostClock_[static_cast<size_t>(r)][static_cast<size_t>(hostTid(r))] = 1;
 }
 
 void ProtocolChecker::join(Clock& a, const Clock& b) {
@@ -42,22 +42,36 @@ void ProtocolChecker::violation(const std::string& what) {
   throw FabricError(FabricError::Kind::kProtocol, "protocol violation: " + what);
 }
 
-ProtocolChecker::Clock ProtocolChecker::hostClock() {
+ProtocolChecker::Clock ProtocolChecker::hostClock(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
-  Clock c = host_;
-  ++host_[static_cast<size_t>(hostTid())];
+  Clock& host = hostClock_.at(static_cast<size_t>(rank));
+  Clock c = host;
+  ++host[static_cast<size_t>(hostTid(rank))];
   return c;
 }
 
 void ProtocolChecker::hostSynchronized(int tid) {
   std::lock_guard<std::mutex> lock(mu_);
-  join(host_, queueClock_[static_cast<size_t>(tid)]);
+  join(hostClock_.at(static_cast<size_t>(tid / queues_)), queueClock_[static_cast<size_t>(tid)]);
 }
 
 void ProtocolChecker::hostJoinEvent(int srcTid, uint64_t event) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = events_.find({srcTid, event});
-  if (it != events_.end()) join(host_, it->second);
+  if (it != events_.end()) join(hostClock_.at(static_cast<size_t>(srcTid / queues_)), it->second);
+}
+
+void ProtocolChecker::hostBarrier() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Clock all = hostClock_.front();
+  for (const Clock& c : hostClock_) join(all, c);
+  // Each host's own entry moves on, so that what a host does after the
+  // barrier is not taken as done before it.
+  for (int r = 0; r < ranks_; ++r) {
+    Clock& host = hostClock_[static_cast<size_t>(r)];
+    host = all;
+    ++host[static_cast<size_t>(hostTid(r))];
+  }
 }
 
 void ProtocolChecker::selfSignalIssued(int rank, int id, uint64_t value) {
@@ -79,16 +93,17 @@ void ProtocolChecker::selfWaitIssued(int rank, int id, uint64_t value, const std
               "(issued up to " + std::to_string(issued) + "); a GPU stream blocked on it could stall the issue");
 }
 
-void ProtocolChecker::hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what) {
+void ProtocolChecker::hostAccess(int rank, const void* p, int64_t bytes, Access kind, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer* b = find(p, bytes);
   if (!b) return;
-  labels_.push_back("host: " + what);
+  labels_.push_back("host of rank " + std::to_string(rank) + ": " + what);
   const int64_t off = static_cast<const std::byte*>(p) - b->base;
-  const uint32_t t = static_cast<uint32_t>(hostTid());
-  check(*b, off, off + bytes, host_, t, kind != Access::kRead, static_cast<int>(labels_.size()) - 1);
+  Clock& host = hostClock_.at(static_cast<size_t>(rank));
+  const uint32_t t = static_cast<uint32_t>(hostTid(rank));
+  check(*b, off, off + bytes, host, t, kind != Access::kRead, static_cast<int>(labels_.size()) - 1);
   if (kind == Access::kZero || kind == Access::kWrite) inboxStep(*b, off, off + bytes, kind, 0);
-  ++host_[t];
+  ++host[t];
 }
 
 int ProtocolChecker::begin(int tid, const Clock& submittedAt, const std::string& label) {

@@ -1,8 +1,8 @@
 // Protocol checker of the host fabric (tests; off by default). It follows
 // happens-before through the fabric's own ordering (queue order, events,
 // counter signal -> wait, host submission and synchronisation) with vector
-// clocks, and checks every byte range a copy, put, sum, landing or zero
-// touches against earlier accesses:
+// clocks, one per queue and one per rank's host, and checks every byte
+// range a copy, put, sum, landing or zero touches against earlier accesses:
 //   I2/I3  two accesses of one byte, at least one a write, with no
 //          happens-before between them: a source released before it was
 //          read, a region reused before its previous consumer completed;
@@ -10,8 +10,15 @@
 //          consumed (a stale block not zeroed), or a put into inbox bytes
 //          no landing has consumed yet (a contributor landing twice).
 // Races are found from the ordering the protocol establishes, not from the
-// interleaving that happened, so a report is deterministic. I4 (every wait
-// has a producer) is what the deadlines enforce.
+// interleaving that happened, so a report is deterministic. Each rank's host
+// has its own clock, as each rank is its own process: it is ordered after
+// what it synchronised with (its own queues, and through their waits what
+// other ranks signalled), never after another rank's host. A test's one
+// thread that synchronises rank 0 and then submits rank 1's work orders
+// nothing between them; where a harness stands for a real host barrier of
+// every rank (a store barrier, a benchmark's iteration barrier), it says so
+// with hostBarrier(). I4 (every wait has a producer) is what the deadlines
+// enforce.
 //   I5     issue order: a wait on a counter the rank signals to itself is
 //          issued only after the signal that satisfies it. A GPU stream
 //          blocked on a signal the host has not issued yet can stall the
@@ -36,18 +43,21 @@ class ProtocolChecker {
   ProtocolChecker(int ranks, int queuesPerRank);
 
   int tid(int rank, int queue) const { return rank * queues_ + queue; }
-  int hostTid() const { return ranks_ * queues_; }
+  int hostTid(int rank) const { return ranks_ * queues_ + rank; }
 
   // Memory the checker watches; accesses elsewhere are ignored.
   void watch(const void* base, int64_t bytes, const std::string& name);
   // Bytes a landing consumes (the inbox): the I1 state machine applies.
   void watchInbox(const void* base, int64_t bytes);
 
-  // ---- host thread (the one that submits work)
-  Clock hostClock();
-  void hostSynchronized(int tid);  // the host waited for queue `tid` to drain
-  void hostJoinEvent(int srcTid, uint64_t event);  // the host waited for one event of queue `srcTid`
-  void hostAccess(const void* p, int64_t bytes, Access kind, const std::string& what);
+  // ---- a rank's host thread (the one that submits its work)
+  Clock hostClock(int rank);
+  void hostSynchronized(int tid);  // the host of queue `tid`'s rank waited for the queue to drain
+  void hostJoinEvent(int srcTid, uint64_t event);  // the host of `srcTid`'s rank waited for one event of that queue
+  void hostAccess(int rank, const void* p, int64_t bytes, Access kind, const std::string& what);
+  // Every rank's host passed one barrier: each host clock joins all of them.
+  // Only where a multi-process run has a real host barrier at that point.
+  void hostBarrier();
   // I5: the host issued a signal from `rank` to itself / a wait of `rank` on
   // a counter that it signals itself.
   void selfSignalIssued(int rank, int id, uint64_t value);
@@ -92,7 +102,7 @@ class ProtocolChecker {
   int ranks_, queues_;
   std::mutex mu_;
   std::vector<Clock> queueClock_;
-  Clock host_;
+  std::vector<Clock> hostClock_;  // by rank
   std::vector<Buffer> buffers_;
   std::vector<std::string> labels_;
   std::map<int, Task> tasks_;
