@@ -114,6 +114,24 @@ TEST(ProtocolCheckerTest, LandingRulesOnTheInbox) {
   }
 }
 
+TEST(ProtocolCheckerTest, AHostWriteOverAnUnconsumedContributionIsNamed) {
+  World w(1);
+  Endpoint& ep = w.world.endpoint(0);
+  ProtocolChecker* checker = w.world.checker();
+  ASSERT_NE(checker, nullptr);
+  ep.annotateInbox(0, 1024);
+  ep.copy(0, {copyOf(ep.arena(), ep.arena() + 8192, 64)});  // a contribution arrives
+  ep.synchronize(0);
+  try {
+    checker->hostAccess(0, ep.arena(), 64, ProtocolChecker::Access::kWrite, "overwrites the inbox");
+    ADD_FAILURE() << "a host write over an unconsumed contribution passed";
+  } catch (const tide::fabric::FabricError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no landing has consumed"), std::string::npos) << what;
+    EXPECT_NE(what.find("host of rank 0: overwrites the inbox"), std::string::npos) << what;
+  }
+}
+
 TEST(ProtocolCheckerTest, HostAccessesFollowSynchronisation) {
   World w(1);
   Endpoint& ep = w.world.endpoint(0);

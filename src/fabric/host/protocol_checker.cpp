@@ -101,8 +101,9 @@ void ProtocolChecker::hostAccess(int rank, const void* p, int64_t bytes, Access 
   const int64_t off = static_cast<const std::byte*>(p) - b->base;
   Clock& host = hostClock_.at(static_cast<size_t>(rank));
   const uint32_t t = static_cast<uint32_t>(hostTid(rank));
-  check(*b, off, off + bytes, host, t, kind != Access::kRead, static_cast<int>(labels_.size()) - 1);
-  if (kind == Access::kZero || kind == Access::kWrite) inboxStep(*b, off, off + bytes, kind, 0);
+  const int label = static_cast<int>(labels_.size()) - 1;
+  check(*b, off, off + bytes, host, t, kind != Access::kRead, label);
+  if (kind == Access::kZero || kind == Access::kWrite) inboxStep(*b, off, off + bytes, kind, label);
   ++host[t];
 }
 
