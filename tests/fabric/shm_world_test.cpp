@@ -826,6 +826,25 @@ TEST(FileStore, BarrierTimeoutSaysWhoArrived) {
   }
 }
 
+// A store that fails otherwise than by a timeout: the barrier passes that
+// failure on, not a timeout naming who arrived.
+TEST(StoreBarrier, AStoreFailureIsNotReportedAsATimeout) {
+  struct BrokenStore final : fabric::host::KeyValueStore {
+    void set(const std::string&, const std::string&) override {}
+    std::string get(const std::string& key, double) override {
+      throw FabricError(FabricError::Kind::kPeerFailure, "store connection lost reading " + key);
+    }
+    int64_t add(const std::string&, int64_t) override { return 1; }
+  } store;
+  try {
+    fabric::host::storeBarrier(store, "b", 3, 5.0);
+    FAIL() << "a barrier over a broken store opened";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kPeerFailure) << e.what();
+    EXPECT_NE(std::string(e.what()).find("store connection lost"), std::string::npos) << e.what();
+  }
+}
+
 TEST(FileStore, ValuesAreBytesAndCountersAreDecimal) {
   TempDir dir;
   FileStore store(dir.path());

@@ -19,6 +19,9 @@ void storeBarrier(KeyValueStore& store, const std::string& key, int participants
   try {
     store.get(open, timeoutSeconds);
   } catch (const FabricError& e) {
+    // Only a timeout is about who arrived; any other failure of the store
+    // (an unreadable directory, a broken connection) is its own.
+    if (e.kind() != FabricError::Kind::kTimeout) throw;
     throw FabricError(FabricError::Kind::kTimeout,
                       "barrier '" + key + "': " + std::to_string(store.add(arrived, 0)) + " of " +
                           std::to_string(participants) + " arrived within " +
