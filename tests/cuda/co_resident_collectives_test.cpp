@@ -696,11 +696,9 @@ void runFaultProbes(uint64_t seed) {
 // the current one). Rank 0 issues call 1 on stream A behind a delay and a
 // poison fill of call 1's landing (its caller still uses that memory up to the
 // call), then call 2 on an idle stream B; the other ranks issue both at once
-// on one stream of their own.
-// The ranks' streams share this process's 32 hardware queues: with two caller
-// streams for every rank and a spare queue each, M1L3 held 35 streams and
-// stalled in 7 of 40 runs (session 27: a stream sharing a hardware queue with
-// a peer's blocked stream; M1L2, with 24, never did). Here M1L3 holds 25.
+// (callerStreamsRank). As threads of one CUDA context, three ranks stall at
+// random on the hardware they share (session 27: 7 of 40 runs, whatever the
+// stream count), where one process per rank never did: M1L3 runs as processes.
 // No peer may write into rank 0's call-1 landing before A reaches call 1, so
 // both landings of every rank must hold their owners' shard bytes. With the
 // landing-free signals on the caller's queue (`signalsOwnQueue` false: TIDE
@@ -782,7 +780,7 @@ std::vector<void*> uploadCallerStreamsShards(DeviceMemoryFabric& fabric, const C
 // calls and every rank.
 int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool signalsOwnQueue, bool peersOneStream) {
   const CallerStreamsCase pc(topo, seed);
-  CoResidentFabric fabric(topo, pc.arenaBytes(), kQueuesNeeded);
+  CoResidentFabric fabric(topo, pc.arenaBytes(), kQueuesNeeded);  // no caller compute queue: the probe has none
   std::vector<std::vector<void*>> shards;  // [rank][call]
   for (int r = 0; r < topo.ranks(); ++r) shards.push_back(uploadCallerStreamsShards(fabric, pc, r));
   fabric.settle();

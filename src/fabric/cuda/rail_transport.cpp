@@ -21,7 +21,6 @@ const char* railModeName(RailMode mode) {
 SendRecvRails::SendRecvRails(ncclComm_t rail, double deadlineSeconds, int rank)
     : rail_(rail),
       deadlineSeconds_(deadlineSeconds),
-      rank_(rank),
       groupEnd_(deadlineSeconds, [rank, deadlineSeconds](double seconds) {
         std::fprintf(stderr,
                      "[tide cuda fabric] FATAL: rank %d: issuing NCCL rail sends and receives (ncclGroupEnd) has not "

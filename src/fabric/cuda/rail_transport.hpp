@@ -58,7 +58,6 @@ class SendRecvRails {
   };
   ncclComm_t rail_;
   double deadlineSeconds_;
-  int rank_;
   std::vector<Op> ops_;
   StallMonitor groupEnd_;  // watches flush()'s NCCL group from a thread of its own
 };
