@@ -82,7 +82,14 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * before the first collective, which sizes the shared scratch; user memory
  * (landings) comes from tideCommAlloc, called identically on every rank, and
  * a collective's landingOffset must be the same on every rank: peers write
- * this rank's landing at their own offset, and nothing compares them.
+ * this rank's landing at their own offset. The ranks compare each (group,
+ * landingOffset) pair the first time a rank uses it, in a host-blocking
+ * exchange like the groups' below: offsets that differ fail that
+ * tideAllGather on every rank with reason "landings_differ" (or, where one
+ * rank's offset is new and another's is not, at the deadline) and leave the
+ * communicator unusable. Ranks that swap between offsets each has already
+ * used for the group are not caught; a group that keeps its landing (the
+ * FSDP2 adapter's) pays one exchange in all.
  * Collectives are enqueued on `stream` (a cudaStream_t on the CUDA fabric,
  * ignored on the host fabric) and must be issued in the same order on every
  * rank. A communicator may be called from several threads: its calls take a

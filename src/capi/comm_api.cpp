@@ -13,6 +13,7 @@
 #include "capi/errors.hpp"
 #include "capi/fabric_factory.hpp"
 #include "capi/group_agreement.hpp"
+#include "capi/landing_agreement.hpp"
 #include "capi/live_handles.hpp"
 #include "capi/plan_config.hpp"
 #include "collectives/communicator.hpp"
@@ -25,6 +26,7 @@ struct tideGroup {
   tide::plan::Plan plan;
   std::string json;
   uint64_t digest = 0;  // protocolDigest(plan): what the ranks compare (requireSameGroups)
+  tide::capi::AgreedLandings landings;  // its all-gathers' offsets the ranks have compared (requireSameLanding)
 };
 
 struct tideComm {
@@ -42,10 +44,10 @@ struct tideComm {
   tide::collectives::IssueOptions issue;                // from the environment when the comm was made
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
   // Groups (a prefix of `groups`) the ranks have compared and found alike
-  // (requireSameGroups), and why they could not be compared or differ (sticky:
-  // the ranks are out of step).
+  // (requireSameGroups); and why the ranks could not compare their groups or
+  // landings, or found them different (sticky: the ranks are out of step).
   size_t groupsAgreed = 0;
-  std::string groupsUnusable;
+  std::string outOfStep;
   std::optional<tide::collectives::ReduceScatterEvents> lastReduceScatter;  // for tideCommWaitInputsRead
   bool reduceScatterFailed = false;  // the last reduce-scatter threw (its message went to tideGetLastError)
   // Host time inside the collective calls (tideCommStats_t): at a few µs of
@@ -171,9 +173,9 @@ const char* groupProblem(tideGroup_t group) {
 //     up to it in registration order.
 // A difference fails the call on every rank and sticks: the ranks are out of step.
 tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const char* call) {
-  if (!comm->groupsUnusable.empty())
+  if (!comm->outOfStep.empty())
     throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
-                                    "communicator unusable: " + comm->groupsUnusable);
+                                    "communicator unusable: " + comm->outOfStep);
   const bool first = !comm->comm;
   if (!first && group->index < comm->groupsAgreed) return tideSuccess;
   // A communicator a failed collective left unusable says so at once, not after the exchange's wait.
@@ -188,20 +190,53 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
                                               "; every rank must register the same groups, in the same order, "
                                               "before the same collectives)");
   } catch (const std::exception& e) {
-    comm->groupsUnusable = std::string("the ranks could not compare their groups: ") + e.what();
+    comm->outOfStep = std::string("the ranks could not compare their groups: ") + e.what();
     throw;
   }
   const std::string differ =
       tide::capi::groupsDisagreement(compared, comm->fabric.endpoint->rank(), everyRanks);
   if (!differ.empty()) {
-    comm->groupsUnusable =
+    comm->outOfStep =
         first ? differ + " (a communicator's first collective compares every group each rank has registered so far: "
                          "register the same groups before it on every rank)"
               : differ;
-    tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + comm->groupsUnusable);
+    tide::capi::setLastError(tideInvalidArgument, "groups_differ", std::string(call) + ": " + comm->outOfStep);
     return tideInvalidArgument;
   }
   comm->groupsAgreed = count;  // never fewer than before: see `first` and the index test above
+  return tideSuccess;
+}
+
+// Every rank must pass the same landing offset to a group's all-gather
+// (landing_agreement.hpp): the ranks compare each (group, offset) pair at its
+// first use, and a difference fails the call on every rank that compared and sticks.
+tideResult_t requireSameLanding(tideComm_t comm, tideGroup* group, int64_t landingOffset) {
+  if (group->landings.contains(landingOffset)) return tideSuccess;
+  if (comm->comm) comm->comm->refuseIfUnusable();
+  const std::string compared =
+      "group " + std::to_string(group->index) + " at landing offset " + std::to_string(landingOffset);
+  std::vector<uint64_t> everyRanks;
+  try {
+    everyRanks = comm->fabric.gatherWords(
+        tide::capi::landingWords(group->index, landingOffset),
+        "comparing a landing offset across ranks (tideAllGather of " + compared +
+            ", its first use on this rank; every rank must pass the same offset: a rank that used another one "
+            "before does not join this comparison)");
+  } catch (const std::exception& e) {
+    comm->outOfStep = std::string("the ranks could not compare a landing offset: ") + e.what();
+    throw;
+  }
+  const std::string differ =
+      tide::capi::landingDisagreement(group->index, landingOffset, comm->fabric.endpoint->rank(), everyRanks);
+  if (!differ.empty()) {
+    comm->outOfStep = differ;
+    tide::capi::setLastError(tideInvalidArgument, "landings_differ", "tideAllGather: " + differ);
+    return tideInvalidArgument;
+  }
+  if (group->landings.add(landingOffset))
+    std::fprintf(stderr, "[tide] group %zu has been gathered at %zu landing offsets: the ranks compare each new one "
+                         "in a host-blocking exchange (a landing that stays put costs none)\n",
+                 group->index, group->landings.size());
   return tideSuccess;
 }
 
@@ -417,6 +452,7 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
                                           std::to_string(comm->fabric.endpoint->arenaBytes()));
     comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = requireSameGroups(comm, group, "tideAllGather"); r != tideSuccess) return r;
+    if (const tideResult_t r = requireSameLanding(comm, group, landingOffset); r != tideSuccess) return r;
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     c.allGather(group->plan, shard, landingOffset);
