@@ -10,6 +10,7 @@ import traceback
 
 import numpy as np
 import pytest
+from landing_rows import landing_view, wrong_landing_bytes
 from spawned_ranks import run_ranks
 
 A = [[37, 5], [3]]
@@ -171,18 +172,13 @@ def _late_on_one_side_rank(rank, store, seed, results):
                 b = comm.register_group(B)
             b_offset, b_addr = comm.alloc(b.plan["group"]["unsharded_bytes"])
             n = b.plan["group"]["unsharded_bytes"]
-            landing = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * n).from_address(b_addr))
+            landing = landing_view(b_addr, n)
             landing[:] = 0xA5  # poisoned: an unwritten byte fails
             shards = [np.random.default_rng([seed, 100 + r]).integers(0, 256, b.plan["group"]["shard_bytes"],
                                                                       dtype=np.uint8) for r in range(2)]
             comm.all_gather(b, shards[rank].ctypes.data, b_offset)
             comm.synchronize()
-            wrong = 0
-            for p in b.plan["group"]["param_layout"]:
-                for src in range(2):  # rank-major rows of each parameter
-                    at = p["shard_offset"] * 2 + src * p["shard_bytes"]
-                    want = shards[src][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]]
-                    wrong += int(np.count_nonzero(landing[at:at + p["shard_bytes"]] != want))
+            wrong = wrong_landing_bytes(b.plan, landing, shards)
         results.put((rank, wrong))
     except Exception:  # noqa: BLE001 - reported
         results.put((rank, traceback.format_exc()))

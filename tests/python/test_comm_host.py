@@ -8,6 +8,7 @@ import traceback
 
 import numpy as np
 import pytest
+from landing_rows import landing_view, wrong_landing_bytes
 from spawned_ranks import run_ranks
 
 SHAPES = [[37, 5], [3], [64, 2, 3], [1, 7]]
@@ -68,8 +69,7 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
             plan = group.plan
             shard_bytes = plan["group"]["shard_bytes"]
             landing_off, landing_ptr = comm.alloc(plan["group"]["unsharded_bytes"])
-            landing = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * plan["group"]["unsharded_bytes"])
-                                            .from_address(landing_ptr))
+            landing = landing_view(landing_ptr, plan["group"]["unsharded_bytes"])
             shards = [np.random.default_rng([seed, 1000 + r]).integers(0, 256, shard_bytes, dtype=np.uint8)
                       for r in range(n)]
             for call in range(2):
@@ -87,12 +87,7 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
                 comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data, alpha=0.5,
                                     accumulate=accumulate)
                 comm.synchronize()
-                # All-gather: rank r's shard of parameter p sits at o_p*N + r*s_p.
-                for p in plan["group"]["param_layout"]:
-                    for r in range(n):
-                        at = p["shard_offset"] * n + r * p["shard_bytes"]
-                        want = shards[r][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]]
-                        assert np.array_equal(landing[at:at + p["shard_bytes"]], want), f"AG param {p}, rank {r}"
+                assert wrong_landing_bytes(plan, landing, shards) == 0, f"AG call {call}"
                 # Reduce-scatter against a float64 sum over every rank's gradients.
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
                 for i, err in enumerate(_rs_rel_errors(plan, out, all_grads, rank, 0.5, before)):
