@@ -164,6 +164,18 @@ const char* groupProblem(tideGroup_t group) {
   return tide::capi::liveGroups().contains(group) ? nullptr : "unknown group, or its communicator was destroyed";
 }
 
+// Every rank's words for one of the comparisons below (rank-major); an
+// exchange that fails leaves the ranks out of step, which sticks.
+std::vector<uint64_t> exchangeOrMarkOutOfStep(tideComm_t comm, const std::vector<uint64_t>& mine,
+                                              const std::string& what, const char* compared) {
+  try {
+    return comm->fabric.gatherWords(mine, what);
+  } catch (const std::exception& e) {
+    comm->outOfStep = std::string("the ranks could not compare ") + compared + ": " + e.what();
+    throw;
+  }
+}
+
 // Every rank must have registered the same groups (group_agreement.hpp); the
 // ranks compare them at points of the call sequence, which every rank issues
 // alike (not at registrations, whose timing may differ across ranks):
@@ -183,16 +195,11 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
   const size_t count = first ? comm->groups.size() : group->index + 1;
   std::vector<tide::capi::GroupDigest> compared;
   for (size_t i = 0; i < count; ++i) compared.push_back({&comm->groups[i]->plan, comm->groups[i]->digest});
-  std::vector<uint64_t> everyRanks;
-  try {
-    everyRanks = comm->fabric.gatherWords(tide::capi::groupsDigest(compared),
-                                          "comparing the registered groups across ranks (at " + std::string(call) +
-                                              "; every rank must register the same groups, in the same order, "
-                                              "before the same collectives)");
-  } catch (const std::exception& e) {
-    comm->outOfStep = std::string("the ranks could not compare their groups: ") + e.what();
-    throw;
-  }
+  const std::vector<uint64_t> everyRanks = exchangeOrMarkOutOfStep(
+      comm, tide::capi::groupsDigest(compared),
+      "comparing the registered groups across ranks (at " + std::string(call) +
+          "; every rank must register the same groups, in the same order, before the same collectives)",
+      "their groups");
   const std::string differ =
       tide::capi::groupsDisagreement(compared, comm->fabric.endpoint->rank(), everyRanks);
   if (!differ.empty()) {
@@ -213,19 +220,13 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
 tideResult_t requireSameLanding(tideComm_t comm, tideGroup* group, int64_t landingOffset) {
   if (group->landings.contains(landingOffset)) return tideSuccess;
   if (comm->comm) comm->comm->refuseIfUnusable();
-  const std::string compared =
-      "group " + std::to_string(group->index) + " at landing offset " + std::to_string(landingOffset);
-  std::vector<uint64_t> everyRanks;
-  try {
-    everyRanks = comm->fabric.gatherWords(
-        tide::capi::landingWords(group->index, landingOffset),
-        "comparing a landing offset across ranks (tideAllGather of " + compared +
-            ", its first use on this rank; every rank must pass the same offset: a rank that used another one "
-            "before does not join this comparison)");
-  } catch (const std::exception& e) {
-    comm->outOfStep = std::string("the ranks could not compare a landing offset: ") + e.what();
-    throw;
-  }
+  const std::vector<uint64_t> everyRanks = exchangeOrMarkOutOfStep(
+      comm, tide::capi::landingWords(group->index, landingOffset),
+      "comparing a landing offset across ranks (tideAllGather of group " + std::to_string(group->index) +
+          " at landing offset " + std::to_string(landingOffset) +
+          ", its first use on this rank; every rank must pass the same offset: a rank that used another one "
+          "before does not join this comparison)",
+      "a landing offset");
   const std::string differ =
       tide::capi::landingDisagreement(group->index, landingOffset, comm->fabric.endpoint->rank(), everyRanks);
   if (!differ.empty()) {
