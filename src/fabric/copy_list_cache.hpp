@@ -105,23 +105,38 @@ class CopyListCache {
   // Builds the replay of every list wanted since the last call, in the order
   // they became wanted. build(const Key&) -> Replay (Replay{}: declined, never
   // asked again for this list); destroy(Replay) frees one dropped to stay
-  // under maxReplays. Returns how many it built.
+  // under maxReplays. Returns how many it built. Should build throw, the list
+  // it threw on and those after it stay wanted for the next call (else they
+  // would never be built: a wanted list is not queued again by its sightings).
   template <typename Build, typename Destroy>
   size_t buildWanted(Build&& build, Destroy&& destroy) {
     size_t built = 0;
     std::vector<Key> wanted;
     wanted.swap(wanted_);
-    for (const Key& key : wanted) {
+    size_t next = 0;  // the first of `wanted` not yet done
+    struct Requeue {
+      std::vector<Key>& wanted;
+      const size_t& next;
+      std::vector<Key>& queue;
+      ~Requeue() {
+        if (next < wanted.size())
+          queue.insert(queue.begin(), std::make_move_iterator(wanted.begin() + static_cast<std::ptrdiff_t>(next)),
+                       std::make_move_iterator(wanted.end()));
+      }
+    } requeue{wanted, next, wanted_};
+    for (; next < wanted.size(); ++next) {
+      const Key& key = wanted[next];
       auto it = lists_.find(key);
       if (it == lists_.end() || !it->second.wanted) continue;  // forgotten since (one-offs made room)
       Entry& e = it->second;
-      e.wanted = false;
       if (e.isVolatile && !volatileBuildsPay()) {  // the probe ended among the lists wanted since the last call
+        e.wanted = false;
         ++stats_.volatileSkipped;
         continue;
       }
       if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `e`: it holds no replay yet
       e.replay = build(it->first);
+      e.wanted = false;  // (after build: a throw leaves it wanted, and requeued)
       e.declined = e.replay == Replay{};
       if (!e.declined) {
         e.lastUse = ++tick_;  // as recent as a launch now: built lists are not dropped before their first use

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 #include <vector>
 
 namespace tide::fabric {
@@ -94,6 +95,32 @@ TEST(CopyListCache, SafePointBuildsInTheOrderListsBecameWanted) {
   EXPECT_EQ(d.sight(c, 3), 0);  // its second sighting: wanted now
   EXPECT_EQ(d.build(c), 1u);
   EXPECT_EQ(d.built.at(3), 3);
+}
+
+TEST(CopyListCache, ABuildThatThrowsLeavesItsListAndTheRestWanted) {
+  Cache c(16, 8);
+  Driver d;
+  for (int64_t l : {4, 6, 8}) d.sightTwice(c, l);
+  // The build of 6 throws (a driver failure the owner reports): 4 is built, 6 and 8 stay wanted.
+  EXPECT_THROW(c.buildWanted(
+                   [&](const Cache::Key& k) {
+                     if (k.words[0] == 6) throw std::runtime_error("upload failed");
+                     d.built[++d.next] = k.words[0];
+                     return d.next;
+                   },
+                   [&](int replay) { d.destroyed.push_back(replay); }),
+               std::runtime_error);
+  ASSERT_EQ(d.built.size(), 1u);
+  EXPECT_EQ(d.built.at(1), 4);
+  EXPECT_TRUE(c.hasWanted());
+  EXPECT_EQ(d.sight(c, 6), 0);  // still wanted: not queued twice
+  EXPECT_EQ(d.build(c), 2u);    // the next safe point builds both, in their order
+  EXPECT_EQ(d.built.at(2), 6);
+  EXPECT_EQ(d.built.at(3), 8);
+  EXPECT_EQ(d.sight(c, 6), 2);
+  EXPECT_EQ(d.sight(c, 8), 3);
+  EXPECT_EQ(c.stats().built, 3);
+  EXPECT_FALSE(c.hasWanted());
 }
 
 TEST(CopyListCache, KeysDifferInAnyWord) {

@@ -276,10 +276,14 @@ void CopyEngine::buildWanted() {
           cudaError_t err = cudaGraphUpload(exec, upload_);
           if (err == cudaSuccess) err = cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
           if (err == cudaSuccess) err = cudaEventRecord(uploaded, upload_);
-          if (err != cudaSuccess) {  // the cache never saw it: free it here before reporting
+          if (err != cudaSuccess) {  // as a failed build: graphs off, logged (the cache never saw this one)
             if (uploaded != nullptr) cudaEventDestroy(uploaded);
             cudaGraphExecDestroy(exec);
-            TIDE_CUDA_CHECK(err);
+            cudaGetLastError();  // not sticky: clear it (a sticky error fails the next copy)
+            enabled_ = false;
+            std::fprintf(stderr, "[tide cuda fabric] copy graphs off: uploading one failed (%s); copies go out as "
+                                 "batches\n", cudaGetErrorString(err));
+            return nullptr;
           }
           uploads_.emplace(exec, uploaded);
         }
