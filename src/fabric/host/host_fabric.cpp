@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -407,33 +406,15 @@ void HostEndpoint::flushRails() {
       fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
                                             std::to_string(options_.timeoutSeconds) + " s " + what);
     };
-    std::vector<std::pair<std::shared_ptr<RailMailbox::Message>, int>> sent;
-    // However the group ends, no receiver may read a send's source after it:
-    // a failed group's caller reuses it. Undelivered sends are withdrawn (a
-    // receiver holding one is only copying it, so that wait is short).
-    struct WithdrawUndelivered {
-      RailMailbox& box;
-      const std::vector<std::pair<std::shared_ptr<RailMailbox::Message>, int>>& sent;
-      double seconds;
-      int rank;
-      ~WithdrawUndelivered() {
-        const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(seconds));
-        for (const auto& [m, peer] : sent)
-          if (!box.withdraw(m, end))
-            std::fprintf(stderr,
-                         "[tide] host fabric: rank %d: rank %d still held a failed rail send after %.1f s\n",
-                         rank, peer, seconds);
-      }
-    } withdrawUndelivered{box, sent, options_.timeoutSeconds, rank_};
+    // Whatever ends the group, its undelivered sends are withdrawn with it.
+    RailMailbox::GroupSends sends(box, rank_, options_.timeoutSeconds);
     for (const RailTransfer& t : group) {
       if (!t.send) continue;
       if (checker_) checker_->access(task, t.src, t.bytes, Access::kRead);
       // The checker hears of the message before the receiver can take it.
-      auto m = box.post(rank_, t.peer, t.src, t.bytes, [&](uint64_t seq) {
+      sends.post(t.peer, t.src, t.bytes, [&](uint64_t seq) {
         if (checker_) checker_->signal(task, t.peer, kMailboxSentId + rank_, seq);
       });
-      sent.push_back({m, t.peer});
     }
     for (const RailTransfer& t : group) {
       if (t.send) continue;
@@ -444,35 +425,32 @@ void HostEndpoint::flushRails() {
         }
         continue;
       }
-      auto m = box.take(t.peer, rank_, end, stop);
-      if (!m) gaveUp("waiting for a rail send of " + std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer));
-      // Its sender may be waiting to withdraw it: released however this ends.
-      struct Release {
-        RailMailbox& box;
-        const std::shared_ptr<RailMailbox::Message>& m;
-        ~Release() { box.release(m); }
-      } release{box, m};
-      if (m->bytes != t.bytes)
-        fail(FabricError::Kind::kProtocol, "rank " + std::to_string(rank_) + " in " + call + ": a rail receive of " +
-                                               std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer) +
-                                               " matched a send of " + std::to_string(m->bytes) + " bytes");
-      std::byte* dst = arena() + t.offset;
-      if (checker_) {
-        checker_->waited(task, rank_, kMailboxSentId + t.peer, m->seq);
-        checker_->access(task, m->src, t.bytes, Access::kRead);
-        checker_->access(task, dst, t.bytes, Access::kWrite);
-      }
-      std::memcpy(dst, m->src, static_cast<size_t>(t.bytes));
-      if (checker_) checker_->signal(task, t.peer, kMailboxAckId + rank_, m->seq);
-      box.deliver(m);
+      const bool received = box.receive(t.peer, rank_, end, stop, [&](const RailMailbox::Message& m) {
+        if (m.bytes != t.bytes)
+          fail(FabricError::Kind::kProtocol, "rank " + std::to_string(rank_) + " in " + call +
+                                                 ": a rail receive of " + std::to_string(t.bytes) +
+                                                 " bytes from rank " + std::to_string(t.peer) +
+                                                 " matched a send of " + std::to_string(m.bytes) + " bytes");
+        std::byte* dst = arena() + t.offset;
+        if (checker_) {
+          checker_->waited(task, rank_, kMailboxSentId + t.peer, m.seq);
+          checker_->access(task, m.src, t.bytes, Access::kRead);
+          checker_->access(task, dst, t.bytes, Access::kWrite);
+        }
+        std::memcpy(dst, m.src, static_cast<size_t>(t.bytes));
+        if (checker_) checker_->signal(task, t.peer, kMailboxAckId + rank_, m.seq);
+      });
+      if (!received)
+        gaveUp("waiting for a rail send of " + std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer));
       if (t.signalId >= 0) {
         if (checker_) checker_->signal(task, rank_, t.signalId, t.signalValue);
         raise(rank_, counter(rank_, t.signalId), t.signalValue);
       }
     }
     // A send completes once received, as NCCL's does: its source is free again.
-    for (const auto& [m, peer] : sent) {
-      if (!box.awaitDelivery(m, end, stop))
+    for (const std::shared_ptr<RailMailbox::Message>& m : sends.posted()) {
+      const int peer = m->channelDst;
+      if (!box.awaitDelivery(*m, end, stop))
         gaveUp("waiting for rank " + std::to_string(peer) + " to receive a rail send of " + std::to_string(m->bytes) +
                " bytes");
       if (checker_) checker_->waited(task, rank_, kMailboxAckId + peer, m->seq);

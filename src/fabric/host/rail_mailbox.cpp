@@ -1,28 +1,38 @@
 #include "fabric/host/rail_mailbox.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace tide::fabric::host {
 
 RailMailbox::RailMailbox(int ranks) : ranks_(ranks), channels_(static_cast<size_t>(ranks) * static_cast<size_t>(ranks)) {}
 
-void RailMailbox::deliver(const std::shared_ptr<Message>& m) {
+RailMailbox::GroupSends::GroupSends(RailMailbox& box, int src, double withdrawSeconds)
+    : box_(box), src_(src), withdrawSeconds_(withdrawSeconds) {}
+
+RailMailbox::GroupSends::~GroupSends() {
+  using Clock = std::chrono::steady_clock;
+  const Deadline end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(withdrawSeconds_));
+  for (const std::shared_ptr<Message>& m : posted_)
+    if (!box_.withdraw(m, end))
+      std::fprintf(stderr, "[tide] host fabric: rank %d: rank %d still held a failed rail send after %.1f s\n", src_,
+                   m->channelDst, withdrawSeconds_);
+}
+
+void RailMailbox::deliver(Message& m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    m->delivered = true;
-    m->released = true;
+    m.delivered = true;
+    m.released = true;
   }
   cv_.notify_all();
 }
 
-void RailMailbox::release(const std::shared_ptr<Message>& m) {
+void RailMailbox::release(Message& m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Delivered (the usual end) is released already, and every rank's waits
-    // share cv_: a second wake-up of them all for nothing costs hundreds of
-    // threads on a small host their deadlines.
-    if (m->released) return;
-    m->released = true;
+    m.released = true;
   }
   cv_.notify_all();
 }
