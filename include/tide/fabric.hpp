@@ -206,7 +206,8 @@ class Endpoint {
   // (or this rank) to the deadline.
   virtual void discardDeferredRails() {}
 
-  // Fault-injection hook: q idles for `seconds` before its next op.
+  // Fault-injection hook: q idles for `seconds` before its next op (the host
+  // fabric gives up early, as its waits do, once it stops or the job fails).
   virtual void delay(int q, double seconds) = 0;
   // Protocol-checker hook: arena bytes a landing consumes (the inbox).
   virtual void annotateInbox(int64_t /*offset*/, int64_t /*bytes*/) {}

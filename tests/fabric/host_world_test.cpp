@@ -1,4 +1,5 @@
-// Host fabric life cycle: tearing a world down while waits are pending, and
+// Host fabric life cycle: tearing a world down while waits, delays or stalls
+// are pending, a delay or stall that ends once the job fails, and
 // the job's first failure record shared by every rank.
 #include <gtest/gtest.h>
 
@@ -42,6 +43,67 @@ TEST(HostWorldTearDown, PendingWaitsEndPromptly) {
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     EXPECT_LT(seconds, 5.0) << "round " << round << ": tear-down waited for the waits' deadline";
+  }
+}
+
+// An injected delay or stall far longer than any deadline holds its queue
+// only until the world goes: tear-down does not sit it out.
+TEST(HostWorldTearDown, LongDelaysAndStallsEndPromptly) {
+  for (const bool stall : {false, true}) {
+    const auto start = Clock::now();
+    {
+      HostWorld world(plan::Topology::make(1, 2), 1 << 12, HostOptions{});
+      Endpoint& ep = world.endpoint(0);
+      if (stall) {
+        FabricFaults faults;
+        faults.stallSeconds = 30.0;
+        ep.setFabricFaults(faults);
+        ep.zero(0, ep.arena(), 1);  // the queue stalls before this op
+      } else {
+        ep.delay(0, 30.0);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the queue is idling by now
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_LT(seconds, 5.0) << (stall ? "stall" : "delay") << ": tear-down waited for it to end";
+  }
+}
+
+// Once the job has failed (here a peer's wait times out), a rank idling in a
+// delay or stall gives up like any wait: its queue fails with a peer failure
+// soon after, not when the idling would have ended.
+TEST(HostWorldFailure, LongDelaysAndStallsEndOnceTheJobFails) {
+  for (const bool stall : {false, true}) {
+    HostOptions o;
+    o.timeoutSeconds = 0.2;
+    HostWorld world(plan::Topology::make(1, 2), 1 << 12, o);
+    Endpoint& idler = world.endpoint(0);
+    Endpoint& waiter = world.endpoint(1);
+    const auto start = Clock::now();
+    if (stall) {
+      FabricFaults faults;
+      faults.stallSeconds = 30.0;
+      idler.setFabricFaults(faults);
+      idler.zero(0, idler.arena(), 1);
+    } else {
+      idler.delay(0, 30.0);
+    }
+    waiter.wait(0, 0, 1, 0, "a signal nobody sends");
+    try {
+      waiter.synchronize(0);
+      ADD_FAILURE() << "the wait for a signal nobody sends passed";
+    } catch (const FabricError& e) {
+      EXPECT_EQ(e.kind(), FabricError::Kind::kTimeout) << e.what();
+    }
+    try {
+      idler.synchronize(0);
+      ADD_FAILURE() << (stall ? "stall" : "delay") << ": ended without failing after the job failed";
+    } catch (const FabricError& e) {
+      EXPECT_EQ(e.kind(), FabricError::Kind::kPeerFailure) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ended early, a peer failed"), std::string::npos) << e.what();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_LT(seconds, 5.0) << (stall ? "stall" : "delay") << ": ran on after the job failed";
   }
 }
 

@@ -143,17 +143,33 @@ void HostEndpoint::failStopOnError(F&& body) {
   }
 }
 
-// The whole rank stalls (as a hung process would): each of its queues sleeps
+void HostEndpoint::idle(double seconds, const std::string& what) {
+  // Slices as short as the other waits' polls: a stop or failure is seen about as soon.
+  constexpr Clock::duration kSlice = std::chrono::milliseconds(10);
+  const Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  for (;;) {
+    if (stopping_)
+      throw FabricError(FabricError::Kind::kPeerFailure,
+                        "rank " + std::to_string(rank_) + ": " + what + " ended early: the endpoint is shutting down");
+    if (jobFailed(mem_.failed))
+      throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + ": " + what +
+                                                             " ended early, a peer failed: " +
+                                                             firstFailure(*mem_.failed, mem_.failure));
+    const Clock::time_point now = Clock::now();
+    if (now >= end) return;
+    std::this_thread::sleep_for(std::min(kSlice, end - now));
+  }
+}
+
+// The whole rank stalls (as a hung process would): each of its queues idles
 // once, before its first op, so no queue's work goes ahead and every peer
 // waiting on any of them meets its deadline.
 void HostEndpoint::stallOnce(int q) {
   const uint64_t bit = uint64_t{1} << q;
   if (faults_.stallSeconds > 0 && !(stalledQueues_.fetch_or(bit) & bit)) {
     ++faultFirings_;
-    std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
-    if (jobFailed(mem_.failed))
-      throw FabricError(FabricError::Kind::kPeerFailure,
-                        "rank " + std::to_string(rank_) + ": woke from an injected stall after the job failed");
+    idle(faults_.stallSeconds, "an injected stall");
   }
 }
 
@@ -513,7 +529,12 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
 
 void HostEndpoint::delay(int q, double seconds) {
   flushRails();
-  submit(q, "delay", [seconds](int) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); });
+  std::string what = "a delay in ";
+  {
+    std::lock_guard<std::mutex> lock(callMu_);
+    what.append(call_);
+  }
+  submit(q, "delay", [this, seconds, what](int) { idle(seconds, what); });
 }
 
 uint64_t HostEndpoint::record(int q) {

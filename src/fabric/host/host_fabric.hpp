@@ -126,6 +126,11 @@ class HostEndpoint final : public Endpoint {
   void raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value);
   void checkCounter(int id) const;
   [[noreturn]] void fail(FabricError::Kind kind, const std::string& message);
+  // Holds the calling queue task for `seconds` (an injected delay or stall),
+  // but gives up as this fabric's waits do, with a peer failure naming
+  // `what`: once the endpoint stops, so that tear-down does not sit out the
+  // rest, or once the job has failed, whose ranks must all stop promptly.
+  void idle(double seconds, const std::string& what);
   void stallOnce(int q);
   template <typename F>
   void failStopOnError(F&& body);
