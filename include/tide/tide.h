@@ -123,7 +123,7 @@ typedef struct {
   int nodes;              /* M (virtual nodes are fine) */
   int gpusPerNode;        /* L */
   int rank;               /* node-major */
-  int64_t arenaBytes;     /* symmetric arena per rank */
+  int64_t arenaBytes;     /* symmetric arena per rank: the same on every rank (a start that differs is refused on every rank) */
   double timeoutSeconds;  /* deadline of every wait; 0: the fabric's default */
   int device;             /* CUDA ordinal (CUDA fabric); -1: the current device */
 } tideCommConfig_t;

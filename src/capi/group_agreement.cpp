@@ -1,10 +1,10 @@
 #include "capi/group_agreement.hpp"
 
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "fabric/fnv1a.hpp"
+#include "fabric/rank_kinds.hpp"
 #include "plan/plan_json.hpp"
 
 namespace tide::capi {
@@ -60,32 +60,24 @@ std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
                                const std::vector<uint64_t>& everyRanksWords) {
   const std::vector<uint64_t> mine = groupsDigest(groups);
   const size_t n = mine.size();
-  // Ranks by what they registered, in order of the lowest rank of each kind.
-  std::map<std::vector<uint64_t>, std::vector<int>> kinds;
-  std::vector<std::vector<uint64_t>> order;
+  std::vector<std::vector<uint64_t>> perRank;
   bool same = true;
-  for (size_t r = 0; r * n < everyRanksWords.size(); ++r) {
-    std::vector<uint64_t> words(everyRanksWords.begin() + static_cast<std::ptrdiff_t>(r * n),
-                                everyRanksWords.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
-    same = same && words == mine;
-    auto [it, fresh] = kinds.try_emplace(words);
-    if (fresh) order.push_back(words);
-    it->second.push_back(static_cast<int>(r));
+  for (size_t r = 0; (r + 1) * n <= everyRanksWords.size(); ++r) {
+    perRank.emplace_back(everyRanksWords.begin() + static_cast<std::ptrdiff_t>(r * n),
+                         everyRanksWords.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+    same = same && perRank.back() == mine;
   }
   if (same) return "";
   std::string msg =
       "the ranks registered different groups before this collective (every rank must register the same groups "
       "in the same order; the ranks do not compare plans in their collectives, which would pair wrong landings "
       "and sums):";
-  for (const auto& words : order) {
-    const std::vector<int>& ranks = kinds[words];
-    msg += std::string(ranks.size() > 1 ? " ranks " : " rank ");
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      if (i > 0) msg += ',';
-      msg += std::to_string(ranks[i]);
-    }
-    msg += ": " + std::to_string(words[0]) + " group(s), digest " + hex(words[1]) + ";";
-  }
+  msg += fabric::describeRankKinds(perRank, [](const std::vector<uint64_t>& words) {
+    std::string kind = std::to_string(words[0]);
+    kind += " group(s), digest ";
+    kind += hex(words[1]);
+    return kind;
+  });
   msg += " this rank (" + std::to_string(rank) + ") registered";
   if (groups.empty()) msg += " none";
   constexpr size_t kListed = 8;

@@ -1,9 +1,11 @@
 #include "capi/landing_agreement.hpp"
 
 #include <algorithm>
-#include <map>
+#include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include "fabric/rank_kinds.hpp"
 
 namespace tide::capi {
 
@@ -36,49 +38,27 @@ std::vector<uint64_t> landingWords(size_t groupIndex, int64_t offset) {
 std::string landingDisagreement(size_t groupIndex, int64_t offset, int rank,
                                 const std::vector<uint64_t>& everyRanksWords) {
   const std::vector<uint64_t> mine = landingWords(groupIndex, offset);
-  // Ranks by (group, offset), in order of the lowest rank of each kind.
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<int>> kinds;
-  std::vector<std::pair<uint64_t, uint64_t>> order;
-  bool same = true;
+  // What each rank compared: (group, offset), or, for a rank in another exchange (out of step), none.
+  using Kind = std::optional<std::pair<uint64_t, int64_t>>;
+  std::vector<Kind> perRank;
+  bool same = everyRanksWords.size() % kWords == 0;
   for (size_t r = 0; (r + 1) * kWords <= everyRanksWords.size(); ++r) {
     const uint64_t* w = everyRanksWords.data() + r * kWords;
     same = same && w[0] == mine[0] && w[1] == mine[1];
-    // A rank in another exchange (out of step) is listed as such.
-    const bool isLanding = (w[0] & kTagMask) == kLandingTag;
-    const std::pair<uint64_t, uint64_t> kind = isLanding ? std::pair{w[0] & ~kTagMask, w[1]}
-                                                         : std::pair{~uint64_t{0}, uint64_t{0}};
-    auto [it, fresh] = kinds.try_emplace(kind);
-    if (fresh) order.push_back(kind);
-    it->second.push_back(static_cast<int>(r));
+    perRank.push_back((w[0] & kTagMask) == kLandingTag ? Kind{{w[0] & ~kTagMask, static_cast<int64_t>(w[1])}}
+                                                       : Kind{});
   }
-  if (same && everyRanksWords.size() % kWords == 0) return "";
-  std::string msg = "the ranks passed different landing offsets to an all-gather (peers write a rank's landing at "
-                    "the offset of their own call, so every rank must pass the same one):";
-  for (const auto& kind : order) {
-    const std::vector<int>& ranks = kinds[kind];
-    msg += ranks.size() > 1 ? " ranks " : " rank ";
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      if (i > 0) msg += ',';
-      msg += std::to_string(ranks[i]);
-    }
-    if (kind.first == ~uint64_t{0}) {
-      msg += ": in another exchange (the ranks are out of step);";
-      continue;
-    }
-    msg += ": group ";
-    msg += std::to_string(kind.first);
-    msg += " at offset ";
-    msg += std::to_string(static_cast<int64_t>(kind.second));
-    msg += ';';
-  }
-  msg += " this rank (";
-  msg += std::to_string(rank);
-  msg += ") passed offset ";
-  msg += std::to_string(offset);
-  msg += " to group ";
-  msg += std::to_string(groupIndex);
-  msg += ". The communicator is unusable: destroy it on every rank";
-  return msg;
+  if (same) return "";
+  return "the ranks passed different landing offsets to an all-gather (peers write a rank's landing at the offset "
+         "of their own call, so every rank must pass the same one):" +
+         fabric::describeRankKinds(perRank,
+                                   [](const Kind& k) {
+                                     return k ? "group " + std::to_string(k->first) + " at offset " +
+                                                    std::to_string(k->second)
+                                              : std::string("in another exchange (the ranks are out of step)");
+                                   }) +
+         " this rank (" + std::to_string(rank) + ") passed offset " + std::to_string(offset) + " to group " +
+         std::to_string(groupIndex) + ". The communicator is unusable: destroy it on every rank";
 }
 
 }  // namespace tide::capi

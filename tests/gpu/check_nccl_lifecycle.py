@@ -26,7 +26,9 @@
   - ranks that register different groups (one shape differs; two hosts of their own, one GPU): the
     first all-gather compares their group digests over the world communicator and fails on both
     ranks (reason groups_differ, naming each rank's groups) instead of gathering wrong bytes; and a
-    peer that never makes that first collective fails rank 0's within the host deadline.
+    peer that never makes that first collective fails rank 0's within the host deadline;
+  - ranks that ask for different arena sizes: both refused at start, naming each size; ranks that
+    pass different landing offsets to an all-gather: both fail it (reason landings_differ).
 
 Exits non-zero on any failure. Run with NCCL_NVLS_ENABLE=0 in the environment (tools/gpu_run.sh).
 """
@@ -361,18 +363,20 @@ def check_peer_gone_mid_call(op: str) -> list[str]:
     return [] if ok else [f"peer gone before a {op}: {how}, {took:.1f} s, hung={hung}, gpu_ok={gpu_ok}"]
 
 
-def _disagreeing_rank(rank: int, ids, out) -> None:
+def _disagreeing_rank(rank: int, ids, out, what: str = "rails") -> None:
+    """Rank 1 asks for other rails (what="rails") or a larger arena (what="arena") than rank 0."""
     from tide.bench.topologies import as_own_host
 
     as_own_host(f"tide-disagree-rank-{rank}")  # before this process's first NCCL communicator
-    if rank == 1:
+    if rank == 1 and what == "rails":
         os.environ["TIDE_FABRIC_RAILS"] = "send-recv"  # rank 0 leaves the rails to TIDE (auto)
+    arena = ARENA + (1 << 20 if rank == 1 and what == "arena" else 0)
     from tide import _capi
     from tide.comm import Communicator
 
     uid = _shared_unique_id(rank, ids)
     try:
-        comm = Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda",
+        comm = Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=arena, fabric="cuda",
                             unique_id=uid, device=0, timeout_s=TIMEOUT_S)
     except _capi.TideError as e:
         out.put((rank, "refused", str(e)))
@@ -396,6 +400,72 @@ def check_ranks_that_disagree_on_rails() -> list[str]:
               flush=True)
         if not ok:
             failures.append(f"ranks that disagree on rails: rank {rank} {verdict}, hung={hung}")
+    return failures
+
+
+def check_ranks_that_ask_for_different_arena_sizes() -> list[str]:
+    """Two ranks (hosts of their own, one GPU) whose arenas differ by 1 MiB: the collectives' scratch
+    sits at the top of each arena, at an offset from its own size, so both must be refused at
+    start, naming each rank's size, before the window's registration."""
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    hung, replies = _run_two_ranks(ctx, _disagreeing_rank, lambda r: (r, ids, out, "arena"), out)
+    answers = {rank: (verdict, message) for rank, verdict, message in replies}
+    failures = []
+    for rank in range(2):
+        verdict, message = answers.get(rank, ("no answer", ""))
+        ok = not hung and verdict == "refused" and "asked for different arena sizes" in message and \
+            f"rank 0: {ARENA} bytes" in message and f"rank 1: {ARENA + (1 << 20)} bytes" in message
+        print(f"arena sizes differ (rank {rank}): {verdict} {message[:240]} -> {'ok' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failures.append(f"ranks that ask for different arena sizes: rank {rank} {verdict}, hung={hung}")
+    return failures
+
+
+def _landing_differing_rank(rank: int, ids, out) -> None:
+    """The same group on both ranks; rank 1's landing sits 4 KiB further into the arena."""
+    from tide.bench.topologies import as_own_host
+
+    as_own_host(f"tide-landings-rank-{rank}")  # before this process's first NCCL communicator
+    import torch
+
+    from tide import _capi
+    from tide.comm import Communicator
+
+    uid = _shared_unique_id(rank, ids)
+    with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda", unique_id=uid,
+                      device=0, timeout_s=TIMEOUT_S) as comm:
+        group = comm.register_group([[64, 8], [16]])
+        if rank == 1:
+            comm.alloc(4096)
+        landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        shard = torch.zeros(group.plan["group"]["shard_bytes"], dtype=torch.uint8, device="cuda")
+        start = time.monotonic()
+        try:
+            comm.all_gather(group, shard.data_ptr(), landing, torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            out.put((rank, "completed", "", time.monotonic() - start))
+        except _capi.TideError as e:
+            out.put((rank, e.reason, e.message, time.monotonic() - start))
+
+
+def check_ranks_that_pass_different_landing_offsets() -> list[str]:
+    """Two NCCL ranks (hosts of their own, one GPU) whose landing offsets differ: the first
+    all-gather at an offset compares it over the world communicator and fails on both ranks
+    (reason landings_differ, naming each rank's offset) instead of writing rows in the wrong places."""
+    ctx = mp.get_context("spawn")
+    ids, out = ctx.Queue(), ctx.Queue()
+    hung, replies = _run_two_ranks(ctx, _landing_differing_rank, lambda r: (r, ids, out), out)
+    answers = {rank: (verdict, message, took) for rank, verdict, message, took in replies}
+    failures = []
+    for rank in range(2):
+        verdict, message, took = answers.get(rank, ("no answer", "", float("nan")))
+        ok = not hung and verdict == "landings_differ" and "rank 0: group 0 at offset 0;" in message and \
+            "rank 1: group 0 at offset 4096;" in message
+        print(f"landings differ (rank {rank}): {verdict} after {took:.1f} s: {message[:240]} -> "
+              f"{'ok' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failures.append(f"ranks that pass different landing offsets: rank {rank} {verdict}, hung={hung}")
     return failures
 
 
@@ -485,6 +555,8 @@ def main() -> int:
     failures += check_ranks_that_disagree_on_rails()
     failures += check_ranks_that_register_different_groups()
     failures += check_a_peer_that_never_compares_groups()
+    failures += check_ranks_that_ask_for_different_arena_sizes()
+    failures += check_ranks_that_pass_different_landing_offsets()
     print("PASS" if not failures else "FAIL: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
 

@@ -21,6 +21,7 @@
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/cuda/stream_memops.hpp"
 #include "fabric/cuda/symmetric_arena.hpp"
+#include "fabric/arena_size_agreement.hpp"
 #include "fabric/device_quiescence.hpp"
 #include "fabric/hardware_queues.hpp"
 #include "fabric/host_deadline.hpp"
@@ -111,6 +112,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, const ncclUniqueId&
 void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUniqueId& id) {
   comms_ = std::make_unique<NcclComms>(id, topo_, rank_, device_, hostDeadlineSeconds(waitSecondsOf(options)));
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+  requireSameArenaSize(options.arenaBytes);  // before the window's registration, a collective over the sizes
   arena_ = std::make_unique<SymmetricArena>(*comms_, options.arenaBytes, options.numCounters, control_);
   startQueues(options.numQueues);
 
@@ -225,6 +227,7 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, LocalGroup& group)
     control_ = group.sharedControlStream();
     ownsControl_ = control_ == nullptr;
     if (ownsControl_) TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&control_, cudaStreamNonBlocking));
+    requireSameArenaSize(options.arenaBytes);
     arena_ = group.makeArena(rank_, options.arenaBytes, options.numCounters, control_);
     startQueues(options.numQueues);
     railMode_ = RailMode::kCopyEngine;
@@ -235,6 +238,13 @@ CudaEndpoint::CudaEndpoint(const CudaFabricOptions& options, LocalGroup& group)
     releaseResources();  // as in the NCCL constructor
     throw;
   }
+}
+
+void CudaEndpoint::requireSameArenaSize(int64_t bytes) {
+  const std::string differ =
+      arenaSizeDisagreement("cuda fabric: rank " + std::to_string(rank_),
+                            gatherWords({static_cast<uint64_t>(bytes)}, "comparing the ranks' arena sizes"));
+  if (!differ.empty()) throwUsage(differ);
 }
 
 void CudaEndpoint::checkOptions(const CudaFabricOptions& options) const {

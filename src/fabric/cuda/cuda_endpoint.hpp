@@ -164,6 +164,8 @@ class CudaEndpoint final : public Endpoint {
   // Everything the endpoint holds, in dependency order, for the destructor and
   // for a constructor that throws part-way. Null members are skipped.
   void releaseResources() noexcept;
+  // Every rank's arena the same size (fabric/arena_size_agreement.hpp), or a usage error on every rank.
+  void requireSameArenaSize(int64_t bytes);
   void startQueues(int numQueues);  // after the arena: copy engine, streams, events
   void startWatchdog(const CudaFabricOptions& options);  // and enrolls in DeviceQuiescence
   // No watched wait outstanding and every queue it owns idle (DeviceQuiescence's probe).
