@@ -26,11 +26,12 @@
 //
 // --caller-streams checks consecutive all-gathers issued on unordered caller
 // streams (runCallerStreamsProbe), on one node of 2 and of 3 ranks or on --topologies;
-// with --processes, one process per rank; with --peers-one-stream, only rank 0's
+// with --processes, one process per rank (and with --old-order, the old signal
+// order must be caught there too); with --peers-one-stream, only rank 0's
 // calls come on two streams.
 //
 //   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults | --caller-streams]
-//                         [--peers-one-stream] [--verbose]
+//                         [--peers-one-stream] [--old-order] [--verbose]
 #include <cuda_runtime.h>
 #include <stdlib.h>  // mkdtemp
 
@@ -935,24 +936,47 @@ int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed)
 
 // The caller-streams probe with one process per rank (CUDA IPC), each with a
 // context and hardware queues of its own, as ranks run in training; every
-// rank checks its own landings. Signals on their own queue only: the old
-// order's overtaking is the threads' probe's to show.
-int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream) {
+// rank checks its own landings. With `oldOrder`, each topology runs a second
+// time with the signals on the caller's queue (the test double of
+// runCallerStreamsProbe), and the ranks' wrong bytes, summed over a word
+// gather, must show the overtaking: the same proof that the probe can fail as
+// the threads' probe gives, without ranks sharing one context (whose hardware
+// queues stall the threads' probe now and then: BENCHMARKS.md, sessions 27, 28).
+int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream,
+                                bool oldOrder) {
   int failedRanks = 0;
   for (const plan::Topology& t : topologies) {
     const int failed = runRanksAsProcesses(t, 120, [&](int rank, int device, host::FileStore& store) {
       const CallerStreamsCase pc(t, seed);
-      IpcFabric fabric(t, pc.arenaBytes(), store, "caller-streams", rank, device, kQueuesNeeded);
-      const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
-      fabric.settle();
-      const std::vector<RankResults> got =
-          callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc, shards.data(), true, peersOneStream);
-      int64_t wrong = 0;
-      for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
-      TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
+      for (const bool signalsOwnQueue : {true, false}) {
+        if (!signalsOwnQueue && !oldOrder) break;
+        IpcFabric fabric(t, pc.arenaBytes(), store, signalsOwnQueue ? "caller-streams" : "caller-streams-old", rank,
+                         device, kQueuesNeeded);
+        const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
+        fabric.settle();
+        const std::vector<RankResults> got = callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc,
+                                                               shards.data(), signalsOwnQueue, peersOneStream);
+        int64_t wrong = 0;
+        for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
+        if (signalsOwnQueue) {
+          TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
+          continue;
+        }
+        uint64_t everyRank = 0;
+        for (uint64_t w : fabric.cudaEndpoint(rank).gatherWords({static_cast<uint64_t>(wrong)},
+                                                                "summing the old order's wrong bytes"))
+          everyRank += w;
+        if (rank == 0)
+          std::printf("  M%dL%d as %d processes, signals on the caller's stream (before session 21): %llu landing "
+                      "bytes wrong (%s)\n",
+                      t.nodes, t.gpusPerNode, t.ranks(), static_cast<unsigned long long>(everyRank),
+                      everyRank > 0 ? "caught" : "NOT CAUGHT");
+        TCHECK(everyRank > 0, "the probe did not catch signals overtaking each other, so it tests nothing");
+      }
     });
     std::printf("  M%dL%d as %d processes, signals on their own queue: %s\n", t.nodes, t.gpusPerNode, t.ranks(),
-                failed == 0 ? "every landing right" : "FAILED");
+                failed == 0 ? (oldOrder ? "every landing right, the old order caught" : "every landing right")
+                            : "FAILED");
     std::fflush(stdout);
     failedRanks += failed;
   }
@@ -969,7 +993,8 @@ int main(int argc, char** argv) {
   bool faults = false;
   bool callerStreams = false;
   bool topologiesGiven = false;
-  bool peersOneStream = false;  // --caller-streams: ranks other than 0 issue both calls on one stream  // --caller-streams has topologies of its own (one node)
+  bool peersOneStream = false;  // --caller-streams: ranks other than 0 issue both calls on one stream
+  bool oldOrder = false;        // --caller-streams --processes: also show that the old signal order is caught
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) {
@@ -982,10 +1007,11 @@ int main(int argc, char** argv) {
     else if (a == "--faults") faults = true;
     else if (a == "--caller-streams") callerStreams = true;
     else if (a == "--peers-one-stream") peersOneStream = true;
+    else if (a == "--old-order") oldOrder = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--topologies MxL,...] [--seed S] [--processes | --faults | --caller-streams] "
-                   "[--peers-one-stream] [--verbose]\n",
+                   "[--peers-one-stream] [--old-order] [--verbose]\n",
                    argv[0]);
       return 2;
     }
@@ -994,12 +1020,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--faults runs co-resident ranks (threads); it excludes --processes\n");
     return 2;
   }
+  if (oldOrder && !(processes && callerStreams)) {
+    std::fprintf(stderr, "--old-order goes with --caller-streams --processes (the threads' probe always runs it)\n");
+    return 2;
+  }
   const std::string callerStreamTopologies = topologiesGiven ? topologies : "1x2,1x3";
   if (processes && callerStreams) {
     std::printf("tide_co_resident_test: caller streams, one process per rank (CUDA IPC), seed %llu\n",
                 static_cast<unsigned long long>(seed));
     std::fflush(stdout);  // before the fork, or every child prints it again
-    const int failedRanks = runCallerStreamsAsProcesses(parseTopologies(callerStreamTopologies), seed, peersOneStream);
+    const int failedRanks =
+        runCallerStreamsAsProcesses(parseTopologies(callerStreamTopologies), seed, peersOneStream, oldOrder);
     std::printf("tide_co_resident_test: %s (%d rank(s) failed)\n", failedRanks == 0 ? "PASS" : "FAIL", failedRanks);
     return failedRanks == 0 ? 0 : 1;
   }
