@@ -422,40 +422,13 @@ def check_ranks_that_ask_for_different_arena_sizes() -> list[str]:
     return failures
 
 
-def _landing_differing_rank(rank: int, ids, out) -> None:
-    """The same group on both ranks; rank 1's landing sits 4 KiB further into the arena."""
-    from tide.bench.topologies import as_own_host
-
-    as_own_host(f"tide-landings-rank-{rank}")  # before this process's first NCCL communicator
-    import torch
-
-    from tide import _capi
-    from tide.comm import Communicator
-
-    uid = _shared_unique_id(rank, ids)
-    with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda", unique_id=uid,
-                      device=0, timeout_s=TIMEOUT_S) as comm:
-        group = comm.register_group([[64, 8], [16]])
-        if rank == 1:
-            comm.alloc(4096)
-        landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
-        shard = torch.zeros(group.plan["group"]["shard_bytes"], dtype=torch.uint8, device="cuda")
-        start = time.monotonic()
-        try:
-            comm.all_gather(group, shard.data_ptr(), landing, torch.cuda.current_stream().cuda_stream)
-            torch.cuda.synchronize()
-            out.put((rank, "completed", "", time.monotonic() - start))
-        except _capi.TideError as e:
-            out.put((rank, e.reason, e.message, time.monotonic() - start))
-
-
 def check_ranks_that_pass_different_landing_offsets() -> list[str]:
     """Two NCCL ranks (hosts of their own, one GPU) whose landing offsets differ: the first
     all-gather at an offset compares it over the world communicator and fails on both ranks
     (reason landings_differ, naming each rank's offset) instead of writing rows in the wrong places."""
     ctx = mp.get_context("spawn")
     ids, out = ctx.Queue(), ctx.Queue()
-    hung, replies = _run_two_ranks(ctx, _landing_differing_rank, lambda r: (r, ids, out), out)
+    hung, replies = _run_two_ranks(ctx, _first_all_gather_rank, lambda r: (r, ids, out, "landing"), out)
     answers = {rank: (verdict, message, took) for rank, verdict, message, took in replies}
     failures = []
     for rank in range(2):
@@ -469,10 +442,13 @@ def check_ranks_that_pass_different_landing_offsets() -> list[str]:
     return failures
 
 
-def _group_differing_rank(rank: int, ids, out, absent: bool = False) -> None:
+def _first_all_gather_rank(rank: int, ids, out, how: str = "groups") -> None:
+    """Both ranks make a communicator and one group and all-gather it once, but, by `how`: "groups",
+    rank 1's group differs in one shape; "absent", rank 1 never makes the collective (it sleeps past
+    rank 0's deadline); "landing", rank 1's landing sits 4 KiB further into the arena."""
     from tide.bench.topologies import as_own_host
 
-    as_own_host(f"tide-groups-rank-{rank}")  # before this process's first NCCL communicator
+    as_own_host(f"tide-{how}-rank-{rank}")  # before this process's first NCCL communicator
     import torch
 
     from tide import _capi
@@ -481,9 +457,11 @@ def _group_differing_rank(rank: int, ids, out, absent: bool = False) -> None:
     uid = _shared_unique_id(rank, ids)
     with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=ARENA, fabric="cuda", unique_id=uid,
                       device=0, timeout_s=TIMEOUT_S) as comm:
-        group = comm.register_group([[64, 8], [16]] if rank == 0 or absent else [[64, 8], [17]])
+        group = comm.register_group([[64, 8], [17]] if rank == 1 and how == "groups" else [[64, 8], [16]])
+        if rank == 1 and how == "landing":
+            comm.alloc(4096)
         landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
-        if absent and rank == 1:  # never compares: rank 0's wait ends at its deadline
+        if rank == 1 and how == "absent":  # never compares: rank 0's wait ends at its deadline
             time.sleep(HOST_DEADLINE_S + 10)
             out.put((rank, "slept", "", 0.0))
             return
@@ -503,7 +481,7 @@ def check_ranks_that_register_different_groups() -> list[str]:
     ranks, naming each, instead of gathering wrong bytes."""
     ctx = mp.get_context("spawn")
     ids, out = ctx.Queue(), ctx.Queue()
-    hung, replies = _run_two_ranks(ctx, _group_differing_rank, lambda r: (r, ids, out), out)
+    hung, replies = _run_two_ranks(ctx, _first_all_gather_rank, lambda r: (r, ids, out), out)
     answers = {rank: (verdict, message, took) for rank, verdict, message, took in replies}
     failures = []
     for rank in range(2):
@@ -523,7 +501,7 @@ def check_a_peer_that_never_compares_groups() -> list[str]:
     blocked without one) and fails naming the comparison."""
     ctx = mp.get_context("spawn")
     ids, out = ctx.Queue(), ctx.Queue()
-    hung, replies = _run_two_ranks(ctx, _group_differing_rank, lambda r: (r, ids, out, True), out)
+    hung, replies = _run_two_ranks(ctx, _first_all_gather_rank, lambda r: (r, ids, out, "absent"), out)
     answers = {rank: (verdict, message, took) for rank, verdict, message, took in replies}
     verdict, message, took = answers.get(0, ("no answer", "", float("nan")))
     ok = not hung and verdict == "timeout" and "comparing the registered groups" in message and \
