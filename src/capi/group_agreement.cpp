@@ -1,8 +1,10 @@
 #include "capi/group_agreement.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "capi/landing_agreement.hpp"
 #include "fabric/fnv1a.hpp"
 #include "fabric/rank_kinds.hpp"
 #include "plan/plan_json.hpp"
@@ -68,11 +70,20 @@ std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
     same = same && perRank.back() == mine;
   }
   if (same) return "";
+  // A rank out of step may have brought a landing comparison to this exchange
+  // (landing_agreement.hpp): its words are no group count and digest.
+  const bool outOfStep = std::any_of(perRank.begin(), perRank.end(), [](const std::vector<uint64_t>& words) {
+    return isLandingComparison(words[0]);
+  });
   std::string msg =
-      "the ranks registered different groups before this collective (every rank must register the same groups "
-      "in the same order; the ranks do not compare plans in their collectives, which would pair wrong landings "
-      "and sums):";
+      outOfStep ? "the ranks are out of step: where this rank compared its registered groups, another compared a "
+                  "landing offset (every rank must issue the same collectives in the same order):"
+                : "the ranks registered different groups before this collective (every rank must register the same "
+                  "groups in the same order; the ranks do not compare plans in their collectives, which would pair "
+                  "wrong landings and sums):";
   msg += fabric::describeRankKinds(perRank, [](const std::vector<uint64_t>& words) {
+    if (isLandingComparison(words[0]))
+      return std::string("in another exchange (comparing a landing offset: the ranks are out of step)");
     std::string kind = std::to_string(words[0]);
     kind += " group(s), digest ";
     kind += hex(words[1]);

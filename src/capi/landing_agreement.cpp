@@ -30,6 +30,8 @@ bool AgreedLandings::add(int64_t offset) {
   return offsets_.size() == kManyLandings;
 }
 
+bool isLandingComparison(uint64_t firstWord) { return (firstWord & kTagMask) == kLandingTag; }
+
 std::vector<uint64_t> landingWords(size_t groupIndex, int64_t offset) {
   if (groupIndex > 0xffffffff) throw std::invalid_argument("group index " + std::to_string(groupIndex) + " beyond 32 bits");
   return {kLandingTag | groupIndex, static_cast<uint64_t>(offset)};
@@ -45,7 +47,7 @@ std::string landingDisagreement(size_t groupIndex, int64_t offset, int rank,
   for (size_t r = 0; (r + 1) * kWords <= everyRanksWords.size(); ++r) {
     const uint64_t* w = everyRanksWords.data() + r * kWords;
     same = same && w[0] == mine[0] && w[1] == mine[1];
-    perRank.push_back((w[0] & kTagMask) == kLandingTag ? Kind{{w[0] & ~kTagMask, static_cast<int64_t>(w[1])}}
+    perRank.push_back(isLandingComparison(w[0]) ? Kind{{w[0] & ~kTagMask, static_cast<int64_t>(w[1])}}
                                                        : Kind{});
   }
   if (same) return "";

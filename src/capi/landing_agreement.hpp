@@ -38,6 +38,10 @@ class AgreedLandings {
 // Words every rank contributes for one comparison.
 std::vector<uint64_t> landingWords(size_t groupIndex, int64_t offset);
 
+// Whether a rank's words, by their first, are a landing comparison's: a rank
+// out of step may bring them to another comparison's exchange (the groups').
+bool isLandingComparison(uint64_t firstWord);
+
 // "" when every rank's words (rank-major, as the fabric's gather returns
 // them) equal this rank's; else the message every rank raises: which ranks
 // passed which offset to which group.

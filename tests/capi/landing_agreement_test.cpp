@@ -37,6 +37,10 @@ TEST(LandingAgreement, ARankInTheGroupsComparisonIsNamedOutOfStep) {
   const std::vector<uint64_t> groupsWords = {2, 0x1234abcdULL};
   const std::string msg = landingDisagreement(0, 0, 0, concat({landingWords(0, 0), groupsWords}));
   EXPECT_NE(msg.find("rank 1: in another exchange"), std::string::npos) << msg;
+  // And the groups' side tells a landing comparison from a group count.
+  EXPECT_TRUE(isLandingComparison(landingWords(5, 4096)[0]));
+  EXPECT_FALSE(isLandingComparison(groupsWords[0]));
+  EXPECT_FALSE(isLandingComparison(0));
 }
 
 TEST(LandingAgreement, NegativeAndLargeOffsetsRoundTrip) {

@@ -134,3 +134,52 @@ def test_a_rank_that_moves_its_landing_alone_fails_stop(tmp_path):
     assert reason0 == "peer_failure" and "comparing a landing offset" in message0, verdicts
     assert "group 0 at landing offset" in message0 and "the job failed" in message0, message0
     assert took0 < 10, took0
+
+
+def _crossed_comparisons_rank(rank, store, results):
+    """Both ranks gather group 0 at their first region (compared), then register group 1. Rank 0
+    moves group 0 to its second region (a landing comparison) while rank 1 gathers group 1 for the
+    first time (a groups comparison): out of step, the two comparisons meet in one exchange."""
+    try:
+        from tide._capi import TideError
+        from tide.comm import Communicator
+
+        with Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                          store_dir=store, timeout_s=5) as comm:
+            first = comm.register_group(SHAPES)
+            n = first.plan["group"]["unsharded_bytes"]
+            offsets = [comm.alloc(n)[0], comm.alloc(n)[0]]
+            shard = np.random.default_rng().integers(0, 256, first.plan["group"]["shard_bytes"], dtype=np.uint8)
+            comm.all_gather(first, shard.ctypes.data, offsets[0])
+            comm.synchronize()
+            second = comm.register_group([[8, 4]])
+            try:
+                if rank == 0:
+                    comm.all_gather(first, shard.ctypes.data, offsets[1])
+                else:
+                    later_offset, _ = comm.alloc(second.plan["group"]["unsharded_bytes"])
+                    later_shard = np.zeros(second.plan["group"]["shard_bytes"], dtype=np.uint8)
+                    comm.all_gather(second, later_shard.ctypes.data, later_offset)
+                comm.synchronize()
+                results.put((rank, ("completed", "")))
+            except TideError as e:
+                results.put((rank, (e.reason, e.message)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+def test_a_landing_comparison_met_by_the_groups_comparison_is_named_on_both_sides(tmp_path):
+    """Each side names the other as out of step; the groups' side must not read the landing
+    comparison's words as a group count and digest (it once said the ranks registered different
+    groups, rank 0 some 6e18 of them)."""
+    got, codes = run_ranks(_crossed_comparisons_rank, 2, (str(tmp_path),), timeout=90)
+    verdicts = dict(got)
+    assert codes == [0, 0] and len(verdicts) == 2, (codes, verdicts)
+    assert all(isinstance(v, tuple) for v in verdicts.values()), verdicts
+    reason0, message0 = verdicts[0]
+    assert reason0 == "landings_differ" and "rank 1: in another exchange" in message0, verdicts
+    reason1, message1 = verdicts[1]
+    assert reason1 == "groups_differ", verdicts
+    assert "rank 0: in another exchange (comparing a landing offset" in message1, message1
+    assert "rank 1: 2 group(s)" in message1, message1
+    assert "registered different groups" not in message1, message1
