@@ -114,37 +114,33 @@ class CopyListCache {
     std::vector<Key> wanted;
     wanted.swap(wanted_);
     size_t next = 0;  // the first of `wanted` not yet done
-    struct Requeue {
-      std::vector<Key>& wanted;
-      const size_t& next;
-      std::vector<Key>& queue;
-      ~Requeue() {
-        if (next < wanted.size())
-          queue.insert(queue.begin(), std::make_move_iterator(wanted.begin() + static_cast<std::ptrdiff_t>(next)),
-                       std::make_move_iterator(wanted.end()));
+    try {
+      for (; next < wanted.size(); ++next) {
+        const Key& key = wanted[next];
+        auto it = lists_.find(key);
+        if (it == lists_.end() || !it->second.wanted) continue;  // forgotten since (one-offs made room)
+        Entry& e = it->second;
+        if (e.isVolatile && !volatileBuildsPay()) {  // the probe ended among the lists wanted since the last call
+          e.wanted = false;
+          ++stats_.volatileSkipped;
+          continue;
+        }
+        if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `e`: it holds no replay yet
+        e.replay = build(it->first);
+        e.wanted = false;  // (after build: a throw leaves it wanted, and requeued)
+        e.declined = e.replay == Replay{};
+        if (!e.declined) {
+          e.lastUse = ++tick_;  // as recent as a launch now: built lists are not dropped before their first use
+          ++live_;
+          ++stats_.built;
+          if (e.isVolatile) ++stats_.volatileBuilt;
+          ++built;
+        }
       }
-    } requeue{wanted, next, wanted_};
-    for (; next < wanted.size(); ++next) {
-      const Key& key = wanted[next];
-      auto it = lists_.find(key);
-      if (it == lists_.end() || !it->second.wanted) continue;  // forgotten since (one-offs made room)
-      Entry& e = it->second;
-      if (e.isVolatile && !volatileBuildsPay()) {  // the probe ended among the lists wanted since the last call
-        e.wanted = false;
-        ++stats_.volatileSkipped;
-        continue;
-      }
-      if (live_ >= maxReplays_) dropLeastRecent(destroy);  // never `e`: it holds no replay yet
-      e.replay = build(it->first);
-      e.wanted = false;  // (after build: a throw leaves it wanted, and requeued)
-      e.declined = e.replay == Replay{};
-      if (!e.declined) {
-        e.lastUse = ++tick_;  // as recent as a launch now: built lists are not dropped before their first use
-        ++live_;
-        ++stats_.built;
-        if (e.isVolatile) ++stats_.volatileBuilt;
-        ++built;
-      }
+    } catch (...) {  // the list it threw on and those after it stay wanted
+      wanted_.insert(wanted_.begin(), std::make_move_iterator(wanted.begin() + static_cast<std::ptrdiff_t>(next)),
+                     std::make_move_iterator(wanted.end()));
+      throw;
     }
     return built;
   }

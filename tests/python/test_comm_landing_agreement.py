@@ -15,19 +15,32 @@ from spawned_ranks import run_ranks
 SHAPES = [[37, 5], [3]]
 
 
+def _communicator(rank, store, ranks, timeout_s):
+    from tide.comm import Communicator
+
+    return Communicator(nodes=1, gpus_per_node=ranks, rank=rank, arena_bytes=1 << 22, fabric="host",
+                        store_dir=store, timeout_s=timeout_s)
+
+
+def _group_with_two_landings(comm):
+    """SHAPES registered on `comm`, two landing regions for it ((offset, address) each, allocated
+    alike on every rank), and a random shard."""
+    group = comm.register_group(SHAPES)
+    n = group.plan["group"]["unsharded_bytes"]
+    regions = [comm.alloc(n), comm.alloc(n)]
+    shard = np.random.default_rng().integers(0, 256, group.plan["group"]["shard_bytes"], dtype=np.uint8)
+    return group, regions, shard
+
+
 def _differing_rank(rank, store, results):
     """Ranks 0 and 2 gather into their first region, rank 1 into its second: both offsets are new to
     every rank, so all three compare, and all fail alike."""
     try:
         from tide._capi import TideError
-        from tide.comm import Communicator
 
-        with Communicator(nodes=1, gpus_per_node=3, rank=rank, arena_bytes=1 << 22, fabric="host",
-                          store_dir=store, timeout_s=5) as comm:
-            group = comm.register_group(SHAPES)
-            n = group.plan["group"]["unsharded_bytes"]
-            offsets = [comm.alloc(n)[0], comm.alloc(n)[0]]
-            shard = np.random.default_rng().integers(0, 256, group.plan["group"]["shard_bytes"], dtype=np.uint8)
+        with _communicator(rank, store, 3, timeout_s=5) as comm:
+            group, regions, shard = _group_with_two_landings(comm)
+            offsets = [offset for offset, _ in regions]
             verdicts = []
             for _ in range(2):  # the first call fails on the difference, the second on the unusable communicator
                 try:
@@ -60,13 +73,9 @@ def _alternating_rank(rank, store, seed, results):
     """One group gathered into two regions in turn, fresh shards and a poisoned landing each time
     (poisoned before the call that frees the landing for the peers' writes)."""
     try:
-        from tide.comm import Communicator
-
-        with Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
-                          store_dir=store, timeout_s=5) as comm:
-            group = comm.register_group(SHAPES)
+        with _communicator(rank, store, 2, timeout_s=5) as comm:
+            group, regions, _ = _group_with_two_landings(comm)
             n = group.plan["group"]["unsharded_bytes"]
-            regions = [comm.alloc(n), comm.alloc(n)]
             wrong = []
             for call in range(6):
                 offset, addr = regions[call % 2]
@@ -95,15 +104,11 @@ def _reusing_rank(rank, store, results):
     rank 0's comparison at once (else at its own deadline, 2 T + 10 s), saying what it compared."""
     try:
         from tide._capi import TideError
-        from tide.comm import Communicator
 
         # Not a `with`: closing after a failed collective raises that failure again.
-        comm = Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
-                            store_dir=store, timeout_s=1)
-        group = comm.register_group(SHAPES)
-        n = group.plan["group"]["unsharded_bytes"]
-        offsets = [comm.alloc(n)[0], comm.alloc(n)[0]]
-        shard = np.random.default_rng().integers(0, 256, group.plan["group"]["shard_bytes"], dtype=np.uint8)
+        comm = _communicator(rank, store, 2, timeout_s=1)
+        group, regions, shard = _group_with_two_landings(comm)
+        offsets = [offset for offset, _ in regions]
         comm.all_gather(group, shard.ctypes.data, offsets[0])
         comm.synchronize()
         start = time.monotonic()
@@ -125,7 +130,6 @@ def test_a_rank_that_moves_its_landing_alone_fails_stop(tmp_path):
     got, codes = run_ranks(_reusing_rank, 2, (str(tmp_path),), timeout=90)
     verdicts = dict(got)
     assert codes == [0, 0] and len(verdicts) == 2, (codes, verdicts)
-    reason0, message0, took0 = verdicts[0]
     reason1, message1, took1 = verdicts[1]
     # Its own wait's timeout, or (where another of its waits failed the job first) that failure.
     assert reason1 in ("timeout", "peer_failure") and "rank 0" in message1, verdicts
@@ -142,14 +146,10 @@ def _crossed_comparisons_rank(rank, store, results):
     first time (a groups comparison): out of step, the two comparisons meet in one exchange."""
     try:
         from tide._capi import TideError
-        from tide.comm import Communicator
 
-        with Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
-                          store_dir=store, timeout_s=5) as comm:
-            first = comm.register_group(SHAPES)
-            n = first.plan["group"]["unsharded_bytes"]
-            offsets = [comm.alloc(n)[0], comm.alloc(n)[0]]
-            shard = np.random.default_rng().integers(0, 256, first.plan["group"]["shard_bytes"], dtype=np.uint8)
+        with _communicator(rank, store, 2, timeout_s=5) as comm:
+            first, regions, shard = _group_with_two_landings(comm)
+            offsets = [offset for offset, _ in regions]
             comm.all_gather(first, shard.ctypes.data, offsets[0])
             comm.synchronize()
             second = comm.register_group([[8, 4]])
