@@ -219,17 +219,11 @@ elif [[ -x $CORESIDENT ]]; then
   # that cannot fail tests nothing), and the fabric's dropped signal is counted on co-resident
   # ranks (the fabric test's own case needs two GPUs). The M2L2 probe has four ranks: no copy graphs.
   run co_resident_faults 120 env TIDE_COPY_GRAPHS=0 "$CORESIDENT" --faults
-  # Consecutive all-gathers on unordered caller streams; the signals' old queue must fail it
-  # (threads, M1L2; and, since session 28, as processes with --old-order). Ranks as threads of
-  # one context stall at random on shared hardware (session 27: 2 of 8 runs with three ranks, and
-  # every run with the peers' calls on one stream; session 28: 3 of 36 with two), where one
-  # process per rank never did (16 of 16): those run as processes, both ways. Once the
-  # processes' --old-order has caught the old order on a GPU, the threads' step can go.
-  run co_resident_caller_streams 120 "$CORESIDENT" --caller-streams --topologies 1x2
-  run co_resident_caller_streams_processes 120 "$CORESIDENT" --caller-streams --processes --old-order \
-    --topologies 1x2,1x3
-  run co_resident_caller_streams_processes_one 120 "$CORESIDENT" --caller-streams --processes --peers-one-stream \
-    --topologies 1x2,1x3
+  # Consecutive all-gathers on unordered caller streams, one process per rank; the signals' old
+  # queue must fail it. (Its threads version, ranks of one CUDA context, stalled at random on
+  # the hardware queues they share, sessions 27 and 28, and left in session 29.)
+  run co_resident_caller_streams 120 "$CORESIDENT" --caller-streams --topologies 1x2,1x3
+  run co_resident_caller_streams_one 120 "$CORESIDENT" --caller-streams --peers-one-stream --topologies 1x2,1x3
   # One process per rank (CUDA IPC; a CUDA context and hardware queues each): every 4- and
   # 8-GPU topology of issue 6 on this host's GPUs (rank r on GPU r mod count), with copy graphs.
   run co_resident_processes 240 "$CORESIDENT" --processes --topologies 2x2,1x4,2x4,4x2,8x1,1x8

@@ -25,13 +25,12 @@
 // nothing); and the fabric's dropped signal on co-resident ranks.
 //
 // --caller-streams checks consecutive all-gathers issued on unordered caller
-// streams (runCallerStreamsProbe), on one node of 2 and of 3 ranks or on --topologies;
-// with --processes, one process per rank (and with --old-order, the old signal
-// order must be caught there too); with --peers-one-stream, only rank 0's
-// calls come on two streams.
+// streams (runCallerStreamsAsProcesses), one process per rank, on one node of 2
+// and of 3 ranks or on --topologies; the old signal order must be caught too;
+// with --peers-one-stream, only rank 0's calls come on two streams.
 //
 //   tide_co_resident_test [--topologies 1x2,2x1,2x2,1x4] [--seed S] [--processes | --faults | --caller-streams]
-//                         [--peers-one-stream] [--old-order] [--verbose]
+//                         [--peers-one-stream] [--verbose]
 #include <cuda_runtime.h>
 #include <stdlib.h>  // mkdtemp
 
@@ -697,9 +696,9 @@ void runFaultProbes(uint64_t seed) {
 // the current one). Rank 0 issues call 1 on stream A behind a delay and a
 // poison fill of call 1's landing (its caller still uses that memory up to the
 // call), then call 2 on an idle stream B; the other ranks issue both at once
-// (callerStreamsRank). As threads of one CUDA context, three ranks stall at
-// random on the hardware they share (session 27: 7 of 40 runs, whatever the
-// stream count), where one process per rank never did: M1L3 runs as processes.
+// (callerStreamsRank). The ranks are processes: as threads of one CUDA
+// context they stalled at random on the hardware queues they share (sessions
+// 27 and 28: up to 7 of 40 runs), where one process per rank never did.
 // No peer may write into rank 0's call-1 landing before A reaches call 1, so
 // both landings of every rank must hold their owners' shard bytes. With the
 // landing-free signals on the caller's queue (`signalsOwnQueue` false: TIDE
@@ -775,43 +774,6 @@ std::vector<void*> uploadCallerStreamsShards(DeviceMemoryFabric& fabric, const C
     fabric.upload(out.back(), bytes.data(), bytes.size());
   }
   return out;
-}
-
-// Every rank as a thread. Returns the landing bytes found wrong over both
-// calls and every rank.
-int64_t runCallerStreamsProbe(const plan::Topology& topo, uint64_t seed, bool signalsOwnQueue, bool peersOneStream) {
-  const CallerStreamsCase pc(topo, seed);
-  CoResidentFabric fabric(topo, pc.arenaBytes(), kQueuesNeeded);  // no caller compute queue: the probe has none
-  std::vector<std::vector<void*>> shards;  // [rank][call]
-  for (int r = 0; r < topo.ranks(); ++r) shards.push_back(uploadCallerStreamsShards(fabric, pc, r));
-  fabric.settle();
-  std::vector<std::vector<RankResults>> got(static_cast<size_t>(topo.ranks()));  // [rank][call]
-  onEveryRank(topo.ranks(), [&](int r) {
-    got[static_cast<size_t>(r)] = callerStreamsRank(fabric, fabric.cudaEndpoint(r), r, pc,
-                                                     shards[static_cast<size_t>(r)].data(), signalsOwnQueue,
-                                                     peersOneStream);
-  });
-  int64_t wrong = 0;
-  for (int k = 0; k < 2; ++k)
-    for (int r = 0; r < topo.ranks(); ++r)
-      wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(r)][static_cast<size_t>(k)]);
-  return wrong;
-}
-
-void runCallerStreamsProbes(uint64_t seed, const std::vector<plan::Topology>& topologies, bool peersOneStream) {
-  std::printf("consecutive all-gathers on unordered caller streams (rank 0's first one 0.3 s late):\n");
-  for (const plan::Topology& topo : topologies) {
-    const int64_t wrong = runCallerStreamsProbe(topo, seed, true, peersOneStream);
-    std::printf("  M%dL%d, signals on their own queue: %lld landing bytes wrong\n", topo.nodes, topo.gpusPerNode,
-                static_cast<long long>(wrong));
-    TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
-    const int64_t wrongBefore = runCallerStreamsProbe(topo, seed, false, peersOneStream);
-    std::printf("  M%dL%d, signals on the caller's stream (before session 21): %lld landing bytes wrong (%s)\n",
-                topo.nodes, topo.gpusPerNode, static_cast<long long>(wrongBefore),
-                wrongBefore > 0 ? "caught" : "NOT CAUGHT");
-    TCHECK(wrongBefore > 0, "the probe did not catch signals overtaking each other, so it tests nothing");
-    std::fflush(stdout);
-  }
 }
 
 // Whether making an endpoint with `o` in `group` is refused with a message holding `words`.
@@ -936,20 +898,18 @@ int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed)
 
 // The caller-streams probe with one process per rank (CUDA IPC), each with a
 // context and hardware queues of its own, as ranks run in training; every
-// rank checks its own landings. With `oldOrder`, each topology runs a second
-// time with the signals on the caller's queue (the test double of
-// runCallerStreamsProbe), and the ranks' wrong bytes, summed over a word
-// gather, must show the overtaking: the same proof that the probe can fail as
-// the threads' probe gives, without ranks sharing one context (whose hardware
-// queues stall the threads' probe now and then: BENCHMARKS.md, sessions 27, 28).
-int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream,
-                                bool oldOrder) {
+// rank checks its own landings. Each topology then runs a second time with
+// the signals on the caller's queue (callerStreamsRank's test double), and
+// the ranks' wrong bytes, summed over a word gather, must show the overtaking:
+// the probe can fail. (Its first version ran ranks as threads of one context,
+// whose shared hardware queues stalled it now and then: BENCHMARKS.md,
+// sessions 27, 28; session 29 retired it once this one had caught the order.)
+int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream) {
   int failedRanks = 0;
   for (const plan::Topology& t : topologies) {
     const int failed = runRanksAsProcesses(t, 120, [&](int rank, int device, host::FileStore& store) {
       const CallerStreamsCase pc(t, seed);
       for (const bool signalsOwnQueue : {true, false}) {
-        if (!signalsOwnQueue && !oldOrder) break;
         IpcFabric fabric(t, pc.arenaBytes(), store, signalsOwnQueue ? "caller-streams" : "caller-streams-old", rank,
                          device, kQueuesNeeded);
         const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
@@ -975,8 +935,7 @@ int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, u
       }
     });
     std::printf("  M%dL%d as %d processes, signals on their own queue: %s\n", t.nodes, t.gpusPerNode, t.ranks(),
-                failed == 0 ? (oldOrder ? "every landing right, the old order caught" : "every landing right")
-                            : "FAILED");
+                failed == 0 ? "every landing right, the old order caught" : "FAILED");
     std::fflush(stdout);
     failedRanks += failed;
   }
@@ -994,7 +953,6 @@ int main(int argc, char** argv) {
   bool callerStreams = false;
   bool topologiesGiven = false;
   bool peersOneStream = false;  // --caller-streams: ranks other than 0 issue both calls on one stream
-  bool oldOrder = false;        // --caller-streams --processes: also show that the old signal order is caught
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topologies" && i + 1 < argc) {
@@ -1007,11 +965,10 @@ int main(int argc, char** argv) {
     else if (a == "--faults") faults = true;
     else if (a == "--caller-streams") callerStreams = true;
     else if (a == "--peers-one-stream") peersOneStream = true;
-    else if (a == "--old-order") oldOrder = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--topologies MxL,...] [--seed S] [--processes | --faults | --caller-streams] "
-                   "[--peers-one-stream] [--old-order] [--verbose]\n",
+                   "[--peers-one-stream] [--verbose]\n",
                    argv[0]);
       return 2;
     }
@@ -1020,17 +977,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--faults runs co-resident ranks (threads); it excludes --processes\n");
     return 2;
   }
-  if (oldOrder && !(processes && callerStreams)) {
-    std::fprintf(stderr, "--old-order goes with --caller-streams --processes (the threads' probe always runs it)\n");
+  if (peersOneStream && !callerStreams) {
+    std::fprintf(stderr, "--peers-one-stream goes with --caller-streams\n");
     return 2;
   }
-  const std::string callerStreamTopologies = topologiesGiven ? topologies : "1x2,1x3";
-  if (processes && callerStreams) {
+  if (callerStreams && (processes || faults)) {
+    std::fprintf(stderr, "--caller-streams always runs one process per rank; it excludes --processes and --faults\n");
+    return 2;
+  }
+  if (callerStreams) {
+    const std::string callerStreamTopologies = topologiesGiven ? topologies : "1x2,1x3";
     std::printf("tide_co_resident_test: caller streams, one process per rank (CUDA IPC), seed %llu\n",
                 static_cast<unsigned long long>(seed));
     std::fflush(stdout);  // before the fork, or every child prints it again
     const int failedRanks =
-        runCallerStreamsAsProcesses(parseTopologies(callerStreamTopologies), seed, peersOneStream, oldOrder);
+        runCallerStreamsAsProcesses(parseTopologies(callerStreamTopologies), seed, peersOneStream);
     std::printf("tide_co_resident_test: %s (%d rank(s) failed)\n", failedRanks == 0 ? "PASS" : "FAIL", failedRanks);
     return failedRanks == 0 ? 0 : 1;
   }
@@ -1046,7 +1007,7 @@ int main(int argc, char** argv) {
   TCUDA(cudaGetDeviceCount(&devices));
   TCUDA(cudaSetDevice(0));
   std::printf("tide_co_resident_test: %s on GPU 0 of %d, seed %llu, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
-              faults ? "injected faults" : callerStreams ? "caller streams" : ("topologies " + topologies).c_str(),
+              faults ? "injected faults" : ("topologies " + topologies).c_str(),
               devices,
               static_cast<unsigned long long>(seed), std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
   try {
@@ -1054,8 +1015,6 @@ int main(int argc, char** argv) {
     wordGathers();
     if (faults) {
       runFaultProbes(seed);
-    } else if (callerStreams) {
-      runCallerStreamsProbes(seed, parseTopologies(callerStreamTopologies), peersOneStream);
     } else {
       for (const plan::Topology& t : parseTopologies(topologies))
         runTopology(
