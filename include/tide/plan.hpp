@@ -367,23 +367,26 @@ std::vector<ValidationIssue> validateRsPlan(const Topology& topo, const RsPlan& 
 
 // ---------------------------------------------------------------- memory model
 
-// Eqs. 10-12 and Sec. 5.4, in units of NS (one unsharded bf16 group).
+// Eqs. 10-12 and Sec. 5.4, in units of NS (one unsharded group, N x S bytes).
 struct MemoryModel {
   double rsAreaBound = 0;     // Eq. 10 bound in NS units
   double rsAreaInPlace = 0;   // Eq. 11
   double rsAreaSlotReuse = 0; // Eq. 12
-  double fsdp2Live = 4.0;     // FSDP2's live bytes during a layer's backward
+  double fsdp2Live = 4.0;     // FSDP2's live bytes during a layer's backward (3 NS for an fp32 group)
   double tideLive = 0;        // TIDE's bound for the plan's mode
   double tideLiveInPlace = 0;
   double tideLiveSlotReuse = 0;
 };
 
 // Closed-form model for M nodes of L GPUs (n_stg staging slots). The paper's
-// Eqs. 10-12 are the defaults (bf16 gradients, pull landing); fp32 gradients
-// double the staging slots and In-Place's live gradients, a push landing
-// adds its push area (one more inbox), so the bound covers RsPlan::stagingBytes.
+// Eqs. 10-12 are the defaults (bf16 group and gradients, pull landing); fp32
+// gradients double the staging slots and In-Place's live gradients, a push
+// landing adds its push area (one more inbox), so the bound covers
+// RsPlan::stagingBytes. An fp32 group (agItemSize 4) doubles NS itself, so
+// every fp32 term halves in NS units and FSDP2 holds 3 NS.
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
-                        int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull);
+                        int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull,
+                        int agItemSize = 2);
 
 // ---------------------------------------------------------------- whole plan
 

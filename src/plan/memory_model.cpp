@@ -1,15 +1,18 @@
 // Closed-form memory model of Sec. 5.4 (Eqs. 10-12), in NS units, where NS is
-// one unsharded bf16 group (N ranks x S bytes) and S_fp32 = 2S. Gradients of
-// gradItemSize bytes scale the staging slots and In-Place's live gradients.
+// one unsharded group (N ranks x S bytes, S in the all-gather's item type) and
+// S_fp32 = (4 / agItemSize) S: 2S for the paper's bf16 groups, S for fp32 ones.
+// Gradients of gradItemSize bytes scale the staging slots and In-Place's live
+// gradients; the ring slots hold the group itself, so they stay 2 NS.
 #include "tide/plan.hpp"
 
 namespace tide::plan {
 
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
-                        int stagingSlots, Mode mode, int gradItemSize, Landing landing) {
+                        int stagingSlots, Mode mode, int gradItemSize, Landing landing, int agItemSize) {
   const double m = nodes;
   const double l = gpusPerNode;
-  const double perFp32 = 2.0 / (m * l);  // one S_fp32 in NS units
+  const double fp32PerAgByte = 4.0 / agItemSize;
+  const double perFp32 = fp32PerAgByte / (m * l);  // one S_fp32 in NS units
   // Eq. 10: a bf16 staging slot takes at most (L/2) S_fp32, a generation L
   // blocks, the two outbox banks 2 n_out blocks, each bank one spare.
   // One node has no Level 2: its staging slot holds one row per sender
@@ -18,7 +21,7 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   // adds a push area the size of the inbox (RsPlan::pushAreaBytes): without
   // them the bound sat below the plan's own staging bytes.
   const bool multiNode = nodes > 1;
-  const double gradScale = gradItemSize / 2.0;  // gradient bytes per bf16 byte
+  const double gradScale = gradItemSize / 2.0;  // gradient bytes per bf16 byte (Eq. 10's slot is bf16)
   const double slot = (multiNode ? l / 2.0 : (l - 1.0) / (2.0 * l)) * gradScale;
   const double inbox = multiNode ? l * bufferGenerations : 0.0;
   const double pushArea = multiNode && landing == Landing::kPush ? inbox : 0.0;
@@ -30,13 +33,17 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   mm.rsAreaSlotReuse = area(nodes > 1 ? 2.0 * roundWidth : 0);  // Eq. 12 (n_out <= 2k)
   mm.rsAreaBound = mode == Mode::kInPlace ? mm.rsAreaInPlace : mm.rsAreaSlotReuse;
   // Two ring slots and the receive stage replace FSDP2's unsharded parameters
-  // and prefetched output; In-Place also keeps the previous layer's bf16
-  // gradients (NS), Slot-Reuse keeps them in a vacated slot.
+  // and prefetched output; In-Place also keeps the previous layer's
+  // gradients (NS for bf16 gradients of a bf16 group), Slot-Reuse keeps them
+  // in a vacated slot.
   const double ring = 2.0 + (multiNode ? 1.0 / l : 0.0);  // two ring slots + receive stage
-  mm.tideLiveInPlace = ring + mm.rsAreaInPlace + gradScale;  // the previous layer's gradients
+  const double gradsNs = static_cast<double>(gradItemSize) / agItemSize;
+  mm.tideLiveInPlace = ring + mm.rsAreaInPlace + gradsNs;  // the previous layer's gradients
   mm.tideLiveSlotReuse = ring + mm.rsAreaSlotReuse;
   mm.tideLive = mode == Mode::kInPlace ? mm.tideLiveInPlace : mm.tideLiveSlotReuse;
-  mm.fsdp2Live = 4.0;
+  // FSDP2: the unsharded parameters, the prefetched output and the previous
+  // layer's fp32 reduce-scatter input (N S_fp32): 4 NS for a bf16 group.
+  mm.fsdp2Live = 2.0 + fp32PerAgByte;
   return mm;
 }
 

@@ -145,7 +145,8 @@ Plan makePlan(const Topology& topo, const std::vector<ParamSpec>& specs, DType g
   plan.rs = makeRsPlan(plan.group, opt.rs);
   countLevel1Descriptors(plan.group, plan.rs);
   plan.memory = memoryModel(plan.group.topo.nodes, plan.group.topo.gpusPerNode, plan.rs.bufferGenerations, plan.rs.roundWidth,
-                            plan.rs.stagingSlots, plan.rs.mode, itemSize(plan.group.gradDtype), plan.rs.landing);
+                            plan.rs.stagingSlots, plan.rs.mode, itemSize(plan.group.gradDtype), plan.rs.landing,
+                            itemSize(plan.group.agDtype));
   return plan;
 }
 

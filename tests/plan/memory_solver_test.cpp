@@ -77,6 +77,32 @@ TEST(MemoryModel, MatchesEquation10ForRandomInputs) {
   }
 }
 
+// An fp32 group's NS is twice a bf16 group's: its S_fp32 is S, so every
+// fp32 term (staging area, FSDP2's reduce-scatter input) halves in NS units,
+// while the ring slots, which hold the group itself, stay 2 NS. The model once
+// counted an fp32 group's terms as a bf16 group's (its bound twice too high).
+TEST(MemoryModel, Fp32GroupsCountInTheirOwnNS) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int M = rng.irange(1, 200), L = rng.irange(1, 8), npar = rng.irange(1, 2), k = rng.irange(1, 8);
+    const int nstg = rng.irange(1, 4), grad = rng.coin() ? 2 : 4;
+    const Mode mode = rng.coin() ? Mode::kInPlace : Mode::kSlotReuse;
+    const Landing landing = rng.coin() ? Landing::kPush : Landing::kPull;
+    SCOPED_TRACE("M=" + std::to_string(M) + " L=" + std::to_string(L) + " grad=" + std::to_string(grad));
+    const MemoryModel bf = memoryModel(M, L, npar, k, nstg, mode, grad, landing, 2);
+    const MemoryModel fp = memoryModel(M, L, npar, k, nstg, mode, grad, landing, 4);
+    const double ring = 2.0 + (M > 1 ? 1.0 / L : 0.0);
+    EXPECT_NEAR(fp.rsAreaInPlace, bf.rsAreaInPlace / 2.0, 1e-12);
+    EXPECT_NEAR(fp.rsAreaSlotReuse, bf.rsAreaSlotReuse / 2.0, 1e-12);
+    EXPECT_NEAR(fp.rsAreaBound, bf.rsAreaBound / 2.0, 1e-12);
+    EXPECT_NEAR(fp.tideLiveSlotReuse, ring + fp.rsAreaSlotReuse, 1e-12);
+    EXPECT_NEAR(fp.tideLiveInPlace, ring + fp.rsAreaInPlace + grad / 4.0, 1e-12);
+    EXPECT_NEAR(bf.tideLiveInPlace, ring + bf.rsAreaInPlace + grad / 2.0, 1e-12);
+    EXPECT_EQ(bf.fsdp2Live, 4.0);
+    EXPECT_EQ(fp.fsdp2Live, 3.0);
+  }
+}
+
 // ---------------------------------------------------------------- solver
 
 int refRounds(int M, int W, int k) {
@@ -232,9 +258,11 @@ TEST(Solver, RejectsNonPositiveRates) {
 }
 
 // The bound covers the plan's own staging bytes (Area_RS in NS units, NS = N
-// ranks x 2E bytes) for fp32 gradients and push landing too, where the
-// paper's bf16 / pull constants alone fell short (fp32: slots twice the size;
-// push: one more inbox). Sizes are multiples of 8 L passes elements, so no
+// ranks x E elements of the all-gather's type) for fp32 gradients, fp32
+// groups and push landing too, where the paper's bf16 / pull constants alone
+// fell short (fp32 gradients: slots twice the size; push: one more inbox).
+// For an fp32 group NS is twice a bf16 one's, and the model says so: ring
+// slots 2 NS, FSDP2 3 NS. Sizes are multiples of 8 L passes elements, so no
 // sub-slice padding blurs the comparison.
 TEST(MemoryModel, BoundsThePlansStagingBytes) {
   TIDE_SEEDED_RNG(rng);
@@ -247,16 +275,20 @@ TEST(MemoryModel, BoundsThePlansStagingBytes) {
     opt.rs.passes = passes;
     opt.rs.stagingSlots = rng.irange(1, 4);
     const DType grad = rng.coin() ? DType::kBF16 : DType::kFP32;
-    const std::vector<ParamSpec> specs{ParamSpec{{int64_t{N} * 8 * L * passes * rng.range(1, 4)}, DType::kBF16}};
+    const DType ag = rng.coin() ? DType::kBF16 : DType::kFP32;
+    const std::vector<ParamSpec> specs{ParamSpec{{int64_t{N} * 8 * L * passes * rng.range(1, 4)}, ag}};
     SCOPED_TRACE("M=" + std::to_string(M) + " L=" + std::to_string(L) + " passes=" + std::to_string(passes) +
-                 " grad=" + dtypeName(grad) + " landing=" + landingName(opt.rs.landing) + " mode=" +
-                 modeName(opt.rs.mode));
+                 " grad=" + dtypeName(grad) + " ag=" + dtypeName(ag) + " landing=" + landingName(opt.rs.landing) +
+                 " mode=" + modeName(opt.rs.mode));
     const Plan plan = makePlan(Topology::make(M, L), specs, grad, opt);
-    const double ns = static_cast<double>(N) * 2.0 * static_cast<double>(plan.group.outElems);
+    const double ns = static_cast<double>(N) * refItemSize(ag) * static_cast<double>(plan.group.outElems);
+    ASSERT_EQ(ns, static_cast<double>(plan.group.unshardedBytes()));
     EXPECT_LE(static_cast<double>(plan.rs.stagingBytes) / ns, plan.memory.rsAreaBound + 1e-12);
-    // In-Place keeps the previous layer's gradients: NS in bf16, 2 NS in fp32.
+    // In-Place keeps the previous layer's gradients: N S_grad, in NS units.
     EXPECT_NEAR(plan.memory.tideLiveInPlace - plan.memory.rsAreaInPlace,
-                2.0 + (M > 1 ? 1.0 / L : 0.0) + refItemSize(grad) / 2.0, 1e-12);
+                2.0 + (M > 1 ? 1.0 / L : 0.0) + static_cast<double>(refItemSize(grad)) / refItemSize(ag), 1e-12);
+    // FSDP2: unsharded parameters, prefetched output (2 NS), fp32 reduce-scatter input (N S_fp32).
+    EXPECT_NEAR(plan.memory.fsdp2Live, 2.0 + 4.0 / refItemSize(ag), 1e-12);
   }
 }
 

@@ -78,11 +78,15 @@ def test_preset_json_has_every_key(preset, nodes, gpus):
 
 def _check_memory_model(plan: dict, m: int, l: int) -> None:
     """The JSON's memory section against Sec. 5.4's Eqs. 10-12 written out here, in units of one
-    unsharded bf16 group (N S; one fp32 shard S_fp32 = 2 N S / (M L))."""
+    unsharded group (N S bytes, S in the group's all-gather type; one fp32 shard S_fp32 =
+    (4 / item) N S / (M L): 2 N S / (M L) for bf16, as in the paper)."""
     rs, mem = plan["reduce_scatter"], plan["memory"]
-    fp32_shard = 2.0 / (m * l)
+    item = {"bf16": 2, "fp32": 4}[plan["group"]["dtype"]]
+    grad_item = {"bf16": 2, "fp32": 4}[plan["group"]["grad_dtype"]]
+    fp32_shard = 4.0 / item / (m * l)
     multi = m > 1
-    slot = l / 2 if multi else (l - 1) / (2 * l)  # Eq. 10's staging slot; one node: a row per sender
+    # Eq. 10's bf16 staging slot (one node: a row per sender), twice as large for fp32 gradients.
+    slot = (l / 2 if multi else (l - 1) / (2 * l)) * grad_item / 2
 
     def area(outbox_blocks: float) -> float:
         return (slot * rs["staging_slots"] + l * rs["buffer_generations"] + 2 * outbox_blocks
@@ -93,7 +97,9 @@ def _check_memory_model(plan: dict, m: int, l: int) -> None:
     ring = 2 + (1 / l if multi else 0)
     want = {"rs_area_in_place_ns": in_place, "rs_area_slot_reuse_ns": slot_reuse,
             "rs_area_ns": in_place if rs["mode"] == "in-place" else slot_reuse,
-            "tide_live_in_place_ns": ring + in_place + 1, "tide_live_slot_reuse_ns": ring + slot_reuse}
+            "tide_live_in_place_ns": ring + in_place + grad_item / item,
+            "tide_live_slot_reuse_ns": ring + slot_reuse,
+            "fsdp2_live_ns": 2 + 4 / item}
     want["tide_live_ns"] = want["tide_live_in_place_ns" if rs["mode"] == "in-place" else "tide_live_slot_reuse_ns"]
     for key, value in want.items():
         assert mem[key] == pytest.approx(value, rel=1e-12), (key, mem[key], value)
@@ -160,12 +166,15 @@ def test_shapes_file_name_that_is_not_utf8(tmp_path):
     assert b"shapes-\\xff.json" in proc.stdout, proc.stdout[:300]
 
 
-def test_dtype_options():
-    result = run_tide("plan", "--preset", "llama3.1-8b", "-M", 2, "-L", 8, "--dtype", "fp32",
-                      "--grad-dtype", "bf16", "--json")
+@pytest.mark.parametrize("dtype,grad_dtype,nodes", [("fp32", "bf16", 2), ("fp32", "fp32", 4), ("bf16", "fp32", 1)])
+def test_dtype_options(dtype, grad_dtype, nodes):
+    result = run_tide("plan", "--preset", "llama3.1-8b", "-M", nodes, "-L", 8, "--dtype", dtype,
+                      "--grad-dtype", grad_dtype, "--json")
     assert result.returncode == 0, result.stderr
-    group = result.json()["group"]
-    assert (group["dtype"], group["grad_dtype"]) == ("fp32", "bf16")
+    plan = result.json()
+    assert (plan["group"]["dtype"], plan["group"]["grad_dtype"]) == (dtype, grad_dtype)
+    # NS is the group in its own type: an fp32 group's fp32 terms halve in NS units.
+    _check_memory_model(plan, nodes, 8)
 
 
 def test_knobs_reach_the_plan(tmp_path):
