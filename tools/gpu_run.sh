@@ -220,8 +220,8 @@ elif [[ -x $CORESIDENT ]]; then
   # ranks (the fabric test's own case needs two GPUs). The M2L2 probe has four ranks: no copy graphs.
   run co_resident_faults 120 env TIDE_COPY_GRAPHS=0 "$CORESIDENT" --faults
   # Consecutive all-gathers on unordered caller streams, one process per rank; the signals' old
-  # queue must fail it. (Its threads version, ranks of one CUDA context, stalled at random on
-  # the hardware queues they share, sessions 27 and 28, and left in session 29.)
+  # queue must fail it, by wrong bytes or by a stall its 5 s deadline ends (a stall there is the
+  # old order's counter going back, sessions 27-29, not a fault of the test).
   run co_resident_caller_streams 120 "$CORESIDENT" --caller-streams --topologies 1x2,1x3
   run co_resident_caller_streams_one 120 "$CORESIDENT" --caller-streams --peers-one-stream --topologies 1x2,1x3
   # One process per rank (CUDA IPC; a CUDA context and hardware queues each): every 4- and

@@ -35,6 +35,7 @@
 #include <stdlib.h>  // mkdtemp
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -696,15 +697,13 @@ void runFaultProbes(uint64_t seed) {
 // the current one). Rank 0 issues call 1 on stream A behind a delay and a
 // poison fill of call 1's landing (its caller still uses that memory up to the
 // call), then call 2 on an idle stream B; the other ranks issue both at once
-// (callerStreamsRank). The ranks are processes: as threads of one CUDA
-// context they stalled at random on the hardware queues they share (sessions
-// 27 and 28: up to 7 of 40 runs), where one process per rank never did.
+// (callerStreamsRank), one process per rank.
 // No peer may write into rank 0's call-1 landing before A reaches call 1, so
 // both landings of every rank must hold their owners' shard bytes. With the
 // landing-free signals on the caller's queue (`signalsOwnQueue` false: TIDE
 // before session 21, rebuilt by a test double that runs the signal queue's
 // work on the caller's queue) call 2's signal overtakes call 1's: the probe must then
-// find poison, or it could not fail.
+// find poison or stall (runCallerStreamsAsProcesses), or it could not fail.
 // Returns the landing bytes found wrong over both calls and every rank.
 // The probe's group, plan and inputs, the same in every process for a seed.
 struct CallerStreamsCase {
@@ -849,20 +848,35 @@ std::vector<plan::Topology> parseTopologies(const std::string& list) {
 
 }  // namespace
 
-// Runs `body(rank, device, store)` in one process per rank of `t` (CUDA IPC
-// between them, rank r on GPU r mod count, a file store in a fresh folder for
-// their bootstrap); a rank fails when it throws or records a failed check.
-// The parent touches no CUDA: it forks. Returns the ranks that failed.
-int runRanksAsProcesses(const plan::Topology& t, double timeoutSeconds,
-                        const std::function<void(int rank, int device, host::FileStore& store)>& body) {
-  char dir[] = "/tmp/tide_ipc_test_XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    std::perror("mkdtemp");
-    return t.ranks();
+// A fresh folder for one launch's file store, removed with this object.
+class StoreDir {
+ public:
+  StoreDir() {
+    if (mkdtemp(path_) == nullptr) {
+      std::perror("mkdtemp");
+      path_[0] = '\0';
+    }
   }
-  std::printf("M%dL%d as %d processes (store %s):\n", t.nodes, t.gpusPerNode, t.ranks(), dir);
-  std::fflush(stdout);  // before the fork, or every child prints it again
-  const int failed = tide::test::launchRanks(t.ranks(), timeoutSeconds, [&](int rank, const ncclUniqueId&) {
+  ~StoreDir() {
+    std::error_code ignored;
+    if (ok()) std::filesystem::remove_all(path_, ignored);
+  }
+  StoreDir(const StoreDir&) = delete;
+  StoreDir& operator=(const StoreDir&) = delete;
+  bool ok() const { return path_[0] != '\0'; }
+  const char* path() const { return path_; }
+
+ private:
+  char path_[32] = "/tmp/tide_ipc_test_XXXXXX";
+};
+
+using RankBody = std::function<void(int rank, int device, host::FileStore& store)>;
+
+// What one process of runRanksAsProcesses runs: rank r on GPU r mod count, a
+// file store in `dir` for the bootstrap; it fails when `body` throws or
+// records a failed check.
+std::function<int(int, const ncclUniqueId&)> rankProcess(const char* dir, const RankBody& body) {
+  return [dir, &body](int rank, const ncclUniqueId&) {
     tide::test::rankForLog() = rank;
     int devices = 0;
     TCUDA(cudaGetDeviceCount(&devices));
@@ -875,10 +889,26 @@ int runRanksAsProcesses(const plan::Topology& t, double timeoutSeconds,
       tide::test::fail(__FILE__, __LINE__, std::string("stopped: ") + e.what());
     }
     return tide::test::failures() == 0 ? 0 : 1;
-  });
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  return failed;
+  };
+}
+
+// Runs `body(rank, device, store)` in one process per rank of `t` (CUDA IPC
+// between them). The parent touches no CUDA: it forks. Returns the ranks that failed.
+int runRanksAsProcesses(const plan::Topology& t, double timeoutSeconds, const RankBody& body) {
+  StoreDir dir;
+  if (!dir.ok()) return t.ranks();
+  std::printf("M%dL%d as %d processes (store %s):\n", t.nodes, t.gpusPerNode, t.ranks(), dir.path());
+  std::fflush(stdout);  // before the fork, or every child prints it again
+  return tide::test::launchRanks(t.ranks(), timeoutSeconds, rankProcess(dir.path(), body));
+}
+
+// runRanksAsProcesses, returning how each rank ended, with its stderr.
+std::vector<tide::test::ChildOutcome> runRanksAsProcessesCapturing(const plan::Topology& t, double timeoutSeconds,
+                                                                   const RankBody& body) {
+  StoreDir dir;
+  if (!dir.ok()) return std::vector<tide::test::ChildOutcome>(static_cast<size_t>(t.ranks()));
+  std::fflush(stdout);
+  return tide::test::launchRanksCapturing(t.ranks(), timeoutSeconds, rankProcess(dir.path(), body));
 }
 
 // Every topology with one process per rank, each checking its own rank.
@@ -896,48 +926,103 @@ int runAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed)
   return failedRanks;
 }
 
+// One rank of the caller-streams probe as a process: its landings after both
+// calls, wrong bytes counted against the inputs.
+int64_t callerStreamsRankProcess(const plan::Topology& t, const CallerStreamsCase& pc, int rank, int device,
+                                 host::FileStore& store, bool signalsOwnQueue, bool peersOneStream) {
+  IpcFabric fabric(t, pc.arenaBytes(), store, "caller-streams", rank, device, kQueuesNeeded);
+  const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
+  fabric.settle();
+  const std::vector<RankResults> got =
+      callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc, shards.data(), signalsOwnQueue, peersOneStream);
+  int64_t wrong = 0;
+  for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
+  return wrong;
+}
+
+// The marker an old-order rank prints once its landings are checked (before
+// its fabric's collective teardown, which a peer stopped by its watchdog
+// would leave waiting).
+constexpr const char* kOldOrderMarker = "old order, landing bytes wrong on this rank: ";
+// The CUDA fabric watchdog's fail-stop line for a wait past its deadline.
+constexpr const char* kStalledWait = "not satisfied after";
+
+// How the ranks of an old-order launch ended: caught by wrong bytes, by a wait
+// the watchdog failed stop (the old order lets a later call's "landing free"
+// value be overwritten by an earlier one's, so a peer waiting for the later
+// value after that waits for ever), or neither (the probe missed it).
+struct OldOrderVerdict {
+  int64_t wrongBytes = 0;
+  std::vector<int> stalledRanks;
+  std::vector<int> unexplainedRanks;  // ended otherwise: the test itself broke
+  bool caught() const { return wrongBytes > 0 || !stalledRanks.empty(); }
+};
+
+OldOrderVerdict judgeOldOrder(const std::vector<tide::test::ChildOutcome>& ranks) {
+  OldOrderVerdict v;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const std::string& err = ranks[r].stderrText;
+    const size_t at = err.find(kOldOrderMarker);
+    if (at != std::string::npos) {
+      v.wrongBytes += std::strtoll(err.c_str() + at + std::strlen(kOldOrderMarker), nullptr, 10);
+    } else if (ranks[r].signal == SIGABRT && err.find(kStalledWait) != std::string::npos) {
+      v.stalledRanks.push_back(static_cast<int>(r));
+    } else {
+      v.unexplainedRanks.push_back(static_cast<int>(r));
+    }
+  }
+  return v;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) {
+    if (!out.empty()) out.append(",");
+    out.append(std::to_string(r));
+  }
+  return out;
+}
+
 // The caller-streams probe with one process per rank (CUDA IPC), each with a
 // context and hardware queues of its own, as ranks run in training; every
-// rank checks its own landings. Each topology then runs a second time with
-// the signals on the caller's queue (callerStreamsRank's test double), and
-// the ranks' wrong bytes, summed over a word gather, must show the overtaking:
-// the probe can fail. (Its first version ran ranks as threads of one context,
-// whose shared hardware queues stalled it now and then: BENCHMARKS.md,
-// sessions 27, 28; session 29 retired it once this one had caught the order.)
+// rank checks its own landings. Then each topology runs again with the
+// signals on the caller's queue (callerStreamsRank's test double, TIDE before
+// session 21), which must be caught: the probe can fail. The old order fails
+// two ways, by landing bytes overwritten early or by a stall (judgeOldOrder),
+// so its ranks run under a short wait deadline in a launch of their own, and
+// the launcher tells how each ended. The probe first ran ranks as threads of
+// one context and blamed their stalls on it; sessions 27-29 show those
+// stalls were this second way of catching the old order (every one of its
+// runs has both orders; session 29: processes stall the same way).
 int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, uint64_t seed, bool peersOneStream) {
   int failedRanks = 0;
   for (const plan::Topology& t : topologies) {
+    const CallerStreamsCase pc(t, seed);
     const int failed = runRanksAsProcesses(t, 120, [&](int rank, int device, host::FileStore& store) {
-      const CallerStreamsCase pc(t, seed);
-      for (const bool signalsOwnQueue : {true, false}) {
-        IpcFabric fabric(t, pc.arenaBytes(), store, signalsOwnQueue ? "caller-streams" : "caller-streams-old", rank,
-                         device, kQueuesNeeded);
-        const std::vector<void*> shards = uploadCallerStreamsShards(fabric, pc, rank);
-        fabric.settle();
-        const std::vector<RankResults> got = callerStreamsRank(fabric, fabric.cudaEndpoint(rank), rank, pc,
-                                                               shards.data(), signalsOwnQueue, peersOneStream);
-        int64_t wrong = 0;
-        for (int k = 0; k < 2; ++k) wrong += wrongLandingBytes(pc.pl.group, pc.in[k], got[static_cast<size_t>(k)]);
-        if (signalsOwnQueue) {
-          TCHECK(wrong == 0, "a peer wrote into a landing before its caller's stream reached the call");
-          continue;
-        }
-        uint64_t everyRank = 0;
-        for (uint64_t w : fabric.cudaEndpoint(rank).gatherWords({static_cast<uint64_t>(wrong)},
-                                                                "summing the old order's wrong bytes"))
-          everyRank += w;
-        if (rank == 0)
-          std::printf("  M%dL%d as %d processes, signals on the caller's stream (before session 21): %llu landing "
-                      "bytes wrong (%s)\n",
-                      t.nodes, t.gpusPerNode, t.ranks(), static_cast<unsigned long long>(everyRank),
-                      everyRank > 0 ? "caught" : "NOT CAUGHT");
-        TCHECK(everyRank > 0, "the probe did not catch signals overtaking each other, so it tests nothing");
-      }
+      TCHECK(callerStreamsRankProcess(t, pc, rank, device, store, true, peersOneStream) == 0,
+             "a peer wrote into a landing before its caller's stream reached the call");
     });
     std::printf("  M%dL%d as %d processes, signals on their own queue: %s\n", t.nodes, t.gpusPerNode, t.ranks(),
-                failed == 0 ? "every landing right, the old order caught" : "FAILED");
+                failed == 0 ? "every landing right" : "FAILED");
     std::fflush(stdout);
     failedRanks += failed;
+
+    const OldOrderVerdict old = judgeOldOrder(runRanksAsProcessesCapturing(
+        t, 120, [&](int rank, int device, host::FileStore& store) {
+          setenv("TIDE_FABRIC_WAIT_TIMEOUT_S", "5", 1);  // a stall is one way of catching it
+          const int64_t wrong = callerStreamsRankProcess(t, pc, rank, device, store, false, peersOneStream);
+          std::fprintf(stderr, "rank %d: %s%lld\n", rank, kOldOrderMarker, static_cast<long long>(wrong));
+        }));
+    const std::string stalled = old.stalledRanks.empty() ? "none" : "ranks " + rankList(old.stalledRanks);
+    std::printf("  M%dL%d as %d processes, signals on the caller's stream (before session 21): %s: %lld landing "
+                "bytes wrong, stalled: %s\n",
+                t.nodes, t.gpusPerNode, t.ranks(), old.caught() ? "caught" : "NOT CAUGHT",
+                static_cast<long long>(old.wrongBytes), stalled.c_str());
+    if (!old.unexplainedRanks.empty())
+      std::printf("    ranks %s ended neither with a verdict nor stalled: the probe broke\n",
+                  rankList(old.unexplainedRanks).c_str());
+    std::fflush(stdout);
+    if (!old.caught() || !old.unexplainedRanks.empty()) ++failedRanks;
   }
   return failedRanks;
 }

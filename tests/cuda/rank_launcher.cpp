@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,43 +44,64 @@ bool readAll(int fd, void* data, size_t n) {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Pipes that carry rank 0's NCCL unique id to ranks 1..ranks-1 ([r] for rank r).
+struct IdPipes {
+  std::vector<int> readEnd, writeEnd;
+  explicit IdPipes(int ranks) : readEnd(static_cast<size_t>(ranks), -1), writeEnd(static_cast<size_t>(ranks), -1) {}
+  bool open() {
+    for (size_t r = 1; r < readEnd.size(); ++r) {
+      int fds[2];
+      if (pipe(fds) != 0) return false;
+      readEnd[r] = fds[0];
+      writeEnd[r] = fds[1];
+    }
+    return true;
+  }
+  void closeAll() {
+    for (size_t r = 1; r < readEnd.size(); ++r) {
+      close(readEnd[r]);
+      close(writeEnd[r]);
+    }
+  }
+};
+
+// Forks rank r: it takes (rank 0: makes) the unique id, runs body and exits
+// with its return value; with stderrFd >= 0 its stderr goes there. Returns
+// the child's pid (negative when fork failed).
+pid_t forkRank(int r, int ranks, IdPipes& ids, int stderrFd,
+               const std::function<int(int, const ncclUniqueId&)>& body) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+  if (stderrFd >= 0) dup2(stderrFd, STDERR_FILENO);
+  ncclUniqueId id{};
+  if (r == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
+    for (int peer = 1; peer < ranks; ++peer)
+      if (!writeAll(ids.writeEnd[static_cast<size_t>(peer)], &id, sizeof(id))) _exit(3);
+  } else if (!readAll(ids.readEnd[static_cast<size_t>(r)], &id, sizeof(id))) {
+    _exit(3);
+  }
+  std::fflush(stdout);
+  const int rc = body(r, id);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(rc);
+}
+
 }  // namespace
 
 int launchRanks(int ranks, double timeoutSeconds,
                 const std::function<int(int, const ncclUniqueId&)>& body) {
-  std::vector<int> readEnd(static_cast<size_t>(ranks), -1), writeEnd(static_cast<size_t>(ranks), -1);
-  for (int r = 1; r < ranks; ++r) {
-    int fds[2];
-    if (pipe(fds) != 0) return ranks;
-    readEnd[static_cast<size_t>(r)] = fds[0];
-    writeEnd[static_cast<size_t>(r)] = fds[1];
-  }
+  IdPipes ids(ranks);
+  if (!ids.open()) return ranks;
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
-    const pid_t pid = fork();
+    const pid_t pid = forkRank(r, ranks, ids, -1, body);
     if (pid < 0) return ranks;
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
-      ncclUniqueId id{};
-      if (r == 0) {
-        if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
-        for (int peer = 1; peer < ranks; ++peer)
-          if (!writeAll(writeEnd[static_cast<size_t>(peer)], &id, sizeof(id))) _exit(3);
-      } else if (!readAll(readEnd[static_cast<size_t>(r)], &id, sizeof(id))) {
-        _exit(3);
-      }
-      std::fflush(stdout);
-      const int rc = body(r, id);
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(rc);
-    }
     pids.push_back(pid);
   }
-  for (int r = 1; r < ranks; ++r) {
-    close(readEnd[static_cast<size_t>(r)]);
-    close(writeEnd[static_cast<size_t>(r)]);
-  }
+  ids.closeAll();
 
   int failed = 0;
   const auto t0 = Clock::now();
@@ -152,6 +174,69 @@ ChildOutcome runCapturingStderr(double timeoutSeconds, const std::function<int()
   out.exited = !out.timedOut && WIFEXITED(status);
   out.exitCode = out.exited ? WEXITSTATUS(status) : 0;
   out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return out;
+}
+
+std::vector<ChildOutcome> launchRanksCapturing(int ranks, double timeoutSeconds,
+                                               const std::function<int(int, const ncclUniqueId&)>& body) {
+  std::vector<ChildOutcome> out(static_cast<size_t>(ranks));
+  IdPipes ids(ranks);
+  if (!ids.open()) return out;  // every rank "not exited": failed
+  std::vector<pid_t> pids(static_cast<size_t>(ranks), -1);
+  std::vector<int> errRead(static_cast<size_t>(ranks), -1);
+  const auto t0 = Clock::now();
+  for (int r = 0; r < ranks; ++r) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
+    pids[static_cast<size_t>(r)] = forkRank(r, ranks, ids, fds[1], body);
+    close(fds[1]);
+    errRead[static_cast<size_t>(r)] = fds[0];
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  }
+  ids.closeAll();
+  // Reads what rank r wrote so far; passes on its complete lines (all, at the end).
+  std::vector<std::string> pending(static_cast<size_t>(ranks));
+  auto drain = [&](size_t r, bool last) {
+    char buf[4096];
+    ssize_t n;
+    while (errRead[r] >= 0 && (n = read(errRead[r], buf, sizeof(buf))) > 0) {
+      out[r].stderrText.append(buf, static_cast<size_t>(n));
+      pending[r].append(buf, static_cast<size_t>(n));
+    }
+    const size_t cut = last ? pending[r].size() : pending[r].rfind('\n') + 1;  // npos + 1 == 0
+    if (cut > 0) {
+      std::fwrite(pending[r].data(), 1, cut, stderr);
+      pending[r].erase(0, cut);
+    }
+  };
+  std::vector<bool> reaped(static_cast<size_t>(ranks), false);
+  for (size_t r = 0; r < pids.size(); ++r) reaped[r] = pids[r] < 0;
+  size_t remaining = static_cast<size_t>(std::count(reaped.begin(), reaped.end(), false));
+  while (remaining > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const bool late = since(t0) > timeoutSeconds;
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (reaped[r]) continue;
+      drain(r, false);
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) != pids[r]) {
+        if (!late) continue;
+        out[r].timedOut = true;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], &status, 0);
+      }
+      reaped[r] = true;
+      --remaining;
+      out[r].seconds = since(t0);
+      out[r].exited = !out[r].timedOut && WIFEXITED(status);
+      out[r].exitCode = out[r].exited ? WEXITSTATUS(status) : 0;
+      out[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    }
+  }
+  for (size_t r = 0; r < pids.size(); ++r) {
+    drain(r, true);
+    if (errRead[r] >= 0) close(errRead[r]);
+  }
   return out;
 }
 

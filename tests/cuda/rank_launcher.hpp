@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tide::test {
 
@@ -26,5 +27,11 @@ struct ChildOutcome {
 
 // One forked child running `body` with its stderr captured.
 ChildOutcome runCapturingStderr(double timeoutSeconds, const std::function<int()>& body);
+
+// launchRanks with each rank's outcome and stderr (also passed on to this
+// process's stderr line by line as it comes, so logs keep it), for a test
+// that must tell how its ranks ended: e.g. a wait that a watchdog failed stop.
+std::vector<ChildOutcome> launchRanksCapturing(int ranks, double timeoutSeconds,
+                                               const std::function<int(int rank, const ncclUniqueId& id)>& body);
 
 }  // namespace tide::test
