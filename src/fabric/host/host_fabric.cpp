@@ -105,7 +105,8 @@ std::atomic<uint64_t>& HostEndpoint::counter(int rank, int id) {
   return mem_.counters[static_cast<size_t>(rank)][id];
 }
 
-void HostEndpoint::raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value) {
+void HostEndpoint::raise(int rank, int id, uint64_t value) {
+  std::atomic<uint64_t>& ctr = counter(rank, id);
   uint64_t cur = ctr.load();
   while (cur < value && !ctr.compare_exchange_weak(cur, value)) {
   }
@@ -114,6 +115,17 @@ void HostEndpoint::raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value) {
     std::lock_guard<std::mutex> lock(bell->mu);
     bell->cv.notify_all();
   }
+  // The counter keeps its larger value here, but the CUDA fabric writes the
+  // value (cuStreamWriteValue64): there it would go back, and a wait for the
+  // larger value that starts after that would wait for ever (session 29: the
+  // landing-free signals on the callers' streams, before session 21). So a
+  // signal below the counter's value fails the job on CPU ranks too.
+  if (cur > value)
+    fail(FabricError::Kind::kProtocol,
+         "rank " + std::to_string(rank_) + ": a signal of " + std::to_string(value) + " to counter " +
+             std::to_string(id) + " of rank " + std::to_string(rank) + ", which holds " + std::to_string(cur) +
+             " already: signals to one counter must come in value order (on GPUs the counter would go back, and "
+             "a wait for the larger value could wait for ever)");
 }
 
 Clock::time_point HostEndpoint::deadline() const {
@@ -365,7 +377,7 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
     }
     if (ctr && !dropThisSignal()) {
       if (checker_) checker_->signal(task, dstRank, signalId, signalValue);
-      raise(dstRank, *ctr, signalValue);
+      raise(dstRank, signalId, signalValue);
     }
   });
 }
@@ -437,7 +449,7 @@ void HostEndpoint::flushRails() {
       if (t.bytes == 0) {
         if (t.signalId >= 0) {
           if (checker_) checker_->signal(task, rank_, t.signalId, t.signalValue);
-          raise(rank_, counter(rank_, t.signalId), t.signalValue);
+          raise(rank_, t.signalId, t.signalValue);
         }
         continue;
       }
@@ -460,7 +472,7 @@ void HostEndpoint::flushRails() {
         gaveUp("waiting for a rail send of " + std::to_string(t.bytes) + " bytes from rank " + std::to_string(t.peer));
       if (t.signalId >= 0) {
         if (checker_) checker_->signal(task, rank_, t.signalId, t.signalValue);
-        raise(rank_, counter(rank_, t.signalId), t.signalValue);
+        raise(rank_, t.signalId, t.signalValue);
       }
     }
     // A send completes once received, as NCCL's does: its source is free again.
@@ -482,7 +494,7 @@ void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
     const bool remote = dstRank != rank_;
     if (remote && dropThisSignal()) return;  // injected: the signal is lost
     if (checker_) checker_->signal(task, dstRank, id, value);
-    raise(dstRank, *ctr, value);
+    raise(dstRank, id, value);
   });
 }
 

@@ -123,7 +123,8 @@ class HostEndpoint final : public Endpoint {
   uint64_t submit(int q, const char* op, std::function<void(int)> body);
   uint64_t submit(int q, const std::string& op, std::function<void(int)> body);
   std::atomic<uint64_t>& counter(int rank, int id);
-  void raise(int rank, std::atomic<uint64_t>& ctr, uint64_t value);
+  // Counter `id` of `rank` := max(value, itself); a value below it fails the job (kProtocol).
+  void raise(int rank, int id, uint64_t value);
   void checkCounter(int id) const;
   [[noreturn]] void fail(FabricError::Kind kind, const std::string& message);
   // Holds the calling queue task for `seconds` (an injected delay or stall),

@@ -57,7 +57,7 @@ void HostEndpoint::flushRmaRails() {
       void setCounter(int id, uint64_t value) override {
         land();
         if (ep_.checker_) ep_.checker_->signal(task_, ep_.rank_, id, value);
-        ep_.raise(ep_.rank_, ep_.counter(ep_.rank_, id), value);
+        ep_.raise(ep_.rank_, id, value);
       }
       // The puts issued so far, last first: a data signal may overtake the
       // bytes of an earlier put, never its own.
