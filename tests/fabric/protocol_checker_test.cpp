@@ -199,5 +199,41 @@ TEST(ProtocolCheckerTest, WaitOnOwnSignalIssuedBeforeTheSignalIsReported) {
   EXPECT_EQ(w.drain(), "");
 }
 
+// I6: two queues of rank 0 signal one counter of rank 1 with 1 and 2 and
+// nothing orders them. Whichever runs first, the pair is reported: on GPUs,
+// where a signal writes its value, 1 after 2 takes the counter back (the old
+// landing-free order, BENCHMARKS session 29). Reported also when the host's
+// run happens to put them in value order.
+TEST(ProtocolCheckerTest, UnorderedSignalsOfDifferentValuesToOneCounterAreReported) {
+  for (const bool largerFirst : {false, true}) {
+    World w;
+    Endpoint& r0 = w.world.endpoint(0);
+    // Queue 2 holds its signal until queue 1's has run, by time only (no happens-before).
+    r0.delay(largerFirst ? 1 : 2, 0.2);
+    r0.signal(1, 1, 9, 1);
+    r0.signal(2, 1, 9, 2);
+    const std::string err = w.drain();
+    EXPECT_NE(err.find("I6: signals to counter 9 of rank 1"), std::string::npos) << err;
+  }
+}
+
+// Growing values in happens-before order (an event between the queues, or a
+// wait on the peer), and the same value from two unordered queues, are fine.
+TEST(ProtocolCheckerTest, OrderedGrowingSignalsAndRepeatedValuesAreClean) {
+  World w;
+  Endpoint& r0 = w.world.endpoint(0);
+  Endpoint& r1 = w.world.endpoint(1);
+  r0.signal(0, 1, 9, 1);
+  r0.waitEvent(1, 0, r0.record(0));
+  r0.signal(1, 1, 9, 2);  // after the 1, by the event
+  r1.wait(0, 9, 2, 0, "the 2");
+  r1.signal(0, 0, 5, 1);
+  r0.wait(2, 5, 1, 1, "rank 1's reply");
+  r0.signal(2, 1, 9, 3);  // after the 2, through rank 1
+  r0.signal(0, 1, 11, 4);
+  r0.signal(1, 1, 11, 4);  // the same value twice, unordered: harmless
+  EXPECT_EQ(w.drain(), "");
+}
+
 }  // namespace
 }  // namespace tide::fabric::host

@@ -186,7 +186,23 @@ void ProtocolChecker::access2d(int task, const void* p, int64_t width, int64_t r
 
 void ProtocolChecker::signal(int task, int rank, int id, uint64_t value) {
   std::lock_guard<std::mutex> lock(mu_);
-  signals_[{rank, id}].push_back({value, tasks_.at(task).clock});
+  const Task& t = tasks_.at(task);
+  signals_[{rank, id}].push_back({value, t.clock});
+  const uint32_t tid = static_cast<uint32_t>(t.tid);
+  const LastSignal now{value, tid, t.clock[tid], t.label};
+  auto [it, first] = lastSignal_.try_emplace({rank, id}, now);
+  if (first) return;
+  const LastSignal& last = it->second;
+  if (last.value != value) {
+    const bool after = t.clock[last.tid] >= last.clock;
+    if (!after || value < last.value)
+      violation("I6: signals to counter " + std::to_string(id) + " of rank " + std::to_string(rank) + ": '" +
+                labels_[static_cast<size_t>(now.label)] + "' sends " + std::to_string(value) + (after ? " after" : ", with no happens-before between them,") +
+                " '" + labels_[static_cast<size_t>(last.label)] + "' sent " + std::to_string(last.value) +
+                ": values must grow in happens-before order (on GPUs the counter could go back under a wait "
+                "for the larger value, which then stalls for ever)");
+  }
+  if (value >= last.value) it->second = now;
 }
 
 void ProtocolChecker::waited(int task, int rank, int id, uint64_t value) {

@@ -68,6 +68,10 @@ class ProtocolChecker {
   void end(int task);
   void access(int task, const void* p, int64_t bytes, Access kind);
   void access2d(int task, const void* p, int64_t width, int64_t rows, int64_t pitch, Access kind);
+  // I6: signals to one counter of different values follow each other in
+  // happens-before and in value order (the CUDA fabric writes the value: out
+  // of order, the counter goes back, and a wait for the larger value that
+  // starts after that stalls for ever).
   void signal(int task, int rank, int id, uint64_t value);
   void waited(int task, int rank, int id, uint64_t value);
   void mark(int task, uint64_t event);              // an event completes with this task
@@ -108,6 +112,14 @@ class ProtocolChecker {
   std::map<int, Task> tasks_;
   int nextTask_ = 0;
   std::map<std::pair<int, int>, std::vector<std::pair<uint64_t, Clock>>> signals_;
+  // The largest-valued signal to each (rank, counter) so far: the next signal
+  // of another value must happen after it, with a larger value.
+  struct LastSignal {
+    uint64_t value;
+    uint32_t tid, clock;
+    int label;
+  };
+  std::map<std::pair<int, int>, LastSignal> lastSignal_;
   std::map<std::pair<int, uint64_t>, Clock> events_;
   std::map<std::pair<int, int>, uint64_t> selfIssued_;  // (rank, counter) -> largest self-signal issued
 };
