@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -168,6 +169,29 @@ TEST(HostWorldArenas, RangesRunningPastAnArenaAreRefused) {
           "copy source at offset 100 of rank 0's arena runs");
   refused([&] { ep.zero(0, mine + kArena - 8, 9); }, "zeroed range");
   ep.synchronizeAll();
+}
+
+// One copy call whose ops meet where one writes (fabric/copy_batch_overlap)
+// is refused when issued, with nothing copied: on GPUs its ops run in any
+// order, here one after another, so CPU runs would pass what GPUs garble.
+TEST(HostWorldArenas, CopyBatchesWhoseOpsMeetAreRefused) {
+  HostWorld world(plan::Topology::make(1, 2), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  std::byte* a = ep.arena();
+  std::memset(a, 0x11, 256);
+  std::memset(a + 1024, 0x22, 256);
+  try {
+    ep.copy(0, {CopyOp{a + 1024, a, 128, 1, 0, 0}, CopyOp{a + 512, a + 1100, 64, 1, 0, 0}});
+    ADD_FAILURE() << "a batch that reads what it writes was not refused";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("rank 0: copy of 2 ops: op 0 writes row 0"), std::string::npos) << e.what();
+  }
+  ep.synchronizeAll();
+  EXPECT_EQ(a[1024], std::byte{0x22}) << "a refused batch wrote";
+  ep.copy(0, {CopyOp{a + 1024, a, 128, 1, 0, 0}, CopyOp{a + 512, a + 1200, 56, 1, 0, 0}});  // disjoint: runs
+  ep.synchronizeAll();
+  EXPECT_EQ(a[1024], std::byte{0x11});
 }
 
 // A rail transfer's offset and size are checked against the arena without

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "fabric/byte_range.hpp"
+#include "fabric/copy_batch_overlap.hpp"
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
 #include "fabric/process_liveness.hpp"
@@ -243,6 +244,11 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
     checkArenaSpan(op.src, op.width, op.rows, op.srcPitch, "copy source");
     checkArenaSpan(op.dst, op.width, op.rows, op.dstPitch, "copy destination");
   }
+  // Here the ops run in order; on GPUs in any order or at once.
+  const std::string overlap = findCopyBatchOverlap(ops);
+  if (!overlap.empty())
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": copy of " +
+                                                     std::to_string(ops.size()) + " ops: " + overlap);
   flushRails();
   int64_t bytes = 0;
   for (const CopyOp& op : ops) bytes += op.width * op.rows;
