@@ -62,6 +62,7 @@
 #include "fabric/cuda/ipc_ranks.hpp"
 #include "fabric/host/file_store.hpp"
 #include "fabric/host/host_fabric.hpp"
+#include "fabric/rank_kinds.hpp"
 #include "rank_launcher.hpp"
 
 namespace {
@@ -953,34 +954,30 @@ constexpr const char* kStalledWait = "not satisfied after";
 // value after that waits for ever), or neither (the probe missed it).
 struct OldOrderVerdict {
   int64_t wrongBytes = 0;
-  std::vector<int> stalledRanks;
-  std::vector<int> unexplainedRanks;  // ended otherwise: the test itself broke
-  bool caught() const { return wrongBytes > 0 || !stalledRanks.empty(); }
+  int stalled = 0;
+  int unexplained = 0;  // ended otherwise: the test itself broke
+  std::vector<std::string> perRank;  // how each rank ended, in words
+  bool caught() const { return wrongBytes > 0 || stalled > 0; }
 };
 
 OldOrderVerdict judgeOldOrder(const std::vector<tide::test::ChildOutcome>& ranks) {
   OldOrderVerdict v;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const std::string& err = ranks[r].stderrText;
+  for (const tide::test::ChildOutcome& rank : ranks) {
+    const std::string& err = rank.stderrText;
     const size_t at = err.find(kOldOrderMarker);
     if (at != std::string::npos) {
-      v.wrongBytes += std::strtoll(err.c_str() + at + std::strlen(kOldOrderMarker), nullptr, 10);
-    } else if (ranks[r].signal == SIGABRT && err.find(kStalledWait) != std::string::npos) {
-      v.stalledRanks.push_back(static_cast<int>(r));
+      const int64_t wrong = std::strtoll(err.c_str() + at + std::strlen(kOldOrderMarker), nullptr, 10);
+      v.wrongBytes += wrong;
+      v.perRank.push_back(std::to_string(wrong) + " landing bytes wrong");
+    } else if (rank.signal == SIGABRT && err.find(kStalledWait) != std::string::npos) {
+      ++v.stalled;
+      v.perRank.emplace_back("stalled");
     } else {
-      v.unexplainedRanks.push_back(static_cast<int>(r));
+      ++v.unexplained;
+      v.perRank.emplace_back("ended neither with a verdict nor stalled: the probe broke");
     }
   }
   return v;
-}
-
-std::string rankList(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) {
-    if (!out.empty()) out.append(",");
-    out.append(std::to_string(r));
-  }
-  return out;
 }
 
 // The caller-streams probe with one process per rank (CUDA IPC), each with a
@@ -1013,16 +1010,11 @@ int runCallerStreamsAsProcesses(const std::vector<plan::Topology>& topologies, u
           const int64_t wrong = callerStreamsRankProcess(t, pc, rank, device, store, false, peersOneStream);
           std::fprintf(stderr, "rank %d: %s%lld\n", rank, kOldOrderMarker, static_cast<long long>(wrong));
         }));
-    const std::string stalled = old.stalledRanks.empty() ? "none" : "ranks " + rankList(old.stalledRanks);
-    std::printf("  M%dL%d as %d processes, signals on the caller's stream (before session 21): %s: %lld landing "
-                "bytes wrong, stalled: %s\n",
-                t.nodes, t.gpusPerNode, t.ranks(), old.caught() ? "caught" : "NOT CAUGHT",
-                static_cast<long long>(old.wrongBytes), stalled.c_str());
-    if (!old.unexplainedRanks.empty())
-      std::printf("    ranks %s ended neither with a verdict nor stalled: the probe broke\n",
-                  rankList(old.unexplainedRanks).c_str());
+    std::printf("  M%dL%d as %d processes, signals on the caller's stream (before session 21): %s:%s\n", t.nodes,
+                t.gpusPerNode, t.ranks(), old.caught() ? "caught" : "NOT CAUGHT",
+                tide::fabric::describeRankKinds(old.perRank, [](const std::string& how) { return how; }).c_str());
     std::fflush(stdout);
-    if (!old.caught() || !old.unexplainedRanks.empty()) ++failedRanks;
+    if (!old.caught() || old.unexplained > 0) ++failedRanks;
   }
   return failedRanks;
 }

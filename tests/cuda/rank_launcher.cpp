@@ -89,6 +89,14 @@ pid_t forkRank(int r, int ranks, IdPipes& ids, int stderrFd,
   _exit(rc);
 }
 
+// How a reaped child ended (`status` from waitpid), `t0` its start.
+void recordEnd(ChildOutcome& out, int status, Clock::time_point t0) {
+  out.seconds = since(t0);
+  out.exited = !out.timedOut && WIFEXITED(status);
+  out.exitCode = out.exited ? WEXITSTATUS(status) : 0;
+  out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
 }  // namespace
 
 int launchRanks(int ranks, double timeoutSeconds,
@@ -170,10 +178,7 @@ ChildOutcome runCapturingStderr(double timeoutSeconds, const std::function<int()
     }
   }
   close(fds[0]);
-  out.seconds = since(t0);
-  out.exited = !out.timedOut && WIFEXITED(status);
-  out.exitCode = out.exited ? WEXITSTATUS(status) : 0;
-  out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  recordEnd(out, status, t0);
   return out;
 }
 
@@ -227,10 +232,7 @@ std::vector<ChildOutcome> launchRanksCapturing(int ranks, double timeoutSeconds,
       }
       reaped[r] = true;
       --remaining;
-      out[r].seconds = since(t0);
-      out[r].exited = !out[r].timedOut && WIFEXITED(status);
-      out[r].exitCode = out[r].exited ? WEXITSTATUS(status) : 0;
-      out[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      recordEnd(out[r], status, t0);
     }
   }
   for (size_t r = 0; r < pids.size(); ++r) {

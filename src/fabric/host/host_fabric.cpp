@@ -357,9 +357,9 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
   const bool duplicate = putsIssued_.fetch_add(1) == faults_.duplicatePutAfter;
   std::byte* dst = peerArena(dstRank) + dstOffset;
-  std::atomic<uint64_t>* ctr = signalId >= 0 ? &counter(dstRank, signalId) : nullptr;
+  if (signalId >= 0) checkCounter(signalId);  // refused here, at issue, not in the queue
   submit(q, "rail put to rank " + std::to_string(dstRank),
-         [this, dst, src, bytes, ctr, signalValue, duplicate, dstRank, signalId](int task) {
+         [this, dst, src, bytes, signalValue, duplicate, dstRank, signalId](int task) {
     if (checker_) {
       checker_->access(task, src, bytes, Access::kRead);
       checker_->access(task, dst, bytes, Access::kWrite);
@@ -381,7 +381,7 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
         replayData_.assign(dst, dst + bytes);
       }
     }
-    if (ctr && !dropThisSignal()) {
+    if (signalId >= 0 && !dropThisSignal()) {
       if (checker_) checker_->signal(task, dstRank, signalId, signalValue);
       raise(dstRank, signalId, signalValue);
     }
@@ -494,9 +494,10 @@ void HostEndpoint::flushRails() {
 
 void HostEndpoint::signal(int q, int dstRank, int id, uint64_t value) {
   flushRails();
-  std::atomic<uint64_t>* ctr = &counter(dstRank, id);
+  topo_.checkRank(dstRank);  // refused here, at issue, not in the queue
+  checkCounter(id);
   if (checker_ && dstRank == rank_) checker_->selfSignalIssued(rank_, id, value);
-  submit(q, "signal to rank " + std::to_string(dstRank), [this, ctr, value, dstRank, id](int task) {
+  submit(q, "signal to rank " + std::to_string(dstRank), [this, value, dstRank, id](int task) {
     const bool remote = dstRank != rank_;
     if (remote && dropThisSignal()) return;  // injected: the signal is lost
     if (checker_) checker_->signal(task, dstRank, id, value);
