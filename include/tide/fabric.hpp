@@ -92,7 +92,7 @@ struct LandOp {
 struct FabricFaults {
   int loseSignalAfter = -1;     // drop the n-th remote signal of this rank (-1: never)
   int duplicatePutAfter = -1;   // replay the n-th rail put's old bytes after the next put to the same place
-  double stallSeconds = 0;      // every queue of this rank stalls before its first op
+  double stallSeconds = 0;      // every queue of this rank stalls before its first op (host fabric only)
 };
 
 struct Stats {

@@ -823,6 +823,26 @@ void testLand(Ctx& c) {
 
 // ------------------------------------------------------------------ faults
 
+// A stall is a host-fabric fault: on CUDA it would sleep in the caller's
+// thread past every peer's failure, so it is refused, and the faults set
+// before stay as they were.
+void testStallRefused(Ctx& c) {
+  fabric::FabricFaults f;
+  f.stallSeconds = 1.0;
+  std::string refused;
+  try {
+    c.ep.setFabricFaults(f);
+  } catch (const fabric::FabricError& e) {
+    refused = e.kind() == fabric::FabricError::Kind::kUsage ? e.what() : std::string("wrong kind: ") + e.what();
+  }
+  TCHECK(refused.find("stallSeconds is a host-fabric fault") != std::string::npos,
+         "a CUDA stall was not refused as a usage error: '" + refused + "'");
+  c.ep.setCallContext("after_refused_stall#0");
+  c.ep.signal(1, c.rank, kFaultBase + 7, 1);
+  c.ep.wait(1, kFaultBase + 7, 1, c.rank, "own signal after a refused stall");
+  c.ep.synchronize(1);  // returns at once: no stall was armed
+}
+
 void testLostSignal(Ctx& c) {
   if (c.ranks < 2) return skipped(c, "lost signal", "one rank");
   checkLostSignal(c.ep, c.rank, c.ranks, kFaultBase);
@@ -969,6 +989,7 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     testEventsCallerStreamZero(c);
     testSum(c);
     testLand(c);
+    testStallRefused(c);
     testLostSignal(c);
     if (a.perf) perf(c);
     ep.synchronizeAll();

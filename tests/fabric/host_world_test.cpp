@@ -101,7 +101,7 @@ TEST(HostWorldFailure, LongDelaysAndStallsEndOnceTheJobFails) {
       ADD_FAILURE() << (stall ? "stall" : "delay") << ": ended without failing after the job failed";
     } catch (const FabricError& e) {
       EXPECT_EQ(e.kind(), FabricError::Kind::kPeerFailure) << e.what();
-      EXPECT_NE(std::string(e.what()).find("ended early, a peer failed"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ended early: stopped, a peer failed"), std::string::npos) << e.what();
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     EXPECT_LT(seconds, 5.0) << (stall ? "stall" : "delay") << ": ran on after the job failed";

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "fabric/cuda/copy_engine.hpp"
@@ -429,13 +428,6 @@ void CudaEndpoint::checkArenaRange(int64_t offset, int64_t bytes, const char* ca
 
 CudaEndpoint::OpScope CudaEndpoint::beginOp(bool flushRails) {
   OpScope op{DeviceScope(device_), gateShared()};
-  if (!stalled_) {
-    stalled_ = true;
-    if (faults_.stallSeconds > 0) {
-      ++faultFirings_;
-      std::this_thread::sleep_for(std::chrono::duration<double>(faults_.stallSeconds));
-    }
-  }
   if (flushRails) flushRailGroup();
   return op;
 }
@@ -754,6 +746,13 @@ uint64_t CudaEndpoint::counterValue(int id) {
 }
 
 void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
+  // A stall injected here would sleep in the caller's thread with nothing to
+  // end it early once the peers fail (the host fabric's idle watches the job's
+  // failure record; a CUDA rank has no such record to watch). A test stalls a
+  // CUDA rank by stopping its process instead.
+  if (f.stallSeconds > 0)
+    throwUsage(who() + ": setFabricFaults: stallSeconds is a host-fabric fault; stall a CUDA rank by stopping "
+                       "its process (SIGSTOP)");
   if (f.duplicatePutAfter >= 0 && replay_.capacity < arena_->userBytes()) {
     // Every rail put lies in an arena: one buffer of the arena's size holds any.
     // Allocated here, between calls, not while a call is being issued (replayAfterPut).
@@ -768,7 +767,6 @@ void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
   faults_ = f;
   remoteSignals_ = 0;
   railPuts_ = 0;
-  stalled_ = false;
   faultFirings_ = 0;
 }
 

@@ -232,7 +232,6 @@ class CudaEndpoint final : public Endpoint {
   FabricFaults faults_;
   int64_t remoteSignals_ = 0;
   int64_t railPuts_ = 0;
-  bool stalled_ = false;
   int64_t faultFirings_ = 0;  // fabricFaultFirings()
   Replay replay_;
 };

@@ -156,19 +156,21 @@ void HostEndpoint::failStopOnError(F&& body) {
   }
 }
 
+void HostEndpoint::throwIfStopped(const std::string& where) const {
+  if (stopping_)
+    throw FabricError(FabricError::Kind::kPeerFailure, where + ": the endpoint is shutting down");
+  if (jobFailed(mem_.failed))
+    throw FabricError(FabricError::Kind::kPeerFailure,
+                      where + ": stopped, a peer failed: " + firstFailure(*mem_.failed, mem_.failure));
+}
+
 void HostEndpoint::idle(double seconds, const std::string& what) {
   // Slices as short as the other waits' polls: a stop or failure is seen about as soon.
   constexpr Clock::duration kSlice = std::chrono::milliseconds(10);
   const Clock::time_point end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   for (;;) {
-    if (stopping_)
-      throw FabricError(FabricError::Kind::kPeerFailure,
-                        "rank " + std::to_string(rank_) + ": " + what + " ended early: the endpoint is shutting down");
-    if (jobFailed(mem_.failed))
-      throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + ": " + what +
-                                                             " ended early, a peer failed: " +
-                                                             firstFailure(*mem_.failed, mem_.failure));
+    throwIfStopped("rank " + std::to_string(rank_) + ": " + what + " ended early");
     const Clock::time_point now = Clock::now();
     if (now >= end) return;
     std::this_thread::sleep_for(std::min(kSlice, end - now));
@@ -519,13 +521,7 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
     const auto end = deadline();
     int spins = 0;
     while (ctr->load() < value) {
-      if (stopping_)
-        throw FabricError(FabricError::Kind::kPeerFailure,
-                          "rank " + std::to_string(rank_) + " in " + call + ": the endpoint is shutting down");
-      if (jobFailed(mem_.failed))
-        throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + " in " + call +
-                                                               ": stopped, a peer failed: " +
-                                                               firstFailure(*mem_.failed, mem_.failure));
+      throwIfStopped("rank " + std::to_string(rank_) + " in " + call);
       if (Clock::now() > end)
         fail(FabricError::Kind::kTimeout,
              "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
