@@ -97,6 +97,38 @@ void recordEnd(ChildOutcome& out, int status, Clock::time_point t0) {
   out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
+// Reaps the ranks' processes (pids[r] < 0: never started, skipped) as they
+// end, killing those still running after timeoutSeconds from t0; every 20 ms
+// it calls tick(r) for each rank not yet reaped (tick may be empty), and
+// onEnd(r, how) once per reaped rank.
+void superviseRanks(const std::vector<pid_t>& pids, double timeoutSeconds, Clock::time_point t0,
+                    const std::function<void(size_t)>& tick,
+                    const std::function<void(size_t, const ChildOutcome&)>& onEnd) {
+  std::vector<bool> reaped(pids.size(), false);
+  for (size_t r = 0; r < pids.size(); ++r) reaped[r] = pids[r] < 0;
+  size_t remaining = static_cast<size_t>(std::count(reaped.begin(), reaped.end(), false));
+  while (remaining > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const bool late = since(t0) > timeoutSeconds;
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (reaped[r]) continue;
+      if (tick) tick(r);
+      ChildOutcome end;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) != pids[r]) {
+        if (!late) continue;
+        end.timedOut = true;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], &status, 0);
+      }
+      reaped[r] = true;
+      --remaining;
+      recordEnd(end, status, t0);
+      onEnd(r, end);
+    }
+  }
+}
+
 }  // namespace
 
 int launchRanks(int ranks, double timeoutSeconds,
@@ -110,36 +142,16 @@ int launchRanks(int ranks, double timeoutSeconds,
     pids.push_back(pid);
   }
   ids.closeAll();
-
   int failed = 0;
-  const auto t0 = Clock::now();
-  std::vector<bool> done(pids.size(), false);
-  size_t remaining = pids.size();
-  while (remaining > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (done[i]) continue;
-      int status = 0;
-      if (waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
-      done[i] = true;
-      --remaining;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        ++failed;
-        std::fprintf(stderr, "rank %zu: %s %d\n", i, WIFEXITED(status) ? "exit code" : "killed by signal",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-      }
-    }
-    if (remaining > 0 && since(t0) > timeoutSeconds) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (!done[i]) {
-          std::fprintf(stderr, "rank %zu: still running after %.0f s, killed\n", i, timeoutSeconds);
-          kill(pids[i], SIGKILL);
-          waitpid(pids[i], nullptr, 0);
-          ++failed;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  superviseRanks(pids, timeoutSeconds, Clock::now(), nullptr, [&](size_t r, const ChildOutcome& end) {
+    if (end.exited && end.exitCode == 0) return;
+    ++failed;
+    if (end.timedOut)
+      std::fprintf(stderr, "rank %zu: still running after %.0f s, killed\n", r, timeoutSeconds);
+    else
+      std::fprintf(stderr, "rank %zu: %s %d\n", r, end.exited ? "exit code" : "killed by signal",
+                   end.exited ? end.exitCode : end.signal);
+  });
   return failed;
 }
 
@@ -214,27 +226,12 @@ std::vector<ChildOutcome> launchRanksCapturing(int ranks, double timeoutSeconds,
       pending[r].erase(0, cut);
     }
   };
-  std::vector<bool> reaped(static_cast<size_t>(ranks), false);
-  for (size_t r = 0; r < pids.size(); ++r) reaped[r] = pids[r] < 0;
-  size_t remaining = static_cast<size_t>(std::count(reaped.begin(), reaped.end(), false));
-  while (remaining > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const bool late = since(t0) > timeoutSeconds;
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (reaped[r]) continue;
-      drain(r, false);
-      int status = 0;
-      if (waitpid(pids[r], &status, WNOHANG) != pids[r]) {
-        if (!late) continue;
-        out[r].timedOut = true;
-        kill(pids[r], SIGKILL);
-        waitpid(pids[r], &status, 0);
-      }
-      reaped[r] = true;
-      --remaining;
-      recordEnd(out[r], status, t0);
-    }
-  }
+  superviseRanks(pids, timeoutSeconds, t0, [&](size_t r) { drain(r, false); },
+                 [&](size_t r, const ChildOutcome& end) {
+                   std::string text = std::move(out[r].stderrText);
+                   out[r] = end;
+                   out[r].stderrText = std::move(text);
+                 });
   for (size_t r = 0; r < pids.size(); ++r) {
     drain(r, true);
     if (errRead[r] >= 0) close(errRead[r]);
