@@ -395,6 +395,14 @@ for e2e in fsdp_e2e fsdp_e2e_ipc; do
 done
 run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 \
   --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
+if wanted loss && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
+  # One GPU: the same 200-step check against stock's own spread, with two ranks sharing the GPU
+  # (--ipc: TIDE on the cuda-ipc fabric, stock's collectives through gloo, which is why the
+  # Llama-like model is cut to 4 layers of width 1024 at 1K tokens per rank).
+  run loss_curve_ipc 330 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m tide.bench.fsdp_steps --ipc --model llama --set layers=4 hidden=1024 intermediate=4096 heads=8 kv_heads=4 \
+    --tokens 1024 --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve_ipc.json"
+fi
 # Device memory of one communicator, step by step, with NCCL's own allocations logged.
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC run_2gpu memprobe comm_memory 90 tools/probe_comm_memory.py
 
