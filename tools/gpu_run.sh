@@ -397,10 +397,13 @@ run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers
   --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
 if wanted loss && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
   # One GPU: the same 200-step check against stock's own spread, with two ranks sharing the GPU
-  # (--ipc: TIDE on the cuda-ipc fabric, stock's collectives through gloo, which is why the
-  # Llama-like model is cut to 4 layers of width 1024 at 1K tokens per rank).
-  run loss_curve_ipc 330 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
-    -m tide.bench.fsdp_steps --ipc --model llama --set layers=4 hidden=1024 intermediate=4096 heads=8 kv_heads=4 \
+  # (--ipc: TIDE on the cuda-ipc fabric, stock's collectives through gloo over loopback TCP, which
+  # is why the Llama-like model is cut to 20 M parameters: 4 layers of width 512, a 4096-word
+  # vocabulary, 1K tokens per rank; at 0.128 B parameters the 200 steps did not end in 305 s,
+  # session 30 run 5). A progress line every 20 steps says how far a cut run came.
+  run loss_curve_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m tide.bench.fsdp_steps --ipc --model llama \
+    --set layers=4 hidden=512 intermediate=2048 heads=4 kv_heads=2 vocab=4096 \
     --tokens 1024 --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve_ipc.json"
 fi
 # Device memory of one communicator, step by step, with NCCL's own allocations logged.

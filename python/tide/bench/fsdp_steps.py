@@ -654,6 +654,8 @@ def loss_curve(env: Env, args, out) -> dict:
         for label, s, seed in systems:
             losses[label].append(s.step(*batch[seed]))
         env.sync()
+        if (step + 1) % args.loss_window == 0:  # a run cut by its deadline still says how far it came
+            out(f"# loss curve: {step + 1} of {args.loss_curve} steps, {time.perf_counter() - t0:.1f} s")
     curves = {label: reduce_mean(env, losses_of(v)) for label, v in losses.items()}
     for _, s, _ in systems:
         s.close(env)
