@@ -223,6 +223,7 @@ CUDA_SCENARIOS = [
     "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall", "stale_unsharded_use_fails",
     "nested_fully_shard", "shared_module_of_two_parents", "unused_block_output", "dtype_changed_after_install",
     "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
+    "module_called_through_a_plain_attribute",
 ]
 
 

@@ -286,6 +286,65 @@ def shared_module_of_two_parents(ctx):
         assert tide.fsdp.uninstall(mt)
 
 
+class BlockWithHelpers(Block):
+    """Calls modules it holds in a plain list, not as submodules: the module
+    tree does not show that they run inside its forward."""
+
+    def __init__(self, d: int = 24):
+        super().__init__(d)
+        self.helpers = []  # a plain attribute: nn.Module registers no list
+
+    def forward(self, x):
+        y = super().forward(x)
+        for h in self.helpers:
+            y = h(y)
+        return y
+
+
+class HiddenCallModel(Model):
+    """Three blocks and an `extra` block, fully_shard-ed on its own and
+    called only from blocks.1's forward through a plain list (in module
+    order the ring would give blocks.1 and extra one slot)."""
+
+    def __init__(self):
+        super().__init__([Block(), BlockWithHelpers(), Block()])
+        self.extra = Block()
+        self.blocks[1].helpers = [self.extra]
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(self.norm(x))
+
+
+def module_called_through_a_plain_attribute(ctx):
+    """A group's forward calls another group's module that it holds outside
+    the module tree (a plain list): install sees the reference, keeps the
+    holder out of the ring with one logged line, and training matches stock
+    in both modes (it once raised RegionConflict at the first forward). With
+    ring=False as well."""
+    def shard(model, mesh):
+        for m in (*model.blocks, model.extra, model):
+            fully_shard(m, mesh=mesh)
+        return model
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(HiddenCallModel, ctx, mesh_1d(ctx), shard_fn=shard)
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 5)
+        regions = {g["fqn"]: g["region"] for g in rep["groups"]}
+        assert regions["blocks.1"] == "pinned:blocks.1", regions
+        assert all(regions[f].startswith("slot") for f in ("blocks.0", "blocks.2", "extra")), regions
+        lines = [m for m in ctx.logs.messages(logging.INFO) if "helpers" in m and "blocks.1" in m]
+        assert len(lines) == 1 and "extra" in lines[0], lines
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for step in range(3):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=110 + step), tol=tight(ctx, FP32), what=f"{mode} step {step}")
+        assert tide.fsdp.uninstall(mt)
+        ctx.logs.clear()
+
+
 class UnusedOutputModel(Model):
     """Runs every block, but the outputs of the blocks in `unused` do not reach the loss."""
 

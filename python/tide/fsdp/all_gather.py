@@ -188,13 +188,14 @@ def _conflict(tg, other) -> str:
     if not pending:
         what += f" ({group._training_state.name})"
     if group._training_state == guards.internals().TrainingState.FORWARD:
-        # Ring-mates never nest in the module tree (install keeps parents out of the ring), so a
-        # ring-mate still in its forward either raised there or calls this group's module from
-        # outside the tree.
+        # Ring-mates never nest in the module tree or through modules' plain attributes
+        # (install keeps holders out of the ring), so a ring-mate still in its forward either
+        # raised there or calls this group's module through a reference install cannot see.
         what += (" -- if an exception ended a forward, call the root module's reset_iter_state() before the "
                  "next step, which resets FSDP2's state and frees the slot; if its forward calls this group's "
-                 "module, which is not among its submodules (held in a plain list or attribute), the groups "
-                 "nest where install cannot see it")
+                 "module, which is not among its submodules, the groups nest where install cannot see it "
+                 "(install sees modules held in a module's plain attributes, lists and dicts, but not in a "
+                 "closure, a global or an object that is no module)")
     return f"{where} {what}; the groups do not run in module order with prefetch depth 1. {ring_false}"
 
 

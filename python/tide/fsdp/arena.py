@@ -108,16 +108,18 @@ def ring_members_of(groups: list, *, ring: bool) -> list:
     """The groups (in execution order) that share the two ring slots: every
     non-root group that reshards after forward, and the last block even if
     it keeps its parameters (folded into the ring, App. F). A group whose
-    module holds another group's (nested fully_shard, or a module shared
-    with another parent, under any of its names) stays out: it is unsharded
-    while its children run, so it would hold a slot a child needs."""
+    module holds another group's (nested fully_shard, a module shared with
+    another parent, under any of its names, or a module held in a plain
+    attribute, outside the module tree) stays out: it is unsharded while the
+    groups it holds run, so it would hold a slot one of them needs."""
     if not ring:
         return []
     non_root = [g for g in groups if not g.info.is_root]
 
     def holds(g, o) -> bool:
-        return any(q.startswith(p + ".") for p in (g.info.paths or (g.info.fqn,))
-                   for q in (o.info.paths or (o.info.fqn,)))
+        return (any(q.startswith(p + ".") for p in (g.info.paths or (g.info.fqn,))
+                    for q in (o.info.paths or (o.info.fqn,)))
+                or any(id(m) in g.info.held_outside_tree for m in o.info.group.modules))
 
     leaves = [g for g in non_root if not any(o is not g and holds(g, o) for o in non_root)]
     last = leaves[-1] if leaves else None

@@ -56,6 +56,10 @@ class GroupInfo:
     # model: a module shared by two parents (a T5-style shared embedding) has one
     # per parent, and each parent runs it inside its own forward.
     paths: tuple[str, ...] = ()
+    # Modules (by id) that the group's modules hold in plain attributes, not as
+    # submodules, each with the attribute path it is held through: the group's
+    # forward may run them (plain_references).
+    held_outside_tree: dict[int, str] = field(default_factory=dict)
 
     @property
     def dtype_name(self) -> str:

@@ -18,7 +18,7 @@ from tide._capi import TideError
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
-from tide.fsdp import dispatch, groups, guards, prefetch, registry
+from tide.fsdp import dispatch, groups, guards, plain_references, prefetch, registry
 from tide.fsdp.report import report
 from tide.fsdp.state import CommContext, TideGroup
 from tide.plan import build_plan_config, make_plan, scratch_bytes
@@ -145,6 +145,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     every_name: dict[int, list[str]] = {}
     for n, m in model.named_modules(remove_duplicate=False):
         every_name.setdefault(id(m), []).append(n)
+    held = plain_references.held_outside_tree(model)
     seen: set[int] = set()
     for module in model.modules():
         st = it.get_module_fsdp_state(module)
@@ -163,6 +164,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn,
                                               module_names=names))
             inst.infos[-1].paths = tuple(sorted({n for m in group.modules for n in every_name.get(id(m), ())}))
+            inst.infos[-1].held_outside_tree = plain_references.held_by_group(group.modules, held)
+    if ring:
+        _log_held_outside_tree(inst.infos)
     # A group TIDE already runs through another installation (on a module inside this one, or
     # one containing it, installed before FSDP2 knew its root): installing it twice would give it
     # two arenas, and the second uninstall would restore what the first had replaced.
@@ -591,6 +595,21 @@ def _restore(tg: TideGroup) -> None:
 
 
 # ------------------------------------------------------------------ uninstall
+
+def _log_held_outside_tree(infos: list) -> None:
+    """One line per non-root group that holds another group's module outside the
+    module tree: the ring keeps the holder out (arena.ring_members_of)."""
+    for info in infos:
+        if info.is_root or not info.held_outside_tree:
+            continue
+        for other in infos:
+            path = next((info.held_outside_tree[id(m)] for m in other.group.modules
+                         if id(m) in info.held_outside_tree), None)
+            if other is not info and path is not None:
+                log.info("tide.fsdp: group '%s' holds group '%s' outside the module tree (%s, not a registered "
+                         "submodule) and may run it in its forward: it stays out of the ring slots, as a parent "
+                         "does", info.fqn, other.fqn, path)
+
 
 def uninstall(model: torch.nn.Module) -> bool:
     """Restore stock FSDP2 for `model` (between steps). The arena is released
