@@ -54,6 +54,7 @@ import math
 import weakref
 from typing import Any
 
+from tide.fsdp import plain_references
 from tide.fsdp.backend import Region
 from tide.plan import scratch_bytes
 
@@ -119,7 +120,7 @@ def ring_members_of(groups: list, *, ring: bool) -> list:
     def holds(g, o) -> bool:
         return (any(q.startswith(p + ".") for p in (g.info.paths or (g.info.fqn,))
                     for q in (o.info.paths or (o.info.fqn,)))
-                or any(id(m) in g.info.held_outside_tree for m in o.info.group.modules))
+                or plain_references.held_through(g.info.held_outside_tree, o.info.group.modules) is not None)
 
     leaves = [g for g in non_root if not any(o is not g and holds(g, o) for o in non_root)]
     last = leaves[-1] if leaves else None

@@ -594,8 +594,6 @@ def _restore(tg: TideGroup) -> None:
     tg.kept_after_backward = False
 
 
-# ------------------------------------------------------------------ uninstall
-
 def _log_held_outside_tree(infos: list) -> None:
     """One line per non-root group that holds another group's module outside the
     module tree: the ring keeps the holder out (arena.ring_members_of)."""
@@ -603,13 +601,14 @@ def _log_held_outside_tree(infos: list) -> None:
         if info.is_root or not info.held_outside_tree:
             continue
         for other in infos:
-            path = next((info.held_outside_tree[id(m)] for m in other.group.modules
-                         if id(m) in info.held_outside_tree), None)
+            path = plain_references.held_through(info.held_outside_tree, other.group.modules)
             if other is not info and path is not None:
                 log.info("tide.fsdp: group '%s' holds group '%s' outside the module tree (%s, not a registered "
                          "submodule) and may run it in its forward: it stays out of the ring slots, as a parent "
                          "does", info.fqn, other.fqn, path)
 
+
+# ------------------------------------------------------------------ uninstall
 
 def uninstall(model: torch.nn.Module) -> bool:
     """Restore stock FSDP2 for `model` (between steps). The arena is released

@@ -54,3 +54,9 @@ def held_by_group(modules: list[nn.Module], held: dict[int, list[tuple[str, nn.M
                 for m in target.modules():
                     out.setdefault(id(m), path)
     return out
+
+
+def held_through(held_by: dict[int, str], modules: list[nn.Module]) -> str | None:
+    """The attribute path through which a group's `held_by` (held_by_group's
+    answer) holds any of `modules`, or None when it holds none of them."""
+    return next((held_by[id(m)] for m in modules if id(m) in held_by), None)

@@ -156,6 +156,8 @@ void HostEndpoint::failStopOnError(F&& body) {
   }
 }
 
+bool HostEndpoint::stopRequested() const { return stopping_.load() || jobFailed(mem_.failed); }
+
 void HostEndpoint::throwIfStopped(const std::string& where) const {
   if (stopping_)
     throw FabricError(FabricError::Kind::kPeerFailure, where + ": the endpoint is shutting down");
@@ -434,9 +436,9 @@ void HostEndpoint::flushRails() {
   submit(q, label, [this, group = std::move(group), call](int task) {
     RailMailbox& box = *mem_.mailbox;
     const auto end = deadline();
-    auto stop = [this] { return stopping_.load() || jobFailed(mem_.failed); };
+    auto stop = [this] { return stopRequested(); };
     auto gaveUp = [&](const std::string& what) {
-      if (stop())
+      if (stopRequested())
         throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + " in " + call +
                                                                ": stopped while " + what);
       fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +

@@ -132,8 +132,10 @@ class HostEndpoint final : public Endpoint {
   // `what`: once the endpoint stops, so that tear-down does not sit out the
   // rest, or once the job has failed, whose ranks must all stop promptly.
   void idle(double seconds, const std::string& what);
-  // Ends a wait or an idle early (kPeerFailure, `where` first) once this
-  // endpoint is shutting down or any rank of the job has failed.
+  // This endpoint is shutting down or some rank of the job has failed: every
+  // wait and idle of this rank ends early.
+  bool stopRequested() const;
+  // Ends a wait or an idle early (kPeerFailure, `where` first) on stopRequested.
   void throwIfStopped(const std::string& where) const;
   void stallOnce(int q);
   template <typename F>

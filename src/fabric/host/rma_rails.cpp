@@ -86,14 +86,14 @@ void HostEndpoint::flushRmaRails() {
       }
       void await(const std::vector<PeerCount>& from, RmaSignalBoard::Class cls, int edgeBase, const char* what) {
         const auto end = ep_.deadline();
-        auto stop = [this] { return ep_.stopping_.load() || jobFailed(ep_.mem_.failed); };
+        auto stop = [this] { return ep_.stopRequested(); };
         for (const PeerCount& pc : from) {
           uint64_t& taken = ep_.rmaTaken_[static_cast<size_t>(pc.peer) * 2 + cls];
           const uint64_t total = taken + static_cast<uint64_t>(pc.count);
           if (!board().awaitTotal(ep_.rank_, pc.peer, cls, total, end, stop)) {
             const std::string state = " (" + std::to_string(board().count(ep_.rank_, pc.peer, cls)) + " of " +
                                       std::to_string(total) + " signals arrived)";
-            if (stop())
+            if (ep_.stopRequested())
               throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(ep_.rank_) + " in " +
                                                                      call_ + ": stopped while waiting for " + what +
                                                                      " from rank " + std::to_string(pc.peer));
