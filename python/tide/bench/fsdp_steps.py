@@ -251,6 +251,8 @@ def environment(env: Env, args) -> dict:
     }
     if env.cuda:
         info["gpu"] = torch.cuda.get_device_name(env.device)
+        # Ranks go round the visible GPUs, so with --ipc several ranks share one.
+        info["gpus"] = min(env.world, torch.cuda.device_count())
         info["cuda"] = torch.version.cuda
         try:
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
@@ -738,7 +740,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"kind": "tide.bench.fsdp_steps", "date": datetime.datetime.now(datetime.timezone.utc)
                               .isoformat(timespec="seconds"), "environment": environment(env, args),
                               "args": vars(args), "runs": [], "loss_curve": None}
-    out(f"# tide.bench.fsdp_steps: torch {torch.__version__}, {env.world} x {report['environment'].get('gpu', 'cpu')}, "
+    hardware = report["environment"]
+    placement = (f"{env.world} ranks on {hardware['gpus']} x {hardware['gpu']}" if "gpu" in hardware
+                 else f"{env.world} ranks on cpu")
+    out(f"# tide.bench.fsdp_steps: torch {torch.__version__}, {placement}, "
         f"backend {dist.get_backend()}, systems {' '.join(args.systems)}")
     status = 0
 
