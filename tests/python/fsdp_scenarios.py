@@ -50,6 +50,7 @@ TWO_RANKS = [
     "stale_unsharded_use_fails", "nested_fully_shard", "shared_module_of_two_parents", "module_called_through_a_plain_attribute",
     "unused_block_output", "dtype_changed_after_install",
     "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
+    "block_called_again_on_an_input_without_grad",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [

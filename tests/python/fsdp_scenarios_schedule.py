@@ -345,6 +345,44 @@ def module_called_through_a_plain_attribute(ctx):
         ctx.logs.clear()
 
 
+def block_called_again_on_an_input_without_grad(ctx):
+    """A block called a second time outside the model's forward, on an input
+    that needs no gradient (an auxiliary loss on one block), both losses in
+    one backward. The auxiliary call's backward runs first; FSDP2 runs that
+    block's post-backward only once gradients reach the inputs of its other
+    call, and keeps it unsharded meanwhile. Its ring-mate's backward comes in
+    between: it raised RegionConflict where stock trains. Now the block is
+    resharded then (one logged line) and gathered again for its second
+    backward; both modes match stock bit for bit on two ranks, with
+    optimizer.zero_grad(set_to_none=False) as well."""
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        ring = {g["fqn"]: g["region"] for g in tide.fsdp.report(mt, echo=False)["groups"]}
+        assert ring["blocks.1"] == ring["blocks.3"], ring  # the case needs blocks.3 in blocks.1's slot
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32)
+        for s in range(4):
+            x = batches(ctx, 1, seed=130 + s)[0]
+            h = batches(ctx, 1, d_in=24, seed=140 + s)[0]  # the auxiliary input, no gradient
+            losses = []
+            for m in (ms, mt):
+                loss = m(x).float().pow(2).mean() + m.blocks[1](h).float().pow(2).mean()
+                loss.backward()
+                losses.append(loss.detach())
+            compare(losses[0], losses[1], f"{mode} step {s} loss", tol)
+            compare_models(ms, mt, f"{mode} step {s}", tol, grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad(set_to_none=s % 2 == 0)
+            compare_models(ms, mt, f"{mode} step {s}", tol)
+        assert stats(mt).get("resharded_in_backward", 0) >= 4, stats(mt)
+        lines = [m for m in ctx.logs.messages(logging.INFO) if "its post-backward not yet run" in m]
+        assert len(lines) == 1 and "'blocks.1'" in lines[0] and "'blocks.3'" in lines[0], lines
+        assert tide.fsdp.uninstall(mt)
+        ctx.logs.clear()
+
+
 class UnusedOutputModel(Model):
     """Runs every block, but the outputs of the blocks in `unused` do not reach the loss."""
 

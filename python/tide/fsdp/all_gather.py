@@ -81,6 +81,7 @@ def _scan_region(tg, own_unshard: bool) -> tuple:
     show)."""
     it = guards.internals()
     idle = it.TrainingState.IDLE
+    pre_backward = it.TrainingState.PRE_BACKWARD
     others = []
     for other in tg.region.members:
         if other is tg:
@@ -106,6 +107,17 @@ def _scan_region(tg, own_unshard: bool) -> tuple:
         if (state == it.TrainingState.POST_BACKWARD or (state == idle and (other.folded or other.kept_after_backward))):
             others.append((other, False))
             continue
+        # In its backward with no post-backward yet, while tg gathers for its own backward:
+        # FSDP2 runs a group's post-backward once gradients reach the inputs of one of its
+        # forward calls, and only at the end of the backward when they need none (a first
+        # block after a frozen embedding, a block called again on an input without grad).
+        # Stock keeps such a group unsharded to the end of the backward, with a second
+        # forward's backward still to come; the ring reshards it for tg, and it gathers again
+        # at its next backward (install's pre_backward wrapper). Its gradients stay where
+        # autograd accumulates them, for its own post-backward, as stock's.
+        if own_unshard and state == pre_backward and tg.info.group._training_state == pre_backward:
+            others.append((other, False))
+            continue
         return other, []
     return None, others
 
@@ -115,19 +127,25 @@ def claim_region(tg) -> None:
     be sharded. A group whose backward already ran (POST_BACKWARD; e.g. with
     reshard_after_backward=False), or the idle folded last block, is
     resharded here, as FSDP2 would do at the end of its post-backward or
-    post-forward; anything else is a conflict (the execution
-    order differs from the module order the ring was laid out in), raised
-    before any group is touched."""
+    post-forward; so is a group still waiting for its post-backward when tg
+    gathers for its own backward (it gathers again at its next backward:
+    _reshard_waiting_for_post_backward). Anything else is a conflict (the
+    execution order differs from the module order the ring was laid out
+    in), raised before any group is touched."""
     holder, others = _scan_region(tg, own_unshard=True)
     if holder is not None:
         raise RegionConflict(_conflict(tg, holder))
+    pre_backward = guards.internals().TrainingState.PRE_BACKWARD
     for other, stale in others:  # (the members that are neither sharded nor free of a pending gather)
         if stale:
             _drop_stale_gather(tg, other)
         if other.kept_after_backward:
             other.ring_resharded_kept()
         elif not other.info.group.is_sharded:
-            other.info.group._to_sharded()
+            if other.info.group._training_state == pre_backward:
+                _reshard_waiting_for_post_backward(tg, other)
+            else:
+                other.info.group._to_sharded()
 
 
 def stale_backward_prefetch(tg, other) -> bool:
@@ -157,6 +175,26 @@ def _drop_stale_gather(tg, other) -> None:
         log.info("tide.fsdp: group '%s': its prefetch went unused (a block skipped, or an output that did not reach "
                  "the loss); dropped when '%s' needed the ring slot, as FSDP2 drops it at the end of the backward; "
                  "the group gathers again if it runs", other.info.fqn, tg.info.fqn)
+
+
+def _reshard_waiting_for_post_backward(tg, other) -> None:
+    """`other` is unsharded in its backward, its post-backward not yet run,
+    and tg needs the ring slot for its own backward (_scan_region says when):
+    reshard it, and have its next pre-backward gather it again (FSDP2's own
+    returns at once for a group already in PRE_BACKWARD). Should autograd
+    still need its parameters before that (its backward interleaved with
+    tg's), the version counters moved at the reshard make autograd refuse
+    them, which the logged line explains."""
+    other.info.group._to_sharded()
+    other.resharded_in_backward = True
+    other.stats["resharded_in_backward"] += 1
+    if other.stats["resharded_in_backward"] == 1:  # said once per group
+        log.info("tide.fsdp: ring %s: group '%s' was unsharded in its backward, its post-backward not yet run (FSDP2 "
+                 "runs it once gradients reach the inputs of one of its calls, or at the end of the backward), when "
+                 "'%s' needed the slot: resharded, it gathers again at its next backward. Should autograd then say "
+                 "its parameters were modified by an inplace operation, its backward ran interleaved with '%s''s: "
+                 "install with ring=False for this model", tg.region.name, other.info.fqn, tg.info.fqn,
+                 tg.info.fqn)
 
 
 def _warn_regathered_updated(tg) -> None:

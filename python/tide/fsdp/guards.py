@@ -168,8 +168,8 @@ def check_torch() -> tuple[str, str] | None:
         if not hasattr(FSDPParam, attr):
             return "torch_internals", f"FSDPParam.{attr} is missing"
     FSDPParamGroup = _fsdp_param_group.FSDPParamGroup
-    for attr in ("lazy_init", "unshard", "wait_for_unshard", "post_backward", "post_forward", "reshard", "_to_sharded",
-                 "is_sharded", "is_unsharded", "_all_gather_process_group", "_use_post_forward_mesh",
+    for attr in ("lazy_init", "unshard", "wait_for_unshard", "pre_backward", "post_backward", "post_forward", "reshard",
+                 "_to_sharded", "is_sharded", "is_unsharded", "_all_gather_process_group", "_use_post_forward_mesh",
                  "_reshard_after_forward"):
         if not hasattr(FSDPParamGroup, attr):
             return "torch_internals", f"FSDPParamGroup.{attr} is missing"

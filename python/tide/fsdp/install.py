@@ -540,8 +540,21 @@ def _apply(tg: TideGroup) -> None:
             if tg.adopt:
                 _ag.adopt(tg, idx)
     stock_post_backward = group.post_backward
+    stock_pre_backward = group.pre_backward
+    it = guards.internals()
+
+    def pre_backward(*args, **kwargs):
+        # A ring-mate's backward resharded this group while it waited for its post-backward
+        # (all_gather._reshard_waiting_for_post_backward). FSDP2 returns at once for a group
+        # already in PRE_BACKWARD, on the parameters it would have kept: gather them again.
+        if tg.resharded_in_backward and group._training_state == it.TrainingState.PRE_BACKWARD:
+            group.unshard(getattr(group, "unshard_async_op", False))
+            group.wait_for_unshard()
+            return None
+        return stock_pre_backward(*args, **kwargs)
 
     def post_backward(*args, **kwargs):
+        tg.resharded_in_backward = False  # (its post-backward after all, without another backward first)
         result = stock_post_backward(*args, **kwargs)
         # set_reshard_after_backward(False): the group keeps its ring slot past
         # its backward; a ring-mate may reshard it (all_gather._scan_region).
@@ -549,9 +562,9 @@ def _apply(tg: TideGroup) -> None:
             tg.note_kept()
         return result
 
+    group.pre_backward = pre_backward
     group.post_backward = post_backward
     if tg.folded:
-        it = guards.internals()
         stock_post_forward = group.post_forward
 
         def post_forward(module, input, output):
@@ -590,8 +603,9 @@ def _restore(tg: TideGroup) -> None:
                 fp._sharded_local_tensor.data = fresh.view(fp.padded_sharded_param_size).narrow(
                     0, 0, fp.sharded_size[0])
     group.__dict__.pop("post_forward", None)
+    group.__dict__.pop("pre_backward", None)
     group.__dict__.pop("post_backward", None)
-    tg.kept_after_backward = False
+    tg.kept_after_backward = tg.resharded_in_backward = False
 
 
 def _log_held_outside_tree(infos: list) -> None:

@@ -77,6 +77,9 @@ class TideGroup:
         self._shard_versions_kept: list[int] | None = None
         self._shard_versions_ring_resharded: list[int] | None = None
         self.kept_reshard_warned = False
+        # Resharded in its backward, before its post-backward, for a ring-mate's backward
+        # (all_gather._reshard_waiting_for_post_backward): its next pre-backward gathers it again.
+        self.resharded_in_backward = False
         # Its pending or last all-gather came from FSDPModule.unshard() (all_gather._explicit_unshard):
         # a ring-mate never drops it as a stale prefetch.
         self.explicit_unshard = False
@@ -128,6 +131,7 @@ class TideGroup:
     def mark_unsharded(self) -> None:
         """At this group's all-gather (and uninstall): the versions autograd saw."""
         self.kept_after_backward = False
+        self.resharded_in_backward = False
         self._shard_versions_kept = self._shard_versions_ring_resharded = None
         if self._versions_at_reshard is None:
             return
