@@ -290,11 +290,15 @@ def agree(check) -> None:
 
 
 def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=False, what="step", hsdp_ar_last=False,
-              keep_unsharded_first=False, before_micro=None):
+              keep_unsharded_first=False, before_micro=None, forward=None, set_to_none=True):
     """One optimizer step of both models over `micro` micro-batches; compares
     losses, accumulated gradients, and parameters after the step.
-    before_micro(model, i): anything else to set before micro-batch i."""
+    before_micro(model, i): anything else to set before micro-batch i.
+    forward(model, x): the step's forward (default model(x)), e.g. a method
+    registered with register_fsdp_forward_method.
+    set_to_none: the optimizers' zero_grad(set_to_none=...) after the step."""
     loss_fn = loss_fn or (lambda y: y.float().pow(2).mean())
+    forward = forward or (lambda model, x: model(x))
     losses = []
     for model in (ms, mt):
         total = []
@@ -308,7 +312,7 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
                 model.set_reshard_after_backward(last)
             if before_micro is not None:
                 before_micro(model, i)
-            loss = loss_fn(model(x))
+            loss = loss_fn(forward(model, x))
             loss.backward()
             total.append(loss.detach())
         losses.append(torch.stack(total))
@@ -316,7 +320,7 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
     compare_models(ms, mt, what, tol, grads=True)
     for o in opts:
         o.step()
-        o.zero_grad()
+        o.zero_grad(set_to_none=set_to_none)
     compare_models(ms, mt, what, tol)
 
 

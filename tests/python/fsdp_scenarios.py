@@ -14,6 +14,7 @@ fsdp_scenario_kit.py."""
 from __future__ import annotations
 
 import fsdp_scenario_kit
+import fsdp_scenarios_entry_points
 import fsdp_scenarios_four_ranks
 import fsdp_scenarios_install
 import fsdp_scenarios_order_and_memory
@@ -21,7 +22,7 @@ import fsdp_scenarios_schedule
 import fsdp_scenarios_training
 
 _MODULES = (fsdp_scenarios_training, fsdp_scenarios_schedule, fsdp_scenarios_install, fsdp_scenarios_four_ranks,
-            fsdp_scenarios_order_and_memory, fsdp_scenario_kit)
+            fsdp_scenarios_order_and_memory, fsdp_scenarios_entry_points, fsdp_scenario_kit)
 
 
 def __getattr__(name: str):
@@ -50,11 +51,14 @@ TWO_RANKS = [
     "stale_unsharded_use_fails", "nested_fully_shard", "shared_module_of_two_parents", "module_called_through_a_plain_attribute",
     "unused_block_output", "dtype_changed_after_install",
     "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
-    "block_called_again_on_an_input_without_grad",
+    "block_called_again_on_an_input_without_grad", "ignored_params_left_alone",
+    "forward_methods_registered_with_fsdp", "backward_twice_through_a_retained_graph", "two_forwards_one_backward",
+    "input_gradient_between_steps", "gradients_zeroed_in_place", "post_optimizer_event",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
     "prefetch_inversion", "read_done_release", "params_smaller_than_world", "fsdp4_experts_on_a_sub_mesh",
+    "entry_points_on_hsdp_and_two_nodes",
 ]

@@ -8,8 +8,8 @@ import torch
 import torch.distributed as dist
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    BF16, LinearModel, TIMEOUT_S, assert_all_tide, batches, device_type, install, int_loss, make_pair, mesh_1d,
-    mesh_hsdp, optimizers, step_both, sum_reduction, tide_groups, train, transformer,
+    BF16, FP32, LinearModel, TIMEOUT_S, assert_all_tide, batches, compare_models, device_type, install, int_loss,
+    make_pair, mesh_1d, mesh_hsdp, optimizers, step_both, sum_reduction, tide_groups, train, transformer,
 )
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
@@ -118,6 +118,46 @@ def hsdp_slot_reuse_partial_all_reduce(ctx):
 def hsdp_integer_exact(ctx):
     train(ctx, LinearModel, mesh=mesh_hsdp(ctx), integer=True, tol=None, opt="sign",
           loss_fn=int_loss, configure=sum_reduction, expect_groups=3)
+
+
+def entry_points_on_hsdp_and_two_nodes(ctx):
+    """fsdp_scenarios_entry_points' ways of driving a step where the reduction
+    has more to it than two ranks: on HSDP (2 x 2; FSDP2 all-reduces the
+    reduce-scattered shards across replicas, accumulating into gradients kept
+    by zero_grad(set_to_none=False)) and on two nodes of two (TIDE's Level 2
+    reduce-scatter). Per step: a backward through a retained graph run
+    twice, two forwards into one backward, or two micro-batches without sync
+    on the first; gradients zeroed in place. Both modes, as stock."""
+    def retained_twice(m, xs):
+        loss = m(xs[0]).float().pow(2).mean()
+        loss.backward(retain_graph=True)
+        loss.backward()
+
+    def two_forwards(m, xs):
+        (m(xs[0]).float().pow(2).mean() + m(xs[1]).float().pow(2).mean()).backward()
+
+    def no_sync_then_sync(m, xs):
+        for i, x in enumerate(xs):
+            m.set_requires_gradient_sync(i == 1)
+            m(x).float().pow(2).mean().backward()
+
+    drives = (retained_twice, two_forwards, no_sync_then_sync)
+    for mesh, topology in ((mesh_hsdp(ctx), None), (mesh_1d(ctx), (2, ctx.world // 2))):
+        for mode in ("in-place", "slot-reuse"):
+            ms, mt = make_pair(lambda: transformer(4), ctx, mesh)
+            assert_all_tide(install(mt, ctx, mode=mode, topology=topology), 5)
+            opts = optimizers(ms, mt, "adam", 1e-2)
+            for s, drive in enumerate(drives):
+                what = f"{mode} topology={topology} hsdp={topology is None} {drive.__name__}"
+                xs = batches(ctx, 2, seed=s)
+                for m in (ms, mt):
+                    drive(m, xs)
+                compare_models(ms, mt, what, FP32, grads=True)
+                for o in opts:
+                    o.step()
+                    o.zero_grad(set_to_none=False)
+                compare_models(ms, mt, what, FP32)
+            tide.fsdp.uninstall(mt)
 
 
 def scratch_estimate_is_enough(ctx):

@@ -25,8 +25,8 @@ from tide.fsdp import dispatch, guards, registry
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy
-from torch.distributed.tensor import Shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor, Shard
 
 
 def fallbacks(ctx):
@@ -243,6 +243,55 @@ def no_ring_no_adopt_explicit_prefetch(ctx):
                           micro=2)
     assert all(g["region"].startswith("pinned:") and g["shard_source"] == "copy" for g in rep["groups"]), rep
     assert st.get("ag_in_place", 0) > 0 and not st.get("ag_resident"), st  # one node: copied in place
+
+
+def ignored_params_left_alone(ctx):
+    """fully_shard(..., ignored_params=...): FSDP2 neither shards those
+    parameters nor reduces their gradients (the user does; here an
+    all-reduce average, as DDP would). Ignored: every parameter of each
+    block's norm (a module FSDP2 then leaves out entirely) and the root's
+    output bias (a module it still manages). install leaves them alone too:
+    the groups hold only the managed parameters, the ignored ones keep
+    their own storage (not the arena), and training matches stock in both
+    modes."""
+    import torch.distributed as dist
+
+    def shard_ignoring(m, mesh):
+        for b in m.blocks:
+            fully_shard(b, mesh=mesh, ignored_params={b.norm.weight, b.norm.bias})
+        fully_shard(m, mesh=mesh, ignored_params={m.out.bias})
+        return m
+
+    def ignored(m):
+        return [m.out.bias] + [p for b in m.blocks for p in b.norm.parameters()]
+
+    def average_ignored_grads(m):
+        for p in ignored(m):
+            dist.all_reduce(p.grad)
+            p.grad.div_(ctx.world)
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), shard_fn=shard_ignoring)
+        storage = [p.untyped_storage().data_ptr() for p in ignored(mt)]
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 4)
+        assert {g["fqn"]: g["params"] for g in rep["groups"]} == \
+            {"<root>": 5, "blocks.0": 4, "blocks.1": 4, "blocks.2": 4}, rep["groups"]
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32)
+        for s in range(3):
+            x = batches(ctx, 1, seed=s)[0]
+            for m in (ms, mt):
+                m(x).float().pow(2).mean().backward()
+                average_ignored_grads(m)
+            compare_models(ms, mt, f"{mode} step {s}", tol, grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad()
+            compare_models(ms, mt, f"{mode} step {s}", tol)
+            assert not any(isinstance(p, DTensor) for p in ignored(mt)), "an ignored parameter was sharded"
+            assert [p.untyped_storage().data_ptr() for p in ignored(mt)] == storage, "an ignored parameter moved"
+        assert tide.fsdp.uninstall(mt)
 
 
 def shard_group_of_one(ctx):
