@@ -207,7 +207,11 @@ def main() -> int:
 # misses the loss, a dtype changed after install, skipped blocks that must not keep their ring slot
 # (a forward prefetch, a block kept unsharded after backward), the prefetch inversion from FSDP2's final
 # callback, installs on a block and on its root, a forward that raised, ranks that disagree on
-# unused parameters, every module unsharded by hand, a group kept unsharded across a step. Ordered from plain training to the adapter's own machinery.
+# unused parameters, every module unsharded by hand, a group kept unsharded across a step, a module called through
+# a plain attribute, a block called again on an input without grad, methods registered with
+# register_fsdp_forward_method, a second backward through a retained graph, two forwards into one backward,
+# an input gradient between steps, gradients zeroed in place, ignored parameters, a post-optimizer event
+# (recorded for real only here). Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -223,7 +227,9 @@ CUDA_SCENARIOS = [
     "reduce_dtype_choices", "wrapped_by_another_tool", "dropped_without_uninstall", "stale_unsharded_use_fails",
     "nested_fully_shard", "shared_module_of_two_parents", "unused_block_output", "dtype_changed_after_install",
     "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
-    "module_called_through_a_plain_attribute",
+    "module_called_through_a_plain_attribute", "block_called_again_on_an_input_without_grad",
+    "forward_methods_registered_with_fsdp", "backward_twice_through_a_retained_graph", "two_forwards_one_backward",
+    "input_gradient_between_steps", "gradients_zeroed_in_place", "ignored_params_left_alone", "post_optimizer_event",
 ]
 
 
