@@ -430,3 +430,20 @@ def fsdp_params_of(model):
             for g in guards.param_groups(state):
                 out.extend(g.fsdp_params)
     return out
+
+
+def gathers_pending_at_post_backward(model) -> list[str]:
+    """A list that fills, as `model` trains, with the name of every module whose
+    post-backward began while a gather of its parameters was still pending: its
+    backward then ran without waiting for that gather (on CUDA it read the slot
+    before the gather wrote it). Wraps the groups' post_backward as installed."""
+    pending: list[str] = []
+    for name, module in model.named_modules():
+        state = module._get_fsdp_state() if hasattr(module, "_get_fsdp_state") else None
+        for group in guards.param_groups(state) if state is not None else ():
+            def post_backward(*args, _group=group, _inner=group.post_backward, _name=name or "<root>", **kwargs):
+                if _group._all_gather_result is not None:
+                    pending.append(_name)
+                return _inner(*args, **kwargs)
+            group.post_backward = post_backward
+    return pending

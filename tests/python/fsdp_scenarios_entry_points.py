@@ -11,7 +11,8 @@ import tide.fsdp
 import torch
 from fsdp_scenario_kit import (
     BF16, FP32, Block, Model, assert_all_tide, batches, checkpointed_transformer, compare, compare_models, device_type,
-    install, local, make_pair, mesh_1d, optimizers, stats, step_both, tight, transformer,
+    gathers_pending_at_post_backward, install, local, make_pair, mesh_1d, optimizers, stats, step_both, tight,
+    transformer,
 )
 from torch.distributed.fsdp import MixedPrecisionPolicy, register_fsdp_forward_method
 
@@ -139,6 +140,7 @@ def two_forwards_one_backward(ctx):
     for (label, build), mode in ((b, mode) for b in builds.items() for mode in MODES):
         ms, mt = make_pair(build, ctx, mesh_1d(ctx))
         assert_all_tide(install(mt, ctx, mode=mode), 5)
+        pending = gathers_pending_at_post_backward(mt)
         opts = optimizers(ms, mt, "adam", 1e-2)
         tol = tight(ctx, FP32)
         for s in range(3):
@@ -149,6 +151,7 @@ def two_forwards_one_backward(ctx):
                 loss = _loss(m(xs[0])) + _loss(m(xs[1]))
                 loss.backward()
                 losses.append(loss.detach())
+            assert not pending, f"{what}: backward ran before its gather was waited for: {pending}"
             compare(losses[0], losses[1], f"{what} loss", tol)
             compare_models(ms, mt, what, tol, grads=True)
             for o in opts:
@@ -157,6 +160,10 @@ def two_forwards_one_backward(ctx):
             compare_models(ms, mt, what, tol)
         resharded = stats(mt).get("resharded_in_backward", 0)
         assert (resharded > 0) == (build is frozen_input_layer_transformer), stats(mt)
+        # FSDP2's backward prefetch gathers the resharded block again before its second
+        # backward; that backward must wait for the gather (it did not: wrong gradients on CUDA).
+        waited = stats(mt).get("regather_in_backward_waited", 0)
+        assert (waited > 0) == (build is frozen_input_layer_transformer), stats(mt)
         assert tide.fsdp.uninstall(mt)
 
 

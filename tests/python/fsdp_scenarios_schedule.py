@@ -10,8 +10,9 @@ import tide.fsdp
 import torch
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, compare, compare_models, install, make_pair,
-    mesh_1d, optimizers, stats, step_both, tight, train, transformer,
+    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, compare, compare_models,
+    gathers_pending_at_post_backward, install, make_pair, mesh_1d, optimizers, stats, step_both, tight, train,
+    transformer,
 )
 from tide.fsdp import guards
 from torch import nn
@@ -360,6 +361,7 @@ def block_called_again_on_an_input_without_grad(ctx):
         assert_all_tide(install(mt, ctx, mode=mode), 5)
         ring = {g["fqn"]: g["region"] for g in tide.fsdp.report(mt, echo=False)["groups"]}
         assert ring["blocks.1"] == ring["blocks.3"], ring  # the case needs blocks.3 in blocks.1's slot
+        pending = gathers_pending_at_post_backward(mt)
         opts = optimizers(ms, mt, "adam", 1e-2)
         tol = tight(ctx, FP32)
         for s in range(4):
@@ -370,6 +372,7 @@ def block_called_again_on_an_input_without_grad(ctx):
                 loss = m(x).float().pow(2).mean() + m.blocks[1](h).float().pow(2).mean()
                 loss.backward()
                 losses.append(loss.detach())
+            assert not pending, f"{mode} step {s}: backward ran before its gather was waited for: {pending}"
             compare(losses[0], losses[1], f"{mode} step {s} loss", tol)
             compare_models(ms, mt, f"{mode} step {s}", tol, grads=True)
             for o in opts:
@@ -377,6 +380,9 @@ def block_called_again_on_an_input_without_grad(ctx):
                 o.zero_grad(set_to_none=s % 2 == 0)
             compare_models(ms, mt, f"{mode} step {s}", tol)
         assert stats(mt).get("resharded_in_backward", 0) >= 4, stats(mt)
+        # Gathered again by FSDP2's backward prefetch before its second backward, which must wait
+        # for that gather (it did not: wrong gradients on CUDA, session 31).
+        assert stats(mt).get("regather_in_backward_waited", 0) >= 4, stats(mt)
         lines = [m for m in ctx.logs.messages(logging.INFO) if "its post-backward not yet run" in m]
         assert len(lines) == 1 and "'blocks.1'" in lines[0] and "'blocks.3'" in lines[0], lines
         assert tide.fsdp.uninstall(mt)

@@ -546,9 +546,16 @@ def _apply(tg: TideGroup) -> None:
     def pre_backward(*args, **kwargs):
         # A ring-mate's backward resharded this group while it waited for its post-backward
         # (all_gather._reshard_waiting_for_post_backward). FSDP2 returns at once for a group
-        # already in PRE_BACKWARD, on the parameters it would have kept: gather them again.
-        if tg.resharded_in_backward and group._training_state == it.TrainingState.PRE_BACKWARD:
-            group.unshard(getattr(group, "unshard_async_op", False))
+        # already in PRE_BACKWARD, on the parameters it would have kept: gather them again, or,
+        # when a backward prefetch (FSDP2's or the inversion's) gathered them since, wait for
+        # that gather. Stock never leaves a PRE_BACKWARD group with a pending gather (its
+        # unshard of an unsharded group does nothing); skipping the wait let this group's
+        # backward read the slot before the gather wrote it (CUDA, session 31).
+        if group._training_state == it.TrainingState.PRE_BACKWARD and (
+                tg.resharded_in_backward or group._all_gather_result is not None):
+            if group._all_gather_result is not None:
+                tg.stats["regather_in_backward_waited"] += 1
+            group.unshard(getattr(group, "unshard_async_op", False))  # (nothing when gathered or pending)
             group.wait_for_unshard()
             return None
         return stock_pre_backward(*args, **kwargs)
