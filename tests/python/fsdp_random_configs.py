@@ -1,8 +1,8 @@
 """Random configurations of tide.fsdp against stock FSDP2, run inside every rank of a gloo job
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
-settings, activation checkpointing, explicit prefetch, blocks skipped in some steps (layer drop)
-and a reinstall mid-run, and trains TIDE
+settings, activation checkpointing, explicit prefetch, blocks skipped in some steps (layer drop),
+a reinstall mid-run, two forwards into one backward and a frozen input layer, and trains TIDE
 beside stock FSDP2 on the same data (fsdp_scenarios.train): losses, gradients and parameters
 compared every step, bit for bit where the arithmetic allows (integer data with SUM; fp32 on two
 CPU ranks), else within float tolerance.
@@ -80,8 +80,10 @@ def draw_order(rng: random.Random, blocks: int) -> tuple[int, ...] | None:
     return tuple(i for i in range(blocks) if i != skipped)
 
 
-def draw_config(rng: random.Random, world: int, extra: random.Random, later: random.Random | None = None) -> dict:
-    """`later` draws the options added after `extra`'s (so that `extra`'s seeds give the same draws)."""
+def draw_config(rng: random.Random, world: int, extra: random.Random, later: random.Random | None = None,
+                latest: random.Random | None = None) -> dict:
+    """`later` draws the options added after `extra`'s, and `latest` those added after `later`'s (so
+    that older seeds give the same draws)."""
     integer = rng.random() < 0.4
     build, model_name, groups = draw_model(rng, integer, extra)
     hsdp = world == 4 and rng.random() < 0.3
@@ -141,6 +143,13 @@ def draw_config(rng: random.Random, world: int, extra: random.Random, later: ran
         # that never ran (its unsharded parameter does not exist yet; torch 2.13).
         cfg["orders"] = [[None] * micro] + [[draw_order(later, build.blocks) for _ in range(micro)]
                                             for _ in range(cfg["steps"])]
+    # Float models only (integers stay exact for one forward's values): the model called twice per
+    # micro-batch into one backward, and its input layer frozen, which makes the first block wait
+    # for its post-backward through the other call's backward (a ring-mate reshards it meanwhile).
+    cfg["two_forwards"] = cfg["frozen_input"] = False
+    if latest is not None and not integer:
+        cfg["two_forwards"] = latest.random() < 0.3
+        cfg["frozen_input"] = latest.random() < 0.3
     return cfg
 
 
@@ -181,31 +190,38 @@ def train_config(ctx, cfg: dict) -> None:
         if (how, s) in (("other-mode", 0), ("stock-step", 1)):
             reinstall(mt)
 
+    build = cfg["build"]
+    if cfg["frozen_input"]:
+        def build():
+            model = cfg["build"]()
+            model.inp.requires_grad_(False)
+            return model
+    forward = (lambda model, x: model(x) + model(0.5 * x)) if cfg["two_forwards"] else None
     stock_step = cfg["reinstall"] == "stock-step"  # one step more: the stock one between
     kw = dict(steps=cfg["steps"] + stock_step, after_step=after_step, mode=cfg["mode"], topology=cfg["topology"],
               ring=cfg["ring"], adopt=cfg["adopt"],
               micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
               mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure,
-              before_micro=set_order if cfg["orders"] is not None else None)
+              before_micro=set_order if cfg["orders"] is not None else None, forward=forward)
     if cfg["precision"] == "integer":
-        sc.train(ctx, cfg["build"], integer=True, tol=None, opt="sign", loss_fn=sc.int_loss, dtype=cfg["dtype"], **kw)
+        sc.train(ctx, build, integer=True, tol=None, opt="sign", loss_fn=sc.int_loss, dtype=cfg["dtype"], **kw)
     elif cfg["precision"] == "fp32":
         # Bit for bit (two CPU ranks): Adam, whose normalisation shows any difference. Within float
         # tolerance (four ranks, or CUDA): SGD, since Adam's first step turns a near-zero gradient's
         # last-bit difference (another summation order) into one of up to lr in a parameter.
         exact = sc.tight(ctx, sc.FP32) is None
-        sc.train(ctx, cfg["build"], tol=sc.FP32, opt="adam" if exact else "sgd", **kw)
+        sc.train(ctx, build, tol=sc.FP32, opt="adam" if exact else "sgd", **kw)
     elif cfg["precision"] == "bf16-compute":
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        sc.train(ctx, cfg["build"], mp_policy=policy, tol=sc.BF16, opt="sgd", **kw)
+        sc.train(ctx, build, mp_policy=policy, tol=sc.BF16, opt="sgd", **kw)
     else:  # bf16 parameters without a policy: bf16 reduce dtype, summed in fp32 by TIDE, in bf16 by gloo
         # On two ranks both round the sum once. On more, stock FSDP2 rounds every partial sum and
         # its pre- and post-division in bf16 (and accumulates micro-batches in bf16): a cancelling
         # gradient of about 0.1 then differs by a few bf16 steps of its addends (seed 855064809,
         # draw 38: 0.022 after three micro-batches and two steps), past BF16's 0.02.
         tol = sc.BF16 if ctx.world == 2 else BF16_STOCK_ROUNDS
-        sc.train(ctx, cfg["build"], dtype=torch.bfloat16, tol=tol, opt="sgd", lr=0.05, **kw)
+        sc.train(ctx, build, dtype=torch.bfloat16, tol=tol, opt="sgd", lr=0.05, **kw)
 
 
 def random_configurations(ctx):
@@ -215,11 +231,11 @@ def random_configurations(ctx):
     draws = int(os.environ.get("TIDE_FSDP_SWEEP_DRAWS", DEFAULT_DRAWS))
     if ctx.rank == 0:
         print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
-    rng, extra, later = random.Random(seed), random.Random(seed + 1), random.Random(seed + 2)
+    rng, extra, later, latest = (random.Random(seed + k) for k in range(4))
     only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
     failures = []
     for i in range(draws):
-        cfg = draw_config(rng, ctx.world, extra, later)
+        cfg = draw_config(rng, ctx.world, extra, later, latest)
         if only is not None and i != int(only):
             continue
         try:

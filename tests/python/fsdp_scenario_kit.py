@@ -374,10 +374,11 @@ def stats(model) -> dict:
 def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=None, mp_policy=None, integer=False,
           micro=1, no_sync_first=False, opt="adam", lr=1e-2, topology=None, expect_groups=None, loss_fn=None,
           configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, install_kw=None,
-          after_step=None, before_micro=None, **shard_kw):
+          after_step=None, before_micro=None, forward=None, **shard_kw):
     """Trains a stock and a TIDE model side by side (make_pair, step_both). after_step(mt, s), if
     given, runs between step s and the next (e.g. to uninstall and install TIDE again);
-    before_micro(model, s, i) before micro-batch i of step s, on both models."""
+    before_micro(model, s, i) before micro-batch i of step s, on both models; forward(model, x)
+    is each micro-batch's forward (step_both's)."""
     mesh = mesh if mesh is not None else mesh_1d(ctx)
     tol = tight(ctx, tol) if tol is not FP32_LOOSE else FP32
     if mp_policy is not None:
@@ -397,7 +398,7 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
         per_micro = None if before_micro is None else (lambda model, i, s=s: before_micro(model, s, i))
         step_both(ms, mt, opts, xs, tol=tol, micro=micro, no_sync_first=no_sync_first, what=f"step {s}",
                   loss_fn=loss_fn, hsdp_ar_last=hsdp_ar_last, keep_unsharded_first=keep_unsharded_first,
-                  before_micro=per_micro)
+                  before_micro=per_micro, forward=forward)
         if after_step is not None and s + 1 < steps:
             after_step(mt, s)
     st = stats(mt)
