@@ -2,8 +2,9 @@
 loss.backward(); opt.step(); opt.zero_grad()`: a forward method registered with
 register_fsdp_forward_method, a backward run twice through a retained graph, two forwards summed
 into one backward, an input gradient taken with torch.autograd.grad between training steps,
-gradients zeroed in place (zero_grad(set_to_none=False)), and the post-optimizer event
-(set_post_optim_event). Each against stock FSDP2 built identically, in both modes."""
+gradients zeroed in place (zero_grad(set_to_none=False)), the post-optimizer event
+(set_post_optim_event), a no-grad evaluation between micro-batches of gradient accumulation, and
+model.zero_grad() between micro-batches. Each against stock FSDP2 built identically, in both modes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import tide.fsdp
 import torch
 from fsdp_scenario_kit import (
     BF16, FP32, Block, Model, assert_all_tide, batches, checkpointed_transformer, compare, compare_models, device_type,
-    gathers_pending_at_post_backward, install, local, make_pair, mesh_1d, optimizers, stats, step_both, tight,
+    fsdp_params_of, gathers_pending_at_post_backward, install, local, make_pair, mesh_1d, optimizers, stats, step_both, tight,
     transformer,
 )
 from torch.distributed.fsdp import MixedPrecisionPolicy, register_fsdp_forward_method
@@ -247,4 +248,106 @@ def post_optimizer_event(ctx):
             with torch.no_grad():
                 m(batches(ctx, 1, seed=59)[0])
             assert m._get_fsdp_state()._state_ctx.post_optim_event is None
+        assert tide.fsdp.uninstall(mt)
+
+
+def eval_between_no_sync_micro_batches(ctx):
+    """Gradient accumulation with a no-grad evaluation in the middle: the
+    first micro-batch without gradient sync (FSDP2 keeps its unsharded
+    gradients, nothing reduce-scattered), then an evaluation forward under
+    torch.no_grad (every block gathered and resharded again, the
+    accumulated unsharded gradients left as they are), then the last
+    micro-batch with sync, which reduce-scatters both micro-batches'
+    gradients. Both modes, also with the last block folded into the ring
+    (kept after forward) and in bf16 mixed precision (fp32 accumulated
+    unsharded gradients); as stock."""
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    cases = [(mode, last_raf, None) for mode in MODES for last_raf in (None, False)]
+    cases += [(mode, None, bf16) for mode in MODES]
+    for mode, last_raf, mp_policy in cases:
+        what = f"{mode} last_raf={last_raf} bf16={mp_policy is not None}"
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), last_raf=last_raf, mp_policy=mp_policy)
+        assert_all_tide(install(mt, ctx, mode=mode), 4)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32) if mp_policy is None else BF16
+        for s in range(3):
+            xs = batches(ctx, 2, seed=60 + s)
+            x_eval = batches(ctx, 1, seed=65 + s)[0]
+            losses, evals = [], []
+            for m in (ms, mt):
+                m.set_requires_gradient_sync(False)
+                first = _loss(m(xs[0]))
+                first.backward()
+                # The premise: nothing reduce-scattered yet, the first micro-batch's gradients kept unsharded.
+                assert all(p.grad is None for p in m.parameters()), f"{what}: gradients synced without sync"
+                with torch.no_grad():
+                    evals.append(m(x_eval))
+                m.set_requires_gradient_sync(True)
+                last = _loss(m(xs[1]))
+                last.backward()
+                losses.append(torch.stack([first.detach(), last.detach()]))
+            step_what = f"{what} step {s}"
+            compare(evals[0], evals[1], f"{step_what} evaluation", tol)
+            compare(losses[0], losses[1], f"{step_what} losses", tol)
+            compare_models(ms, mt, step_what, tol, grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad()
+            compare_models(ms, mt, step_what, tol)
+        assert tide.fsdp.uninstall(mt)
+
+
+def _unsharded_grads(model) -> list:
+    """FSDP2's unsharded gradients kept for accumulation without sync (fp32 ones under mixed
+    precision are held apart, as unsharded_accumulated_grad)."""
+    out = []
+    for fp in fsdp_params_of(model):
+        g = getattr(fp, "unsharded_accumulated_grad", None)
+        if g is None and hasattr(fp, "_unsharded_param"):
+            g = fp._unsharded_param.grad
+        out.append(g)
+    return out
+
+
+def model_zero_grad_mid_accumulation(ctx):
+    """model.zero_grad() between two micro-batches. With sync on both, it
+    drops the first micro-batch's reduced sharded gradients: the step takes
+    the last micro-batch's alone. Without sync on the first, the sharded
+    gradients are still None and FSDP2's unsharded gradients are not the
+    module's parameters after the reshard, so they survive and the last
+    micro-batch reduce-scatters both. Without sync and kept unsharded after
+    the first backward (set_reshard_after_backward(False)), the module's
+    parameters are the unsharded ones, and zero_grad does drop their
+    accumulated gradients (zeroed in place with set_to_none=False) — also
+    for the group a ring-mate resharded for its slot in that backward,
+    whose modules then hold the sharded parameters (TIDE's zero_grad wrapper
+    reaches its unsharded gradients; before it, they survived and the step's
+    gradients differed from stock's). Both modes; each premise checked on
+    stock; as stock."""
+    cases = [(mode, no_sync_first, keep, True) for mode in MODES
+             for no_sync_first, keep in ((False, False), (True, False), (True, True))]
+    cases += [(mode, True, True, False) for mode in MODES]
+    for mode, no_sync_first, keep, set_to_none in cases:
+        what = f"{mode} no_sync_first={no_sync_first} keep_unsharded_first={keep} set_to_none={set_to_none}"
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 4)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, FP32)
+
+        def zero_before_last(model, i):
+            if i == 1:
+                who = "stock" if model is ms else "TIDE"
+                model.zero_grad(set_to_none=set_to_none)
+                assert all(p.grad is None or not local(p.grad).any() for p in model.parameters()), \
+                    f"{who} {what}: zero_grad left gradients"
+                carrying = [g is not None and bool(g.any()) for g in _unsharded_grads(model)]
+                # The premise: FSDP2's unsharded gradients survive zero_grad only when resharded.
+                want = no_sync_first and not keep
+                assert all(carrying) if want else not any(carrying), (who, what, carrying)
+
+        for s in range(3):
+            step_both(ms, mt, opts, batches(ctx, 2, seed=70 + s), tol=tol, micro=2, no_sync_first=no_sync_first,
+                      keep_unsharded_first=keep, before_micro=zero_before_last, what=f"{what} step {s}")
+        if keep:  # the case the wrapper is for: a kept group resharded by a ring-mate
+            assert stats(mt).get("kept_resharded_grads_zeroed", 0) > 0, stats(mt)
         assert tide.fsdp.uninstall(mt)

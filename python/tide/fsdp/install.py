@@ -213,6 +213,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     registry.refused.pop(model, None)
     inst.options = given
     _watch_layout_setters(model, inst)
+    _watch_zero_grad(model, inst)
     for info in inst.infos:
         if info.reason is not None:
             log.warning("tide.fsdp: group '%s' stays on stock FSDP2: %s (%s)", info.fqn, info.reason, info.detail)
@@ -274,6 +275,51 @@ def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
 
             setattr(module, name, setter)
             inst.watched.append((module, name))
+
+
+def _watch_zero_grad(model: torch.nn.Module, inst) -> None:
+    """Wraps zero_grad on every module of the model holding parameters. A group
+    that FSDP2 keeps unsharded after its backward (set_reshard_after_backward(False))
+    has its unsharded Parameters registered on its modules, so a module's
+    zero_grad() drops the gradients they accumulated without sync; once a
+    ring-mate reshards it for the slot (all_gather.claim_region), its modules
+    hold the sharded Parameters instead, and zero_grad() would miss those
+    gradients, which the next synced backward would then reduce as well. After
+    the stock zero_grad, the wrapper does to them what stock's would have."""
+    for module in model.modules():
+        if next(module.parameters(), None) is None:
+            continue
+
+        def zero_grad(*args, _module=module, _stock=module.zero_grad, **kwargs):
+            result = _stock(*args, **kwargs)
+            hidden = [tg for tg in inst.tide_groups if tg.kept_but_ring_resharded]
+            if hidden:
+                _zero_kept_unsharded_grads(_module, hidden, *args, **kwargs)
+            return result
+
+        module.zero_grad = zero_grad
+        inst.watched.append((module, "zero_grad"))
+
+
+def _zero_kept_unsharded_grads(module: torch.nn.Module, hidden: list[TideGroup], set_to_none: bool = True) -> None:
+    """torch.nn.Module.zero_grad on the unsharded Parameters of `hidden`'s groups
+    that `module`'s subtree would hold in stock FSDP2."""
+    within = {id(m) for m in module.modules()}
+    for tg in hidden:
+        for fp in tg.params:
+            infos = [fp._module_info] + list(getattr(fp, "_shared_module_infos", ()))
+            param = getattr(fp, "_unsharded_param", None)
+            if param is None or param.grad is None or not any(id(i.module) in within for i in infos):
+                continue
+            tg.stats["kept_resharded_grads_zeroed"] += 1
+            if set_to_none:
+                param.grad = None
+            else:
+                if param.grad.grad_fn is not None:
+                    param.grad.detach_()
+                else:
+                    param.grad.requires_grad_(False)
+                param.grad.zero_()
 
 
 class LayoutBusy(RuntimeError):

@@ -70,7 +70,7 @@ class Installation:
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
         self.options: dict[str, Any] = {}         # install()'s arguments, to lay out again
-        self.watched: list[tuple[torch.nn.Module, str]] = []  # FSDP modules' setters wrapped (_LAYOUT_SETTERS)
+        self.watched: list[tuple[torch.nn.Module, str]] = []  # methods wrapped (_LAYOUT_SETTERS, zero_grad)
         self.dropped: weakref.finalize | None = None  # runs if the model is collected while installed
 
     def __reduce_ex__(self, protocol):

@@ -102,6 +102,14 @@ class TideGroup:
         self.info.group._to_sharded()  # (mark_resharded forgets the kept versions)
         self._shard_versions_ring_resharded = versions
 
+    @property
+    def kept_but_ring_resharded(self) -> bool:
+        """Kept unsharded by FSDP2 (set_reshard_after_backward(False)), resharded by a
+        ring-mate, not gathered since: its modules hold the sharded Parameters where
+        stock's hold the unsharded ones, and with them the gradients accumulated
+        without sync, which a module's zero_grad() then misses (install's wrapper)."""
+        return self._shard_versions_ring_resharded is not None
+
     def regathered_updated(self) -> bool:
         """At an all-gather: was it kept, resharded by a ring-mate, and are its
         shards changed since it was kept? Stock FSDP2 would not have gathered
