@@ -211,7 +211,10 @@ def main() -> int:
 # a plain attribute, a block called again on an input without grad, methods registered with
 # register_fsdp_forward_method, a second backward through a retained graph, two forwards into one backward,
 # an input gradient between steps, gradients zeroed in place, ignored parameters, a post-optimizer event
-# (recorded for real only here). Ordered from plain training to the adapter's own machinery.
+# (recorded for real only here), autocast around an fp32 model's forward, reentrant activation
+# checkpointing, a whole block frozen, a no-grad evaluation between micro-batches without sync,
+# model.zero_grad() between micro-batches (a kept group resharded by a ring-mate), and
+# reshard_after_forward given as an int. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -230,6 +233,8 @@ CUDA_SCENARIOS = [
     "module_called_through_a_plain_attribute", "block_called_again_on_an_input_without_grad",
     "forward_methods_registered_with_fsdp", "backward_twice_through_a_retained_graph", "two_forwards_one_backward",
     "input_gradient_between_steps", "gradients_zeroed_in_place", "ignored_params_left_alone", "post_optimizer_event",
+    "autocast_forward_without_mixed_precision", "activation_checkpointing_reentrant", "frozen_middle_block",
+    "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
 ]
 
 

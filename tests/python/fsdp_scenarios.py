@@ -54,11 +54,13 @@ TWO_RANKS = [
     "block_called_again_on_an_input_without_grad", "ignored_params_left_alone",
     "forward_methods_registered_with_fsdp", "backward_twice_through_a_retained_graph", "two_forwards_one_backward",
     "input_gradient_between_steps", "gradients_zeroed_in_place", "post_optimizer_event",
+    "autocast_forward_without_mixed_precision", "activation_checkpointing_reentrant", "frozen_middle_block",
+    "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
     "prefetch_inversion", "read_done_release", "params_smaller_than_world", "fsdp4_experts_on_a_sub_mesh",
-    "entry_points_on_hsdp_and_two_nodes",
+    "entry_points_on_hsdp_and_two_nodes", "reshard_to_a_smaller_mesh_stays_stock",
 ]

@@ -188,3 +188,31 @@ def scratch_estimate_is_enough(ctx):
                 comm.synchronize()
         finally:
             comm.close()
+
+
+def reshard_to_a_smaller_mesh_stays_stock(ctx):
+    """fully_shard(block, reshard_after_forward=2) on four ranks: after
+    forward FSDP2 reshards that block to a post-forward mesh of two (each
+    pair of ranks holding halves), and its backward all-gathers over that
+    smaller mesh. TIDE's layouts are the shard group's alone, so install
+    leaves that group on stock, with one logged line naming it and the
+    reason; the other groups are TIDE's. Both modes; training as stock."""
+    import logging
+
+    from fsdp_scenarios_schedule import _shard_with_int_raf
+    for mode in ("in-place", "slot-reuse"):
+        ctx.logs.clear()
+        ms, mt = make_pair(lambda: transformer(3), ctx, mesh_1d(ctx), shard_fn=_shard_with_int_raf({1: 2}))
+        # The premise: stock reshards that block to a smaller mesh after forward.
+        assert mt.blocks[1]._get_fsdp_state()._fsdp_param_group._use_post_forward_mesh
+        rep = install(mt, ctx, mode=mode)
+        status = {g["fqn"]: (g["status"], g["reason"]) for g in rep["groups"]}
+        assert status == {"<root>": ("tide", None), "blocks.0": ("tide", None),
+                          "blocks.1": ("stock", "reshard_to_smaller_mesh"), "blocks.2": ("tide", None)}, status
+        lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+        assert len(lines) == 1 and "'blocks.1'" in lines[0] and "reshard_to_smaller_mesh" in lines[0], lines
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(3):
+            step_both(ms, mt, opts, batches(ctx, 2, seed=s), tol=FP32, micro=2, no_sync_first=s == 1,
+                      what=f"{mode} step {s}")
+        assert tide.fsdp.uninstall(mt)

@@ -598,3 +598,47 @@ def kept_unsharded_across_a_step(ctx):
         else:
             assert not warned, warned
         tide.fsdp.uninstall(mt)
+
+
+def _shard_with_int_raf(rafs: dict[int, int]):
+    """shard_fn for make_pair: fully_shard block i with reshard_after_forward=rafs[i] (an int: the
+    post-forward mesh's size), the others and the root with FSDP2's defaults."""
+    def shard_fn(model, mesh):
+        for i, b in enumerate(model.blocks):
+            fully_shard(b, mesh=mesh, **({"reshard_after_forward": rafs[i]} if i in rafs else {}))
+        fully_shard(model, mesh=mesh)
+        return model
+    return shard_fn
+
+
+def reshard_after_forward_as_an_int(ctx):
+    """fully_shard(block, reshard_after_forward=<int>) on two ranks: FSDP2
+    accepts only 1 and 2 (the factors of the shard group's size) and maps
+    them to False (1: every rank keeps the whole parameters after forward)
+    and True (2: the whole shard group), with no smaller post-forward mesh;
+    the groups are TIDE's as for those bools: the block given 1 pinned, the
+    one given 2 in the ring. (A size between, resharding to a real smaller
+    mesh, needs four ranks: reshard_to_a_smaller_mesh_stays_stock.) Both
+    modes; as stock."""
+    assert ctx.world == 2
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx), shard_fn=_shard_with_int_raf({0: 1, 2: 2}))
+        # The premise: stock took the ints as those bools, without a post-forward mesh.
+        for m in (ms, mt):
+            groups = [b._get_fsdp_state()._fsdp_param_group for b in m.blocks]
+            assert [g._reshard_after_forward for g in groups] == [False, True, True, True], groups
+            assert not any(g._use_post_forward_mesh for g in groups)
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 5)
+        regions = {g["fqn"]: g["region"] for g in rep["groups"]}
+        assert regions["blocks.0"] == "pinned:blocks.0" and regions["blocks.2"].startswith("slot"), regions
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for s in range(3):
+            step_both(ms, mt, opts, batches(ctx, 2, seed=95 + s), tol=tight(ctx, FP32), micro=2,
+                      no_sync_first=s == 1, what=f"{mode} step {s}")
+            with torch.no_grad():
+                x = batches(ctx, 1, seed=99)[0]
+                compare(ms(x), mt(x), f"{mode} eval after step {s}", tight(ctx, FP32))
+        st = stats(mt)
+        assert st.get("all_gathers", 0) > 0 and st.get("reduce_scatters", 0) > 0, st
+        assert tide.fsdp.uninstall(mt)

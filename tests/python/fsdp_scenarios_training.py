@@ -14,7 +14,7 @@ from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
     assert_all_tide, batches, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
-    device_type, fsdp_modules, fsdp_params_of, install, int_loss, make_pair, mesh_1d, optimizers, shard, stats,
+    device_type, fsdp_modules, fsdp_params_of, install, int_loss, local, make_pair, mesh_1d, optimizers, shard, stats,
     step_both, sum_reduction, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
@@ -588,3 +588,90 @@ def tied_embeddings(ctx):
                                                                                  device=y.device) % 11))
         assert mt.head.weight is mt.emb.weight
         tide.fsdp.uninstall(mt)
+
+
+def autocast_forward_without_mixed_precision(ctx):
+    """torch.autocast(bf16) around the forward of an fp32 model with no
+    MixedPrecisionPolicy (the AMP way, not FSDP2's): the gathered
+    parameters stay fp32 and autocast casts them per op inside the blocks,
+    so the gradients are fp32 and reduce-scattered as fp32. Both modes, and
+    a no-grad evaluation under autocast after each step; as stock."""
+    dev = device_type(ctx)
+
+    def autocast_forward(model, x):
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            return model(x)
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 4)
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        tol = tight(ctx, BF16)
+        # The premise: autocast does engage (bf16 outputs of the fp32 model).
+        x = batches(ctx, 1, seed=80)[0]
+        with torch.no_grad():
+            assert autocast_forward(ms, x).dtype == torch.bfloat16
+        for s in range(3):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=81 + s), tol=tol, forward=autocast_forward,
+                      what=f"{mode} step {s}")
+            assert all(local(p.grad if p.grad is not None else p).dtype == torch.float32 for p in mt.parameters())
+            with torch.no_grad():
+                x = batches(ctx, 1, seed=90 + s)[0]
+                compare(autocast_forward(ms, x), autocast_forward(mt, x), f"{mode} eval after step {s}", tol)
+        st = stats(mt)
+        assert st.get("all_gathers", 0) > 0 and st.get("reduce_scatters", 0) > 0, st
+        assert tide.fsdp.uninstall(mt)
+
+
+class ReentrantCheckpointedModel(Model):
+    """Every block under torch.utils.checkpoint(use_reentrant=True): the
+    block's forward runs under no_grad (FSDP2's pre-forward sees grad
+    disabled), and again, with grad, inside the checkpoint's backward, where
+    FSDP2 gathers the block again and registers its hooks on the recomputed
+    graph."""
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=True)
+        return self.out(self.norm(x))
+
+
+def activation_checkpointing_reentrant(ctx):
+    """Reentrant activation checkpointing (activation_checkpointing covers
+    the non-reentrant kind): both modes, fp32 and bf16 mixed precision; as
+    stock."""
+    build = lambda: ReentrantCheckpointedModel([Block() for _ in range(4)])  # noqa: E731
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for mode in ("in-place", "slot-reuse"):
+        _, _, _, st = train(ctx, build, expect_groups=5, mode=mode)
+        assert st["all_gathers"] >= 3 * 9, st  # forward and recompute gathers of 4 blocks, 3 steps
+    train(ctx, build, expect_groups=5, mp_policy=mp_policy, tol=BF16)
+
+
+def frozen_middle_block(ctx):
+    """Every parameter of a middle block frozen (a frozen adapter or layer):
+    FSDP2 still gathers it in forward and backward (its input's gradient
+    flows through it) but reduce-scatters nothing for it. Both modes, with
+    and without gradient accumulation without sync; as stock, whose frozen
+    block keeps no gradient (gradients zeroed in place after each step, so
+    the others' stay as tensors and the frozen ones' None can be seen)."""
+    def build():
+        m = transformer(4)
+        m.blocks[1].requires_grad_(False)
+        return m
+    for mode in ("in-place", "slot-reuse"):
+        for micro, no_sync_first in ((1, False), (2, True)):
+            what = f"{mode} micro={micro} no_sync_first={no_sync_first}"
+            ms, mt = make_pair(build, ctx, mesh_1d(ctx))
+            assert_all_tide(install(mt, ctx, mode=mode), 5)
+            opts = optimizers(ms, mt, "adam", 1e-2)
+            for s in range(3):
+                step_both(ms, mt, opts, batches(ctx, micro, seed=85 + s), tol=tight(ctx, FP32), micro=micro,
+                          no_sync_first=no_sync_first, set_to_none=False, what=f"{what} step {s}")
+                for m in (ms, mt):
+                    assert all(p.grad is None for p in m.blocks[1].parameters()), f"{what}: the frozen block got gradients"
+                    assert all(p.grad is not None for p in m.blocks[0].parameters()), f"{what}: none reached blocks.0"
+            st = stats(mt)
+            assert st.get("all_gathers", 0) > 0 and st.get("reduce_scatters", 0) > 0, st
+            assert tide.fsdp.uninstall(mt)
