@@ -24,6 +24,14 @@ def _loss(y):
     return y.float().pow(2).mean()
 
 
+def _installed_pair(ctx, build, mode: str, groups: int, **make_kw):
+    """A stock and a TIDE model built alike (make_pair), TIDE installed in `mode` on all `groups`
+    groups, and an Adam optimizer for each."""
+    ms, mt = make_pair(build, ctx, mesh_1d(ctx), **make_kw)
+    assert_all_tide(install(mt, ctx, mode=mode), groups)
+    return ms, mt, optimizers(ms, mt, "adam", 1e-2)
+
+
 class MethodBlock(Block):
     """A block with a second entry point besides forward: its branch scaled by `s`."""
 
@@ -139,10 +147,8 @@ def two_forwards_one_backward(ctx):
     builds = {"plain": lambda: transformer(4), "checkpointed": checkpointed_transformer,
               "frozen input layer": frozen_input_layer_transformer}
     for (label, build), mode in ((b, mode) for b in builds.items() for mode in MODES):
-        ms, mt = make_pair(build, ctx, mesh_1d(ctx))
-        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        ms, mt, opts = _installed_pair(ctx, build, mode, 5)
         pending = gathers_pending_at_post_backward(mt)
-        opts = optimizers(ms, mt, "adam", 1e-2)
         tol = tight(ctx, FP32)
         for s in range(3):
             xs = batches(ctx, 2, seed=20 + s)
@@ -177,9 +183,7 @@ def input_gradient_between_steps(ctx):
     (torch.autograd.grad over the parameters is no FSDP2 usage: the sharded
     parameters are not in the graph, and stock raises.)"""
     for mode in MODES:
-        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
-        assert_all_tide(install(mt, ctx, mode=mode), 4)
-        opts = optimizers(ms, mt, "adam", 1e-2)
+        ms, mt, opts = _installed_pair(ctx, transformer, mode, 4)
         tol = tight(ctx, FP32)
         for s in range(3):
             x = batches(ctx, 1, seed=30 + s)[0]
@@ -208,9 +212,7 @@ def gradients_zeroed_in_place(ctx):
     cases += [(mode, 2, True, bf16) for mode in MODES]
     for mode, micro, no_sync_first, mp_policy in cases:
         what = f"{mode} micro={micro} no_sync_first={no_sync_first} bf16={mp_policy is not None}"
-        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), mp_policy=mp_policy)
-        assert_all_tide(install(mt, ctx, mode=mode), 4)
-        opts = optimizers(ms, mt, "adam", 1e-2)
+        ms, mt, opts = _installed_pair(ctx, transformer, mode, 4, mp_policy=mp_policy)
         tol = tight(ctx, FP32) if mp_policy is None else BF16
         kept = None
         for s in range(3):
@@ -233,9 +235,7 @@ def post_optimizer_event(ctx):
     recorded), so there only the event's use and training are checked."""
     on_cuda = device_type(ctx) == "cuda"
     for mode in MODES:
-        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
-        assert_all_tide(install(mt, ctx, mode=mode), 4)
-        opts = optimizers(ms, mt, "adam", 1e-2)
+        ms, mt, opts = _installed_pair(ctx, transformer, mode, 4)
         tol = tight(ctx, FP32)
         for s in range(3):
             step_both(ms, mt, opts, batches(ctx, 1, seed=50 + s), tol=tol, what=f"{mode} step {s}")
@@ -266,9 +266,7 @@ def eval_between_no_sync_micro_batches(ctx):
     cases += [(mode, None, bf16) for mode in MODES]
     for mode, last_raf, mp_policy in cases:
         what = f"{mode} last_raf={last_raf} bf16={mp_policy is not None}"
-        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), last_raf=last_raf, mp_policy=mp_policy)
-        assert_all_tide(install(mt, ctx, mode=mode), 4)
-        opts = optimizers(ms, mt, "adam", 1e-2)
+        ms, mt, opts = _installed_pair(ctx, transformer, mode, 4, last_raf=last_raf, mp_policy=mp_policy)
         tol = tight(ctx, FP32) if mp_policy is None else BF16
         for s in range(3):
             xs = batches(ctx, 2, seed=60 + s)
@@ -329,9 +327,7 @@ def model_zero_grad_mid_accumulation(ctx):
     cases += [(mode, True, True, False) for mode in MODES]
     for mode, no_sync_first, keep, set_to_none in cases:
         what = f"{mode} no_sync_first={no_sync_first} keep_unsharded_first={keep} set_to_none={set_to_none}"
-        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
-        assert_all_tide(install(mt, ctx, mode=mode), 4)
-        opts = optimizers(ms, mt, "adam", 1e-2)
+        ms, mt, opts = _installed_pair(ctx, transformer, mode, 4)
         tol = tight(ctx, FP32)
 
         def zero_before_last(model, i):
