@@ -209,18 +209,22 @@ class TwoChildBlock(nn.Module):
         return x + self.mlp(x)
 
 
+def _shard_in_order(modules_of):
+    """A make_pair shard_fn: fully_shard, with FSDP2's defaults, each of modules_of(model) in
+    order (inner modules before the modules that hold them, the root last)."""
+    def shard(model, mesh):
+        for m in modules_of(model):
+            fully_shard(m, mesh=mesh)
+        return model
+    return shard
+
+
 def nested_fully_shard(ctx):
     """fully_shard on each block and on two modules inside it: a block stays
     unsharded while its children run, so it gets a region of its own and only
     the innermost groups share the ring; both modes match stock (the ring
     once put a child into its parent's slot: RegionConflict)."""
-    def shard(model, mesh):
-        for b in model.blocks:
-            fully_shard(b.attn, mesh=mesh)
-            fully_shard(b.mlp, mesh=mesh)
-            fully_shard(b, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        return model
+    shard = _shard_in_order(lambda model: [*(m for b in model.blocks for m in (b.attn, b.mlp, b)), model])
 
     for mode in ("in-place", "slot-reuse"):
         ms, mt = make_pair(lambda: Model([TwoChildBlock() for _ in range(3)]), ctx, mesh_1d(ctx), shard_fn=shard)
@@ -269,10 +273,7 @@ def shared_module_of_two_parents(ctx):
     which the module tree's first names alone do not show (the decoder once
     shared a slot with it: RegionConflict at the first forward, where stock
     trains). Both modes match stock."""
-    def shard(model, mesh):
-        for m in (model.shared, model.encoder, model.decoder, model):
-            fully_shard(m, mesh=mesh)
-        return model
+    shard = _shard_in_order(lambda model: (model.shared, model.encoder, model.decoder, model))
 
     for mode in ("in-place", "slot-reuse"):
         ms, mt = make_pair(SharedModuleModel, ctx, mesh_1d(ctx), shard_fn=shard)
@@ -325,10 +326,7 @@ def module_called_through_a_plain_attribute(ctx):
     holder out of the ring with one logged line, and training matches stock
     in both modes (it once raised RegionConflict at the first forward). With
     ring=False as well."""
-    def shard(model, mesh):
-        for m in (*model.blocks, model.extra, model):
-            fully_shard(m, mesh=mesh)
-        return model
+    shard = _shard_in_order(lambda model: (*model.blocks, model.extra, model))
 
     for mode in ("in-place", "slot-reuse"):
         ms, mt = make_pair(HiddenCallModel, ctx, mesh_1d(ctx), shard_fn=shard)
