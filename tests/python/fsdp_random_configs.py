@@ -29,7 +29,12 @@ from fsdp_harness import uninstall_all_tide
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
-BF16_STOCK_ROUNDS = {"rtol": 6e-2, "atol": 6e-2}  # bf16 parameters, more than two ranks (train_config)
+# bf16 parameters, more than two ranks (train_config): stock FSDP2 rounds every partial sum in
+# bf16, so an element that cancels differs by bf16 steps of the tensor's larger elements. Seed
+# 1433794353, draw 3 (four ranks, two forwards, three micro-batches): norm.weight's -0.234 against
+# TIDE's -0.146 at step 2, beside elements up to 14.4 (bf16 step 0.0625); with stock reducing in
+# fp32 the two agree within 0.06 there. atol_per_amax 1/64: two to four bf16 steps of the largest.
+BF16_STOCK_ROUNDS = {"rtol": 6e-2, "atol": 6e-2, "atol_per_amax": 1 / 64}
 
 
 def shared_seed() -> int:
