@@ -213,8 +213,8 @@ def main() -> int:
 # an input gradient between steps, gradients zeroed in place, ignored parameters, a post-optimizer event
 # (recorded for real only here), autocast around an fp32 model's forward, reentrant activation
 # checkpointing, a whole block frozen, a no-grad evaluation between micro-batches without sync,
-# model.zero_grad() between micro-batches (a kept group resharded by a ring-mate), and
-# reshard_after_forward given as an int. Ordered from plain training to the adapter's own machinery.
+# model.zero_grad() between micro-batches (a kept group resharded by a ring-mate), reshard_after_forward given
+# as an int, and a user's own per-instance zero_grad and layout setter kept across install and uninstall. Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -235,6 +235,7 @@ CUDA_SCENARIOS = [
     "input_gradient_between_steps", "gradients_zeroed_in_place", "ignored_params_left_alone", "post_optimizer_event",
     "autocast_forward_without_mixed_precision", "activation_checkpointing_reentrant", "frozen_middle_block",
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
+    "users_own_instance_methods_kept",
 ]
 
 

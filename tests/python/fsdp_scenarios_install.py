@@ -387,6 +387,56 @@ def dropped_without_uninstall(ctx):
         raise AssertionError("an installation was deep-copied")
 
 
+def users_own_instance_methods_kept(ctx):
+    """install wraps zero_grad and the layout setters on module instances. A
+    module's own per-instance zero_grad or set_reshard_after_forward (set by
+    the user before install) still runs inside TIDE's wrapper, and uninstall
+    gives it back; one the user sets after install is theirs, and uninstall
+    leaves it with one line saying so. Before, uninstall dropped both: the
+    module fell back to the class's method."""
+    ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+    calls = {"zero_grad": 0, "set_reshard_after_forward": 0}
+
+    def own_zero_grad(module):
+        def zero_grad(set_to_none=True):
+            calls["zero_grad"] += 1
+            type(module).zero_grad(module, set_to_none)
+        return zero_grad
+
+    def own_setter(module):
+        def set_reshard_after_forward(*args, **kwargs):
+            calls["set_reshard_after_forward"] += 1
+            return type(module).set_reshard_after_forward(module, *args, **kwargs)
+        return set_reshard_after_forward
+
+    zero_grad_before, setter_before = own_zero_grad(mt.blocks[1]), own_setter(mt.blocks[0])
+    mt.blocks[1].zero_grad, mt.blocks[0].set_reshard_after_forward = zero_grad_before, setter_before
+    assert_all_tide(install(mt, ctx), 5)
+    assert mt.blocks[1].zero_grad is not zero_grad_before, "install did not wrap the instance's zero_grad"
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    tol = tight(ctx, FP32)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tol, what="step 0")
+    for m in (ms, mt):
+        m.blocks[1].zero_grad()
+        m.blocks[0].set_reshard_after_forward(False)  # TIDE lays out again: block 0 pinned
+    assert calls == {"zero_grad": 1, "set_reshard_after_forward": 1}, calls
+    step_both(ms, mt, opts, batches(ctx, 1, seed=1), tol=tol, what="step 1, block 0 kept unsharded")
+    zero_grad_after = own_zero_grad(mt.blocks[2])
+    mt.blocks[2].zero_grad = zero_grad_after
+    ctx.logs.clear()
+    assert tide.fsdp.uninstall(mt)
+    assert mt.blocks[1].__dict__.get("zero_grad") is zero_grad_before, "uninstall dropped the user's zero_grad"
+    assert mt.blocks[0].__dict__.get("set_reshard_after_forward") is setter_before, \
+        "uninstall dropped the user's set_reshard_after_forward"
+    assert mt.blocks[2].__dict__.get("zero_grad") is zero_grad_after, "uninstall dropped a zero_grad set after install"
+    assert "zero_grad" not in mt.blocks[3].__dict__ and "zero_grad" not in mt.__dict__, "a wrapper outlived uninstall"
+    replaced = [m for m in ctx.logs.messages() if "replaced after install" in m]
+    assert len(replaced) == 1 and "zero_grad" in replaced[0], replaced
+    step_both(ms, mt, opts, batches(ctx, 1, seed=2), tol=tol, what="stock after uninstall")
+    mt.blocks[2].zero_grad()
+    assert calls["zero_grad"] == 2, calls
+
+
 def refusals(ctx):
     """install on a non-root module, a plain module or a model still on the
     meta device changes nothing, says why, and does not raise; bad arguments

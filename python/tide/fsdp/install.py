@@ -273,8 +273,7 @@ def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
                     raise
                 return result
 
-            setattr(module, name, setter)
-            inst.watched.append((module, name))
+            _wrap_instance_method(inst, module, name, setter)
 
 
 def _watch_zero_grad(model: torch.nn.Module, inst) -> None:
@@ -297,8 +296,7 @@ def _watch_zero_grad(model: torch.nn.Module, inst) -> None:
                 _zero_kept_unsharded_grads(_module, hidden, *args, **kwargs)
             return result
 
-        module.zero_grad = zero_grad
-        inst.watched.append((module, "zero_grad"))
+        _wrap_instance_method(inst, module, "zero_grad", zero_grad)
 
 
 def _zero_kept_unsharded_grads(module: torch.nn.Module, hidden: list[TideGroup], set_to_none: bool = True) -> None:
@@ -350,9 +348,26 @@ def _restore_comm_settings(saved: list) -> None:
         setattr(obj, attr, value)
 
 
+def _wrap_instance_method(inst, module: torch.nn.Module, name: str, wrapper) -> None:
+    """Sets `wrapper` as the module's instance attribute `name`, remembering what the
+    instance held before (a user's own per-instance method, or nothing) for _unwatch."""
+    inst.watched.append(registry.WrappedMethod(module, name, wrapper, module.__dict__.get(name, registry.ABSENT)))
+    setattr(module, name, wrapper)
+
+
 def _unwatch(inst) -> None:
-    for module, name in inst.watched:
-        module.__dict__.pop(name, None)
+    """Gives every wrapped module back what its instance held before install. An attribute
+    replaced since (by the user) is theirs now, and stays."""
+    for w in reversed(inst.watched):
+        current = w.module.__dict__.get(w.name, registry.ABSENT)
+        if current is not w.wrapper:
+            log.info("tide.fsdp: %s.%s was replaced after install; uninstall leaves the replacement in place",
+                     type(w.module).__name__, w.name)
+            continue
+        if w.previous is registry.ABSENT:
+            del w.module.__dict__[w.name]
+        else:
+            w.module.__dict__[w.name] = w.previous
     inst.watched = []
 
 

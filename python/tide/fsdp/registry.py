@@ -3,6 +3,7 @@ state that install, uninstall and report share."""
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from typing import Any
 
@@ -59,6 +60,19 @@ class Installations:
 installed = Installations()
 
 
+ABSENT = object()  # WrappedMethod.previous when the instance had no attribute of that name
+
+
+@dataclasses.dataclass(frozen=True)
+class WrappedMethod:
+    """A method install set on a module instance (_LAYOUT_SETTERS, zero_grad), with what
+    the instance held before: uninstall gives that back."""
+    module: torch.nn.Module
+    name: str
+    wrapper: Any
+    previous: Any
+
+
 class Installation:
     def __init__(self, mode: str, ring: bool):
         self.mode = mode
@@ -70,7 +84,7 @@ class Installation:
         self.contexts: list[CommContext] = []
         self.tide_groups: list[TideGroup] = []
         self.options: dict[str, Any] = {}         # install()'s arguments, to lay out again
-        self.watched: list[tuple[torch.nn.Module, str]] = []  # methods wrapped (_LAYOUT_SETTERS, zero_grad)
+        self.watched: list[WrappedMethod] = []  # methods wrapped (_LAYOUT_SETTERS, zero_grad)
         self.dropped: weakref.finalize | None = None  # runs if the model is collected while installed
 
     def __reduce_ex__(self, protocol):
