@@ -29,12 +29,7 @@ from fsdp_harness import uninstall_all_tide
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
-# bf16 parameters, more than two ranks (train_config): stock FSDP2 rounds every partial sum in
-# bf16, so an element that cancels differs by bf16 steps of the tensor's larger elements. Seed
-# 1433794353, draw 3 (four ranks, two forwards, three micro-batches): norm.weight's -0.234 against
-# TIDE's -0.146 at step 2, beside elements up to 14.4 (bf16 step 0.0625); with stock reducing in
-# fp32 the two agree within 0.06 there. atol_per_amax 1/64: two to four bf16 steps of the largest.
-BF16_STOCK_ROUNDS = {"rtol": 6e-2, "atol": 6e-2, "atol_per_amax": 1 / 64}
+BF16_STOCK_ROUNDS = {"rtol": 6e-2, "atol": 6e-2}  # bf16 parameters, more than two ranks (train_config)
 
 
 def shared_seed() -> int:
@@ -225,8 +220,12 @@ def train_config(ctx, cfg: dict) -> None:
         # its pre- and post-division in bf16 (and accumulates micro-batches in bf16): a cancelling
         # gradient of about 0.1 then differs by a few bf16 steps of its addends (seed 855064809,
         # draw 38: 0.022 after three micro-batches and two steps), past BF16's 0.02.
-        tol = sc.BF16 if ctx.world == 2 else BF16_STOCK_ROUNDS
-        sc.train(ctx, build, dtype=torch.bfloat16, tol=tol, opt="sgd", lr=0.05, **kw)
+        # Those differences compound from step to step: each step restarts TIDE from stock's
+        # parameters (seed 853083026, draw 58 of 60, four ranks with two forwards: step 2's
+        # gradients 0.13 apart, within 0.01 once step 2 starts from the same parameters).
+        many = ctx.world > 2
+        sc.train(ctx, build, dtype=torch.bfloat16, tol=BF16_STOCK_ROUNDS if many else sc.BF16, opt="sgd", lr=0.05,
+                 restart_from_stock=many, **kw)
 
 
 def random_configurations(ctx):
