@@ -30,7 +30,8 @@ index it will pop). Anything else -- explicit prefetch
 target that is stock, already gathered or whose region is taken, a group
 left unsharded after backward, a next group or target whose backward has
 run already (the root's post_backward from FSDP2's final callback, when a
-block's output did not reach the loss) -- keeps FSDP2's order.
+block's output did not reach the loss; for a group called more than once in
+the step, that invocation's backward: _backward_ran) -- keeps FSDP2's order.
 """
 
 from __future__ import annotations
@@ -93,8 +94,7 @@ def invert(tg, lookup: Callable[[list], Any]) -> None:
     # pass), nxt may be a group whose backward never came (its output did not
     # reach the loss): its index was never popped and points at a target whose
     # backward already ran. No backward follows to use such a gather.
-    post_backward = guards.internals().TrainingState.POST_BACKWARD
-    if nxt._training_state == post_backward or target._training_state == post_backward:
+    if _backward_ran(nxt, k_next, order) or _backward_ran(target, k_next - 1, order):
         return
     tt = lookup(target.fsdp_params)
     if tt is None or tt.mode != "in-place" or tt.info.group is not target:
@@ -107,6 +107,18 @@ def invert(tg, lookup: Callable[[list], Any]) -> None:
     if target._all_gather_result is not None:
         tg.stats["prefetch_inversions"] += 1
         tt.stats["ag_ahead_of_rs"] += 1
+
+
+def _backward_ran(group, index: int, order: list) -> bool:
+    """Whether `group`'s backward for its forward invocation order[index] has
+    run. A group called once in the step is past it in POST_BACKWARD (also when
+    FSDP2's final callback ran its post_backward without a pre_backward). A group
+    called several times (two forwards into one backward) is in POST_BACKWARD
+    after its first backward with more to come; its pre_backward pops the
+    invocation's index, so an index still held says that backward is to come."""
+    if sum(g is group for g in order) > 1:
+        return index not in group._post_forward_indices
+    return group._training_state == guards.internals().TrainingState.POST_BACKWARD
 
 
 def _default_single_group_prefetch(*groups) -> bool:
