@@ -316,6 +316,13 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
             loss.backward()
             total.append(loss.detach())
         losses.append(torch.stack(total))
+    compare_and_step(ms, mt, opts, losses, what, tol, set_to_none=set_to_none)
+
+
+def compare_and_step(ms, mt, opts, losses, what: str, tol, set_to_none=True):
+    """The end of a step of both models: their losses (stock's, TIDE's) and
+    gradients compared, the optimizers stepped and zeroed, the parameters
+    compared."""
     compare(losses[0], losses[1], f"{what} losses", tol)
     compare_models(ms, mt, what, tol, grads=True)
     for o in opts:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import tide.fsdp
 import torch
 from fsdp_scenario_kit import (
-    BF16, FP32, Block, Model, assert_all_tide, batches, checkpointed_transformer, compare, compare_models, device_type,
+    BF16, FP32, Block, Model, assert_all_tide, batches, checkpointed_transformer, compare, compare_and_step,
+    compare_models, device_type,
     fsdp_params_of, gathers_pending_at_post_backward, install, local, make_pair, mesh_1d, optimizers, stats, step_both, tight,
     transformer,
 )
@@ -159,12 +160,7 @@ def two_forwards_one_backward(ctx):
                 loss.backward()
                 losses.append(loss.detach())
             assert not pending, f"{what}: backward ran before its gather was waited for: {pending}"
-            compare(losses[0], losses[1], f"{what} loss", tol)
-            compare_models(ms, mt, what, tol, grads=True)
-            for o in opts:
-                o.step()
-                o.zero_grad()
-            compare_models(ms, mt, what, tol)
+            compare_and_step(ms, mt, opts, losses, what, tol)
         resharded = stats(mt).get("resharded_in_backward", 0)
         assert (resharded > 0) == (build is frozen_input_layer_transformer), stats(mt)
         # FSDP2's backward prefetch gathers the resharded block again before its second
@@ -290,12 +286,7 @@ def eval_between_no_sync_micro_batches(ctx):
                 losses.append(torch.stack([first.detach(), last.detach()]))
             step_what = f"{what} step {s}"
             compare(evals[0], evals[1], f"{step_what} evaluation", tol)
-            compare(losses[0], losses[1], f"{step_what} losses", tol)
-            compare_models(ms, mt, step_what, tol, grads=True)
-            for o in opts:
-                o.step()
-                o.zero_grad()
-            compare_models(ms, mt, step_what, tol)
+            compare_and_step(ms, mt, opts, losses, step_what, tol)
         assert tide.fsdp.uninstall(mt)
 
 

@@ -10,7 +10,7 @@ import tide.fsdp
 import torch
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, compare, compare_models,
+    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, compare, compare_and_step, compare_models,
     gathers_pending_at_post_backward, install, make_pair, mesh_1d, optimizers, stats, step_both, tight, train,
     transformer,
 )
@@ -371,12 +371,7 @@ def block_called_again_on_an_input_without_grad(ctx):
                 loss.backward()
                 losses.append(loss.detach())
             assert not pending, f"{mode} step {s}: backward ran before its gather was waited for: {pending}"
-            compare(losses[0], losses[1], f"{mode} step {s} loss", tol)
-            compare_models(ms, mt, f"{mode} step {s}", tol, grads=True)
-            for o in opts:
-                o.step()
-                o.zero_grad(set_to_none=s % 2 == 0)
-            compare_models(ms, mt, f"{mode} step {s}", tol)
+            compare_and_step(ms, mt, opts, losses, f"{mode} step {s}", tol, set_to_none=s % 2 == 0)
         assert stats(mt).get("resharded_in_backward", 0) >= 4, stats(mt)
         # Gathered again by FSDP2's backward prefetch before its second backward, which must wait
         # for that gather (it did not: wrong gradients on CUDA, session 31).
