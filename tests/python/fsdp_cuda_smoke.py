@@ -8,6 +8,7 @@ configuration, losses / gradients / parameters compared.
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc   # 4 ranks on any number of GPUs
     torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py --host-per-rank   # likewise, across "hosts"
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc --sweep 20   # 20 random configurations
+    torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc --scenarios a,b   # these scenarios alone
 
 --ipc: ranks may share GPUs (rank r on GPU r mod count): torch.distributed on
 gloo, so stock FSDP2 runs its collectives through gloo on the CUDA tensors,
@@ -117,9 +118,18 @@ def main() -> int:
                              "over NCCL with rails between the 'hosts'")
     parser.add_argument("--sweep", type=int, metavar="N",
                         help="run N random configurations (fsdp_random_configs) instead of the fixed ones")
+    parser.add_argument("--scenarios", metavar="A,B",
+                        help="run these scenarios of the CPU suite alone (fsdp_scenarios: any rank count's), "
+                             "instead of the fixed configurations and this rank count's list")
     args = parser.parse_args()
     if args.sweep is not None and args.sweep < 1:
         parser.error(f"--sweep must be at least 1, got {args.sweep}")
+    if args.sweep is not None and args.scenarios:
+        parser.error("--sweep and --scenarios exclude each other")
+    chosen = [n for n in (args.scenarios or "").split(",") if n]
+    unknown = [n for n in chosen if not callable(getattr(S, n, None))]
+    if unknown:
+        parser.error(f"--scenarios: no such scenario in fsdp_scenarios: {', '.join(unknown)}")
     if args.ipc and args.host_per_rank:
         parser.error("--ipc and --host-per-rank exclude each other")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -168,7 +178,7 @@ def main() -> int:
             mode="slot-reuse", tol=None, integer=True, build=S.LinearModel, loss_fn=S.int_loss,
             configure=S.sum_reduction, opt="sign", topology=(world, 1), install_kw={"plan_options": H200_PAIR})
     configs["fp32 in-place, read-done check"] = dict(mode="in-place", tol=FP32, install_kw={"check_read_done": True})
-    if world == 1 or args.sweep:  # one rank: nothing to gather or scatter; TIDE must stay stock, and say so
+    if world == 1 or args.sweep or chosen:  # one rank: nothing to gather or scatter; TIDE must stay stock, and say so
         configs = {}
     failed = 0
     for name, kw in configs.items():
@@ -181,7 +191,9 @@ def main() -> int:
             verdict = "FAIL\n" + traceback.format_exc()
         dist.barrier()
         print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
-    if args.sweep:
+    if chosen:
+        failed += run_scenarios(chosen, rank, world, device)
+    elif args.sweep:
         os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
         failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, module=fsdp_random_configs)
     elif world == 2:

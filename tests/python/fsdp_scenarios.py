@@ -63,5 +63,5 @@ FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
     "prefetch_inversion", "read_done_release", "params_smaller_than_world", "fsdp4_experts_on_a_sub_mesh",
-    "entry_points_on_hsdp_and_two_nodes", "reshard_to_a_smaller_mesh_stays_stock",
+    "entry_points_on_hsdp_and_two_nodes", "reshard_to_a_smaller_mesh_stays_stock", "skipped_blocks_hold_no_slot",
 ]

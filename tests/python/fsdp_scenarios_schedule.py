@@ -424,8 +424,12 @@ def skipped_blocks_hold_no_slot(ctx):
     into the slot; (b) set_reshard_after_backward(False) on a no-sync
     micro-batch, the block kept unsharded then skipped in the next one: it is
     resharded when a ring-mate needs the slot, as FSDP2 would have after its
-    backward. Both modes match stock, step after step."""
-    build = lambda: OrderedBlocksModel([Block() for _ in range(4)])  # noqa: E731
+    backward. Both modes match stock, step after step.
+    Ring-mates of different sizes (blocks 1 and 3 share a slot): on CUDA the
+    dropped prefetch of block 1 and block 3's gather write overlapping rows,
+    and block 3's copy-in must wait for the dropped gather (it did not: a
+    wrong loss on four ranks, session 33)."""
+    build = lambda: OrderedBlocksModel([Block(h=h) for h in (37, 70, 29, 11)])  # noqa: E731
 
     def prefetch_next(m):
         blocks = list(m.blocks)

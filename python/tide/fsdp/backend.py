@@ -283,6 +283,14 @@ class CudaBackend:
         region.free_events.clear()
         comm.all_gather(handle, shard_ptr, region.offset, all_gather_stream.cuda_stream)
         event = all_gather_stream.record_event()
+        # The gather itself is the region's latest writer: the next write waits for it too. A
+        # consumed gather is waited for anyway (its readers follow it on the current stream), but
+        # one dropped unconsumed (a prefetch of a block that did not run, taken over by a
+        # ring-mate's gather: all_gather._drop_stale_gather) has no readers, and the ring-mate's
+        # copy-in runs on the copy-in stream, which never waited for this all-gather stream: its
+        # shard went into rows the dropped gather's peers were still writing (one H200, four
+        # ranks, session 33: a wrong loss).
+        region.free_events.append(event)
         if ctx.shard_buffer is not None and shard_ptr == ctx.shard_buffer.data_ptr():
             ctx.shard_read_event = event
         return event
