@@ -447,6 +447,19 @@ def skipped_blocks_hold_no_slot(ctx):
             ms.order = mt.order = order
             step_both(ms, mt, opts, batches(ctx, 1, seed=90 + s), tol=tol, what=f"{mode} prefetch, step {s} {order}")
         assert stats(mt).get("stale_prefetch_dropped", 0) >= 2, stats(mt)
+
+        # Block 1 last in the first micro-batch's backward, then skipped after block 0
+        # prefetched it: its gather waits for its own gradients' reads in the slot (Slot-Reuse)
+        # or for its reshard, long enough to be still writing when block 3 takes the slot over
+        # (the sweep draw that found it on a GPU: seed 489778597, draw 3).
+        def block_1_first_then_skipped(model, i):
+            model.order = ((1, 2, 3), (0, 2, 3))[i]
+
+        dropped = stats(mt).get("stale_prefetch_dropped", 0)
+        for s in range(2):
+            step_both(ms, mt, opts, batches(ctx, 2, seed=93 + s), tol=tol, micro=2,
+                      before_micro=block_1_first_then_skipped, what=f"{mode} prefetch, two micro-batches, step {s}")
+        assert stats(mt).get("stale_prefetch_dropped", 0) >= dropped + 2, stats(mt)
         assert tide.fsdp.uninstall(mt)
 
         ms, mt = make_pair(build, ctx, mesh_1d(ctx))
