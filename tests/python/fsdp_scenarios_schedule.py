@@ -425,10 +425,12 @@ def skipped_blocks_hold_no_slot(ctx):
     micro-batch, the block kept unsharded then skipped in the next one: it is
     resharded when a ring-mate needs the slot, as FSDP2 would have after its
     backward. Both modes match stock, step after step.
-    Ring-mates of different sizes (blocks 1 and 3 share a slot): on CUDA the
-    dropped prefetch of block 1 and block 3's gather write overlapping rows,
-    and block 3's copy-in must wait for the dropped gather (it did not: a
-    wrong loss on four ranks, session 33)."""
+    Ring-mates of different sizes (blocks 1 and 3 share a slot), so that the
+    dropped prefetch of block 1 and block 3's gather write overlapping rows:
+    on CUDA block 3's copy-in must wait for the dropped gather. It did not,
+    and one sweep draw (gpu_run.sh's fsdp_sweep_found_on_gpu) gave a wrong
+    loss on four ranks; these cases did not reproduce that race on one H200
+    (session 33), test_region_write_order checks the wait itself."""
     build = lambda: OrderedBlocksModel([Block(h=h) for h in (37, 70, 29, 11)])  # noqa: E731
 
     def prefetch_next(m):
@@ -441,7 +443,9 @@ def skipped_blocks_hold_no_slot(ctx):
         ms, mt = make_pair(build, ctx, mesh_1d(ctx))
         prefetch_next(ms)
         prefetch_next(mt)
-        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        # Slot-Reuse without adoption: each gather's copy-in writes the own shard into the
+        # slot on FSDP2's copy-in stream, the write that raced a dropped gather on CUDA.
+        assert_all_tide(install(mt, ctx, mode=mode, adopt=mode == "in-place"), 5)
         opts = optimizers(ms, mt, "sgd", 1e-2)
         for s, order in enumerate([None, (0, 2, 3), None, (0, 1, 3)]):
             ms.order = mt.order = order
