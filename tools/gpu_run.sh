@@ -331,18 +331,20 @@ fi
 # four IPC ranks (HSDP among the draws), two ranks on GPUs of their own or, on one GPU, as IPC ranks, and
 # two ranks on hosts of their own (a node per rank, NCCL send/recv rails).
 # FSDP_SWEEP_DRAWS draws per step (default 12); TIDE_FSDP_SWEEP_SEED repeats a printed seed.
+# A step's time limit grows with its draws (one H200, session 33: about 1.5 s a draw on four IPC ranks, 1 s on
+# two, 4 s on two hosts; the limits allow three times that besides the start).
 SWEEP_DRAWS="${FSDP_SWEEP_DRAWS:-12}"
 if wanted fsdpsweep && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
-  run fsdp_sweep_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
+  run fsdp_sweep_4ranks_ipc $((120 + 5 * SWEEP_DRAWS)) "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
     tests/python/fsdp_cuda_smoke.py --ipc --sweep "$SWEEP_DRAWS"
   if ((NGPU >= 2)); then
-    run fsdp_sweep_2gpu 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    run fsdp_sweep_2gpu $((120 + 3 * SWEEP_DRAWS)) "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
       tests/python/fsdp_cuda_smoke.py --sweep "$SWEEP_DRAWS"
   else
-    run fsdp_sweep_2ranks_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    run fsdp_sweep_2ranks_ipc $((120 + 3 * SWEEP_DRAWS)) "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
       tests/python/fsdp_cuda_smoke.py --ipc --sweep "$SWEEP_DRAWS"
   fi
-  run fsdp_sweep_2ranks_hosts 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+  run fsdp_sweep_2ranks_hosts $((120 + 12 * SWEEP_DRAWS)) "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     tests/python/fsdp_cuda_smoke.py --host-per-rank --sweep "$SWEEP_DRAWS"
   # Draws that failed on a GPU once, each run again by its seed and index: seed 489778597 draw 3
   # (four IPC ranks, session 33) failed every time without 79560b0's wait for a dropped gather.
