@@ -313,7 +313,7 @@ if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   fi
   # Two ranks on hosts of their own (NCCL_HOSTID per rank) on any GPU count: TIDE on the CUDA fabric's
   # NCCL path with one node per rank, rails by NCCL send/recv over loopback sockets, as across real nodes.
-  run fsdp_2ranks_hosts 360 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+  run fsdp_2ranks_hosts 480 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
     tests/python/fsdp_cuda_smoke.py --host-per-rank
   if ((NGPU < 4)); then
     run fsdp_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \

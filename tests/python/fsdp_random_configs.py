@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 import traceback
 
 import fsdp_scenarios as sc
@@ -242,14 +243,19 @@ def random_configurations(ctx):
         cfg = draw_config(rng, ctx.world, extra, later, latest)
         if only is not None and i != int(only):
             continue
+        # One line per draw as it ends: a sweep cut by a time limit still says how far it got.
+        t0, verdict = time.monotonic(), "PASS"
         try:
             train_config(ctx, cfg)
         except Exception as e:  # every rank raises together (sc.agree), so the ranks stay in step
+            verdict = f"FAIL ({type(e).__name__})"
             failures.append(f"draw {i} (seed {seed}): {describe(cfg)}\n  {type(e).__name__}: {e}")
             if os.environ.get("TIDE_FSDP_SWEEP_TRACE"):
                 traceback.print_exc()
         finally:
             uninstall_all_tide()  # a failed draw may have left TIDE installed
+        if ctx.rank == 0:
+            print(f"[fsdp sweep] draw {i}: {verdict} ({time.monotonic() - t0:.1f} s) {describe(cfg)}", flush=True)
     if failures:
         raise AssertionError(f"{len(failures)} of {draws} random configurations failed:\n" + "\n".join(failures))
 
