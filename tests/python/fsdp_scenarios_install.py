@@ -245,6 +245,63 @@ def no_ring_no_adopt_explicit_prefetch(ctx):
     assert st.get("ag_in_place", 0) > 0 and not st.get("ag_resident"), st  # one node: copied in place
 
 
+def prefetches_unmarked(ctx):
+    """A torch whose FSDPParamGroup._prefetch_unshard the dispatch cannot wrap
+    (guards.check_prefetch_unshard refuses it; here by pretence): prefetches
+    are not told from other gathers by the wrapper, and install logs that
+    prefetches into a held ring slot raise RegionConflict. FSDP2's default
+    prefetch never meets a held slot: both modes train as stock over
+    micro-batches. An explicit backward prefetch two blocks deep is told from
+    the blocks' own gathers by the group whose pre_backward ran last: it
+    raises RegionConflict naming both groups (before, it resharded the block
+    whose backward was about to run, and autograd failed on an in-place
+    modification it did not explain); after reset_iter_state, training without
+    it matches stock again."""
+    from tide.fsdp import all_gather as _ag
+    from tide.fsdp.all_gather import RegionConflict
+
+    def prefetch_two(m):
+        m.blocks[2].set_modules_to_backward_prefetch([m.blocks[1], m.blocks[0]])
+
+    stock_check = guards.check_prefetch_unshard
+    guards.check_prefetch_unshard = lambda: ("torch_internals", "FSDPParamGroup._prefetch_unshard differs (pretend)")
+    try:
+        for mode in ("in-place", "slot-reuse"):
+            _, _, _, st = train(ctx, transformer, mode=mode, expect_groups=4, micro=2)
+            assert not st.get("prefetch_deferred"), st
+        lines = [m for m in ctx.logs.messages(logging.INFO) if "will raise RegionConflict, not be deferred" in m]
+        assert lines and "(pretend)" in lines[-1], lines
+        if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
+            raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed backward "
+                                  "(the default prefetch part passed)")
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx), 4)
+        assert not _ag.prefetches_marked
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=70), tol=tol, what="before the explicit prefetch")
+        prefetch_two(mt)
+        try:
+            # A zero loss: the gradients autograd accumulated before the failure, which FSDP2
+            # keeps on the unsharded parameters past reset_iter_state, add nothing later.
+            (mt(batches(ctx, 1, seed=71)[0]).float().pow(2).mean() * 0).backward()
+        except RegionConflict as e:
+            text = str(e)
+            assert "'blocks.0' needs it while 'blocks.2' holds it" in text and "backward prefetch" in text, text
+        else:
+            raise AssertionError("a backward prefetch into the slot of the block about to run its backward "
+                                 "did not raise")
+        mt.reset_iter_state()
+        mt.zero_grad()
+        mt.blocks[2].set_modules_to_backward_prefetch([])
+        for step in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=72 + step), tol=tol,
+                      what=f"after the refused prefetch and the reset, step {step}")
+        assert tide.fsdp.uninstall(mt)
+    finally:
+        guards.check_prefetch_unshard = stock_check
+
+
 def ignored_params_left_alone(ctx):
     """fully_shard(..., ignored_params=...): FSDP2 neither shards those
     parameters nor reduces their gradients (the user does; here an

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import types
 
+import pytest
 import torch
 from tide.fsdp.backend import CudaBackend, Region
 
@@ -93,3 +94,23 @@ def test_a_slot_reuse_gradient_copy_waits_for_the_slot_gather():
     reduce_scatter = RecordingStream("reduce-scatter")
     backend.before_region_write(region, reduce_scatter)
     assert reduce_scatter.waited_events == [event]
+
+
+class RefusingComm(RecordingComm):
+    def all_gather(self, handle, shard_ptr: int, offset: int, stream: int) -> None:
+        raise RuntimeError("tide: the communicator is unusable")
+
+
+def test_a_gather_that_raised_leaves_the_region_waiting_for_its_readers():
+    """A refused all-gather enqueued nothing: the region's previous readers are still the ones a
+    later write must wait for (the shared shard buffer's last reader too)."""
+    backend, region, ctx = _backend_and_region()
+    reader_done = RecordingStream("compute").record_event()
+    region.free_events.append(reader_done)
+    with pytest.raises(RuntimeError, match="unusable"):
+        backend.all_gather(RefusingComm(), "block-1", 0, ctx, region, RecordingStream("copy-in"),
+                           RecordingStream("all-gather"))
+    assert region.free_events == [reader_done]
+    park = RecordingStream("reduce-scatter")
+    backend.before_region_write(region, park)
+    assert park.waited_events == [reader_done]

@@ -51,6 +51,29 @@ def prefetching():
         _in_prefetch.on = before
 
 
+# The group whose pre_backward ran last on this thread (install's wrapper notes it). Without
+# the prefetch marking, a gather of another group while that one is still in its backward is
+# one of its backward prefetches (FSDP2's default one inside its pre_backward, or the explicit
+# ones FSDPState._pre_backward issues right after it): it must not reshard the group whose
+# backward is about to run, and raises RegionConflict instead, as the line dispatch logs then
+# says. With the marking, the prefetch wrapper defers such a gather.
+_last_pre_backward = threading.local()
+
+
+def note_pre_backward(tg) -> None:
+    _last_pre_backward.tg = tg
+
+
+def _unmarked_backward_prefetch(tg) -> bool:
+    """Is this gather of tg a backward prefetch that no wrapper marked?"""
+    if prefetches_marked:
+        return False
+    owner = getattr(_last_pre_backward, "tg", None)
+    # (Its post_backward or the end of the backward moves the owner out of PRE_BACKWARD.)
+    return (owner is not None and owner is not tg
+            and owner.info.group._training_state == guards.internals().TrainingState.PRE_BACKWARD)
+
+
 def _explicit_unshard(group) -> bool:
     """Is this all-gather of `group` the user's FSDPModule.unshard()?"""
     return (prefetches_marked and not getattr(_in_prefetch, "on", False)
@@ -122,7 +145,7 @@ def _scan_region(tg, own_unshard: bool) -> tuple:
     return None, others
 
 
-def claim_region(tg) -> None:
+def claim_region(tg, prefetch: bool = False) -> None:
     """Make tg's region free for its all-gather: every other group in it must
     be sharded. A group whose backward already ran (POST_BACKWARD; e.g. with
     reshard_after_backward=False), or the idle folded last block, is
@@ -131,10 +154,12 @@ def claim_region(tg) -> None:
     gathers for its own backward (it gathers again at its next backward:
     _reshard_waiting_for_post_backward). Anything else is a conflict (the
     execution order differs from the module order the ring was laid out
-    in), raised before any group is touched."""
-    holder, others = _scan_region(tg, own_unshard=True)
+    in), raised before any group is touched. `prefetch`: tg's gather is a
+    backward prefetch the dispatch could not mark, which takes a free slot
+    only (_unmarked_backward_prefetch)."""
+    holder, others = _scan_region(tg, own_unshard=not prefetch)
     if holder is not None:
-        raise RegionConflict(_conflict(tg, holder))
+        raise RegionConflict(_conflict(tg, holder, prefetch))
     pre_backward = guards.internals().TrainingState.PRE_BACKWARD
     for other, stale in others:  # (the members that are neither sharded nor free of a pending gather)
         if stale:
@@ -213,11 +238,18 @@ def _warn_regathered_updated(tg) -> None:
                 "ring=False to keep stock's behaviour (said once per group)", tg.region.name, tg.info.fqn)
 
 
-def _conflict(tg, other) -> str:
+def _conflict(tg, other, prefetch: bool = False) -> str:
     group = other.info.group
     pending = group._all_gather_result is not None
     where = f"tide.fsdp: ring {tg.region.name}: group '{tg.info.fqn}' needs it while '{other.info.fqn}'"
     ring_false = "Install with ring=False (one region per group) for this model."
+    if prefetch:
+        # (Only when dispatch could not wrap FSDP2's _prefetch_unshard; it logged why.)
+        held = "with an all-gather pending" if pending else f"unsharded ({group._training_state.name})"
+        return (f"{where} holds it, {held}: a backward prefetch of '{tg.info.fqn}' into a held ring slot, "
+                "which this torch's FSDP2 gives the adapter no way to defer (see the line install logged about "
+                "prefetches). Prefetch at most one block ahead (set_modules_to_backward_prefetch), or install "
+                "with ring=False (one region per group) for this model.")
     what = "has an all-gather pending" if pending else "is unsharded"
     if other.explicit_unshard:
         return (f"{where} {what} from FSDPModule.unshard(): a ring slot holds one group's parameters at a time "
@@ -318,7 +350,7 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
         if fp.sharded_state != sharded:
             raise RuntimeError(f"tide.fsdp: group '{tg.info.fqn}': all-gather from state {fp.sharded_state}")
     tg.check_dtypes()
-    claim_region(tg)
+    claim_region(tg, prefetch=_unmarked_backward_prefetch(tg))
     if tg.regathered_updated():
         _warn_regathered_updated(tg)
     tg.explicit_unshard = _explicit_unshard(group)

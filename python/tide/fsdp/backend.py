@@ -280,9 +280,11 @@ class CudaBackend:
         all_gather_stream.wait_stream(copy_in_stream)
         for event in region.free_events:  # last readers of the previous occupant
             all_gather_stream.wait_event(event)
-        region.free_events.clear()
         comm.all_gather(handle, shard_ptr, region.offset, all_gather_stream.cuda_stream)
         event = all_gather_stream.record_event()
+        # Only once the gather is enqueued does its event stand in for the ones it waited for: a call
+        # that raised leaves them, so a later write into the region still waits for its readers.
+        region.free_events.clear()
         # The gather itself is the region's latest writer: the next write waits for it too. A
         # consumed gather is waited for anyway (its readers follow it on the current stream), but
         # one dropped unconsumed (a prefetch of a block that did not run, taken over by a

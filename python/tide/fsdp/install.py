@@ -605,6 +605,7 @@ def _apply(tg: TideGroup) -> None:
     it = guards.internals()
 
     def pre_backward(*args, **kwargs):
+        _ag.note_pre_backward(tg)  # (gathers of other groups until its post_backward are its prefetches)
         # A ring-mate's backward resharded this group while it waited for its post-backward
         # (all_gather._reshard_waiting_for_post_backward). FSDP2 returns at once for a group
         # already in PRE_BACKWARD, on the parameters it would have kept: gather them again, or,
