@@ -247,7 +247,7 @@ CUDA_SCENARIOS = [
     "input_gradient_between_steps", "gradients_zeroed_in_place", "ignored_params_left_alone", "post_optimizer_event",
     "autocast_forward_without_mixed_precision", "activation_checkpointing_reentrant", "frozen_middle_block",
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
-    "users_own_instance_methods_kept",
+    "users_own_instance_methods_kept", "prefetches_unmarked",
 ]
 
 
