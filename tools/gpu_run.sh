@@ -348,7 +348,8 @@ if wanted fsdpsweep && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
     tests/python/fsdp_cuda_smoke.py --host-per-rank --sweep "$SWEEP_DRAWS"
   # Draws that failed on a GPU once, each run again by its seed and index: seed 489778597 draw 3
   # (four IPC ranks, session 33) failed every time without 79560b0's wait for a dropped gather.
-  run fsdp_sweep_found_on_gpu 120 env TIDE_FSDP_SWEEP_SEED=489778597 TIDE_FSDP_SWEEP_ONLY=3 \
+  # (TIDE_FSDP_SWEEP_STREAMS=4: without the options drawn since, as it was drawn then.)
+  run fsdp_sweep_found_on_gpu 120 env TIDE_FSDP_SWEEP_SEED=489778597 TIDE_FSDP_SWEEP_ONLY=3 TIDE_FSDP_SWEEP_STREAMS=4 \
     "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 tests/python/fsdp_cuda_smoke.py --ipc --sweep 4
 else
   skip fsdp_sweep "not in --only, or no libtide.so or GPU"

@@ -2,7 +2,8 @@
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
 settings, activation checkpointing, explicit prefetch, blocks skipped in some steps (layer drop),
-a reinstall mid-run, two forwards into one backward and a frozen input layer, and trains TIDE
+a reinstall mid-run, two forwards into one backward, a frozen input layer and FSDP2's prefetch
+entry point left unwrapped (as on a torch the adapter cannot wrap it on), and trains TIDE
 beside stock FSDP2 on the same data (fsdp_scenarios.train): losses, gradients and parameters
 compared every step, bit for bit where the arithmetic allows (integer data with SUM; fp32 on two
 CPU ranks), else within float tolerance.
@@ -12,11 +13,14 @@ interactions live (a host-bench sweep of the same kind found two bugs the fixed 
 
 TIDE_FSDP_SWEEP_SEED picks the draws (default: drawn fresh on rank 0 and printed),
 TIDE_FSDP_SWEEP_DRAWS how many (default 6), TIDE_FSDP_SWEEP_ONLY=i runs draw i alone (to
-reproduce a failure: the seed and the index are in its message), and TIDE_FSDP_SWEEP_TRACE=1
-prints each failure's traceback."""
+reproduce a failure: the seed and the index are in its message), TIDE_FSDP_SWEEP_TRACE=1
+prints each failure's traceback, and TIDE_FSDP_SWEEP_STREAMS=k draws only the options of the
+first k random streams (each stream holds the options added together; fewer streams reproduce a
+draw as it was before the later ones existed)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -27,6 +31,7 @@ import tide.fsdp
 import torch
 import torch.distributed as dist
 from fsdp_harness import uninstall_all_tide
+from tide.fsdp import guards
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
@@ -82,9 +87,9 @@ def draw_order(rng: random.Random, blocks: int) -> tuple[int, ...] | None:
 
 
 def draw_config(rng: random.Random, world: int, extra: random.Random, later: random.Random | None = None,
-                latest: random.Random | None = None) -> dict:
-    """`later` draws the options added after `extra`'s, and `latest` those added after `later`'s (so
-    that older seeds give the same draws)."""
+                latest: random.Random | None = None, newest: random.Random | None = None) -> dict:
+    """`later` draws the options added after `extra`'s, `latest` those added after `later`'s, and
+    `newest` those added after `latest`'s (so that older seeds give the same draws)."""
     integer = rng.random() < 0.4
     build, model_name, groups = draw_model(rng, integer, extra)
     hsdp = world == 4 and rng.random() < 0.3
@@ -151,6 +156,13 @@ def draw_config(rng: random.Random, world: int, extra: random.Random, later: ran
     if latest is not None and not integer:
         cfg["two_forwards"] = latest.random() < 0.3
         cfg["frozen_input"] = latest.random() < 0.3
+    # As on a torch whose FSDPParamGroup._prefetch_unshard the adapter cannot wrap: prefetches are
+    # then told apart only in the backward (by the group whose pre_backward ran last), and one into
+    # a held slot raises RegionConflict instead of being deferred: not with two-deep prefetch, nor with
+    # blocks skipped (FSDP2's default backward prefetch then reaches past the skipped block).
+    cfg["prefetch_wrapper"] = True
+    if newest is not None and cfg["prefetch"] != "backward-two" and cfg["orders"] is None:
+        cfg["prefetch_wrapper"] = newest.random() >= 0.2
     return cfg
 
 
@@ -205,6 +217,25 @@ def train_config(ctx, cfg: dict) -> None:
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
               mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure,
               before_micro=set_order if cfg["orders"] is not None else None, forward=forward)
+    with _prefetch_wrapper(cfg["prefetch_wrapper"]):
+        _train(ctx, cfg, build, kw)
+
+
+@contextlib.contextmanager
+def _prefetch_wrapper(allowed: bool):
+    """Without it, install finds FSDP2's _prefetch_unshard refused (guards.check_prefetch_unshard)."""
+    if allowed:
+        yield
+        return
+    stock = guards.check_prefetch_unshard
+    guards.check_prefetch_unshard = lambda: ("torch_internals", "FSDPParamGroup._prefetch_unshard differs (sweep)")
+    try:
+        yield
+    finally:
+        guards.check_prefetch_unshard = stock
+
+
+def _train(ctx, cfg: dict, build, kw: dict) -> None:
     if cfg["precision"] == "integer":
         sc.train(ctx, build, integer=True, tol=None, opt="sign", loss_fn=sc.int_loss, dtype=cfg["dtype"], **kw)
     elif cfg["precision"] == "fp32":
@@ -236,11 +267,16 @@ def random_configurations(ctx):
     draws = int(os.environ.get("TIDE_FSDP_SWEEP_DRAWS", DEFAULT_DRAWS))
     if ctx.rank == 0:
         print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
-    rng, extra, later, latest = (random.Random(seed + k) for k in range(4))
+    # TIDE_FSDP_SWEEP_STREAMS=4 draws without the newest stream's options: a draw pinned before they
+    # existed stays the configuration it was (gpu_run.sh's fsdp_sweep_found_on_gpu).
+    streams = int(os.environ.get("TIDE_FSDP_SWEEP_STREAMS", "5"))
+    if not 2 <= streams <= 5:
+        raise ValueError(f"TIDE_FSDP_SWEEP_STREAMS must be 2 to 5, got {streams}")
+    rng, extra, later, latest, newest = (random.Random(seed + k) if k < streams else None for k in range(5))
     only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
     failures = []
     for i in range(draws):
-        cfg = draw_config(rng, ctx.world, extra, later, latest)
+        cfg = draw_config(rng, ctx.world, extra, later, latest, newest)
         if only is not None and i != int(only):
             continue
         # One line per draw as it ends: a sweep cut by a time limit still says how far it got.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import weakref
 
 import torch
 
@@ -61,14 +62,15 @@ _last_pre_backward = threading.local()
 
 
 def note_pre_backward(tg) -> None:
-    _last_pre_backward.tg = tg
+    _last_pre_backward.tg = weakref.ref(tg)  # (a model dropped takes its arena along)
 
 
 def _unmarked_backward_prefetch(tg) -> bool:
     """Is this gather of tg a backward prefetch that no wrapper marked?"""
     if prefetches_marked:
         return False
-    owner = getattr(_last_pre_backward, "tg", None)
+    ref = getattr(_last_pre_backward, "tg", None)
+    owner = ref() if ref is not None else None
     # (Its post_backward or the end of the backward moves the owner out of PRE_BACKWARD.)
     return (owner is not None and owner is not tg
             and owner.info.group._training_state == guards.internals().TrainingState.PRE_BACKWARD)
@@ -248,8 +250,9 @@ def _conflict(tg, other, prefetch: bool = False) -> str:
         held = "with an all-gather pending" if pending else f"unsharded ({group._training_state.name})"
         return (f"{where} holds it, {held}: a backward prefetch of '{tg.info.fqn}' into a held ring slot, "
                 "which this torch's FSDP2 gives the adapter no way to defer (see the line install logged about "
-                "prefetches). Prefetch at most one block ahead (set_modules_to_backward_prefetch), or install "
-                "with ring=False (one region per group) for this model.")
+                "prefetches): the groups do not run in module order (a block skipped or run twice), or the prefetch "
+                "reaches more than one block ahead (set_modules_to_backward_prefetch). Install with ring=False "
+                "(one region per group) for this model.")
     what = "has an all-gather pending" if pending else "is unsharded"
     if other.explicit_unshard:
         return (f"{where} {what} from FSDPModule.unshard(): a ring slot holds one group's parameters at a time "
