@@ -41,7 +41,7 @@ TWO_RANKS = [
     "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false",
     "skipped_blocks_hold_no_slot", "installs_that_overlap", "inversion_after_the_autograd_pass", "forward_that_raised",
     "fallbacks", "state_dict_and_checkpoint",
-    "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "prefetches_unmarked", "refusals",
+    "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch", "prefetches_unmarked", "premul_on_shared_gradient_storage", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "explicit_forward_prefetch",
     "user_unshard_for_eval", "tied_embeddings", "compiled_blocks", "two_models", "gradient_clipping",

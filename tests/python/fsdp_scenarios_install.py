@@ -245,6 +245,36 @@ def no_ring_no_adopt_explicit_prefetch(ctx):
     assert st.get("ag_in_place", 0) > 0 and not st.get("ag_resident"), st  # one node: copied in place
 
 
+class _StackBlock(Block):
+    """Three parameters summed through torch.stack: autograd hands all three one gradient storage."""
+
+    def __init__(self, d=24):
+        super().__init__(d)
+        self.ps = nn.ParameterList([nn.Parameter(torch.randn(d) * 0.1) for _ in range(3)])
+
+    def forward(self, x):
+        return super().forward(x) + torch.stack(list(self.ps)).sum(0)
+
+
+def premul_on_shared_gradient_storage(ctx):
+    """A gradient divide factor whose inverse is no power of two, on every FSDP module: fp32
+    gradients are pre-multiplied, which once ran in place and scaled a storage shared by three
+    parameters three times (1/9 of stock's gradient for factor 3, silently). Stock reference:
+    force-sum with the post-divide (gloo has no PREMUL_SUM); factor 4 folds into alpha."""
+    for factor in (3.0, 6.0, 4.0):
+        for mode in ("in-place", "slot-reuse"):
+            ms, mt = make_pair(lambda: Model([_StackBlock() for _ in range(2)]), ctx, mesh_1d(ctx))
+            for m in (x for x in ms.modules() if hasattr(x, "set_gradient_divide_factor")):
+                m.set_gradient_divide_factor(factor)
+                m.set_force_sum_reduction_for_comms(True)
+            for m in (x for x in mt.modules() if hasattr(x, "set_gradient_divide_factor")):
+                m.set_gradient_divide_factor(factor)
+            install(mt, ctx, mode=mode)
+            step_both(ms, mt, optimizers(ms, mt, "sgd", 0.05), batches(ctx, 1, seed=3), tol=FP32,
+                      what=f"factor {factor} {mode}")
+            assert tide.fsdp.uninstall(mt)
+
+
 def prefetches_unmarked(ctx):
     """A torch whose FSDPParamGroup._prefetch_unshard the dispatch cannot wrap
     (guards.check_prefetch_unshard refuses it; here by pretence): prefetches

@@ -28,7 +28,7 @@ Divide factors (FSDP2's _get_gradient_divide_factors decides, as stock):
   AVG                 alpha = 1 / shard world size (exact for powers of two)
   SUM                 alpha = 1 (the post-divide, if any, runs in foreach_reduce)
   PREMUL_SUM(1/f)     alpha = 1/f when that is a power of two (exact); else
-                      fp32 gradients are pre-multiplied in place, as NCCL
+                      fp32 gradients are pre-multiplied (a copy), as NCCL
                       would, and bf16 gradients fold 1/f into alpha (the sum
                       is fp32 either way; the last bit may differ from NCCL's)
 Gradients in fp32 for a bf16 group (FSDP2 accumulates them in the fp32
@@ -126,7 +126,10 @@ class ReduceScatterCall(_ReduceScatterBase):
             if not g.is_contiguous():
                 g = g.contiguous()
             if premul is not None:
-                g.mul_(premul)
+                # Into a new tensor, as stock scales its own copy: autograd may hand several
+                # parameters one gradient storage (torch.stack(params).sum(0)), which an in-place
+                # multiply would scale once per parameter sharing it (review, session 34).
+                g = g * premul
             grads.append(g)
         ptrs: list[int | None] = [None] * len(numels)
         if index is tg.all_index:  # every parameter has a gradient (prepare's common case)
