@@ -31,7 +31,6 @@ import tide.fsdp
 import torch
 import torch.distributed as dist
 from fsdp_harness import uninstall_all_tide
-from tide.fsdp import guards
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
@@ -217,22 +216,8 @@ def train_config(ctx, cfg: dict) -> None:
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
               mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure,
               before_micro=set_order if cfg["orders"] is not None else None, forward=forward)
-    with _prefetch_wrapper(cfg["prefetch_wrapper"]):
+    with contextlib.nullcontext() if cfg["prefetch_wrapper"] else sc.prefetch_wrapper_refused("sweep"):
         _train(ctx, cfg, build, kw)
-
-
-@contextlib.contextmanager
-def _prefetch_wrapper(allowed: bool):
-    """Without it, install finds FSDP2's _prefetch_unshard refused (guards.check_prefetch_unshard)."""
-    if allowed:
-        yield
-        return
-    stock = guards.check_prefetch_unshard
-    guards.check_prefetch_unshard = lambda: ("torch_internals", "FSDPParamGroup._prefetch_unshard differs (sweep)")
-    try:
-        yield
-    finally:
-        guards.check_prefetch_unshard = stock
 
 
 def _train(ctx, cfg: dict, build, kw: dict) -> None:

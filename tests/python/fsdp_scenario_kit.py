@@ -4,6 +4,7 @@ their losses, gradients and parameters compared, and the comparisons agreed acro
 
 from __future__ import annotations
 
+import contextlib
 import tide.fsdp
 import torch
 import torch.distributed as dist
@@ -424,6 +425,20 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
 
 def int_loss(y):
     return y.sum()  # SUM: integer gradients
+
+
+@contextlib.contextmanager
+def prefetch_wrapper_refused(why: str):
+    """As on a torch whose FSDPParamGroup._prefetch_unshard the adapter cannot wrap:
+    guards.check_prefetch_unshard refuses it (`why` goes into install's log line)."""
+    from tide.fsdp import guards
+
+    stock = guards.check_prefetch_unshard
+    guards.check_prefetch_unshard = lambda: ("torch_internals", f"FSDPParamGroup._prefetch_unshard differs ({why})")
+    try:
+        yield
+    finally:
+        guards.check_prefetch_unshard = stock
 
 
 def fsdp_modules(model) -> list:
