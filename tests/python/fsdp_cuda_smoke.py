@@ -226,7 +226,9 @@ def main() -> int:
 # (recorded for real only here), autocast around an fp32 model's forward, reentrant activation
 # checkpointing, a whole block frozen, a no-grad evaluation between micro-batches without sync,
 # model.zero_grad() between micro-batches (a kept group resharded by a ring-mate), reshard_after_forward given
-# as an int, and a user's own per-instance zero_grad and layout setter kept across install and uninstall. Ordered from plain training to the adapter's own machinery.
+# as an int, a user's own per-instance zero_grad and layout setter kept across install and uninstall, prefetches
+# the adapter cannot mark, and a divide factor pre-multiplied into gradient storage several parameters share.
+# Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
     "gradient_accumulation_bf16_no_sync", "passes_fit_the_scratch", "frozen_parameters", "last_block_folded_with_eval",
@@ -247,7 +249,7 @@ CUDA_SCENARIOS = [
     "input_gradient_between_steps", "gradients_zeroed_in_place", "ignored_params_left_alone", "post_optimizer_event",
     "autocast_forward_without_mixed_precision", "activation_checkpointing_reentrant", "frozen_middle_block",
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
-    "users_own_instance_methods_kept", "prefetches_unmarked",
+    "users_own_instance_methods_kept", "prefetches_unmarked", "premul_on_shared_gradient_storage",
 ]
 
 
