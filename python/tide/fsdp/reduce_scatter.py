@@ -31,6 +31,10 @@ Divide factors (FSDP2's _get_gradient_divide_factors decides, as stock):
                       fp32 gradients are pre-multiplied (a copy), as NCCL
                       would, and bf16 gradients fold 1/f into alpha (the sum
                       is fp32 either way; the last bit may differ from NCCL's)
+A bf16 reduce dtype (bf16 gradients, bf16 output): TIDE sums in fp32 and
+rounds once, in the cast into FSDP2's bf16 output; the stock collective sums
+in bf16 and rounds every partial sum. With two ranks both round once and
+agree; with more, the last bits may differ (TIDE's is the fp32 sum rounded once).
 Gradients in fp32 for a bf16 group (FSDP2 accumulates them in the fp32
 reduce dtype when gradient sync is off) use a second plan registered for
 fp32 gradients (in place: they do not fit the bf16 landing). A predivide
