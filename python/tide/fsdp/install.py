@@ -58,6 +58,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     check_read_done: debug: overwrite every reduce-scatter input with NaN at
         the call's read-done point (where TIDE releases it); a dishonest
         read-done then shows up in the gradients. Costs one fill per input.
+        The fill reaches whatever shares a gradient's storage (a reference the
+        user kept, a gradient autograd handed to parameters of two groups):
+        for tests of read-done, not for training.
     release_grads: when reduce-scatter inputs read in place (In-Place
         gradients) go back to the allocator. "read-done-polled" (default;
         on CUDA, the host fabric releases at read-done anyway): one event
