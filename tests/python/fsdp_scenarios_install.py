@@ -445,6 +445,46 @@ def wrapped_by_another_tool(ctx):
     assert tide.fsdp.uninstall(mt)
 
 
+def old_parameters_after_assign_keep_their_storage(ctx):
+    """load_state_dict(assign=True) gives FSDP2 new sharded Parameters; the old
+    ones, still held (an optimizer built before, a user's list), keep their
+    own storage in stock. Adopted, they viewed the resident shard, so the next
+    gather copied the new values into them, a write through them reached the
+    model, and after uninstall they kept the whole arena alive. Now they get a
+    copy of their values when the new shard is adopted (and at uninstall)."""
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 4)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=90), tol=tight(ctx, FP32), what=f"{mode}: before the load")
+        old, snapshot = {}, {}
+        for name, m in (("stock", ms), ("tide", mt)):
+            old[name] = list(m.parameters())
+            snapshot[name] = [local(p).clone() for p in old[name]]
+            halved = copy.deepcopy(get_model_state_dict(m))
+            with torch.no_grad():
+                for v in halved.values():
+                    local(v).mul_(0.5)
+            m.load_state_dict(halved, assign=True)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=92), tol=tight(ctx, FP32), what=f"{mode}: after the load")
+        assert stats(mt).get("adoptions_detached", 0) > 0, stats(mt)
+        for name in ("stock", "tide"):
+            moved = [i for i, (p, s) in enumerate(zip(old[name], snapshot[name])) if not torch.equal(local(p), s)]
+            assert not moved, f"{mode}: {name}'s old Parameters {moved} changed after the load and a step"
+        with torch.no_grad():  # a write through the old Parameters must not reach either model
+            for name in ("stock", "tide"):
+                for p in old[name]:
+                    local(p).zero_()
+        compare_models(ms, mt, f"{mode}: after writing through the old Parameters", tight(ctx, FP32))
+        step_both(ms, mt, opts, batches(ctx, 1, seed=93), tol=tight(ctx, FP32), what=f"{mode}: a step after the write")
+        owner = weakref.ref(registry.installed[mt].contexts[0].owner)
+        assert tide.fsdp.uninstall(mt)
+        gc.collect()
+        assert owner() is None, f"{mode}: the old Parameters kept the arena alive after uninstall"
+        step_both(ms, mt, opts, batches(ctx, 1, seed=94), tol=tight(ctx, FP32), what=f"{mode}: stock after uninstall")
+
+
 def dropped_without_uninstall(ctx):
     """A model dropped while installed is collected like a stock one, with its
     arena (host fabric: the communicator closes with its last view), FSDP2's

@@ -14,8 +14,8 @@ from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
     assert_all_tide, batches, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
-    device_type, fsdp_modules, fsdp_params_of, install, int_loss, local, make_pair, mesh_1d, optimizers, shard, stats,
-    step_both, sum_reduction, tide_groups, tight, train, transformer,
+    compare_and_step, device_type, fsdp_modules, fsdp_params_of, install, int_loss, local, make_pair, mesh_1d,
+    optimizers, shard, stats, step_both, sum_reduction, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
 from tide.fsdp.all_gather import RegionConflict
@@ -222,6 +222,66 @@ def gradient_accumulation_bf16_no_sync(ctx):
     for g in tide_groups(rep):
         (extra,) = g["plan"]["extra_rs_staging_bytes"]
         assert extra < 2 * g["plan"]["rs_staging_bytes"], g["plan"]
+
+
+class AuxHeadModel(Model):
+    """An auxiliary head (an FSDP group of its own) beside the output, run on
+    every rank (its gather is collective), whose loss counts where `aux_used`
+    says (set per micro-batch and rank)."""
+
+    aux_used = True
+
+    def __init__(self):
+        super().__init__([Block() for _ in range(2)])
+        self.aux = nn.Linear(24, 3)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        loss, aux = self.out(self.norm(x)).float().pow(2).mean(), self.aux(x).float().pow(2).mean()
+        return loss + aux if self.aux_used else loss
+
+
+def gradient_dtypes_differ_between_ranks(ctx):
+    """bf16 compute, fp32 reduce dtype, sync off on the first micro-batch,
+    whose auxiliary loss counts on rank 0 only: FSDP2 then holds fp32
+    accumulated gradients for the head on rank 0 and bf16 ones elsewhere.
+    Stock casts both into one fp32 reduce-scatter; TIDE once chose its plan
+    from each rank's own gradient dtype (the fp32 plan on rank 0, the bf16
+    plan elsewhere: a timeout, or wrong gradients where the plans' passes
+    matched). Every rank now takes the fp32 plan, upcasting bf16 gradients.
+    (A rank whose group mixes the two dtypes fails in stock FSDP2 itself.)"""
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+
+    def shard_head_apart(m, mesh):
+        for module in (*m.blocks, m.aux):
+            fully_shard(module, mesh=mesh, mp_policy=mp)
+        return fully_shard(m, mesh=mesh, mp_policy=mp)
+
+    for mode, passes in (("in-place", None), ("slot-reuse", 64)):  # 64: both plans take the same passes
+        ms, mt = make_pair(AuxHeadModel, ctx, mesh_1d(ctx), shard_fn=shard_head_apart)
+        options = {} if passes is None else {"plan_options": {"passes": passes}}
+        assert_all_tide(install(mt, ctx, mode=mode, timeout_s=30.0, **options), 4)
+        opts = optimizers(ms, mt, "sgd", 0.05)
+        for step in range(2):
+            xs = batches(ctx, 2, seed=60 + step)
+            losses = []
+            for m in (ms, mt):
+                total = []
+                for micro, x in enumerate(xs):
+                    last = micro == len(xs) - 1
+                    m.set_requires_gradient_sync(last)
+                    m.aux_used = last or ctx.rank == 0
+                    loss = m(x)
+                    loss.backward()
+                    total.append(loss.detach())
+                losses.append(torch.stack(total))
+            compare_and_step(ms, mt, opts, losses, f"{mode} step {step}", tight(ctx, BF16))
+        if ctx.rank != 0:  # (the head had no gradient in the no-sync backward here)
+            assert stats(mt).get("rs_grads_widened", 0) > 0, stats(mt)
+        assert not stats(mt).get("rs_stock"), stats(mt)
+        assert tide.fsdp.uninstall(mt)
 
 
 def frozen_parameters(ctx):

@@ -283,6 +283,7 @@ def adopt(tg, index: int, copy_in_stream=None) -> None:
     the copy goes there, after what the current stream wrote into the new
     shard (load_state_dict), and the old storage is not reused before it."""
     fp, res = tg.params[index], tg.resident[index]
+    detach_earlier_adoptions(tg, index)
     src = fp._sharded_param_data
     if copy_in_stream is not None and tg.backend.fabric == "cuda":
         copy_in_stream.wait_stream(torch.cuda.current_stream(tg.backend.device))
@@ -293,6 +294,38 @@ def adopt(tg, index: int, copy_in_stream=None) -> None:
         res.copy_(src)
     fp._sharded_param_data.data = res
     fp._sharded_local_tensor.data = res.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
+    while len(tg.adopted) <= index:
+        tg.adopted.append([])
+    refs = tg.adopted[index]
+    for t in (fp._sharded_param_data, fp._sharded_local_tensor):
+        if not any(r() is t for r in refs):
+            refs.append(weakref.ref(t))
+
+
+def detach_earlier_adoptions(tg, index: int) -> None:
+    """Tensor objects adopted for parameter `index` before FSDP2 replaced them
+    (load_state_dict(assign=True) makes a new sharded Parameter; the old one may
+    live on in an optimizer or a user's list) still view the resident shard.
+    Stock leaves them their own storage, so they get a copy of it now: the next
+    adoption then does not write through them, nor writes through them into
+    the model, and they do not keep the arena alive after uninstall."""
+    if index >= len(tg.adopted):
+        return
+    fp, res = tg.params[index], tg.resident[index]
+    current = (fp._sharded_param_data, fp._sharded_local_tensor)
+    lo, hi = res.data_ptr(), res.data_ptr() + res.numel() * res.element_size()
+    kept = []
+    for ref in tg.adopted[index]:
+        t = ref()
+        if t is None:
+            continue
+        if any(t is c for c in current):
+            kept.append(ref)
+        elif lo <= t.data_ptr() < hi:
+            with torch.no_grad():
+                t.data = t.data.clone()
+            tg.stats["adoptions_detached"] += 1
+    tg.adopted[index] = kept
 
 
 def shard_pointer(tg, copy_in_stream) -> int:
@@ -362,6 +395,8 @@ def all_gather(tg, async_op: bool, copy_in_stream, all_gather_stream):
     event = tg.backend.all_gather(tg.comm, tg.handle, shard_ptr, tg.ctx, tg.region, copy_in_stream,
                                   all_gather_stream)
     tg.stats["all_gathers"] += 1
+    if not group.reduce_grads:  # (read at a collective: every rank reads it at the same point)
+        tg.accumulated_without_sync = True
     return it.AllGatherResult(
         all_gather_output=tg.marker,
         all_gather_event=event,

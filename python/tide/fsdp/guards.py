@@ -50,7 +50,8 @@ FSDP_PARAM_GROUP_ATTRS = ("fsdp_params", "mesh_info", "post_forward_mesh_info", 
                           "_all_gather_comm", "_reduce_scatter_comm", "_all_gather_result", "_training_state",
                           "_sharded_state", "_to_sharded", "is_sharded", "is_unsharded", "post_forward",
                           "_all_gather_process_group", "_reduce_dtype", "_orig_dtype", "_module_fqn",
-                          "_use_post_forward_mesh", "_reshard_after_forward", "offload_policy", "modules")
+                          "_use_post_forward_mesh", "_reshard_after_forward", "offload_policy", "modules",
+                          "reduce_grads")
 
 
 class Internals:

@@ -402,8 +402,10 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
                          f"(group '{busy}' is busy): change it between steps; it was not applied")
     changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
                (default, "FSDP2's own comms back for")]
-    log.warning("tide.fsdp: laying TIDE out again: %s",
-                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns))
+    log.warning("tide.fsdp: laying TIDE out again: %s%s",
+                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns),
+                "; state dicts taken before now hold the shards' old storage (they move with the layout): take "
+                "them again" if any(tg.adopt for tg in inst.tide_groups) else "")
     uninstall(model)
     install(model, **inst.options)
 
@@ -627,6 +629,8 @@ def _apply(tg: TideGroup) -> None:
 
     def post_backward(*args, **kwargs):
         tg.resharded_in_backward = False  # (its post-backward after all, without another backward first)
+        if not group.reduce_grads:  # (sync turned off after the forward's gather)
+            tg.accumulated_without_sync = True
         result = stock_post_backward(*args, **kwargs)
         # set_reshard_after_backward(False): the group keeps its ring slot past
         # its backward; a ring-mate may reshard it (all_gather._scan_region).
@@ -669,6 +673,8 @@ def _restore(tg: TideGroup) -> None:
                     fresh.untyped_storage().resize_(0)  # FSDP2's freed state
             else:
                 fp.all_gather_outputs = []
+            if tg.adopt:
+                _ag.detach_earlier_adoptions(tg, idx)
             if tg.adopt and fp._sharded_param_data.data_ptr() == tg.resident_ptrs[idx]:
                 fresh = tg.resident[idx].clone()
                 fp._sharded_param_data.data = fresh
@@ -717,6 +723,7 @@ def uninstall(model: torch.nn.Module) -> bool:
         _restore(tg)
         dispatch.unregister(tg)
         tg.ag_outputs, tg.resident, tg._shard_views, tg._own_views, tg.marker = [], [], None, None, None
+        tg.adopted = []
         tg._grad_slots = None
     dispatch.deactivate_if_unused()
     del registry.installed[model]

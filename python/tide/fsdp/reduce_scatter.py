@@ -129,6 +129,9 @@ class ReduceScatterCall(_ReduceScatterBase):
                                    f"{g.numel()} elements, the parameter {numels[p]}")
             if not g.is_contiguous():
                 g = g.contiguous()
+            if g.dtype != self.grad_dtype:  # (prepare widened the call: exact)
+                g = g.to(self.grad_dtype)
+                tg.stats["rs_grads_widened"] += 1
             if premul is not None:
                 # Into a new tensor, as stock scales its own copy: autograd may hand several
                 # parameters one gradient storage (torch.stack(params).sum(0)), which an in-place
@@ -255,6 +258,14 @@ def prepare(tg, fsdp_params, unsharded_grads, reduce_scatter_group, reduce_dtype
         return _stock(tg, "the reduce-scatter group differs from the all-gather group")
     dtypes = {g.dtype for g in unsharded_grads}
     grad_dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
+    widen, tg.accumulated_without_sync = tg.accumulated_without_sync, False
+    if widen and torch.float32 in tg.handles and dtypes <= {torch.float32, tg.info.ag_dtype}:
+        # Gradient sync was off since the last reduce-scatter: FSDP2 keeps the gradients of
+        # parameters that had one then in fp32, the others in the parameter dtype, and which is
+        # which differs between ranks. Every rank takes the fp32 plan (upcasting, as stock's
+        # _chunk_cat does); choosing by the local dtypes paired different plans across ranks
+        # (wrong gradients or a timeout; review, session 35).
+        grad_dtype = torch.float32
     if grad_dtype not in tg.handles:
         return _stock(tg, f"gradient dtype {sorted(map(str, dtypes))}: no plan registered for it "
                           f"(registered: {[str(d) for d in tg.handles]})")

@@ -54,6 +54,14 @@ class TideGroup:
         self.resident_ptrs: list[int] = []
         self.resident_base = 0
         self.resident_offset = -1
+        # Per parameter: weak references to the tensor objects adopt() pointed at its resident
+        # shard (all_gather.detach_earlier_adoptions gives those FSDP2 dropped storage of their own).
+        self.adopted: list[list] = []
+        # Gathered (or its post-backward ran) with gradient sync off since its last reduce-scatter:
+        # FSDP2 may hold fp32 accumulated gradients for a bf16 group on some ranks and not on
+        # others (a parameter without a gradient in the no-sync backward stays bf16), so the next
+        # reduce-scatter takes the fp32 plan on every rank (reduce_scatter.prepare).
+        self.accumulated_without_sync = False
         self.marker: torch.Tensor | None = None
         self._shard_views: list[torch.Tensor] | None = None
         self._own_views: tuple[torch.Tensor, ...] | None = None
