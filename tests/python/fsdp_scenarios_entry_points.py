@@ -8,6 +8,8 @@ model.zero_grad() between micro-batches. Each against stock FSDP2 built identica
 
 from __future__ import annotations
 
+import logging
+
 import tide.fsdp
 import torch
 from fsdp_scenario_kit import (
@@ -341,4 +343,6 @@ def model_zero_grad_mid_accumulation(ctx):
                       keep_unsharded_first=keep, before_micro=zero_before_last, what=f"{what} step {s}")
         if keep:  # the case the wrapper is for: a kept group resharded by a ring-mate
             assert stats(mt).get("kept_resharded_grads_zeroed", 0) > 0, stats(mt)
+            said = [m for m in ctx.logs.messages(logging.WARNING) if "does not see the gradients it accumulated" in m]
+            assert said, "a kept group resharded by a ring-mate went unsaid"
         assert tide.fsdp.uninstall(mt)

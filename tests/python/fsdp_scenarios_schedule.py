@@ -562,7 +562,7 @@ def stale_unsharded_use_fails(ctx):
         assert tide.fsdp.uninstall(mt)
 
 
-KEPT_REGATHERED = "was kept unsharded by set_reshard_after_backward(False)"
+KEPT_REGATHERED = "and its shards have changed since (an optimizer step)"  # (all_gather._warn_regathered_updated)
 
 
 def _kept_regathered_warnings(ctx, since: int) -> list[str]:

@@ -168,6 +168,7 @@ def claim_region(tg, prefetch: bool = False) -> None:
             _drop_stale_gather(tg, other)
         if other.kept_after_backward:
             other.ring_resharded_kept()
+            _say_kept_resharded(tg, other)
         elif not other.info.group.is_sharded:
             if other.info.group._training_state == pre_backward:
                 _reshard_waiting_for_post_backward(tg, other)
@@ -222,6 +223,20 @@ def _reshard_waiting_for_post_backward(tg, other) -> None:
                  "its parameters were modified by an inplace operation, its backward ran interleaved with '%s''s: "
                  "install with ring=False for this model", tg.region.name, other.info.fqn, tg.info.fqn,
                  tg.info.fqn)
+
+
+def _say_kept_resharded(tg, other) -> None:
+    """`other`, kept unsharded by set_reshard_after_backward(False), leaves
+    its slot to tg: until its next gather its modules hold the sharded
+    Parameters, where stock's hold the unsharded ones (README, FSDP2 adapter)."""
+    other.stats["kept_ring_resharded"] += 1
+    if other.stats["kept_ring_resharded"] == 1:  # said once per group
+        log.warning("tide.fsdp: ring %s: group '%s' was kept unsharded by set_reshard_after_backward(False) and is "
+                    "resharded, since '%s' needs the slot: until its next gather its modules hold the sharded "
+                    "Parameters, so code reading model.parameters() or their .grad in between (scaling or clipping "
+                    "gradients between no-sync micro-batches) does not see the gradients it accumulated, which it "
+                    "still reduces (zero_grad still drops them). install with ring=False for stock's behaviour "
+                    "(said once per group)", tg.region.name, other.info.fqn, tg.info.fqn)
 
 
 def _warn_regathered_updated(tg) -> None:
