@@ -328,7 +328,9 @@ def detach_earlier_adoptions(tg, index: int) -> None:
         return
     fp, res = tg.params[index], tg.resident[index]
     current = (fp._sharded_param_data, fp._sharded_local_tensor)
-    lo, hi = res.data_ptr(), res.data_ptr() + res.numel() * res.element_size()
+    # By storage, not address: a rank's local tensor of a parameter smaller than the world
+    # is empty, and an empty tensor's data_ptr() is 0, yet it keeps the arena's storage.
+    resident_storage = res.untyped_storage().data_ptr()
     kept = []
     for ref in tg.adopted[index]:
         t = ref()
@@ -336,7 +338,7 @@ def detach_earlier_adoptions(tg, index: int) -> None:
             continue
         if any(t is c for c in current):
             kept.append(ref)
-        elif lo <= t.data_ptr() < hi:
+        elif t.untyped_storage().data_ptr() == resident_storage:
             with torch.no_grad():
                 t.data = t.data.clone()
             tg.stats["adoptions_detached"] += 1
