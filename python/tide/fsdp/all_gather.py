@@ -205,6 +205,12 @@ def _drop_stale_gather(tg, other) -> None:
                  "the group gathers again if it runs", other.info.fqn, tg.info.fqn)
 
 
+def _counted_first(tg, stat: str) -> bool:
+    """Counts one more `stat` for tg; True the first time (a line said once per group)."""
+    tg.stats[stat] += 1
+    return tg.stats[stat] == 1
+
+
 def _reshard_waiting_for_post_backward(tg, other) -> None:
     """`other` is unsharded in its backward, its post-backward not yet run,
     and tg needs the ring slot for its own backward (_scan_region says when):
@@ -215,8 +221,7 @@ def _reshard_waiting_for_post_backward(tg, other) -> None:
     them, which the logged line explains."""
     other.info.group._to_sharded()
     other.resharded_in_backward = True
-    other.stats["resharded_in_backward"] += 1
-    if other.stats["resharded_in_backward"] == 1:  # said once per group
+    if _counted_first(other, "resharded_in_backward"):  # said once per group
         log.info("tide.fsdp: ring %s: group '%s' was unsharded in its backward, its post-backward not yet run (FSDP2 "
                  "runs it once gradients reach the inputs of one of its calls, or at the end of the backward), when "
                  "'%s' needed the slot: resharded, it gathers again at its next backward. Should autograd then say "
@@ -229,8 +234,7 @@ def _say_kept_resharded(tg, other) -> None:
     """`other`, kept unsharded by set_reshard_after_backward(False), leaves
     its slot to tg: until its next gather its modules hold the sharded
     Parameters, where stock's hold the unsharded ones (README, FSDP2 adapter)."""
-    other.stats["kept_ring_resharded"] += 1
-    if other.stats["kept_ring_resharded"] == 1:  # said once per group
+    if _counted_first(other, "kept_ring_resharded"):  # said once per group
         log.warning("tide.fsdp: ring %s: group '%s' was kept unsharded by set_reshard_after_backward(False) and is "
                     "resharded, since '%s' needs the slot: until its next gather its modules hold the sharded "
                     "Parameters, so code reading model.parameters() or their .grad in between (scaling or clipping "
