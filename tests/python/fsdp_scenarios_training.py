@@ -5,6 +5,7 @@ cross-rank agreement the comparisons rely on."""
 from __future__ import annotations
 
 import gc
+import logging
 import weakref
 
 import tide.fsdp
@@ -250,8 +251,11 @@ def gradient_dtypes_differ_between_ranks(ctx):
     Stock casts both into one fp32 reduce-scatter; TIDE once chose its plan
     from each rank's own gradient dtype (the fp32 plan on rank 0, the bf16
     plan elsewhere: a timeout, or wrong gradients where the plans' passes
-    matched). Every rank now takes the fp32 plan, upcasting bf16 gradients.
-    (A rank whose group mixes the two dtypes fails in stock FSDP2 itself.)"""
+    matched). Every rank now takes the fp32 plan, upcasting bf16 gradients;
+    also when TIDE is installed again between the micro-batches (uninstall
+    and install, or a setter that lays it out again), whose new groups find
+    those gradients already there. (A rank whose group mixes the two dtypes
+    fails in stock FSDP2 itself.)"""
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
 
     def shard_head_apart(m, mesh):
@@ -259,10 +263,19 @@ def gradient_dtypes_differ_between_ranks(ctx):
             fully_shard(module, mesh=mesh, mp_policy=mp)
         return fully_shard(m, mesh=mesh, mp_policy=mp)
 
-    for mode, passes in (("in-place", None), ("slot-reuse", 64)):  # 64: both plans take the same passes
+    def reinstall(m, options):
+        assert tide.fsdp.uninstall(m)
+        install(m, ctx, **options)
+
+    def relayout(m, options):
+        m.blocks[1].set_reshard_after_forward(False)  # (out of the ring: TIDE lays out again)
+
+    cases = [("in-place", None, None), ("slot-reuse", 64, None),  # 64: both plans take the same passes
+             ("in-place", None, reinstall), ("slot-reuse", None, relayout)]
+    for mode, passes, between in cases:
         ms, mt = make_pair(AuxHeadModel, ctx, mesh_1d(ctx), shard_fn=shard_head_apart)
-        options = {} if passes is None else {"plan_options": {"passes": passes}}
-        assert_all_tide(install(mt, ctx, mode=mode, timeout_s=30.0, **options), 4)
+        options = dict(mode=mode, timeout_s=30.0, **({} if passes is None else {"plan_options": {"passes": passes}}))
+        assert_all_tide(install(mt, ctx, **options), 4)
         opts = optimizers(ms, mt, "sgd", 0.05)
         for step in range(2):
             xs = batches(ctx, 2, seed=60 + step)
@@ -271,6 +284,11 @@ def gradient_dtypes_differ_between_ranks(ctx):
                 total = []
                 for micro, x in enumerate(xs):
                     last = micro == len(xs) - 1
+                    if last and between is not None:
+                        if m is mt:
+                            between(m, options)
+                        elif between is relayout:  # (stock takes the same setting)
+                            relayout(m, options)
                     m.set_requires_gradient_sync(last)
                     m.aux_used = last or ctx.rank == 0
                     loss = m(x)
@@ -278,6 +296,8 @@ def gradient_dtypes_differ_between_ranks(ctx):
                     total.append(loss.detach())
                 losses.append(torch.stack(total))
             compare_and_step(ms, mt, opts, losses, f"{mode} step {step}", tight(ctx, BF16))
+        if between is relayout:
+            assert any("laying TIDE out again" in m for m in ctx.logs.messages(logging.WARNING)), "no relayout"
         if ctx.rank != 0:  # (the head had no gradient in the no-sync backward here)
             assert stats(mt).get("rs_grads_widened", 0) > 0, stats(mt)
         assert not stats(mt).get("rs_stock"), stats(mt)

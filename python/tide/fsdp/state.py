@@ -60,8 +60,10 @@ class TideGroup:
         # Gathered (or its post-backward ran) with gradient sync off since its last reduce-scatter:
         # FSDP2 may hold fp32 accumulated gradients for a bf16 group on some ranks and not on
         # others (a parameter without a gradient in the no-sync backward stays bf16), so the next
-        # reduce-scatter takes the fp32 plan on every rank (reduce_scatter.prepare).
-        self.accumulated_without_sync = False
+        # reduce-scatter takes the fp32 plan on every rank (reduce_scatter.prepare). True at
+        # first: an install (or a relayout) between no-sync micro-batches finds such gradients
+        # already there, on some ranks only (an upcast more at worst; review, session 35).
+        self.accumulated_without_sync = True
         self.marker: torch.Tensor | None = None
         self._shard_views: list[torch.Tensor] | None = None
         self._own_views: tuple[torch.Tensor, ...] | None = None
