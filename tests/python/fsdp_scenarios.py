@@ -42,6 +42,7 @@ TWO_RANKS = [
     "last_block_folded_with_eval", "folded_block_forward_without_its_backward", "reshard_after_backward_false",
     "skipped_blocks_hold_no_slot", "installs_that_overlap", "inversion_after_the_autograd_pass", "forward_that_raised",
     "fallbacks", "state_dict_and_checkpoint", "old_parameters_after_assign_keep_their_storage",
+    "assign_of_a_remapped_state_dict",
     "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch",
     "prefetches_unmarked", "premul_on_shared_gradient_storage", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",

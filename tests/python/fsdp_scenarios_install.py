@@ -494,6 +494,34 @@ def old_parameters_after_assign_keep_their_storage(ctx):
         step_both(ms, mt, opts, batches(ctx, 1, seed=94), tol=tight(ctx, FP32), what=f"{mode}: stock after uninstall")
 
 
+def assign_of_a_remapped_state_dict(ctx):
+    """load_state_dict(assign=True) of a state dict taken while installed,
+    its keys remapped (blocks shifted across groups; two parameters of a
+    group swapped, also with keep_vars): its tensors view other parameters'
+    resident shards, which adopting the new Parameters one by one overwrote
+    before they were read (a block got the values of the one two before it;
+    swapped parameters both got one value). Compared after a forward, before
+    any step (stock's new Parameters then alias the storage they were loaded
+    from, which the arena cannot do)."""
+    names = ("norm.weight", "norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+    swap = [("blocks.1.norm.weight", "blocks.1.norm.bias"), ("blocks.1.norm.bias", "blocks.1.norm.weight")]
+    cases = [("blocks shifted", [(f"blocks.{i}.{n}", f"blocks.{i - 1}.{n}") for i in (2, 1) for n in names], False),
+             ("swapped", swap, False), ("swapped, keep_vars", swap, True)]
+    for what, remap, keep_vars in cases:
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx), 4)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=95), tol=tight(ctx, FP32), what=f"{what}: before the load")
+        for m in (ms, mt):
+            sd = m.state_dict(keep_vars=keep_vars)
+            m.load_state_dict({**sd, **{dst: sd[src] for dst, src in remap}}, assign=True)
+        with torch.no_grad():  # a gather: adopts the new shards
+            ms(batches(ctx, 1, seed=96)[0]), mt(batches(ctx, 1, seed=96)[0])
+        compare_models(ms, mt, f"{what}: after the load and a forward", tight(ctx, FP32))
+        assert stats(mt).get("sources_copied_from_residents", 0) > 0, stats(mt)
+        assert tide.fsdp.uninstall(mt)
+
+
 def dropped_without_uninstall(ctx):
     """A model dropped while installed is collected like a stock one, with its
     arena (host fabric: the communicator closes with its last view), FSDP2's

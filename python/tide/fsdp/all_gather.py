@@ -321,6 +321,29 @@ def adopt(tg, index: int, copy_in_stream=None) -> None:
             refs.append(weakref.ref(t))
 
 
+def copy_sources_viewing_residents(ctx) -> None:
+    """Before a re-adoption writes a resident shard: the new sharded tensors of
+    load_state_dict(assign=True) may view other parameters' resident shards
+    (a state dict taken while installed, its keys remapped: blocks shifted,
+    two parameters swapped), which the adoptions, one parameter after another
+    and group by group, would overwrite before reading them. Every such
+    tensor, in any group of the arena, gets its values in storage of its own
+    first (stock's new Parameters keep the values they were loaded with)."""
+    residents = {res.untyped_storage().data_ptr() for g in ctx.groups if g.adopt for res in g.resident}
+    for g in ctx.groups:
+        if not g.adopt:
+            continue
+        for fp, res in zip(g.params, g.resident):
+            storage = fp._sharded_param_data.untyped_storage().data_ptr()
+            if storage != res.untyped_storage().data_ptr() and storage in residents:
+                with torch.no_grad():
+                    fresh = fp._sharded_param_data.clone()
+                    fp._sharded_param_data.data = fresh
+                    fp._sharded_local_tensor.data = fresh.view(fp.padded_sharded_param_size).narrow(
+                        0, 0, fp.sharded_size[0])
+                g.stats["sources_copied_from_residents"] += 1
+
+
 def detach_earlier_adoptions(tg, index: int) -> None:
     """Tensor objects adopted for parameter `index` before FSDP2 replaced them
     (load_state_dict(assign=True) makes a new sharded Parameter; the old one may
@@ -357,8 +380,12 @@ def shard_pointer(tg, copy_in_stream) -> int:
     after a cast/copy (across nodes the rails send one contiguous shard)."""
     fsdp_params = tg.info.group.fsdp_params
     if tg.adopt:
+        sources_copied = False
         for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
             if fp._sharded_param_data.data_ptr() != ptr:
+                if not sources_copied:
+                    copy_sources_viewing_residents(tg.ctx)
+                    sources_copied = True
                 if fp._sharded_param_data.dtype != tg.resident[i].dtype:  # e.g. model.to(torch.bfloat16)
                     raise RuntimeError(
                         f"tide.fsdp: group '{tg.info.fqn}': a parameter is now {fp._sharded_param_data.dtype}, the "
