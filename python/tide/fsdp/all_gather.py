@@ -311,14 +311,18 @@ def adopt(tg, index: int, copy_in_stream=None) -> None:
         src.record_stream(copy_in_stream)
     else:
         res.copy_(src)
-    fp._sharded_param_data.data = res
-    fp._sharded_local_tensor.data = res.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
-    while len(tg.adopted) <= index:
-        tg.adopted.append([])
+    point_shard_at(fp, res)
     refs = tg.adopted[index]
     for t in (fp._sharded_param_data, fp._sharded_local_tensor):
         if not any(r() is t for r in refs):
             refs.append(weakref.ref(t))
+
+
+def point_shard_at(fp, padded: torch.Tensor) -> None:
+    """Point FSDP2's padded shard and the DTensor's local tensor at `padded`
+    (the same tensor objects: `.data` is swapped)."""
+    fp._sharded_param_data.data = padded
+    fp._sharded_local_tensor.data = padded.view(fp.padded_sharded_param_size).narrow(0, 0, fp.sharded_size[0])
 
 
 def copy_sources_viewing_residents(ctx) -> None:
@@ -337,10 +341,7 @@ def copy_sources_viewing_residents(ctx) -> None:
             storage = fp._sharded_param_data.untyped_storage().data_ptr()
             if storage != res.untyped_storage().data_ptr() and storage in residents:
                 with torch.no_grad():
-                    fresh = fp._sharded_param_data.clone()
-                    fp._sharded_param_data.data = fresh
-                    fp._sharded_local_tensor.data = fresh.view(fp.padded_sharded_param_size).narrow(
-                        0, 0, fp.sharded_size[0])
+                    point_shard_at(fp, fp._sharded_param_data.clone())
                 g.stats["sources_copied_from_residents"] += 1
 
 
@@ -351,8 +352,6 @@ def detach_earlier_adoptions(tg, index: int) -> None:
     Stock leaves them their own storage, so they get a copy of it now: the next
     adoption then does not write through them, nor writes through them into
     the model, and they do not keep the arena alive after uninstall."""
-    if index >= len(tg.adopted):
-        return
     fp, res = tg.params[index], tg.resident[index]
     current = (fp._sharded_param_data, fp._sharded_local_tensor)
     # By storage, not address: a rank's local tensor of a parameter smaller than the world
@@ -380,20 +379,20 @@ def shard_pointer(tg, copy_in_stream) -> int:
     after a cast/copy (across nodes the rails send one contiguous shard)."""
     fsdp_params = tg.info.group.fsdp_params
     if tg.adopt:
-        sources_copied = False
-        for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs)):
-            if fp._sharded_param_data.data_ptr() != ptr:
-                if not sources_copied:
-                    copy_sources_viewing_residents(tg.ctx)
-                    sources_copied = True
-                if fp._sharded_param_data.dtype != tg.resident[i].dtype:  # e.g. model.to(torch.bfloat16)
-                    raise RuntimeError(
-                        f"tide.fsdp: group '{tg.info.fqn}': a parameter is now {fp._sharded_param_data.dtype}, the "
-                        f"arena holds {tg.resident[i].dtype}: uninstall before changing dtypes and install again "
-                        "(after a failed forward, model.reset_iter_state() first)")
-                # Rebound behind the adapter (load_state_dict(assign=True), module.to(), ...): adopt again.
-                adopt(tg, i, copy_in_stream)
-                tg.stats["readopted"] += 1
+        # Rebound behind the adapter (load_state_dict(assign=True), module.to(), ...): adopt again.
+        rebound = [i for i, (fp, ptr) in enumerate(zip(fsdp_params, tg.resident_ptrs))
+                   if fp._sharded_param_data.data_ptr() != ptr]
+        if rebound:
+            copy_sources_viewing_residents(tg.ctx)
+        for i in rebound:
+            fp = fsdp_params[i]
+            if fp._sharded_param_data.dtype != tg.resident[i].dtype:  # e.g. model.to(torch.bfloat16)
+                raise RuntimeError(
+                    f"tide.fsdp: group '{tg.info.fqn}': a parameter is now {fp._sharded_param_data.dtype}, the "
+                    f"arena holds {tg.resident[i].dtype}: uninstall before changing dtypes and install again "
+                    "(after a failed forward, model.reset_iter_state() first)")
+            adopt(tg, i, copy_in_stream)
+            tg.stats["readopted"] += 1
         tg.stats["ag_resident"] += 1
         return tg.resident_base
     # The all-gather casts (or adoption is off): write the shard (FSDP2's foreach copy).

@@ -533,6 +533,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             tg.resident = [backend.wrap(tg.resident_base + p["shard_offset"], p["shard_bytes"], dtype, owner)
                            for p in tg.layout]
             tg.resident_ptrs = [t.data_ptr() for t in tg.resident]
+            tg.adopted = [[] for _ in tg.resident]
     return ctx
 
 
@@ -675,11 +676,8 @@ def _restore(tg: TideGroup) -> None:
                 fp.all_gather_outputs = []
             if tg.adopt:
                 _ag.detach_earlier_adoptions(tg, idx)
-            if tg.adopt and fp._sharded_param_data.data_ptr() == tg.resident_ptrs[idx]:
-                fresh = tg.resident[idx].clone()
-                fp._sharded_param_data.data = fresh
-                fp._sharded_local_tensor.data = fresh.view(fp.padded_sharded_param_size).narrow(
-                    0, 0, fp.sharded_size[0])
+                if fp._sharded_param_data.data_ptr() == tg.resident_ptrs[idx]:
+                    _ag.point_shard_at(fp, tg.resident[idx].clone())
     group.__dict__.pop("post_forward", None)
     group.__dict__.pop("pre_backward", None)
     group.__dict__.pop("post_backward", None)

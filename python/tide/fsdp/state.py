@@ -54,8 +54,9 @@ class TideGroup:
         self.resident_ptrs: list[int] = []
         self.resident_base = 0
         self.resident_offset = -1
-        # Per parameter: weak references to the tensor objects adopt() pointed at its resident
-        # shard (all_gather.detach_earlier_adoptions gives those FSDP2 dropped storage of their own).
+        # Per parameter (sized with the residents at install): weak references to the tensor
+        # objects adopt() pointed at its resident shard (all_gather.detach_earlier_adoptions
+        # gives those FSDP2 dropped storage of their own).
         self.adopted: list[list] = []
         # Gathered (or its post-backward ran) with gradient sync off since its last reduce-scatter:
         # FSDP2 may hold fp32 accumulated gradients for a bf16 group on some ranks and not on
