@@ -89,7 +89,14 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * rank's offset is new and another's is not, at the deadline) and leave the
  * communicator unusable. Ranks that swap between offsets each has already
  * used for the group are not caught; a group that keeps its landing (the
- * FSDP2 adapter's) pays one exchange in all.
+ * FSDP2 adapter's) pays one exchange in all. Nor are ranks that swap two
+ * registered groups' calls. For debugging, TIDE_CHECK_CALLS=1 (read when the
+ * communicator is made; set it alike on every rank, or the first collective
+ * fails with "groups_differ" saying so) makes every collective compare its
+ * kind, group, landing and call number across the ranks in a host-blocking
+ * exchange first: a difference fails it on every rank, tideInvalidArgument
+ * with reason "calls_differ" naming each rank's call, and leaves the
+ * communicator unusable.
  * Collectives are enqueued on `stream` (a cudaStream_t on the CUDA fabric,
  * ignored on the host fabric) and must be issued in the same order on every
  * rank. A communicator may be called from several threads: its calls take a

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/call_agreement.hpp"
 #include "capi/call_timer.hpp"
 #include "capi/errors.hpp"
 #include "capi/fabric_factory.hpp"
@@ -42,6 +43,8 @@ struct tideComm {
   int64_t userTop = 0;  // bump allocator for symmetric user memory, from offset 0
   std::string rails;    // tideCommGetRails' answer, kept for the pointer handed out
   tide::collectives::IssueOptions issue;                // from the environment when the comm was made
+  bool callChecks = false;     // TIDE_CHECK_CALLS, read when the comm was made (requireSameCall)
+  uint64_t callsChecked = 0;   // collectives compared so far (requireSameCall)
   std::optional<tide::collectives::Communicator> comm;  // created at the first collective
   // Groups (a prefix of `groups`) the ranks have compared and found alike
   // (requireSameGroups); and why the ranks could not compare their groups or
@@ -196,12 +199,12 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
   std::vector<tide::capi::GroupDigest> compared;
   for (size_t i = 0; i < count; ++i) compared.push_back({&comm->groups[i]->plan, comm->groups[i]->digest});
   const std::vector<uint64_t> everyRanks = exchangeOrMarkOutOfStep(
-      comm, tide::capi::groupsDigest(compared),
+      comm, tide::capi::groupsDigest(compared, comm->callChecks),
       "comparing the registered groups across ranks (at " + std::string(call) +
           "; every rank must register the same groups, in the same order, before the same collectives)",
       "their groups");
   const std::string differ =
-      tide::capi::groupsDisagreement(compared, comm->fabric.endpoint->rank(), everyRanks);
+      tide::capi::groupsDisagreement(compared, comm->callChecks, comm->fabric.endpoint->rank(), everyRanks);
   if (!differ.empty()) {
     comm->outOfStep =
         first ? differ + " (a communicator's first collective compares every group each rank has registered so far: "
@@ -241,11 +244,36 @@ tideResult_t requireSameLanding(tideComm_t comm, tideGroup* group, int64_t landi
   return tideSuccess;
 }
 
+// With TIDE_CHECK_CALLS=1, every collective compares what it is (kind, group,
+// landing, call number) across the ranks before it runs (call_agreement.hpp),
+// after the groups' and landings' comparisons, which every rank meets alike.
+tideResult_t requireSameCall(tideComm_t comm, tide::capi::CallKind kind, const tideGroup* group,
+                             int64_t landingOffset) {
+  if (!comm->callChecks) return tideSuccess;
+  if (comm->comm) comm->comm->refuseIfUnusable();
+  const uint64_t number = comm->callsChecked++;
+  const std::vector<uint64_t> mine = tide::capi::callWords(kind, group->index, number, landingOffset);
+  const std::vector<uint64_t> everyRanks = exchangeOrMarkOutOfStep(
+      comm, mine,
+      "comparing collective " + std::to_string(number) + " across ranks (TIDE_CHECK_CALLS=1; every rank must set "
+          "it and issue the same collectives in the same order)",
+      "a call");
+  const std::string differ = tide::capi::callDisagreement(mine, comm->fabric.endpoint->rank(), everyRanks);
+  if (!differ.empty()) {
+    comm->outOfStep = differ;
+    const char* call = kind == tide::capi::CallKind::kAllGather ? "tideAllGather: " : "tideReduceScatter: ";
+    tide::capi::setLastError(tideInvalidArgument, "calls_differ", call + differ);
+    return tideInvalidArgument;
+  }
+  return tideSuccess;
+}
+
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
-                      const tide::collectives::IssueOptions& issue) {
+                      const tide::collectives::IssueOptions& issue, bool callChecks) {
   auto c = std::make_shared<tideComm>();
   c->fabric = std::move(handle);
   c->issue = issue;
+  c->callChecks = callChecks;
   *out = c.get();
   liveComms().add(std::move(c));
   return tideSuccess;
@@ -291,7 +319,11 @@ tideResult_t initComm(const char* call, const tideCommConfig_t* cfg, const void*
     if (needsCuda && !tide::capi::cudaFabricBuilt()) return noCudaFabric(call);
     tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
     const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
-    return initWith(out, make(), issue);
+    const bool callChecks = tide::capi::callChecksFromEnv();
+    if (callChecks && cfg->rank == 0)
+      std::fprintf(stderr, "[tide] TIDE_CHECK_CALLS=1: every collective first compares itself across the ranks in a "
+                           "host-blocking exchange (a debugging aid: it serializes the ranks' host threads)\n");
+    return initWith(out, make(), issue, callChecks);
   });
 }
 
@@ -454,6 +486,9 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
     comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = requireSameGroups(comm, group, "tideAllGather"); r != tideSuccess) return r;
     if (const tideResult_t r = requireSameLanding(comm, group, landingOffset); r != tideSuccess) return r;
+    if (const tideResult_t r = requireSameCall(comm, tide::capi::CallKind::kAllGather, group, landingOffset);
+        r != tideSuccess)
+      return r;
     const tide::capi::CallTimer::Started started;
     tide::collectives::Communicator& c = comm->communicator();
     c.allGather(group->plan, shard, landingOffset);
@@ -484,6 +519,9 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     // (After the checks: a refused call must not size the scratch.)
     comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = requireSameGroups(comm, group, "tideReduceScatter"); r != tideSuccess) return r;
+    if (const tideResult_t r = requireSameCall(comm, tide::capi::CallKind::kReduceScatter, group, 0);
+        r != tideSuccess)
+      return r;
     const tide::capi::CallTimer::Started started;  // the call's own host time, not the exchange's wait
     tide::collectives::Communicator& c = comm->communicator();
     comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "capi/call_agreement.hpp"
 #include "capi/landing_agreement.hpp"
 #include "fabric/fnv1a.hpp"
 #include "fabric/rank_kinds.hpp"
@@ -52,15 +53,19 @@ uint64_t protocolDigest(const plan::Plan& plan) {
   return fnv1a(j.dump());
 }
 
-std::vector<uint64_t> groupsDigest(const std::vector<GroupDigest>& groups) {
+namespace {
+constexpr uint64_t kCallChecksBit = uint64_t{1} << 63;
+}  // namespace
+
+std::vector<uint64_t> groupsDigest(const std::vector<GroupDigest>& groups, bool callChecks) {
   uint64_t h = fnv1a("tide groups");
   for (const GroupDigest& g : groups) h = fnv1a(hex(g.digest), h);
-  return {static_cast<uint64_t>(groups.size()), h};
+  return {static_cast<uint64_t>(groups.size()) | (callChecks ? kCallChecksBit : 0), h};
 }
 
-std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
+std::string groupsDisagreement(const std::vector<GroupDigest>& groups, bool callChecks, int rank,
                                const std::vector<uint64_t>& everyRanksWords) {
-  const std::vector<uint64_t> mine = groupsDigest(groups);
+  const std::vector<uint64_t> mine = groupsDigest(groups, callChecks);
   const size_t n = mine.size();
   std::vector<std::vector<uint64_t>> perRank;
   bool same = true;
@@ -72,21 +77,31 @@ std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
   if (same) return "";
   // A rank out of step may have brought a landing comparison to this exchange
   // (landing_agreement.hpp): its words are no group count and digest.
-  const bool outOfStep = std::any_of(perRank.begin(), perRank.end(), [](const std::vector<uint64_t>& words) {
-    return isLandingComparison(words[0]);
+  auto inAnotherExchange = [](const std::vector<uint64_t>& words) {
+    return isLandingComparison(words[0]) || isCallComparison(words[0]);
+  };
+  const bool outOfStep = std::any_of(perRank.begin(), perRank.end(), inAnotherExchange);
+  // Ranks whose words differ only in the call checks' bit registered the same groups.
+  const bool checksDiffer = !outOfStep && std::all_of(perRank.begin(), perRank.end(), [&](const auto& words) {
+    return (words[0] & ~kCallChecksBit) == (mine[0] & ~kCallChecksBit) && words[1] == mine[1];
   });
   std::string msg =
-      outOfStep ? "the ranks are out of step: where this rank compared its registered groups, another compared a "
-                  "landing offset (every rank must issue the same collectives in the same order):"
-                : "the ranks registered different groups before this collective (every rank must register the same "
-                  "groups in the same order; the ranks do not compare plans in their collectives, which would pair "
-                  "wrong landings and sums):";
+      outOfStep      ? "the ranks are out of step: where this rank compared its registered groups, another compared a "
+                       "landing offset or a call (every rank must issue the same collectives in the same order):"
+      : checksDiffer ? "the ranks set TIDE_CHECK_CALLS differently (a rank that compares every call meets its peers "
+                       "in an exchange at every collective: set it alike on every rank):"
+                     : "the ranks registered different groups before this collective (every rank must register the "
+                       "same groups in the same order; the ranks do not compare plans in their collectives, which "
+                       "would pair wrong landings and sums):";
   msg += fabric::describeRankKinds(perRank, [](const std::vector<uint64_t>& words) {
     if (isLandingComparison(words[0]))
       return std::string("in another exchange (comparing a landing offset: the ranks are out of step)");
-    std::string kind = std::to_string(words[0]);
+    if (isCallComparison(words[0]))
+      return std::string("in another exchange (comparing a call, TIDE_CHECK_CALLS=1: the ranks are out of step)");
+    std::string kind = std::to_string(words[0] & ~kCallChecksBit);
     kind += " group(s), digest ";
     kind += hex(words[1]);
+    if (words[0] & kCallChecksBit) kind += ", comparing every call";
     return kind;
   });
   msg += " this rank (" + std::to_string(rank) + ") registered";

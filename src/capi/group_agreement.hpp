@@ -27,14 +27,17 @@ struct GroupDigest {
   uint64_t digest = 0;
 };
 
-// Words every rank contributes: the group count, then a digest of every
-// group's protocolDigest in registration order.
-std::vector<uint64_t> groupsDigest(const std::vector<GroupDigest>& groups);
+// Words every rank contributes: the group count, its top bit set where this
+// rank compares every call (TIDE_CHECK_CALLS, call_agreement.hpp: ranks that
+// set it differently would meet in different exchanges at every call, so they
+// fail at their first collective instead), then a digest of every group's
+// protocolDigest in registration order.
+std::vector<uint64_t> groupsDigest(const std::vector<GroupDigest>& groups, bool callChecks);
 
 // "" when every rank's words (rank-major, as `gather` returns them) equal
 // this rank's; else the message every rank raises: which ranks registered
 // how many groups under which digest, and this rank's groups in words.
-std::string groupsDisagreement(const std::vector<GroupDigest>& groups, int rank,
+std::string groupsDisagreement(const std::vector<GroupDigest>& groups, bool callChecks, int rank,
                                const std::vector<uint64_t>& everyRanksWords);
 
 }  // namespace tide::capi

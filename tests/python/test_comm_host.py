@@ -53,12 +53,14 @@ def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float, be
     return errors
 
 
-def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
+def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, check_calls, errors):
     try:
         import os
 
         if landing_queue:
             os.environ["TIDE_RS_LANDING_QUEUE"] = landing_queue  # read when the communicator is made
+        if check_calls:
+            os.environ["TIDE_CHECK_CALLS"] = "1"  # so is this
         from tide.comm import Communicator
 
         n = nodes * gpus
@@ -107,13 +109,14 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, errors):
 
 
 # TIDE_RS_LANDING_QUEUE=net: landings behind the sends (Algorithm 1's one network stream), not on
-# their own queue; the results are checked the same way.
-@pytest.mark.parametrize("nodes,gpus,landing,landing_queue", [(2, 2, "pull", ""), (1, 4, "pull", ""),
-                                                              (4, 1, "pull", ""), (2, 2, "push", ""),
-                                                              (2, 2, "pull", "net"), (3, 1, "push", "own")])
-def test_collectives_across_processes(nodes, gpus, landing, landing_queue, tmp_path, rng):
-    messages, codes = run_ranks(_rank_main, nodes * gpus,
-                                (nodes, gpus, str(tmp_path), rng.seed_value, landing, landing_queue), timeout=120)
+# their own queue; the results are checked the same way. TIDE_CHECK_CALLS=1: every call compared
+# across the ranks first (test_comm_call_agreement.py), which must change no result.
+@pytest.mark.parametrize("nodes,gpus,landing,landing_queue,check_calls", [
+    (2, 2, "pull", "", False), (1, 4, "pull", "", False), (4, 1, "pull", "", False), (2, 2, "push", "", False),
+    (2, 2, "pull", "net", False), (3, 1, "push", "own", False), (2, 2, "pull", "", True)])
+def test_collectives_across_processes(nodes, gpus, landing, landing_queue, check_calls, tmp_path, rng):
+    messages, codes = run_ranks(_rank_main, nodes * gpus, (nodes, gpus, str(tmp_path), rng.seed_value, landing,
+                                                           landing_queue, check_calls), timeout=120)
     assert not messages, "\n".join(messages)
     assert codes == [0] * (nodes * gpus), codes
 

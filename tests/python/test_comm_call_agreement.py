@@ -1,0 +1,139 @@
+"""TIDE_CHECK_CALLS=1: every collective compares itself (kind, group, landing, call number) across
+the ranks before it runs. Without it, ranks that swap two groups of one shape, or an all-gather's
+landing between two offsets each has used before, get each other's bytes in the wrong places
+without an error: the first-use comparisons of groups and landings do not see it. One process per
+rank on the multi-process host fabric."""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+import numpy as np
+import pytest
+from landing_rows import landing_view, wrong_landing_bytes
+from spawned_ranks import run_ranks
+
+SHAPES = [[37, 5], [3]]
+
+
+def _communicator(rank, store, check_calls=True):
+    if check_calls:
+        os.environ["TIDE_CHECK_CALLS"] = "1"  # read when the communicator is made
+    from tide.comm import Communicator
+
+    return Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=1 << 22, fabric="host",
+                        store_dir=store, timeout_s=10)
+
+
+def _gather(comm, group, region, seed, call, rank):
+    """One all-gather of fresh random shards into `region` (poisoned first); the landing's wrong bytes."""
+    n = group.plan["group"]["unsharded_bytes"]
+    landing = landing_view(region[1], n)
+    landing[:] = 0xA5
+    shards = [np.random.default_rng([seed, call, r]).integers(0, 256, group.plan["group"]["shard_bytes"],
+                                                               dtype=np.uint8) for r in range(2)]
+    comm.all_gather(group, shards[rank].ctypes.data, region[0])
+    comm.synchronize()
+    return wrong_landing_bytes(group.plan, landing, shards)
+
+
+def _reduce_scatter(comm, group, rank):
+    grads = [np.random.default_rng([rank, p]).standard_normal(int(np.prod(s))).astype(np.float32)
+             for p, s in enumerate(SHAPES)]
+    out = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+    comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data)
+    comm.synchronize()
+
+
+def _swapping_rank(rank, store, seed, swap, results):
+    """Two groups of one shape, two landing regions each; every (group, region) pair is gathered
+    once alike on both ranks (so the first-use comparisons pass), then the ranks part as `swap` says."""
+    try:
+        from tide._capi import TideError
+
+        with _communicator(rank, store) as comm:
+            groups = [comm.register_group(SHAPES, grad_dtype="fp32") for _ in range(2)]
+            n = groups[0].plan["group"]["unsharded_bytes"]
+            regions = [[comm.alloc(n), comm.alloc(n)] for _ in groups]
+            wrong = [_gather(comm, groups[g], regions[g][i], seed, 2 * g + i, rank) for g in (0, 1) for i in (0, 1)]
+            _reduce_scatter(comm, groups[0], rank)
+            verdicts = []
+            for _ in range(2):  # the parting call, then one on the communicator it left unusable
+                try:
+                    if swap == "groups":
+                        _gather(comm, groups[rank], regions[rank][0], seed, 9, rank)
+                    elif swap == "landings":
+                        _gather(comm, groups[0], regions[0][rank], seed, 9, rank)
+                    elif rank == 0:  # kinds
+                        _gather(comm, groups[0], regions[0][0], seed, 9, rank)
+                    else:
+                        _reduce_scatter(comm, groups[0], rank)
+                    verdicts.append(("completed", ""))
+                except TideError as e:
+                    verdicts.append((e.reason, e.message))
+            results.put((rank, (wrong, verdicts)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+# What each rank's parting call (call 5: four all-gathers and a reduce-scatter came before) is named.
+PARTED = {
+    "groups": ["call 5, all-gather of group 0", "call 5, all-gather of group 1"],
+    "landings": ["call 5, all-gather of group 0 (landing digest", "call 5, all-gather of group 0 (landing digest"],
+    "kinds": ["call 5, all-gather of group 0", "call 5, reduce-scatter of group 0"],
+}
+
+
+@pytest.mark.parametrize("swap", sorted(PARTED))
+def test_ranks_that_part_on_known_groups_or_landings_fail_alike(swap, tmp_path, rng):
+    got, codes = run_ranks(_swapping_rank, 2, (str(tmp_path), rng.randrange(1 << 30), swap), timeout=90)
+    verdicts = dict(got)
+    assert codes == [0, 0] and len(verdicts) == 2, (codes, verdicts)
+    for rank, v in verdicts.items():
+        assert isinstance(v, tuple), v
+        wrong, ((reason, message), (later_reason, later_message)) = v
+        assert wrong == [0, 0, 0, 0], (rank, wrong)  # the checked calls before the parting landed right
+        assert reason == "calls_differ", (rank, v)
+        assert "the ranks issued different collectives" in message, message
+        assert f"rank 0: {PARTED[swap][0]}" in message and f"rank 1: {PARTED[swap][1]}" in message, message
+        assert f"this rank ({rank}) issued {PARTED[swap][rank]}" in message, message
+        assert later_reason == "communicator_unusable" and "different collectives" in later_message, v
+    if swap == "landings":  # the two landings' digests must differ in the message
+        assert verdicts[0][1][0][1].count("landing digest") == 3, verdicts[0]
+
+
+def _one_rank_checks(rank, store, results):
+    try:
+        from tide._capi import TideError
+
+        with _communicator(rank, store, check_calls=rank == 1) as comm:
+            group = comm.register_group(SHAPES)
+            region = comm.alloc(group.plan["group"]["unsharded_bytes"])
+            try:
+                _gather(comm, group, region, 1, 0, rank)
+                results.put((rank, ("completed", "")))
+            except TideError as e:
+                results.put((rank, (e.reason, e.message)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+def test_ranks_that_set_the_check_differently_fail_at_their_first_collective(tmp_path):
+    got, codes = run_ranks(_one_rank_checks, 2, (str(tmp_path),), timeout=90)
+    verdicts = dict(got)
+    assert codes == [0, 0] and len(verdicts) == 2, (codes, verdicts)
+    for v in verdicts.values():
+        assert isinstance(v, tuple) and v[0] == "groups_differ", verdicts
+        assert "set TIDE_CHECK_CALLS differently" in v[1], v[1]
+        assert "rank 0: 1 group(s), digest" in v[1] and "comparing every call;" in v[1], v[1]
+
+
+def test_an_unknown_check_value_is_refused(tmp_path, monkeypatch):
+    from tide import _capi
+    from tide.comm import Communicator
+
+    monkeypatch.setenv("TIDE_CHECK_CALLS", "yes")
+    with pytest.raises(_capi.TideError, match="TIDE_CHECK_CALLS=yes"):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                     store_dir=str(tmp_path / "store"), timeout_s=5)
