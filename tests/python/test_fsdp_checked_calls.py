@@ -9,6 +9,9 @@ checks serialize the ranks' host threads at each call, so the unchecked runs
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from fsdp_harness import run_job
 
@@ -38,3 +41,33 @@ def test_random_draws_issue_the_same_calls_on_every_rank(tmp_path, monkeypatch, 
     job = run_job(2, ["random_configurations"], tmp_path, module="fsdp_random_configs")
     assert ANNOUNCED in capfd.readouterr().err
     job.check("random_configurations")
+
+
+HINT = "TORCH_DISTRIBUTED_DEBUG=DETAIL does not check TIDE's collectives; TIDE_CHECK_CALLS=1"
+
+
+def detail_debug_points_at_the_call_check(ctx) -> None:
+    """A scenario (run in the ranks): under TORCH_DISTRIBUTED_DEBUG=DETAIL, whose fingerprints see only
+    torch's process groups, install says how to check TIDE's own calls, and not where they are checked.
+    (torch reads DETAIL when a process group is made: set after that, it changes nothing of torch's.)"""
+    import tide.fsdp
+    from fsdp_scenario_kit import batches, install, make_pair, mesh_1d, transformer
+
+    for check in ("", "1"):
+        os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        os.environ["TIDE_CHECK_CALLS"] = check
+        try:
+            ctx.logs.clear()
+            _, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+            install(mt, ctx)
+            mt(batches(ctx, 1)[0]).sum().backward()
+            hinted = any(HINT in m for m in ctx.logs.messages())
+            assert hinted == (check == ""), (check, ctx.logs.messages())
+            tide.fsdp.uninstall(mt)
+        finally:
+            del os.environ["TORCH_DISTRIBUTED_DEBUG"], os.environ["TIDE_CHECK_CALLS"]
+
+
+def test_detail_debug_points_at_the_call_check(tmp_path):
+    name = "detail_debug_points_at_the_call_check"
+    run_job(2, [name], tmp_path, module=Path(__file__).stem).check(name)
