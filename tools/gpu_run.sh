@@ -276,6 +276,10 @@ elif [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
     tests/gpu/check_collectives.py --host-per-rank
   run collectives_4ranks_hosts 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
     tests/gpu/check_collectives.py --host-per-rank
+  # The same with every call compared across the ranks first (TIDE_CHECK_CALLS=1: the C API's host
+  # exchange at each collective, through NCCL here), which must change no result.
+  run collectives_2ranks_hosts_checked 240 env TIDE_CHECK_CALLS=1 "$PYTHON" -m torch.distributed.run --standalone \
+    --nproc_per_node=2 tests/gpu/check_collectives.py --host-per-rank
   if ((NGPU >= 2)); then
     run collectives_2gpu_registers 300 env TIDE_SUM_KERNEL=registers "$PYTHON" -m torch.distributed.run \
       --standalone --nproc_per_node=2 tests/gpu/check_collectives.py
@@ -319,6 +323,15 @@ if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
     run fsdp_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
       tests/python/fsdp_cuda_smoke.py --ipc
   fi
+  # Every collective compared across the ranks first (TIDE_CHECK_CALLS=1), on the IPC path and the NCCL
+  # path (whose host exchanges go through NCCL): the scenarios whose call sequence depends on per-rank
+  # state (fsdp_scenarios.CHECKED_CALLS).
+  run fsdp_2ranks_ipc_checked 180 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    tests/python/fsdp_cuda_smoke.py --ipc --checked-calls
+  run fsdp_2ranks_hosts_checked 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    tests/python/fsdp_cuda_smoke.py --host-per-rank --checked-calls
+  run fsdp_4ranks_ipc_checked 180 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
+    tests/python/fsdp_cuda_smoke.py --ipc --checked-calls
 fi
 run_2gpu fsdp fsdp_2gpu 240 tests/python/fsdp_cuda_smoke.py
 if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 4)); then

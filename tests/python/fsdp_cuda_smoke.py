@@ -9,6 +9,7 @@ configuration, losses / gradients / parameters compared.
     torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py --host-per-rank   # likewise, across "hosts"
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc --sweep 20   # 20 random configurations
     torchrun --nproc_per_node 4 tests/python/fsdp_cuda_smoke.py --ipc --scenarios a,b   # these scenarios alone
+    torchrun --nproc_per_node 2 tests/python/fsdp_cuda_smoke.py --ipc --checked-calls   # TIDE_CHECK_CALLS=1
 
 --ipc: ranks may share GPUs (rank r on GPU r mod count): torch.distributed on
 gloo, so stock FSDP2 runs its collectives through gloo on the CUDA tensors,
@@ -121,7 +122,18 @@ def main() -> int:
     parser.add_argument("--scenarios", metavar="A,B",
                         help="run these scenarios of the CPU suite alone (fsdp_scenarios: any rank count's), "
                              "instead of the fixed configurations and this rank count's list")
+    parser.add_argument("--checked-calls", action="store_true",
+                        help="run fsdp_scenarios.CHECKED_CALLS for this rank count alone, every collective "
+                             "compared across the ranks first (TIDE_CHECK_CALLS=1)")
     args = parser.parse_args()
+    if args.checked_calls:
+        if args.sweep is not None or args.scenarios:
+            parser.error("--checked-calls excludes --sweep and --scenarios")
+        world_size = int(os.environ["WORLD_SIZE"])
+        if world_size not in S.CHECKED_CALLS:
+            parser.error(f"--checked-calls: no list for {world_size} ranks (fsdp_scenarios.CHECKED_CALLS)")
+        os.environ["TIDE_CHECK_CALLS"] = "1"  # read when each communicator is made
+        args.scenarios = ",".join(S.CHECKED_CALLS[world_size])
     if args.sweep is not None and args.sweep < 1:
         parser.error(f"--sweep must be at least 1, got {args.sweep}")
     if args.sweep is not None and args.scenarios:

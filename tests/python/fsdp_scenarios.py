@@ -62,6 +62,17 @@ TWO_RANKS = [
     "users_own_instance_methods_kept",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
+# Run again with every call compared across the ranks (TIDE_CHECK_CALLS=1; test_fsdp_checked_calls.py on
+# CPU, fsdp_cuda_smoke.py --checked-calls on GPUs): the scenarios whose call sequence depends on per-rank
+# state (accumulation without sync, gradients that differ between ranks, kept or skipped groups, prefetch
+# orders, several models).
+CHECKED_CALLS = {
+    2: ["gradient_accumulation_bf16_no_sync", "gradient_dtypes_differ_between_ranks", "ranks_disagree_on_unused_params",
+        "conditional_execution", "kept_unsharded_across_a_step", "reshard_after_backward_false",
+        "skipped_blocks_hold_no_slot", "prefetch_inversion", "explicit_forward_prefetch", "two_models",
+        "integer_exact_slot_reuse_two_nodes", "eval_between_no_sync_micro_batches"],
+    4: ["hsdp_slot_reuse_partial_all_reduce", "fsdp4_push_landing", "params_smaller_than_world"],
+}
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
