@@ -58,13 +58,15 @@ struct tideComm {
   // training step pays for it, so it is measured always (two clock reads).
   tide::capi::CallTimer allGatherTime, reduceScatterTime;
 
-  // Scratch goes at the top of the arena, sized for every group registered so far.
-  tide::collectives::Communicator& communicator() {
+  // Scratch goes at the top of the arena, sized for every group registered so
+  // far: the layout the first collective makes (or made). Throws where the
+  // arena cannot hold it.
+  tide::collectives::ScratchLayout scratchLayout() const {
     using tide::collectives::ScratchLayout;
-    if (comm) return *comm;
+    if (comm) return comm->layout();
     if (groups.empty()) throw std::invalid_argument("register a group before the first collective");
     std::vector<const tide::plan::Plan*> plans;
-    for (auto& g : groups) plans.push_back(&g->plan);
+    for (const auto& g : groups) plans.push_back(&g->plan);
     const int64_t arena = fabric.endpoint->arenaBytes();
     const int64_t need = ScratchLayout::forPlans(plans).bytes;
     if (need > arena)
@@ -77,7 +79,11 @@ struct tideComm {
                                   std::to_string(userTop) + " (each tideCommAlloc starts at a multiple of 4096), and "
                                   "the collective scratch of " + std::to_string(need) + " bytes would start at " +
                                   std::to_string(base) + " (its base aligned down to 4096)");
-    comm.emplace(*fabric.endpoint, ScratchLayout::forPlans(plans, base), faultsFromEnv(), issue);
+    return ScratchLayout::forPlans(plans, base);
+  }
+
+  tide::collectives::Communicator& communicator() {
+    if (!comm) comm.emplace(*fabric.endpoint, scratchLayout(), faultsFromEnv(), issue);
     return *comm;
   }
 
@@ -188,9 +194,6 @@ std::vector<uint64_t> exchangeOrMarkOutOfStep(tideComm_t comm, const std::vector
 //     up to it in registration order.
 // A difference fails the call on every rank and sticks: the ranks are out of step.
 tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const char* call) {
-  if (!comm->outOfStep.empty())
-    throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
-                                    "communicator unusable: " + comm->outOfStep);
   const bool first = !comm->comm;
   if (!first && group->index < comm->groupsAgreed) return tideSuccess;
   // A communicator a failed collective left unusable says so at once, not after the exchange's wait.
@@ -266,6 +269,44 @@ tideResult_t requireSameCall(tideComm_t comm, tide::capi::CallKind kind, const t
     return tideInvalidArgument;
   }
   return tideSuccess;
+}
+
+// The comparisons before a collective, in an order every rank that issues
+// the same calls meets alike. The groups' comparison comes first at the
+// communicator's first collective (every rank makes it, and it tells ranks
+// that set TIDE_CHECK_CALLS differently apart); later, the call's comes
+// first: whether a rank compares the groups (a group new to it) or a landing
+// (an offset new to it) depends on its own calls, so ranks whose calls differ
+// would otherwise meet in different exchanges rather than be named in one.
+tideResult_t compareBeforeCall(tideComm_t comm, tideGroup* group, tide::capi::CallKind kind, int64_t landingOffset) {
+  if (!comm->outOfStep.empty())
+    throw tide::fabric::FabricError(tide::fabric::FabricError::Kind::kUnusable,
+                                    "communicator unusable: " + comm->outOfStep);
+  const bool allGather = kind == tide::capi::CallKind::kAllGather;
+  const char* call = allGather ? "tideAllGather" : "tideReduceScatter";
+  const bool first = !comm->comm;
+  if (first) {
+    if (const tideResult_t r = requireSameGroups(comm, group, call); r != tideSuccess) return r;
+  }
+  if (const tideResult_t r = requireSameCall(comm, kind, group, landingOffset); r != tideSuccess) return r;
+  if (!first) {
+    if (const tideResult_t r = requireSameGroups(comm, group, call); r != tideSuccess) return r;
+  }
+  return allGather ? requireSameLanding(comm, group, landingOffset) : tideSuccess;
+}
+
+// Why tideAllGather refuses this rank's shard (Communicator::shardProblem),
+// or "": against the scratch the first collective makes (or made), where the
+// arena can hold it (else that collective refuses the call, on every rank).
+std::string shardProblem(const tideComm* comm, const tideGroup* group, const void* shard, int64_t landingOffset) {
+  tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
+  std::optional<tide::collectives::ScratchLayout> layout;
+  try {
+    layout = comm->scratchLayout();
+  } catch (const std::invalid_argument&) {
+  }
+  return tide::collectives::Communicator::shardProblem(group->plan.group, shard, landingOffset, ep.arena(),
+                                                       ep.arenaBytes(), layout ? &*layout : nullptr);
 }
 
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
@@ -483,10 +524,11 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
                                           std::to_string(group->plan.group.unshardedBytes()) +
                                           " bytes lies outside the arena of " +
                                           std::to_string(comm->fabric.endpoint->arenaBytes()));
+    // The shard is this rank's own argument: refused before the ranks compare (or count) the call.
+    if (const std::string why = shardProblem(comm, group, shard, landingOffset); !why.empty())
+      return invalid("tideAllGather", why);
     comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
-    if (const tideResult_t r = requireSameGroups(comm, group, "tideAllGather"); r != tideSuccess) return r;
-    if (const tideResult_t r = requireSameLanding(comm, group, landingOffset); r != tideSuccess) return r;
-    if (const tideResult_t r = requireSameCall(comm, tide::capi::CallKind::kAllGather, group, landingOffset);
+    if (const tideResult_t r = compareBeforeCall(comm, group, tide::capi::CallKind::kAllGather, landingOffset);
         r != tideSuccess)
       return r;
     const tide::capi::CallTimer::Started started;
@@ -518,8 +560,7 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     }
     // (After the checks: a refused call must not size the scratch.)
     comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
-    if (const tideResult_t r = requireSameGroups(comm, group, "tideReduceScatter"); r != tideSuccess) return r;
-    if (const tideResult_t r = requireSameCall(comm, tide::capi::CallKind::kReduceScatter, group, 0);
+    if (const tideResult_t r = compareBeforeCall(comm, group, tide::capi::CallKind::kReduceScatter, 0);
         r != tideSuccess)
       return r;
     const tide::capi::CallTimer::Started started;  // the call's own host time, not the exchange's wait

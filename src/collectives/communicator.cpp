@@ -107,41 +107,41 @@ bool Communicator::landingInArena(int64_t arenaBytes, const plan::GroupLayout& g
   return landingOffset >= 0 && g.unshardedBytes() <= arenaBytes && landingOffset <= arenaBytes - g.unshardedBytes();
 }
 
-uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {
-  refuseIfUnusable();
-  checkPlan(plan);
-  const plan::GroupLayout& g = plan.group;
-  const plan::Topology& t = g.topo;
-  if (!landingInArena(ep_.arenaBytes(), g, landingOffset) || layout_.overlaps(landingOffset, g.unshardedBytes()))
-    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
+std::string Communicator::shardProblem(const plan::GroupLayout& g, const void* shard, int64_t landingOffset,
+                                       const std::byte* arena, int64_t arenaBytes, const ScratchLayout* layout) {
   // In place (shard == nullptr): this rank's shard already sits in its own
   // landing rows (the caller cast or copied it there), so nothing is copied
   // into the own landing and the peers' copies read it from there. One node
   // only: across nodes the rails send the shard as one contiguous block.
   const bool inPlace = shard == nullptr;
-  if (inPlace && t.nodes > 1)
-    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
-                              "an all-gather in place (no shard pointer) needs a single node");
+  if (inPlace && g.topo.nodes > 1) return "an all-gather in place (no shard pointer) needs a single node";
   // A shard starting inside the arena must end in it (the fabric would refuse it mid-issue).
-  const std::byte* arena = ep_.arena();
   const auto* shardBytes = static_cast<const std::byte*>(shard);
-  if (!inPlace && fabric::liesWithin(shardBytes, 0, arena, ep_.arenaBytes())) {
-    if (!fabric::liesWithin(shardBytes, g.shardBytes, arena, ep_.arenaBytes()))
-      throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
-                                "the shard starts inside the arena and runs past its end");
-    // Peers write this call's landing while the shard is still being read for
-    // them, and the collectives' scratch is rewritten by every call: a shard
-    // in either would be sent half overwritten. (In place is shard == NULL.)
-    const int64_t shardOffset = shardBytes - arena;
-    const bool inLanding = fabric::offsetRangesMeet(shardOffset, g.shardBytes, landingOffset, g.unshardedBytes());
-    if (g.shardBytes > 0 && (inLanding || layout_.overlaps(shardOffset, g.shardBytes)))
-      throw fabric::FabricError(
-          fabric::FabricError::Kind::kUsage,
-          std::string("the shard overlaps ") + (inLanding ? "this call's landing" : "the collectives' scratch") +
-              " in the arena (arena bytes [" + std::to_string(shardOffset) + ", " +
-              std::to_string(shardOffset + g.shardBytes) + ")): peers write there while it is read; pass NULL "
-              "for a shard already in its own landing rows (one node), or keep it outside the landing");
-  }
+  if (inPlace || !fabric::liesWithin(shardBytes, 0, arena, arenaBytes)) return "";
+  if (!fabric::liesWithin(shardBytes, g.shardBytes, arena, arenaBytes))
+    return "the shard starts inside the arena and runs past its end";
+  // Peers write this call's landing while the shard is still being read for
+  // them, and the collectives' scratch is rewritten by every call: a shard
+  // in either would be sent half overwritten. (In place is shard == NULL.)
+  const int64_t shardOffset = shardBytes - arena;
+  const bool inLanding = fabric::offsetRangesMeet(shardOffset, g.shardBytes, landingOffset, g.unshardedBytes());
+  const bool inScratch = layout != nullptr && layout->overlaps(shardOffset, g.shardBytes);
+  if (g.shardBytes == 0 || (!inLanding && !inScratch)) return "";
+  return std::string("the shard overlaps ") + (inLanding ? "this call's landing" : "the collectives' scratch") +
+         " in the arena (arena bytes [" + std::to_string(shardOffset) + ", " +
+         std::to_string(shardOffset + g.shardBytes) + ")): peers write there while it is read; pass NULL "
+         "for a shard already in its own landing rows (one node), or keep it outside the landing";
+}
+
+uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {
+  refuseIfUnusable();
+  checkPlan(plan);
+  const plan::GroupLayout& g = plan.group;
+  if (!landingInArena(ep_.arenaBytes(), g, landingOffset) || layout_.overlaps(landingOffset, g.unshardedBytes()))
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
+  if (const std::string why = shardProblem(g, shard, landingOffset, ep_.arena(), ep_.arenaBytes(), &layout_);
+      !why.empty())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, why);
   const uint64_t v = ++agCalls_;
   return issueOrMarkUnusable("all_gather#" + std::to_string(v),
                              [&] { return issueAllGather(plan, shard, landingOffset, v); });

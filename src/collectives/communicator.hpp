@@ -5,6 +5,7 @@
 // on queue kCallerQueue.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,6 +64,13 @@ class Communicator {
   // (allGather also keeps it off the scratch). Static: the C API checks a call
   // before its first collective makes the communicator and sizes the scratch.
   static bool landingInArena(int64_t arenaBytes, const plan::GroupLayout& g, int64_t landingOffset);
+  // Why allGather refuses `shard` (one rank's argument: in place across
+  // nodes, a shard in the arena that runs past it or meets the landing or
+  // `layout`'s scratch, where `layout` is not null), or "". Static: the C API
+  // asks before the ranks compare the call, so that a refused call is counted
+  // nowhere and a retry pairs with the peers' call.
+  static std::string shardProblem(const plan::GroupLayout& g, const void* shard, int64_t landingOffset,
+                                  const std::byte* arena, int64_t arenaBytes, const ScratchLayout* layout);
 
   // out (this rank's packed fp32 shard, E elements) =
   //   (accumulate ? out : 0) + alpha * sum over ranks of grads[p] rows.

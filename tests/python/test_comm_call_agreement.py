@@ -137,3 +137,77 @@ def test_an_unknown_check_value_is_refused(tmp_path, monkeypatch):
     with pytest.raises(_capi.TideError, match="TIDE_CHECK_CALLS=yes"):
         Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
                      store_dir=str(tmp_path / "store"), timeout_s=5)
+
+
+def _refused_then_retried_rank(rank, store, check, seed, results):
+    """Rank 0 first passes a shard inside its own landing (refused: its own argument), then retries
+    with a good one; rank 1 issues the call once."""
+    try:
+        from tide._capi import TideError
+
+        with _communicator(rank, store, check_calls=check) as comm:
+            group = comm.register_group(SHAPES)
+            region = comm.alloc(group.plan["group"]["unsharded_bytes"])
+            verdicts = []
+            if rank == 0:
+                try:
+                    comm.all_gather(group, region[1], region[0])
+                    verdicts.append("completed")
+                except TideError as e:
+                    verdicts.append(e.reason)
+            verdicts.append(_gather(comm, group, region, seed, 0, rank))
+            results.put((rank, verdicts))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_call_refused_for_its_shard_is_counted_nowhere(check, tmp_path, rng):
+    """The refusal comes before the ranks compare (and count) the call: the retry pairs with the
+    peer's call, checked or not (it once came after the comparison, and both ranks then waited to
+    their deadlines, one call apart)."""
+    got, codes = run_ranks(_refused_then_retried_rank, 2, (str(tmp_path), check, rng.randrange(1 << 30)), timeout=60)
+    verdicts = dict(got)
+    assert codes == [0, 0] and verdicts == {0: ["bad_argument", 0], 1: [0]}, (codes, verdicts)
+
+
+def _parting_on_something_new_rank(rank, store, part, results):
+    """After one agreed all-gather (group 0, region 0), rank 0 issues a call that is new to it (group 0
+    at region 1, or a group registered since) while rank 1 repeats a known one or reduce-scatters."""
+    try:
+        from tide._capi import TideError
+
+        with _communicator(rank, store) as comm:
+            group = comm.register_group(SHAPES, grad_dtype="fp32")
+            n = group.plan["group"]["unsharded_bytes"]
+            regions = [comm.alloc(n), comm.alloc(n)]
+            _gather(comm, group, regions[0], 1, 0, rank)
+            later = comm.register_group(SHAPES, grad_dtype="fp32")  # fits the scratch sized for the first
+            try:
+                if rank == 0:
+                    _gather(comm, later if part == "group" else group, regions[1], 1, 1, rank)
+                elif part == "kind":
+                    _reduce_scatter(comm, group, rank)
+                else:
+                    _gather(comm, group, regions[0], 1, 1, rank)
+                results.put((rank, ("completed", "")))
+            except TideError as e:
+                results.put((rank, (e.reason, e.message)))
+    except Exception:  # noqa: BLE001 - reported
+        results.put((rank, traceback.format_exc()))
+
+
+@pytest.mark.parametrize("part", ["landing", "kind", "group"])
+def test_a_call_new_to_one_rank_is_compared_as_a_call(part, tmp_path):
+    """Whether a rank compares a landing or the groups depends on its own calls; the call comparison
+    comes first, so ranks whose calls differ meet in it and are named by their calls (they once met
+    in different exchanges, failing with different reasons, one told its peer passed an offset where
+    it had issued a reduce-scatter)."""
+    got, codes = run_ranks(_parting_on_something_new_rank, 2, (str(tmp_path), part), timeout=60)
+    verdicts = dict(got)
+    assert codes == [0, 0] and len(verdicts) == 2, (codes, verdicts)
+    rank0 = f"call 1, all-gather of group {1 if part == 'group' else 0} (landing digest"
+    rank1 = "call 1, reduce-scatter of group 0" if part == "kind" else "call 1, all-gather of group 0 (landing digest"
+    for rank, v in verdicts.items():
+        assert isinstance(v, tuple) and v[0] == "calls_differ", (rank, v)
+        assert f"rank 0: {rank0}" in v[1] and f"rank 1: {rank1}" in v[1], v[1]
