@@ -18,7 +18,7 @@ import torch.distributed.checkpoint as dcp
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide,
-    batches, compare, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d,
+    batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
@@ -758,3 +758,64 @@ def forward_that_raised(ctx):
             step_both(ms, mt, opts, batches(ctx, 1, seed=92 + step), tol=tol,
                       what=f"{mode} after the forward that raised and the reset, step {step}")
         assert tide.fsdp.uninstall(mt)
+
+
+def uninstall_or_relayout_between_forward_and_backward(ctx):
+    """Between a forward and its backward, every group is IDLE, yet the autograd graph saved
+    views of the ring slots, which only TIDE's next gathers fill again: an uninstall, or a
+    setter that lays TIDE out again, there once went through and the backward silently read
+    other groups' weights (review, session 36). Both are refused, saying why, while that graph
+    lives, and the step then matches stock's; once the backward ran, or its outputs were
+    dropped, both go through. Past the refusal (white box: the check bypassed), the backward
+    fails loudly instead of reading wrong weights."""
+    import importlib
+
+    install_module = importlib.import_module("tide.fsdp.install")  # (tide.fsdp.install is the function)
+
+    def loss_of(m, x):
+        return m(x).float().pow(2).mean()
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tol, what=f"{mode} step 0")
+        x = batches(ctx, 1, seed=1)[0]
+        losses = [loss_of(m, x) for m in (ms, mt)]
+        refused = []
+        for attempt in (lambda: tide.fsdp.uninstall(mt), lambda: mt.blocks[1].set_reshard_after_forward(False)):
+            try:
+                attempt()
+                refused.append(None)
+            except RuntimeError as e:
+                refused.append(str(e))
+        assert all(r is not None and "a forward whose backward has not run yet" in r for r in refused), refused
+        assert mt.blocks[1]._get_fsdp_state()._fsdp_param_group._reshard_after_forward, "the refused setter stuck"
+        for loss in losses:
+            loss.backward()
+        compare_and_step(ms, mt, opts, [loss.detach() for loss in losses], f"{mode} step 1 (refused mid-step)", tol)
+        # Its backward ran: the graph (still held by `losses`) no longer stops anything.
+        mt.blocks[1].set_reshard_after_forward(False)
+        mt.blocks[1].set_reshard_after_forward(True)
+        # A forward whose outputs were dropped without a backward stops nothing either.
+        loss_of(mt, x)
+        assert tide.fsdp.uninstall(mt)
+        del losses
+
+        # White box: with the check bypassed, the uninstall goes through and the backward fails.
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        loss = loss_of(mt, x)
+        check = install_module._first_awaiting_backward
+        install_module._first_awaiting_backward = lambda tide_groups: None
+        try:
+            assert tide.fsdp.uninstall(mt)
+        finally:
+            install_module._first_awaiting_backward = check
+        try:
+            loss.backward()
+            raise AssertionError(f"{mode}: a backward through ring slots after uninstall ran")
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e), e
+        for m in (ms, mt):
+            m.zero_grad(set_to_none=True)

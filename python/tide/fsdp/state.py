@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections import Counter
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from tide.fsdp.groups import GroupInfo
+
+
+class _GraphSentinel:
+    """Held only by hooks on a forward's output nodes (its bound `hook`): alive as long
+    as that autograd graph."""
+
+    __slots__ = ("__weakref__",)
+
+    def hook(self, grad_outputs):
+        return None
 
 
 class TideGroup:
@@ -96,6 +108,37 @@ class TideGroup:
         self.explicit_unshard = False
         # While resharded: the unsharded Parameters and the versions they had (mark_resharded).
         self._versions_at_reshard: tuple | None = None
+        # A forward with grad ran and its backward has not (note_forward_with_grad): the graph
+        # holds views of the ring slots, which only TIDE's next gathers fill again.
+        self._backward_pending = False
+        self._graph_sentinels: weakref.WeakSet = weakref.WeakSet()
+
+    def note_forward_with_grad(self, output: Any) -> None:
+        """After its forward with grad enabled (not a recompute in backward): until its
+        post-backward, or until the autograd graph of `output` is gone (a forward whose
+        backward never runs), uninstall or a new layout would leave that graph reading
+        ring slots that other groups' gathers overwrite. A hook on each output's graph
+        node holds a sentinel; the graph's end drops it."""
+        sentinel = _GraphSentinel()
+        nodes = {id(t.grad_fn): t.grad_fn for t in tree_leaves(output)
+                 if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+        for node in nodes.values():
+            node.register_prehook(sentinel.hook)
+        if nodes:
+            self._backward_pending = True
+            self._graph_sentinels.add(sentinel)
+
+    def note_backward_done(self) -> None:
+        """At its post-backward (FSDP2's final callback runs it for groups whose backward did not)."""
+        self._backward_pending = False
+        self._graph_sentinels = weakref.WeakSet()
+
+    @property
+    def awaits_backward(self) -> bool:
+        """A forward with grad ran, its backward has not, and its graph is still alive."""
+        if self._backward_pending and not self._graph_sentinels:
+            self._backward_pending = False  # every such graph was dropped
+        return self._backward_pending
 
     def _shard_versions(self) -> list[int]:
         # The optimizer's in-place updates move the DTensor Parameter's version; a copy
@@ -147,15 +190,17 @@ class TideGroup:
         torch._C._autograd._unsafe_set_version_counter(params, [v + 1 for v in versions])
         self._versions_at_reshard = (params, versions)
 
-    def mark_unsharded(self) -> None:
-        """At this group's all-gather (and uninstall): the versions autograd saw."""
+    def mark_unsharded(self, restore_versions: bool = True) -> None:
+        """At this group's all-gather (and uninstall): the versions autograd saw
+        (uninstall of a resharded group: not restore_versions, see install._restore)."""
         self.kept_after_backward = False
         self.resharded_in_backward = False
         self._shard_versions_kept = self._shard_versions_ring_resharded = None
         if self._versions_at_reshard is None:
             return
         params, versions = self._versions_at_reshard
-        torch._C._autograd._unsafe_set_version_counter(params, versions)
+        if restore_versions:
+            torch._C._autograd._unsafe_set_version_counter(params, versions)
         self._versions_at_reshard = None
 
     @property
