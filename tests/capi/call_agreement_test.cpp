@@ -12,15 +12,10 @@
 
 #include "capi/group_agreement.hpp"
 #include "capi/landing_agreement.hpp"
+#include "rank_words.hpp"
 
 namespace tide::capi {
 namespace {
-
-std::vector<uint64_t> concat(const std::vector<std::vector<uint64_t>>& perRank) {
-  std::vector<uint64_t> all;
-  for (const auto& w : perRank) all.insert(all.end(), w.begin(), w.end());
-  return all;
-}
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -7,14 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "rank_words.hpp"
+
 namespace tide::capi {
 namespace {
-
-std::vector<uint64_t> concat(const std::vector<std::vector<uint64_t>>& perRank) {
-  std::vector<uint64_t> all;
-  for (const auto& w : perRank) all.insert(all.end(), w.begin(), w.end());
-  return all;
-}
 
 TEST(LandingAgreement, RanksPassingTheSameOffsetAgree) {
   const auto w = landingWords(3, 1 << 20);
