@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 import numbers
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from tide import comm as tide_comm
 from tide._capi import TideError
@@ -401,7 +403,7 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     if busy is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
                          f"(group '{busy}' is busy): change it between steps; it was not applied")
-    waiting = _first_awaiting_backward(inst.tide_groups)
+    waiting = _awaiting_backward_on_some_rank(inst)
     if waiting is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change between a forward "
                          f"and its backward ({waiting}): change it between steps; it was not applied")
@@ -437,14 +439,39 @@ def _first_busy(infos: list[groups.GroupInfo]) -> str | None:
 
 
 def _first_awaiting_backward(tide_groups: list[TideGroup]) -> str | None:
-    """What a group awaits, for the first group whose forward ran with grad and whose
-    backward has not (TideGroup.awaits_backward), or None. Its autograd graph saved views
-    of the ring slots, which only TIDE's gathers fill again before that backward: after an
-    uninstall or a new layout it would read other groups' weights."""
+    """The first group (its name) whose forward ran with grad and whose backward has not
+    (TideGroup.awaits_backward), on this rank, or None."""
     for tg in tide_groups:
         if tg.awaits_backward:
-            return f"group '{tg.info.fqn}' ran a forward whose backward has not run yet"
+            return tg.info.fqn
     return None
+
+
+def _awaiting_backward_on_some_rank(inst) -> str | None:
+    """Why uninstall or a new layout must wait, or None, alike on every rank: a forward
+    with grad whose backward has not run, on some rank. Its autograd graph saved views of
+    the ring slots, which only TIDE's gathers fill again before that backward: after an
+    uninstall or a new layout it would read other groups' weights. Whether such a graph
+    lives is a rank's own (a loss only rank 0 keeps for its logging), and a rank that
+    refused while its peers went on would leave them in collectives it never joins: the
+    ranks agree (a MAX over each shard group, and across replicas under HSDP)."""
+    gc.collect()  # (a graph only a reference cycle still holds goes now, not at some rank's next collection)
+    mine = _first_awaiting_backward(inst.tide_groups)
+    flag = 1 if mine is not None else 0
+    for ctx in inst.contexts:
+        groups_of_ctx = [ctx.pg]
+        replicate = getattr(ctx.groups[0].info.group.mesh_info, "replicate_process_group", None)
+        if replicate is not None:
+            groups_of_ctx.append(replicate)
+        for pg in groups_of_ctx:
+            t = torch.tensor([flag], device=ctx.backend.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=pg)
+            flag = int(t.item())
+    if not flag:
+        return None
+    if mine is not None:
+        return f"group '{mine}' ran a forward whose backward has not run yet"
+    return "a group ran a forward whose backward has not run yet on another rank"
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -737,7 +764,7 @@ def uninstall(model: torch.nn.Module) -> bool:
     busy = _first_busy([tg.info for tg in inst.tide_groups])
     if busy is not None:
         raise RuntimeError(f"tide.fsdp: group '{busy}' is mid-iteration; uninstall between steps")
-    waiting = _first_awaiting_backward(inst.tide_groups)
+    waiting = _awaiting_backward_on_some_rank(inst)
     if waiting is not None:
         raise RuntimeError(f"tide.fsdp: {waiting}: uninstall after that backward (or drop the forward's outputs "
                            f"if it will not run); nothing was changed")
