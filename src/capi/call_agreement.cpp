@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <stdexcept>
 
 #include "capi/landing_agreement.hpp"
@@ -28,33 +27,22 @@ uint32_t offsetDigest(int64_t offset) {
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
-struct Call {
-  CallKind kind;
-  uint64_t group;
-  uint32_t number;
-  uint32_t landing;
-  bool operator==(const Call&) const = default;
-};
-
-std::optional<Call> decode(const uint64_t* w) {
-  if (!isCallComparison(w[0])) return std::nullopt;
-  return Call{(w[0] & kKindBit) ? CallKind::kReduceScatter : CallKind::kAllGather, w[0] & kMaxGroupIndex,
-              static_cast<uint32_t>(w[1] >> 32), static_cast<uint32_t>(w[1])};
-}
-
-std::string describe(const std::optional<Call>& c, const uint64_t* w) {
-  if (!c) {
+// What a rank's two words say it was doing: its call, or the other exchange it was in.
+std::string describe(const uint64_t* w) {
+  if (!isCallComparison(w[0])) {
     return isLandingComparison(w[0]) ? std::string("in another exchange (comparing a landing offset: the ranks are "
                                                    "out of step)")
                                      : std::string("in another exchange (comparing the registered groups: the ranks "
                                                    "are out of step)");
   }
-  char landing[16];
-  std::snprintf(landing, sizeof landing, "%08x", c->landing);
-  std::string s = "call " + std::to_string(c->number) + ", " +
-                  (c->kind == CallKind::kAllGather ? "all-gather" : "reduce-scatter") + " of group " +
-                  std::to_string(c->group);
-  if (c->kind == CallKind::kAllGather) s += " (landing digest " + std::string(landing) + ")";
+  const bool allGather = (w[0] & kKindBit) == 0;
+  std::string s = "call " + std::to_string(w[1] >> 32) + ", " + (allGather ? "all-gather" : "reduce-scatter") +
+                  " of group " + std::to_string(w[0] & kMaxGroupIndex);
+  if (allGather) {
+    char landing[16];
+    std::snprintf(landing, sizeof landing, "%08x", static_cast<uint32_t>(w[1]));
+    s += " (landing digest " + std::string(landing) + ")";
+  }
   return s;
 }
 
@@ -73,23 +61,19 @@ std::vector<uint64_t> callWords(CallKind kind, size_t groupIndex, uint64_t callN
 std::string callDisagreement(const std::vector<uint64_t>& mine, int rank,
                              const std::vector<uint64_t>& everyRanksWords) {
   bool same = everyRanksWords.size() % kWords == 0;
-  std::vector<std::optional<Call>> perRank;
-  std::vector<const uint64_t*> words;
+  // Ranks are grouped by what they read as (describeRankKinds), so ranks in
+  // the same other exchange are listed together.
+  std::vector<std::string> described;
   for (size_t r = 0; (r + 1) * kWords <= everyRanksWords.size(); ++r) {
     const uint64_t* w = everyRanksWords.data() + r * kWords;
     same = same && w[0] == mine[0] && w[1] == mine[1];
-    perRank.push_back(decode(w));
-    words.push_back(w);
+    described.push_back(describe(w));
   }
   if (same) return "";
-  // describeRankKinds groups ranks by equal kinds; ranks in other exchanges
-  // compare equal by their words' kind (landing or groups), as they read.
-  std::vector<std::string> described;
-  for (size_t r = 0; r < perRank.size(); ++r) described.push_back(describe(perRank[r], words[r]));
   return "the ranks issued different collectives (TIDE_CHECK_CALLS=1 compares every call; every rank must issue "
          "the same collectives, on the same groups and landings, in the same order):" +
          fabric::describeRankKinds(described, [](const std::string& s) { return s; }) + " this rank (" +
-         std::to_string(rank) + ") issued " + describe(decode(mine.data()), mine.data()) +
+         std::to_string(rank) + ") issued " + describe(mine.data()) +
          ". The communicator is unusable: destroy it on every rank";
 }
 

@@ -248,8 +248,8 @@ tideResult_t requireSameLanding(tideComm_t comm, tideGroup* group, int64_t landi
 }
 
 // With TIDE_CHECK_CALLS=1, every collective compares what it is (kind, group,
-// landing, call number) across the ranks before it runs (call_agreement.hpp),
-// after the groups' and landings' comparisons, which every rank meets alike.
+// landing, call number) across the ranks before it runs (call_agreement.hpp;
+// where among the other comparisons: compareBeforeCall).
 tideResult_t requireSameCall(tideComm_t comm, tide::capi::CallKind kind, const tideGroup* group,
                              int64_t landingOffset) {
   if (!comm->callChecks) return tideSuccess;
@@ -296,17 +296,22 @@ tideResult_t compareBeforeCall(tideComm_t comm, tideGroup* group, tide::capi::Ca
 }
 
 // Why tideAllGather refuses this rank's shard (Communicator::shardProblem),
-// or "": against the scratch the first collective makes (or made), where the
-// arena can hold it (else that collective refuses the call, on every rank).
+// or "": against the scratch the first collective made, or, before it, the one
+// it will make where the arena can hold it (else that collective refuses the
+// call, on every rank).
 std::string shardProblem(const tideComm* comm, const tideGroup* group, const void* shard, int64_t landingOffset) {
   tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
-  std::optional<tide::collectives::ScratchLayout> layout;
-  try {
-    layout = comm->scratchLayout();
-  } catch (const std::invalid_argument&) {
+  std::optional<tide::collectives::ScratchLayout> prospective;
+  if (!comm->comm) {
+    try {
+      prospective = comm->scratchLayout();
+    } catch (const std::invalid_argument&) {
+    }
   }
+  const tide::collectives::ScratchLayout* layout =
+      comm->comm ? &comm->comm->layout() : (prospective ? &*prospective : nullptr);
   return tide::collectives::Communicator::shardProblem(group->plan.group, shard, landingOffset, ep.arena(),
-                                                       ep.arenaBytes(), layout ? &*layout : nullptr);
+                                                       ep.arenaBytes(), layout);
 }
 
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,

@@ -67,11 +67,13 @@ TEST(CallAgreement, RanksInOtherExchangesAreNamedOutOfStep) {
   EXPECT_FALSE(isLandingComparison(mine[0]));
 }
 
-TEST(CallAgreement, CallNumbersPastThirtyTwoBitsStillCompare) {
+TEST(CallAgreement, CallNumbersAreComparedByTheirLow32Bits) {
   const uint64_t n = (uint64_t{1} << 32) + 5;
   const auto mine = callWords(CallKind::kAllGather, 0, n, 64);
   EXPECT_EQ(callDisagreement(mine, 0, concat({mine, callWords(CallKind::kAllGather, 0, n, 64)})), "");
   EXPECT_FALSE(callDisagreement(mine, 0, concat({mine, callWords(CallKind::kAllGather, 0, n + 1, 64)})).empty());
+  // Ranks 2^32 calls apart read alike: the word keeps the low 32 bits (ranks that far apart have long timed out).
+  EXPECT_EQ(callDisagreement(mine, 0, concat({mine, callWords(CallKind::kAllGather, 0, 5, 64)})), "");
 }
 
 TEST(CallAgreement, GroupIndexBeyondItsBitsIsRefused) {

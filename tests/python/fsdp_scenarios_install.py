@@ -709,17 +709,6 @@ def installs_that_overlap(ctx):
             step_both(ms, mt, opts, batches(ctx, 1, seed=61 + s), tol=tol, what=f"after uninstall {s}")
 
 
-def _four_blocks_after_a_step(ctx, mode: str, seed: int):
-    """A stock and a TIDE (installed in `mode`) four-block transformer, SGD, one step of each
-    compared: (ms, mt, optimizers, tolerance)."""
-    ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
-    assert_all_tide(install(mt, ctx, mode=mode), 5)
-    opts = optimizers(ms, mt, "sgd", 1e-2)
-    tol = tight(ctx, FP32)
-    step_both(ms, mt, opts, batches(ctx, 1, seed=seed), tol=tol, what=f"{mode} step before")
-    return ms, mt, opts, tol
-
-
 def forward_that_raised(ctx):
     """An exception inside a block's forward, caught by the training loop,
     which then follows FSDP2's recovery contract (torch 2.13: reset_iter_state
@@ -731,7 +720,11 @@ def forward_that_raised(ctx):
     if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
         raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed forward")
     for mode in ("in-place", "slot-reuse"):
-        ms, mt, opts, tol = _four_blocks_after_a_step(ctx, mode, seed=90)
+        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=90), tol=tol, what=f"{mode} before the failure")
         x = batches(ctx, 1, seed=91)[0]
         for name, m in (("stock", ms), ("tide", mt)):
             armed = [True]

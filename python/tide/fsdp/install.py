@@ -224,6 +224,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     log.info("tide.fsdp: TIDE runs %d of %d parameter groups (%s; arena %s bytes per rank)",
              len(inst.tide_groups), len(inst.infos), mode,
              "+".join(str(c.arena_bytes) for c in inst.contexts) or "0")
+    detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL"
+    if inst.contexts and detail and not os.environ.get("TIDE_CHECK_CALLS"):
+        # DETAIL's collective fingerprints see torch's process groups, not TIDE's communicators.
+        log.info("tide.fsdp: TORCH_DISTRIBUTED_DEBUG=DETAIL does not check TIDE's collectives; TIDE_CHECK_CALLS=1 "
+                 "(on every rank) does")
     return report(model, echo=False)
 
 
@@ -505,10 +510,6 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
                  for tg in tide_groups for dtype in tg.grad_dtypes]
     ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, backend.fabric)
 
-    if os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL" and not os.environ.get("TIDE_CHECK_CALLS"):
-        # DETAIL's collective fingerprints see torch's process groups, not TIDE's communicator.
-        log.info("tide.fsdp: TORCH_DISTRIBUTED_DEBUG=DETAIL does not check TIDE's collectives; TIDE_CHECK_CALLS=1 "
-                 "(on every rank) does")
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm
     ctx.reserved_bytes = comm.reserved_bytes()
