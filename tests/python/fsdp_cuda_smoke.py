@@ -241,7 +241,8 @@ def main() -> int:
 # as an int, a user's own per-instance zero_grad and layout setter kept across install and uninstall, prefetches
 # the adapter cannot mark, a divide factor pre-multiplied into gradient storage several parameters share, and the
 # Parameters that load_state_dict(assign=True) replaced keeping storage of their own, a remapped state dict
-# loaded that way, and gradient dtypes that differ between ranks after a no-sync micro-batch.
+# loaded that way, gradient dtypes that differ between ranks after a no-sync micro-batch, and an uninstall or a
+# layout setter between a forward and its backward.
 # Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
@@ -265,7 +266,8 @@ CUDA_SCENARIOS = [
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
     "users_own_instance_methods_kept", "prefetches_unmarked", "premul_on_shared_gradient_storage",
     "old_parameters_after_assign_keep_their_storage", "gradient_dtypes_differ_between_ranks",
-    "assign_of_a_remapped_state_dict",
+    "assign_of_a_remapped_state_dict", "uninstall_or_relayout_between_forward_and_backward",
+    "pending_backward_refusals_agree",
 ]
 
 

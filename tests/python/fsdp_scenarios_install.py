@@ -6,6 +6,7 @@ failed forward)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import logging
 import os
@@ -18,7 +19,7 @@ import torch.distributed.checkpoint as dcp
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide,
-    batches, compare, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d,
+    batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
@@ -525,16 +526,24 @@ def assign_of_a_remapped_state_dict(ctx):
 def dropped_without_uninstall(ctx):
     """A model dropped while installed is collected like a stock one, with its
     arena (host fabric: the communicator closes with its last view), FSDP2's
-    functions come back, and one warning says uninstall was skipped."""
+    functions come back, and one warning says uninstall was skipped. One
+    collection frees it even when none ran during its step: a reference cycle
+    the step left holding autograd nodes (which hold the unsharded Parameters)
+    would free it only at a second one."""
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     assert_all_tide(install(mt, ctx), 4)
     opts = optimizers(ms, mt, "adam", 1e-2)
-    step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="before the drop")
-    owner = weakref.ref(registry.installed[mt].contexts[0].owner)
-    model = weakref.ref(mt)
-    del mt, opts
     gc.collect()
-    assert model() is None, "the installed model outlived its last reference"
+    gc.disable()
+    try:
+        step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="before the drop")
+        owner = weakref.ref(registry.installed[mt].contexts[0].owner)
+        model = weakref.ref(mt)
+        del mt, opts
+        gc.collect()
+    finally:
+        gc.enable()
+    assert model() is None, "the installed model outlived its last reference and one collection"
     assert owner() is None, "the arena outlived the model"
     assert not dispatch.active(), "FSDP2's functions were not restored"
     dropped = [m for m in ctx.logs.messages(logging.WARNING) if "without tide.fsdp.uninstall" in m]
@@ -709,6 +718,17 @@ def installs_that_overlap(ctx):
             step_both(ms, mt, opts, batches(ctx, 1, seed=61 + s), tol=tol, what=f"after uninstall {s}")
 
 
+def _four_blocks_after_a_step(ctx, mode: str, seed: int):
+    """A stock and a TIDE (installed in `mode`) four-block transformer, SGD, one step of each
+    compared: (ms, mt, optimizers, tolerance)."""
+    ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx, mode=mode), 5)
+    opts = optimizers(ms, mt, "sgd", 1e-2)
+    tol = tight(ctx, FP32)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=seed), tol=tol, what=f"{mode} step before")
+    return ms, mt, opts, tol
+
+
 def forward_that_raised(ctx):
     """An exception inside a block's forward, caught by the training loop,
     which then follows FSDP2's recovery contract (torch 2.13: reset_iter_state
@@ -720,11 +740,7 @@ def forward_that_raised(ctx):
     if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
         raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed forward")
     for mode in ("in-place", "slot-reuse"):
-        ms, mt = make_pair(lambda: transformer(4), ctx, mesh_1d(ctx))
-        assert_all_tide(install(mt, ctx, mode=mode), 5)
-        opts = optimizers(ms, mt, "sgd", 1e-2)
-        tol = tight(ctx, FP32)
-        step_both(ms, mt, opts, batches(ctx, 1, seed=90), tol=tol, what=f"{mode} before the failure")
+        ms, mt, opts, tol = _four_blocks_after_a_step(ctx, mode, seed=90)
         x = batches(ctx, 1, seed=91)[0]
         for name, m in (("stock", ms), ("tide", mt)):
             armed = [True]
@@ -758,3 +774,162 @@ def forward_that_raised(ctx):
             step_both(ms, mt, opts, batches(ctx, 1, seed=92 + step), tol=tol,
                       what=f"{mode} after the forward that raised and the reset, step {step}")
         assert tide.fsdp.uninstall(mt)
+
+
+def uninstall_or_relayout_between_forward_and_backward(ctx):
+    """Between a forward and its backward, every group is IDLE, yet the autograd graph saved
+    views of the ring slots, which only TIDE's next gathers fill again: an uninstall, or a
+    setter that lays TIDE out again, there once went through and the backward silently read
+    other groups' weights (review, session 36). Both are refused, saying why, while that graph
+    lives, and the step then matches stock's; once the backward ran, or its outputs were
+    dropped, both go through. Past the refusal (white box: the check bypassed), the backward
+    fails loudly instead of reading wrong weights."""
+    import importlib
+
+    install_module = importlib.import_module("tide.fsdp.install")  # (tide.fsdp.install is the function)
+
+    def loss_of(m, x):
+        return m(x).float().pow(2).mean()
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt, opts, tol = _four_blocks_after_a_step(ctx, mode, seed=0)
+        x = batches(ctx, 1, seed=1)[0]
+        losses = [loss_of(m, x) for m in (ms, mt)]
+        refused = []
+        for attempt in (lambda: tide.fsdp.uninstall(mt), lambda: mt.blocks[1].set_reshard_after_forward(False)):
+            try:
+                attempt()
+                refused.append(None)
+            except RuntimeError as e:
+                refused.append(str(e))
+        assert all(r is not None and "a forward whose backward has not run yet" in r for r in refused), refused
+        assert mt.blocks[1]._get_fsdp_state()._fsdp_param_group._reshard_after_forward, "the refused setter stuck"
+        for loss in losses:
+            loss.backward()
+        compare_and_step(ms, mt, opts, [loss.detach() for loss in losses], f"{mode} step 1 (refused mid-step)", tol)
+        # Its backward ran: the graph (still held by `losses`) no longer stops anything.
+        mt.blocks[1].set_reshard_after_forward(False)
+        mt.blocks[1].set_reshard_after_forward(True)
+        # A forward whose outputs were dropped without a backward stops nothing either.
+        loss_of(mt, x)
+        assert tide.fsdp.uninstall(mt)
+        del losses
+
+        # White box: with the check bypassed, the uninstall goes through and the backward fails.
+        assert_all_tide(install(mt, ctx, mode=mode), 5)
+        loss = loss_of(mt, x)
+        check = install_module._first_awaiting_backward
+        install_module._first_awaiting_backward = lambda tide_groups: None
+        try:
+            assert tide.fsdp.uninstall(mt)
+        finally:
+            install_module._first_awaiting_backward = check
+        try:
+            loss.backward()
+            raise AssertionError(f"{mode}: a backward through ring slots after uninstall ran")
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e), e
+        for m in (ms, mt):
+            m.zero_grad(set_to_none=True)
+
+
+@dataclasses.dataclass
+class _BlockOutput:
+    h: torch.Tensor
+
+
+class _DataclassBlock(Block):
+    """Returns its activations in a dataclass (FSDP2 finds tensors there for its hooks)."""
+
+    def forward(self, x):
+        return _BlockOutput(super().forward(x.h if isinstance(x, _BlockOutput) else x))
+
+
+class _DataclassModel(Model):
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return _BlockOutput(self.out(self.norm(x.h)))
+
+
+def pending_backward_refusals_agree(ctx):
+    """The refusals of uninstall_or_relayout_between_forward_and_backward in the cases a review
+    found (session 36): whether a forward's graph lives is a rank's own (a loss only rank 0 keeps),
+    and a rank that refused while its peers went on left them in collectives it never joined, so
+    the ranks agree; a second forward whose backward comes after the first's, and outputs in a
+    dataclass, are seen; after a failed backward and reset_iter_state, the loss dropped, nothing waits."""
+    import torch.distributed as dist
+
+    def outcome(call) -> str:
+        try:
+            call()
+            return "went through"
+        except RuntimeError as e:
+            return "refused" if "backward has not run yet" in str(e) else f"raised: {e}"
+
+    def on_every_rank(what: str, want: str, call) -> None:
+        mine = outcome(call)
+        every = [None] * ctx.world
+        dist.all_gather_object(every, mine)
+        assert every == [want] * ctx.world, f"{what}: {every}"
+
+    def loss_of(m, x):
+        return m(x).float().pow(2).mean()
+
+    ms, mt, opts, tol = _four_blocks_after_a_step(ctx, "in-place", seed=0)
+    validation = loss_of(mt, batches(ctx, 1, seed=5)[0])
+    kept = [validation] if ctx.rank == 0 else []  # a validation loss rank 0 keeps for its logging
+    del validation
+    loss_of(mt, batches(ctx, 1, seed=6)[0])  # the same, dropped on every rank
+    on_every_rank("uninstall with rank 0's loss kept", "refused", lambda: tide.fsdp.uninstall(mt))
+    on_every_rank("setter with rank 0's loss kept", "refused", lambda: mt.blocks[1].set_reshard_after_forward(False))
+    kept.clear()
+    # Two forwards, then their backwards one after the other: between them the second one waits.
+    xa, xb = batches(ctx, 2, seed=7)
+    la, lb = [[loss_of(m, x) for m in (ms, mt)] for x in (xa, xb)]
+    for loss in la:
+        loss.backward()
+    on_every_rank("uninstall between two backwards", "refused", lambda: tide.fsdp.uninstall(mt))
+    for loss in lb:
+        loss.backward()
+    compare_and_step(ms, mt, opts, [a.detach() + b.detach() for a, b in zip(la, lb)], "two forwards' step", tol)
+    on_every_rank("uninstall after both backwards", "went through", lambda: tide.fsdp.uninstall(mt))
+
+    # Outputs in a dataclass, where stock FSDP2 backs through them (torch 2.11's does not: its
+    # backward finds the block's unsharded storage freed).
+    ms, mt = make_pair(lambda: _DataclassModel([_DataclassBlock() for _ in range(3)]), ctx, mesh_1d(ctx))
+    x = batches(ctx, 1, seed=8)[0]
+    try:
+        ms(x).h.float().pow(2).mean().backward()
+        stock_backs_through_dataclasses = True
+    except RuntimeError:
+        stock_backs_through_dataclasses = False
+    if stock_backs_through_dataclasses:
+        assert_all_tide(install(mt, ctx), 4)
+        loss = mt(x).h.float().pow(2).mean()
+        on_every_rank("uninstall with a dataclass output's graph alive", "refused", lambda: tide.fsdp.uninstall(mt))
+        loss.backward()
+        on_every_rank("uninstall after its backward", "went through", lambda: tide.fsdp.uninstall(mt))
+
+    # A backward that raised, then FSDP2's reset_iter_state (torch >= 2.13): the failed iteration's
+    # graph waits until its loss is dropped (TIDE does not wrap reset_iter_state: README).
+    if hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
+        ms, mt, opts, tol = _four_blocks_after_a_step(ctx, "in-place", seed=9)
+        y = mt(batches(ctx, 1, seed=10)[0])
+
+        def fail(grad):
+            raise ValueError("a hook that fails")
+
+        y.register_hook(fail)
+        loss = y.float().pow(2).mean()
+        try:
+            loss.backward()
+        except ValueError:
+            pass
+        mt.reset_iter_state()
+        mt.zero_grad()
+        on_every_rank("uninstall after reset_iter_state, the loss kept", "refused", lambda: tide.fsdp.uninstall(mt))
+        del loss, y
+        on_every_rank("uninstall after reset_iter_state, the loss dropped", "went through",
+                      lambda: tide.fsdp.uninstall(mt))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 import numbers
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from tide import comm as tide_comm
 from tide._capi import TideError
@@ -406,6 +408,10 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     if busy is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
                          f"(group '{busy}' is busy): change it between steps; it was not applied")
+    waiting = _awaiting_backward_on_some_rank(inst)
+    if waiting is not None:
+        raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change between a forward "
+                         f"and its backward ({waiting}): change it between steps; it was not applied")
     changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
                (default, "FSDP2's own comms back for")]
     log.warning("tide.fsdp: laying TIDE out again: %s%s",
@@ -435,6 +441,42 @@ def _first_busy(infos: list[groups.GroupInfo]) -> str | None:
         if info.group._all_gather_result is not None or info.group._training_state != it.TrainingState.IDLE:
             return info.fqn
     return None
+
+
+def _first_awaiting_backward(tide_groups: list[TideGroup]) -> str | None:
+    """The first group (its name) whose forward ran with grad and whose backward has not
+    (TideGroup.awaits_backward), on this rank, or None."""
+    for tg in tide_groups:
+        if tg.awaits_backward:
+            return tg.info.fqn
+    return None
+
+
+def _awaiting_backward_on_some_rank(inst) -> str | None:
+    """Why uninstall or a new layout must wait, or None, alike on every rank: a forward
+    with grad whose backward has not run, on some rank. Its autograd graph saved views of
+    the ring slots, which only TIDE's gathers fill again before that backward: after an
+    uninstall or a new layout it would read other groups' weights. Whether such a graph
+    lives is a rank's own (a loss only rank 0 keeps for its logging), and a rank that
+    refused while its peers went on would leave them in collectives it never joins: the
+    ranks agree (a MAX over each shard group, and across replicas under HSDP)."""
+    gc.collect()  # (a graph only a reference cycle still holds goes now, not at some rank's next collection)
+    mine = _first_awaiting_backward(inst.tide_groups)
+    flag = 1 if mine is not None else 0
+    for ctx in inst.contexts:
+        groups_of_ctx = [ctx.pg]
+        replicate = getattr(ctx.groups[0].info.group.mesh_info, "replicate_process_group", None)
+        if replicate is not None:
+            groups_of_ctx.append(replicate)
+        for pg in groups_of_ctx:
+            t = torch.tensor([flag], device=ctx.backend.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=pg)
+            flag = int(t.item())
+    if not flag:
+        return None
+    if mine is not None:
+        return f"group '{mine}' ran a forward whose backward has not run yet"
+    return "a group ran a forward whose backward has not run yet on another rank"
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -636,6 +678,7 @@ def _apply(tg: TideGroup) -> None:
 
     def post_backward(*args, **kwargs):
         tg.resharded_in_backward = False  # (its post-backward after all, without another backward first)
+        tg.note_backward_done()
         if not group.reduce_grads:  # (sync turned off after the forward's gather)
             tg.accumulated_without_sync = True
         result = stock_post_backward(*args, **kwargs)
@@ -647,26 +690,31 @@ def _apply(tg: TideGroup) -> None:
 
     group.pre_backward = pre_backward
     group.post_backward = post_backward
-    if tg.folded:
-        stock_post_forward = group.post_forward
+    stock_post_forward = group.post_forward
 
-        def post_forward(module, input, output):
-            result = stock_post_forward(module, input, output)
+    def post_forward(module, input, output):
+        result = stock_post_forward(module, input, output)
+        if torch.is_grad_enabled():
+            if torch._C._current_graph_task_id() == -1:  # (not a recompute inside a backward)
+                tg.note_forward_with_grad(output)
+        elif (tg.folded and not group.is_sharded and group._all_gather_result is None
+              and group._training_state == it.TrainingState.IDLE):
             # App. F: the folded last block reshards after a no-grad forward
             # (validation), since no backward will free its ring slot.
-            if (not torch.is_grad_enabled() and not group.is_sharded and group._all_gather_result is None
-                    and group._training_state == it.TrainingState.IDLE):
-                group._to_sharded()
-            return result
+            group._to_sharded()
+        return result
 
-        group.post_forward = post_forward
+    group.post_forward = post_forward
 
 
 def _restore(tg: TideGroup) -> None:
     group = tg.info.group
     prefetch.disable(tg)
-    tg.mark_unsharded()
     unsharded = not group.is_sharded
+    # A resharded group's Parameters keep the versions mark_resharded moved on: a graph that
+    # still holds views of its ring slot (which no gather fills again after uninstall) fails
+    # in its backward ("modified by an inplace operation") instead of reading other weights.
+    tg.mark_unsharded(restore_versions=unsharded)
     with torch.no_grad():
         for idx, (fp, out) in enumerate(zip(tg.params, tg.ag_outputs)):
             fp.__dict__.pop("free_unsharded_param", None)
@@ -717,6 +765,10 @@ def uninstall(model: torch.nn.Module) -> bool:
     busy = _first_busy([tg.info for tg in inst.tide_groups])
     if busy is not None:
         raise RuntimeError(f"tide.fsdp: group '{busy}' is mid-iteration; uninstall between steps")
+    waiting = _awaiting_backward_on_some_rank(inst)
+    if waiting is not None:
+        raise RuntimeError(f"tide.fsdp: {waiting}: uninstall after that backward (or drop the forward's outputs "
+                           f"if it will not run); nothing was changed")
     _unwatch(inst)
     for ctx in inst.contexts:
         ctx.shard_buffer = None

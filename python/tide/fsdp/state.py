@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections import Counter
 from typing import Any
 
 import torch
+from torch.distributed.utils import _apply_to_tensors
 
 from tide.fsdp.groups import GroupInfo
+
+
+class _GraphSentinel:
+    """One forward's: held only by the prehooks on its output nodes (its bound `hook`),
+    so alive as long as that autograd graph; `ran` once a backward reached one of them;
+    `seq` orders the group's forwards."""
+
+    __slots__ = ("ran", "seq", "__weakref__")
+
+    def __init__(self, seq: int):
+        self.ran = False
+        self.seq = seq
+
+    def hook(self, grad_outputs):
+        self.ran = True
+        return None
 
 
 class TideGroup:
@@ -96,6 +114,51 @@ class TideGroup:
         self.explicit_unshard = False
         # While resharded: the unsharded Parameters and the versions they had (mark_resharded).
         self._versions_at_reshard: tuple | None = None
+        # Forwards with grad whose backward has not reached them (note_forward_with_grad): their
+        # graphs hold views of the ring slots, which only TIDE's next gathers fill again.
+        self._graph_sentinels: weakref.WeakSet = weakref.WeakSet()
+        self._forwards_noted = 0
+
+    def note_forward_with_grad(self, output: Any) -> None:
+        """After its forward with grad enabled (not a recompute in backward): until a
+        backward reaches that forward's outputs, or their autograd graph is gone (a
+        forward whose backward never runs), uninstall or a new layout would leave the
+        graph reading ring slots that other groups' gathers overwrite. A prehook on each
+        output's node holds a sentinel; the graph's end drops it. The outputs are found
+        as FSDP2 finds them for its pre-backward hook (containers, dataclasses)."""
+        self._forwards_noted += 1
+        sentinel = _GraphSentinel(self._forwards_noted)
+        nodes: dict[int, Any] = {}
+
+        def note(t: torch.Tensor) -> torch.Tensor:
+            if t.grad_fn is not None:
+                nodes[id(t.grad_fn)] = t.grad_fn
+            return t
+
+        _apply_to_tensors(note, output)
+        for node in nodes.values():
+            node.register_prehook(sentinel.hook)
+        if nodes:
+            self._graph_sentinels.add(sentinel)
+        # _apply_to_tensors' recursive inner function is a reference cycle that keeps `note`,
+        # and so this dict, until a collection: with the nodes still in it, their graph (and
+        # through its saved tensors the model) would outlive the step by one more collection.
+        nodes.clear()
+
+    def note_backward_done(self) -> None:
+        """At its post-backward: the forwards that backward reached are done, and so are
+        those before them (a forward whose backward never came, its loss still held); one
+        after them (two forwards, then their backwards in turn) is not."""
+        live = list(self._graph_sentinels)
+        reached = [s.seq for s in live if s.ran]
+        if reached:
+            self._graph_sentinels = weakref.WeakSet([s for s in live if not s.ran and s.seq > max(reached)])
+
+    @property
+    def awaits_backward(self) -> bool:
+        """A forward with grad ran whose graph lives and whose backward has not reached it
+        (a second backward through a retained graph is not seen: README)."""
+        return any(not s.ran for s in self._graph_sentinels)
 
     def _shard_versions(self) -> list[int]:
         # The optimizer's in-place updates move the DTensor Parameter's version; a copy
@@ -147,15 +210,17 @@ class TideGroup:
         torch._C._autograd._unsafe_set_version_counter(params, [v + 1 for v in versions])
         self._versions_at_reshard = (params, versions)
 
-    def mark_unsharded(self) -> None:
-        """At this group's all-gather (and uninstall): the versions autograd saw."""
+    def mark_unsharded(self, restore_versions: bool = True) -> None:
+        """At this group's all-gather (and uninstall): the versions autograd saw
+        (uninstall of a resharded group: not restore_versions, see install._restore)."""
         self.kept_after_backward = False
         self.resharded_in_backward = False
         self._shard_versions_kept = self._shard_versions_ring_resharded = None
         if self._versions_at_reshard is None:
             return
         params, versions = self._versions_at_reshard
-        torch._C._autograd._unsafe_set_version_counter(params, versions)
+        if restore_versions:
+            torch._C._autograd._unsafe_set_version_counter(params, versions)
         self._versions_at_reshard = None
 
     @property
