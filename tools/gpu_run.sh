@@ -312,7 +312,7 @@ if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   # "cuda-ipc"), several ranks per GPU. Two ranks where fsdp_2gpu cannot run; four (HSDP 2 x 2, two
   # nodes of two) where fsdp_4gpu cannot.
   if ((NGPU < 2)); then
-    run fsdp_2ranks_ipc 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+    run fsdp_2ranks_ipc 330 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
       tests/python/fsdp_cuda_smoke.py --ipc
   fi
   # Two ranks on hosts of their own (NCCL_HOSTID per rank) on any GPU count: TIDE on the CUDA fabric's

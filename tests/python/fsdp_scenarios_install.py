@@ -810,9 +810,17 @@ def uninstall_or_relayout_between_forward_and_backward(ctx):
         # Its backward ran: the graph (still held by `losses`) no longer stops anything.
         mt.blocks[1].set_reshard_after_forward(False)
         mt.blocks[1].set_reshard_after_forward(True)
-        # A forward whose outputs were dropped without a backward stops nothing either.
+        # A forward whose outputs were dropped without a backward stops nothing either, nor one
+        # whose outputs only a reference cycle holds (automatic collection off: the check collects).
         loss_of(mt, x)
-        assert tide.fsdp.uninstall(mt)
+        gc.disable()
+        try:
+            cycle = [loss_of(mt, x)]
+            cycle.append(cycle)
+            del cycle
+            assert tide.fsdp.uninstall(mt)
+        finally:
+            gc.enable()
         del losses
 
         # White box: with the check bypassed, the uninstall goes through and the backward fails.

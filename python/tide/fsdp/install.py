@@ -460,8 +460,13 @@ def _awaiting_backward_on_some_rank(inst) -> str | None:
     lives is a rank's own (a loss only rank 0 keeps for its logging), and a rank that
     refused while its peers went on would leave them in collectives it never joins: the
     ranks agree (a MAX over each shard group, and across replicas under HSDP)."""
-    gc.collect()  # (a graph only a reference cycle still holds goes now, not at some rank's next collection)
     mine = _first_awaiting_backward(inst.tide_groups)
+    if mine is not None:
+        # A graph only a reference cycle still holds goes now, not at some rank's next
+        # collection. Only here: a full collection takes up to a second in a process that
+        # compiled models, and uninstall or a setter would pay it every time.
+        gc.collect()
+        mine = _first_awaiting_backward(inst.tide_groups)
     flag = 1 if mine is not None else 0
     for ctx in inst.contexts:
         groups_of_ctx = [ctx.pg]
