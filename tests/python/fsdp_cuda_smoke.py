@@ -267,7 +267,7 @@ CUDA_SCENARIOS = [
     "users_own_instance_methods_kept", "prefetches_unmarked", "premul_on_shared_gradient_storage",
     "old_parameters_after_assign_keep_their_storage", "gradient_dtypes_differ_between_ranks",
     "assign_of_a_remapped_state_dict", "uninstall_or_relayout_between_forward_and_backward",
-    "pending_backward_refusals_agree",
+    "pending_backward_refusals_agree", "block_outputs_of_unusual_types",
 ]
 
 

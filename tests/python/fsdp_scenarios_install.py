@@ -941,3 +941,75 @@ def pending_backward_refusals_agree(ctx):
         del loss, y
         on_every_rank("uninstall after reset_iter_state, the loss dropped", "went through",
                       lambda: tide.fsdp.uninstall(mt))
+
+
+@dataclasses.dataclass
+class _OutputWithInitFalse:
+    h: torch.Tensor
+    note: str = dataclasses.field(init=False, default="block")
+
+
+class _PairOutput(tuple):
+    """A tuple subclass with its own __new__: rebuilding it from one iterable fails."""
+
+    def __new__(cls, a, b):
+        return super().__new__(cls, (a, b))
+
+
+class _UnusualOutputBlock(Block):
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        h = super().forward(x)
+        return _OutputWithInitFalse(h) if self.kind == "dataclass" else _PairOutput(h, h * 0.5)
+
+
+class _UnusualOutputModel(Model):
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            out = b(x)
+            x = out.h if isinstance(out, _OutputWithInitFalse) else out[0] + out[1]
+        return self.out(self.norm(x))
+
+
+def block_outputs_of_unusual_types(ctx):
+    """Blocks returning a dataclass with an init=False field, or a tuple subclass with its own
+    __new__: TIDE finds a forward's outputs for the pending-backward refusal as FSDP2 finds them,
+    read only. It once walked them with torch's _apply_to_tensors, which rebuilds each container
+    and raised in every such forward (review, session 37), where stock trains. Where stock FSDP2
+    backs through these types (torch 2.11's does not find tensors in them), a step of each
+    matches and uninstall is refused between a forward and its backward."""
+    import torch.distributed as dist
+
+    for kind in ("dataclass", "tuple subclass"):
+        ms, mt = make_pair(lambda: _UnusualOutputModel([_UnusualOutputBlock(kind) for _ in range(3)]), ctx,
+                           mesh_1d(ctx))
+        x = batches(ctx, 1, seed=21)[0]
+        try:
+            ms(x).float().pow(2).mean().backward()
+            stock_ran = True
+        except RuntimeError:
+            stock_ran = False
+        every = [None] * ctx.world
+        dist.all_gather_object(every, stock_ran)
+        assert len(set(every)) == 1, f"{kind}: stock's backward ran on some ranks only: {every}"
+        if not stock_ran:
+            continue
+        ms.zero_grad(set_to_none=True)
+        assert_all_tide(install(mt, ctx), 4)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        tol = tight(ctx, FP32)
+        for step in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=22 + step), tol=tol, what=f"{kind} step {step}")
+        loss = mt(x).float().pow(2).mean()
+        try:
+            tide.fsdp.uninstall(mt)
+            raise AssertionError(f"{kind}: uninstall went through between a forward and its backward")
+        except RuntimeError as e:
+            assert "backward has not run yet" in str(e), e
+        loss.backward()
+        mt.zero_grad(set_to_none=True)
+        assert tide.fsdp.uninstall(mt)

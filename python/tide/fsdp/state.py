@@ -8,9 +8,16 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.distributed.utils import _apply_to_tensors
+from torch.utils._pytree import tree_flatten
 
 from tide.fsdp.groups import GroupInfo
+
+try:  # torch >= 2.13: the walk FSDP2 itself makes of a module's outputs for its pre-backward hooks
+    from torch.distributed.fsdp._common_utils import collect_grad_tensors as _outputs_requiring_grad
+except ImportError:  # earlier FSDP2 flattens them with pytree
+
+    def _outputs_requiring_grad(output: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(t for t in tree_flatten(output)[0] if torch.is_tensor(t) and t.requires_grad)
 
 
 class _GraphSentinel:
@@ -128,22 +135,15 @@ class TideGroup:
         as FSDP2 finds them for its pre-backward hook (containers, dataclasses)."""
         self._forwards_noted += 1
         sentinel = _GraphSentinel(self._forwards_noted)
-        nodes: dict[int, Any] = {}
-
-        def note(t: torch.Tensor) -> torch.Tensor:
-            if t.grad_fn is not None:
-                nodes[id(t.grad_fn)] = t.grad_fn
-            return t
-
-        _apply_to_tensors(note, output)
+        # Found as FSDP2 finds them, read only: torch's _apply_to_tensors rebuilds every
+        # container (a dataclass with an init=False field, or a tuple subclass with its own
+        # __new__, makes it raise), and its recursive inner function is a reference cycle that
+        # kept what it was given, and the graph with it, until a collection.
+        nodes = {id(t.grad_fn): t.grad_fn for t in _outputs_requiring_grad(output) if t.grad_fn is not None}
         for node in nodes.values():
             node.register_prehook(sentinel.hook)
         if nodes:
             self._graph_sentinels.add(sentinel)
-        # _apply_to_tensors' recursive inner function is a reference cycle that keeps `note`,
-        # and so this dict, until a collection: with the nodes still in it, their graph (and
-        # through its saved tensors the model) would outlive the step by one more collection.
-        nodes.clear()
 
     def note_backward_done(self) -> None:
         """At its post-backward: the forwards that backward reached are done, and so are
