@@ -115,18 +115,22 @@ std::string Communicator::shardProblem(const plan::GroupLayout& g, const void* s
   // only: across nodes the rails send the shard as one contiguous block.
   const bool inPlace = shard == nullptr;
   if (inPlace && g.topo.nodes > 1) return "an all-gather in place (no shard pointer) needs a single node";
-  // A shard starting inside the arena must end in it (the fabric would refuse it mid-issue).
+  // A shard that shares no byte with the arena is the caller's own memory, wherever
+  // it sits (one that starts where the arena ends, a neighbouring allocation, too).
+  // One that shares some must lie inside it (the fabric would refuse it mid-issue).
   const auto* shardBytes = static_cast<const std::byte*>(shard);
-  if (inPlace || !fabric::liesWithin(shardBytes, 0, arena, arenaBytes)) return "";
+  if (inPlace || !fabric::rangesMeet(shardBytes, g.shardBytes, arena, arenaBytes)) return "";
   if (!fabric::liesWithin(shardBytes, g.shardBytes, arena, arenaBytes))
-    return "the shard starts inside the arena and runs past its end";
+    return reinterpret_cast<std::uintptr_t>(shardBytes) >= reinterpret_cast<std::uintptr_t>(arena)
+               ? "the shard starts inside the arena and runs past its end"
+               : "the shard starts before the arena and runs into it";
   // Peers write this call's landing while the shard is still being read for
   // them, and the collectives' scratch is rewritten by every call: a shard
   // in either would be sent half overwritten. (In place is shard == NULL.)
   const int64_t shardOffset = shardBytes - arena;
   const bool inLanding = fabric::offsetRangesMeet(shardOffset, g.shardBytes, landingOffset, g.unshardedBytes());
   const bool inScratch = layout != nullptr && layout->overlaps(shardOffset, g.shardBytes);
-  if (g.shardBytes == 0 || (!inLanding && !inScratch)) return "";
+  if (!inLanding && !inScratch) return "";
   return std::string("the shard overlaps ") + (inLanding ? "this call's landing" : "the collectives' scratch") +
          " in the arena (arena bytes [" + std::to_string(shardOffset) + ", " +
          std::to_string(shardOffset + g.shardBytes) + ")): peers write there while it is read; pass NULL "

@@ -18,6 +18,15 @@ inline bool liesWithin(const void* p, int64_t bytes, const void* base, int64_t s
          static_cast<std::uintptr_t>(bytes) <= static_cast<std::uintptr_t>(size) - (at - lo);
 }
 
+// [p, p + bytes) and [base, base + size) share a byte. Compared as addresses,
+// by differences (nothing wraps); an empty range meets nothing.
+inline bool rangesMeet(const void* p, int64_t bytes, const void* base, int64_t size) {
+  if (bytes <= 0 || size <= 0) return false;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  return a >= b ? a - b < static_cast<std::uintptr_t>(size) : b - a < static_cast<std::uintptr_t>(bytes);
+}
+
 // Arena offsets [a, a + aBytes) and [b, b + bBytes) meet; all four >= 0
 // (differences, not sums: nothing can wrap).
 inline bool offsetRangesMeet(int64_t a, int64_t aBytes, int64_t b, int64_t bBytes) {

@@ -1,5 +1,5 @@
-// fabric::liesWithin at its edges: the rails that read only from the arena
-// and TIDE-AG's choice of rail source depend on it.
+// fabric::liesWithin and rangesMeet at their edges: the rails that read only from
+// the arena, TIDE-AG's choice of rail source and its shard checks depend on them.
 #include "fabric/byte_range.hpp"
 
 #include <gtest/gtest.h>
@@ -47,6 +47,24 @@ TEST(OffsetRangesMeet, SharedBytesOnlyAndSymmetric) {
           EXPECT_EQ(offsetRangesMeet(a, an, b, bn), shared) << a << "+" << an << " vs " << b << "+" << bn;
           EXPECT_EQ(offsetRangesMeet(b, bn, a, an), shared);
         }
+}
+
+TEST(RangesMeet, SharedBytesOnlyAgainstABruteForce) {
+  std::vector<std::byte> storage(32);
+  const std::byte* base = storage.data() + 8;  // [base, base + 8)
+  for (int64_t at = -8; at < 16; ++at)
+    for (int64_t n = 0; n < 12; ++n) {
+      bool shared = false;
+      for (int64_t x = at; x < at + n; ++x) shared |= x >= 0 && x < 8;
+      EXPECT_EQ(rangesMeet(base + at, n, base, 8), shared) << at << "+" << n;
+    }
+  EXPECT_FALSE(rangesMeet(base, 4, base, 0));  // an empty base meets nothing
+}
+
+TEST(RangesMeet, RangesFarApartDoNotWrap) {
+  std::vector<std::byte> storage(64);
+  EXPECT_FALSE(rangesMeet(storage.data() + 32, INT64_MAX, storage.data(), 16));  // starts past it
+  EXPECT_TRUE(rangesMeet(storage.data(), INT64_MAX, storage.data() + 32, 16));   // runs over it
 }
 
 TEST(OffsetRangesMeet, OffsetsNearTheTopDoNotWrap) {
