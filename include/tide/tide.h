@@ -169,6 +169,8 @@ tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void
  * (every allocation but the last rounded up to 4096 bytes). */
 tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_t* bytes);
 tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* group);
+/* The group's plan as JSON; the string lives as long as the group, which is
+ * until its communicator is destroyed. */
 tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
 
 /* shard: this rank's packed shard; NULL on a single node when the shard

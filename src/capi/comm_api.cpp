@@ -142,6 +142,17 @@ tide::capi::SharedHandles<tideComm>& liveComms() {
   return handles;
 }
 
+// Registered groups, each kept as a reference that shares its communicator's
+// ownership (the communicator's object owns its groups): a call holds one for
+// its duration (HeldGroup), so that tideCommDestroy of that communicator on
+// another thread cannot free the group under a call that names it. (A call
+// on the group's own communicator holds that already; one handed a foreign
+// group, or tideGroupGetJson, which locks no communicator, did not.)
+tide::capi::SharedHandles<tideGroup>& liveGroups() {
+  static tide::capi::SharedHandles<tideGroup> handles;
+  return handles;
+}
+
 // One call's hold on a communicator: a reference (its memory outlives the
 // call, whatever another thread destroys) and its lock, or why there is none.
 class LockedComm {
@@ -161,6 +172,7 @@ class LockedComm {
   }
   // Why the call cannot use the communicator, or null.
   const char* problem() const { return problem_; }
+  const std::shared_ptr<tideComm>& ref() const { return ref_; }
 
  private:
   std::shared_ptr<tideComm> ref_;
@@ -168,10 +180,23 @@ class LockedComm {
   const char* problem_ = nullptr;
 };
 
-const char* groupProblem(tideGroup_t group) {
-  if (!group) return "null group";
-  return tide::capi::liveGroups().contains(group) ? nullptr : "unknown group, or its communicator was destroyed";
-}
+// One call's hold on a group (liveGroups), or why there is none.
+class HeldGroup {
+ public:
+  explicit HeldGroup(tideGroup_t group) {
+    if (!group) {
+      problem_ = "null group";
+      return;
+    }
+    ref_ = liveGroups().acquire(group);
+    if (!ref_) problem_ = "unknown group, or its communicator was destroyed";
+  }
+  const char* problem() const { return problem_; }
+
+ private:
+  std::shared_ptr<tideGroup> ref_;
+  const char* problem_ = nullptr;
+};
 
 // Every rank's words for one of the comparisons below (rank-major); an
 // exchange that fails leaves the ranks out of step, which sticks.
@@ -414,7 +439,7 @@ TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
       // lock find `destroyed` and are refused, and the last of them frees the object.
       const std::lock_guard<std::mutex> lock(ref->mu);
       ref->destroyed = true;
-      for (const auto& g : ref->groups) tide::capi::liveGroups().remove(g.get());
+      for (const auto& g : ref->groups) liveGroups().remove(g.get());
       try {
         ref->fabric.endpoint->synchronizeAll();
       } catch (...) {
@@ -495,7 +520,7 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
     }
     *out = g.get();
     g->index = comm->groups.size();
-    tide::capi::liveGroups().add(g.get());
+    liveGroups().add(std::shared_ptr<tideGroup>(held.ref(), g.get()));  // (aliasing: it owns the communicator)
     comm->groups.push_back(std::move(g));
     return tideSuccess;
   });
@@ -503,7 +528,8 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
 
 TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
   return guarded("tideGroupGetJson", [&]() -> tideResult_t {
-    if (const char* why = groupProblem(group)) return invalid("tideGroupGetJson", why);
+    const HeldGroup heldGroup(group);
+    if (const char* why = heldGroup.problem()) return invalid("tideGroupGetJson", why);
     if (!json) return invalid("tideGroupGetJson", "null argument");
     *json = group->json.c_str();
     return tideSuccess;
@@ -520,7 +546,8 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
   return guarded("tideAllGather", [&]() -> tideResult_t {
     const LockedComm held(comm);  // shard NULL: in place
     if (const char* why = held.problem()) return invalid("tideAllGather", why);
-    if (const char* why = groupProblem(group)) return invalid("tideAllGather", why);
+    const HeldGroup heldGroup(group);
+    if (const char* why = heldGroup.problem()) return invalid("tideAllGather", why);
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
     // (Before the first collective makes the communicator: a refused call must not size the scratch.)
     if (!tide::collectives::Communicator::landingInArena(comm->fabric.endpoint->arenaBytes(), group->plan.group,
@@ -549,7 +576,8 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideReduceScatter", why);
-    if (const char* why = groupProblem(group)) return invalid("tideReduceScatter", why);
+    const HeldGroup heldGroup(group);
+    if (const char* why = heldGroup.problem()) return invalid("tideReduceScatter", why);
     if (!grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());

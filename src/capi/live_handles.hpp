@@ -65,11 +65,6 @@ class SharedHandles {
   std::unordered_map<const T*, std::shared_ptr<T>> live_;
 };
 
-inline LiveHandles& liveGroups() {
-  static LiveHandles handles;
-  return handles;
-}
-
 inline LiveHandles& livePlans() {
   static LiveHandles handles;
   return handles;
