@@ -10,6 +10,7 @@ import ctypes
 import json
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -71,8 +72,11 @@ class Group:
     @property
     def plan(self) -> dict:
         text = ctypes.c_char_p()
-        _capi.check(_capi.library().tideGroupGetJson(self.handle, ctypes.byref(text)))
-        return json.loads(text.value.decode())
+        # The string lives in the communicator: read it before a close() on
+        # another thread can free it.
+        with self._comm._strings_held:
+            _capi.check(_capi.library().tideGroupGetJson(self.handle, ctypes.byref(text)))
+            return json.loads(text.value.decode())
 
 
 class Communicator:
@@ -117,13 +121,18 @@ class Communicator:
             raise ValueError(f"unknown fabric {fabric!r} (cuda, host or cuda-ipc)")
         self.fabric = fabric
         self.handle = handle
+        # Held while a string the library returned (a plan's JSON, the rails)
+        # is read, and by close(): that memory belongs to the communicator.
+        self._strings_held = threading.Lock()
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
         # Dropped or left open at exit without close(): destroyed then, so its threads,
         # shared memory and in-flight work do not outlive it (or the buffers it reads).
         self._finalizer = weakref.finalize(self, _destroy_left_open, lib, handle)
 
     def close(self) -> None:
-        if self.handle:
+        with self._strings_held:
+            if not self.handle:
+                return
             self._finalizer.detach()
             # Gone even when destroy reports a failure it drained (it tears down all the same).
             handle, self.handle = self.handle, _capi.CommHandle()
@@ -188,8 +197,9 @@ class Communicator:
         "copy-engine (every rail peer is load/store reachable)" or
         "nccl-send-recv (host RMA unavailable: ...)"."""
         out = ctypes.c_char_p()
-        _capi.check(_capi.library().tideCommGetRails(self.handle, ctypes.byref(out)))
-        return out.value.decode()
+        with self._strings_held:
+            _capi.check(_capi.library().tideCommGetRails(self.handle, ctypes.byref(out)))
+            return out.value.decode()
 
     @property
     def stats(self) -> dict[str, int]:

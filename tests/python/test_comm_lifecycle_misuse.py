@@ -9,10 +9,12 @@ import ast
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import traceback
 
 import numpy as np
+import pytest
 from spawned_ranks import run_ranks
 
 from tide import _capi
@@ -268,3 +270,54 @@ def test_groups_with_different_landings_are_refused_at_register(tmp_path):
         for rank, what, detail in got:
             assert what == "ok", detail
             assert "share one Level 2 landing" in detail and "push" in detail and "pull" in detail, detail
+
+
+class _CloseDuringStringCall:
+    """The library as seen by Python, except that `getter` (a call that hands back a string the
+    communicator owns) starts `comm.close()` on another thread once it returns, and gives that
+    thread time to finish before the caller reads the string."""
+
+    def __init__(self, lib, getter: str):
+        self._lib, self._getter = lib, getter
+        self.comm = None
+        self.closer: threading.Thread | None = None
+
+    def __getattr__(self, name):
+        real = getattr(self._lib, name)
+        if name != self._getter:
+            return real
+
+        def call_then_close(*args):
+            result = real(*args)
+            self.closer = threading.Thread(target=self.comm.close)
+            self.closer.start()
+            self.closer.join(0.5)  # without the hold, destroy (one host rank) ends well within this
+            return result
+
+        return call_then_close
+
+
+@pytest.mark.parametrize("getter", ["tideGroupGetJson", "tideCommGetRails"])
+def test_close_on_another_thread_waits_for_a_string_being_read(getter, tmp_path, monkeypatch):
+    """Group.plan and Communicator.rails read a string that lives in the communicator after the
+    library call returns; a close() on another thread in between would free it under the reader.
+    close() now waits until the string is read, and the reader gets it whole."""
+    from tide.comm import Communicator
+
+    comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 22, fabric="host",
+                        store_dir=str(tmp_path), timeout_s=5)
+    group = comm.register_group([[48, 8]], dtype="fp32")
+    want = group.plan if getter == "tideGroupGetJson" else comm.rails
+    lib = _CloseDuringStringCall(_capi.library(), getter)
+    lib.comm = comm
+    monkeypatch.setattr(_capi, "library", lambda: lib)
+    got = group.plan if getter == "tideGroupGetJson" else comm.rails
+    assert lib.closer is not None, "the getter was not called"
+    closed_before_read = not lib.closer.is_alive()
+    lib.closer.join(30)
+    assert not lib.closer.is_alive(), "close() never finished"
+    assert not closed_before_read, "close() destroyed the communicator while its string was being read"
+    assert got == want
+    assert not comm.handle  # closed after the read
+    with pytest.raises(_capi.TideError, match="destroyed|unknown|invalid"):
+        group.plan  # noqa: B018 - the group went with its communicator: refused, not read
