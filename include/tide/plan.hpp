@@ -376,13 +376,19 @@ struct MemoryModel {
   double tideLive = 0;        // TIDE's bound for the plan's mode
   double tideLiveInPlace = 0;
   double tideLiveSlotReuse = 0;
+  // Set by makePlan: what the plan's staging takes beyond the closed form,
+  // from its sub-chunks rounded up to multiples of 8 elements (0 where E divides
+  // evenly; a large share of NS for tiny groups). Included in rsAreaBound and
+  // tideLive (the plan's mode), not in the per-mode closed forms above.
+  double stagingRounding = 0;
 };
 
 // Closed-form model for M nodes of L GPUs (n_stg staging slots). The paper's
 // Eqs. 10-12 are the defaults (bf16 group and gradients, pull landing); fp32
 // gradients double the staging slots and In-Place's live gradients, a push
-// landing adds its push area (one more inbox), so the bound covers
-// RsPlan::stagingBytes. An fp32 group (agItemSize 4) doubles NS itself, so
+// landing adds its push area (one more inbox); with makePlan's stagingRounding
+// the bound covers RsPlan::stagingBytes. Slot-Reuse's gradients wider than the
+// group do not fit its slot and count as In-Place's. An fp32 group (agItemSize 4) doubles NS itself, so
 // every fp32 term halves in NS units and FSDP2 holds 3 NS.
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
                         int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull,

@@ -68,7 +68,9 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
     in.options.rs.calibration.landBwPerCta = c->landBwPerCta;
     in.options.rs.calibration.landCap = c->landCap;
     in.options.rs.calibration.roundWait = c->roundWait;
-    if (c->fabricBw > 0) in.options.rs.calibration.fabricBw = c->fabricBw;
+    // Exactly 0 keeps the default (an older caller's zeroed field); any other value goes to
+    // Calibration::validate, which refuses a negative, NaN or infinite rate (it became the default).
+    if (c->fabricBw != 0) in.options.rs.calibration.fabricBw = c->fabricBw;
   }
   in.gradDtype = toDtype(config->gradDtype);
   return in;

@@ -39,7 +39,10 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   const double ring = 2.0 + (multiNode ? 1.0 / l : 0.0);  // two ring slots + receive stage
   const double gradsNs = static_cast<double>(gradItemSize) / agItemSize;
   mm.tideLiveInPlace = ring + mm.rsAreaInPlace + gradsNs;  // the previous layer's gradients
-  mm.tideLiveSlotReuse = ring + mm.rsAreaSlotReuse;
+  // Slot-Reuse parks the gradients in the vacated ring slot only where they fit
+  // it; gradients wider than the group (fp32 gradients of a bf16 group, after
+  // gradient sync was off) are read in place and live as in In-Place.
+  mm.tideLiveSlotReuse = ring + mm.rsAreaSlotReuse + (gradItemSize > agItemSize ? gradsNs : 0.0);
   mm.tideLive = mode == Mode::kInPlace ? mm.tideLiveInPlace : mm.tideLiveSlotReuse;
   // FSDP2: the unsharded parameters, the prefetched output and the previous
   // layer's fp32 reduce-scatter input (N S_fp32): 4 NS for a bf16 group.

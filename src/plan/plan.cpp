@@ -147,6 +147,16 @@ Plan makePlan(const Topology& topo, const std::vector<ParamSpec>& specs, DType g
   plan.memory = memoryModel(plan.group.topo.nodes, plan.group.topo.gpusPerNode, plan.rs.bufferGenerations, plan.rs.roundWidth,
                             plan.rs.stagingSlots, plan.rs.mode, itemSize(plan.group.gradDtype), plan.rs.landing,
                             itemSize(plan.group.agDtype));
+  // The closed form counts a sub-chunk as E / (L * passes) elements; the plan
+  // rounds it up to a multiple of 8 (reduce_scatter_plan.cpp), up to 7 more
+  // elements per staging row and block.
+  const double ns = static_cast<double>(plan.group.unshardedBytes());
+  if (ns > 0) {
+    const double staged = static_cast<double>(plan.rs.stagingBytes) / ns;
+    plan.memory.stagingRounding = std::max(0.0, staged - plan.memory.rsAreaBound);
+    plan.memory.rsAreaBound += plan.memory.stagingRounding;
+    plan.memory.tideLive += plan.memory.stagingRounding;
+  }
   return plan;
 }
 

@@ -63,7 +63,8 @@ std::string planToJson(const Plan& plan, int indent) {
                  {"rs_area_in_place_ns", mm.rsAreaInPlace},
                  {"rs_area_slot_reuse_ns", mm.rsAreaSlotReuse},
                  {"tide_live_in_place_ns", mm.tideLiveInPlace},
-                 {"tide_live_slot_reuse_ns", mm.tideLiveSlotReuse}};
+                 {"tide_live_slot_reuse_ns", mm.tideLiveSlotReuse},
+                 {"staging_rounding_ns", mm.stagingRounding}};
   return j.dump(indent);
 }
 

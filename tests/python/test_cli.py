@@ -23,7 +23,7 @@ REQUIRED_KEYS = {
                        "sum_ctas", "landing_ctas", "staging_bytes", "fsdp2_pack_bytes",
                        "nic_seconds"},
     "memory": {"fsdp2_live_ns", "tide_live_ns", "rs_area_ns", "rs_area_in_place_ns",
-               "rs_area_slot_reuse_ns", "tide_live_in_place_ns", "tide_live_slot_reuse_ns"},
+               "rs_area_slot_reuse_ns", "tide_live_in_place_ns", "tide_live_slot_reuse_ns", "staging_rounding_ns"},
 }
 PARAM_LAYOUT_KEYS = {"rows", "row_elems", "shard_rows", "shard_bytes", "shard_offset",
                      "out_offset"}
@@ -95,12 +95,20 @@ def _check_memory_model(plan: dict, m: int, l: int) -> None:
     in_place = area(m - 1 if multi else 0)                        # Eq. 11
     slot_reuse = area(2 * rs["round_width"] if multi else 0)      # Eq. 12
     ring = 2 + (1 / l if multi else 0)
+    # Slot-Reuse parks gradients in the vacated slot where they fit: wider ones live as In-Place's.
+    grads = grad_item / item
+    # What the plan stages beyond the closed form (its sub-chunks rounded up to 8 elements).
+    rounding = mem["staging_rounding_ns"]
+    assert rounding >= 0
     want = {"rs_area_in_place_ns": in_place, "rs_area_slot_reuse_ns": slot_reuse,
-            "rs_area_ns": in_place if rs["mode"] == "in-place" else slot_reuse,
-            "tide_live_in_place_ns": ring + in_place + grad_item / item,
-            "tide_live_slot_reuse_ns": ring + slot_reuse,
+            "rs_area_ns": (in_place if rs["mode"] == "in-place" else slot_reuse) + rounding,
+            "tide_live_in_place_ns": ring + in_place + grads,
+            "tide_live_slot_reuse_ns": ring + slot_reuse + (grads if grads > 1 else 0),
             "fsdp2_live_ns": 2 + 4 / item}
-    want["tide_live_ns"] = want["tide_live_in_place_ns" if rs["mode"] == "in-place" else "tide_live_slot_reuse_ns"]
+    want["tide_live_ns"] = want["tide_live_in_place_ns" if rs["mode"] == "in-place" else "tide_live_slot_reuse_ns"] \
+        + rounding
+    ns = plan["group"]["unsharded_bytes"]
+    assert rs["staging_bytes"] / ns <= want["rs_area_ns"] * (1 + 1e-12), (rs["staging_bytes"] / ns, want["rs_area_ns"])
     for key, value in want.items():
         assert mem[key] == pytest.approx(value, rel=1e-12), (key, mem[key], value)
 

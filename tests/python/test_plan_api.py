@@ -83,6 +83,36 @@ def test_non_positive_calibration_is_refused():
     assert info.value.reason == "bad_calibration"
 
 
+def _create_through_the_c_api(**calibration) -> tuple[int, str]:
+    """tidePlanCreate of one 4096 x 4096 bf16 parameter on 1 x 8 ranks, with the paper's calibration
+    but for `calibration`'s fields, bypassing make_plan's own checks: (result, reason)."""
+    lib = _capi.library()
+    fields = dict(nicBw=47.5e9, sumBwPerCta=99e9, landBwPerCta=21e9, landCap=90e9, roundWait=1.3e-3, fabricBw=0.0)
+    cal = _capi.Calibration(**{**fields, **calibration})
+    ndims, dims, dtypes = (ctypes.c_int * 1)(2), (ctypes.c_int64 * 2)(4096, 4096), (ctypes.c_int * 1)(0)
+    config = _capi.PlanConfig(nodes=1, gpusPerNode=8, numParams=1, ndims=ndims, dims=dims, dtypes=dtypes,
+                              gradDtype=0, mode=0, calibration=ctypes.pointer(cal), landing=0)
+    handle = ctypes.c_void_p()
+    result = lib.tidePlanCreate(ctypes.byref(config), ctypes.byref(handle))
+    if result == _capi.Result.SUCCESS:
+        lib.tidePlanDestroy(handle)
+        return result, ""
+    return result, lib.tideGetLastReason().decode()
+
+
+@pytest.mark.parametrize("field", ["fabricBw", "nicBw"])
+@pytest.mark.parametrize("value", [-1.0, math.nan, -math.inf, math.inf])
+def test_the_c_api_refuses_a_bad_rate(field, value):
+    """A C caller's negative, NaN or infinite rate is refused (fabricBw's became the default
+    unnoticed); fabricBw 0 is the documented default."""
+    assert _create_through_the_c_api(**{field: value}) == (_capi.Result.INVALID_ARGUMENT, "bad_calibration")
+
+
+def test_the_c_api_takes_fabric_rate_zero_as_the_default():
+    assert _create_through_the_c_api(fabricBw=0.0) == (_capi.Result.SUCCESS, "")
+    assert _create_through_the_c_api(fabricBw=390e9) == (_capi.Result.SUCCESS, "")
+
+
 @pytest.mark.parametrize(
     "shapes, kwargs, result, reason",
     [
