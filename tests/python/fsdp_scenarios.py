@@ -60,7 +60,7 @@ TWO_RANKS = [
     "autocast_forward_without_mixed_precision", "activation_checkpointing_reentrant", "frozen_middle_block",
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
     "users_own_instance_methods_kept", "uninstall_or_relayout_between_forward_and_backward",
-    "pending_backward_refusals_agree", "block_outputs_of_unusual_types",
+    "pending_backward_refusals_agree", "block_outputs_of_unusual_types", "ranks_install_differently",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 # Run again with every call compared across the ranks (TIDE_CHECK_CALLS=1; test_fsdp_checked_calls.py on

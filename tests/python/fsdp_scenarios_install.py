@@ -22,7 +22,7 @@ from fsdp_scenario_kit import (
     batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
-from tide.fsdp import dispatch, guards, registry
+from tide.fsdp import dispatch, groups, guards, registry
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
@@ -1017,3 +1017,56 @@ def block_outputs_of_unusual_types(ctx):
         assert tide.fsdp.uninstall(mt)
     if not ran:  # (reported as skipped, not as passed with nothing checked)
         raise ScenarioSkipped(f"torch {torch.__version__}'s FSDP2 backs through neither output type")
+
+
+def ranks_install_differently(ctx):
+    """Ranks of one shard group that reach different install decisions (another
+    topology, mode or plan_options on one rank, or one group that is stock on one
+    rank only) keep every group stock on every rank, each with one warning
+    naming what differs, and train as stock. Before, rank 0 waited in the
+    communicator's bootstrap for a rank that never came, until the process
+    group's timeout. Afterwards a consistent install runs every group."""
+    last = ctx.world - 1
+    one_rank = ctx.rank == last
+    rank_word = f"rank {last}"
+    cases = [
+        ("topology", {"topology": (1, 2 * ctx.world)} if one_rank else {}),  # bad_topology there
+        ("topology", {"topology": (ctx.world, 1)} if one_rank else {}),     # valid, but another
+        ("mode", {"mode": "slot-reuse"} if one_rank else {}),
+        ("plan_options", {"plan_options": {"passes": 1}} if one_rank else {"plan_options": {"passes": 2}}),
+        ("group 2 ('blocks.1')", {}),  # blocks.1 refused on the last rank only (below)
+    ]
+    ms, mt = make_pair(lambda: Model([Block() for _ in range(3)]), ctx, mesh_1d(ctx))
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    real_check_layout = groups.check_layout
+
+    def refuse_blocks_1_here(info, plan):
+        info = real_check_layout(info, plan)
+        if info.fqn == "blocks.1" and info.reason is None:
+            info.reason, info.detail = "layout_mismatch", "made to differ on this rank by the test"
+        return info
+
+    for step, (what, kw) in enumerate(cases):
+        ctx.logs.clear()
+        if what.startswith("group") and one_rank:
+            groups.check_layout = refuse_blocks_1_here
+        try:
+            rep = install(mt, ctx, **kw)
+        finally:
+            groups.check_layout = real_check_layout
+        reasons = {g["fqn"]: g["reason"] for g in rep["groups"]}
+        assert not tide_groups(rep), (what, reasons)
+        disagree = [g for g in rep["groups"] if g["reason"] == "ranks_disagree"]
+        if not one_rank:  # the last rank keeps its own reasons where it had one
+            assert len(disagree) == len(rep["groups"]) == 4, (what, reasons)
+        for g in disagree:
+            assert what in g["detail"] and rank_word in g["detail"], (what, g["detail"])
+        lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+        assert len(lines) == len(rep["groups"]), (what, lines)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=step), tol=None, what=f"stock step after {what}")
+        assert not stats(mt).get("all_gathers"), what
+    tide.fsdp.uninstall(mt)
+    assert_all_tide(install(mt, ctx), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=len(cases)), tol=tight(ctx, FP32), what="TIDE step")
+    assert stats(mt)["reduce_scatters"] > 0
+    tide.fsdp.uninstall(mt)

@@ -21,7 +21,7 @@ from tide._capi import TideError
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
-from tide.fsdp import dispatch, groups, guards, plain_references, prefetch, registry
+from tide.fsdp import agreement, dispatch, groups, guards, plain_references, prefetch, registry
 from tide.fsdp.report import report
 from tide.fsdp.state import CommContext, TideGroup
 from tide.plan import build_plan_config, make_plan, scratch_bytes
@@ -183,7 +183,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if busy is not None:
         return _refuse(model, "not_idle", f"group '{busy}' is mid-iteration; install between steps")
 
-    # Per shard process group: plans, arena, communicator.
+    # Per shard process group: plans, the ranks' agreement, arena, communicator.
+    # Every group of a shard group of several ranks goes in its bucket, eligible
+    # or not, so that every rank of it reaches the agreement in _build_context.
     buckets: OrderedDict[int, list[groups.GroupInfo]] = OrderedDict()
     for info in inst.infos:
         if info.reason is None:
@@ -192,10 +194,16 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                 info.reason, info.detail = "fabric_mismatch", f"fabric '{fab}' for parameters on {info.device}"
             elif fab != "host" and not tide_comm.has_cuda():
                 info.reason, info.detail = "fabric_unavailable", "this libtide has no CUDA fabric"
-            else:
-                buckets.setdefault(id(info.pg), []).append(info)
+        if info.pg is not None and info.world_size > 1:
+            buckets.setdefault(id(info.pg), []).append(info)
+    # What every rank of a shard group must share besides the groups' verdicts (timeout_s,
+    # release_grads and check_read_done act on this rank alone).
+    shared = (("mode", mode), ("fabric", fabric), ("ring", ring), ("adopt", adopt),
+              ("invert_prefetch", invert_prefetch), ("plan_options", tuple(sorted(plan_options.items()))),
+              ("fit_passes", fit_passes))
     for infos in buckets.values():
-        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes)
+        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes,
+                             shared)
         if ctx is not None:
             inst.contexts.append(ctx)
             inst.tide_groups.extend(ctx.groups)
@@ -519,26 +527,46 @@ DEFAULT_PASSES = 4
 
 
 def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options,
-                   fit_passes: bool = False) -> CommContext | None:
+                   fit_passes: bool, shared: tuple) -> CommContext | None:
+    """TIDE's context for the groups of one shard group (`infos`: all of them,
+    eligible or not; every rank of the shard group calls this), or None where
+    it runs none of them."""
     first = infos[0]
     fab = _backend.fabric_for(fabric, first.device)
     world = first.world_size
     nodes, gpus = topology if topology is not None else _backend.default_topology(world, fab)
     tide_groups = []
+    refused_options = None
     for info in infos:
+        if info.reason is not None:
+            continue
         if nodes * gpus != world:
             info.reason, info.detail = "bad_topology", f"{nodes}x{gpus} for a shard group of {world} ranks"
             continue
         try:
             plan = make_plan(**_plan_args(info, info.ag_dtype, nodes, gpus, mode, plan_options))
         except TideError as e:
-            if e.reason == "bad_option":  # the caller's plan_options, the same for every group (and rank)
-                raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {e.message}") from e
-            info.reason, info.detail = e.reason, e.message
+            if e.reason == "bad_option":  # the caller's plan_options: raised once the peers have been told
+                refused_options = refused_options or e
+                info.reason, info.detail = "bad_plan_options", e.message
+            else:
+                info.reason, info.detail = e.reason, e.message
             continue
         groups.check_layout(info, plan)
         if info.reason is None:
             tide_groups.append(TideGroup(info, mode, plan, adopt, plan_options))
+    mine = agreement.Decisions(settings=(*shared, ("topology", (nodes, gpus))),
+                               groups=tuple((info.fqn, info.reason) for info in infos),
+                               details=tuple(info.detail or "" for info in infos))
+    differ = agreement.compare(first.pg, mine)
+    if refused_options is not None:
+        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {refused_options.message}") \
+            from refused_options
+    if differ is not None:
+        for tg in tide_groups:
+            tg.info.reason = "ranks_disagree"
+            tg.info.detail = f"the ranks of its shard group decided differently: {differ}"
+        return None
     if not tide_groups:
         return None
     if fit_passes:
