@@ -38,5 +38,9 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" || status=1
 step "pytest"
 "$PYTHON" -m pytest -q || status=1
 
+# ---- the CUDA fabric compiles (no GPU here: nothing runs; skipped with the reason without nvcc)
+step "compile the CUDA fabric and GPU test programs"
+bash tools/compile_cuda.sh || status=1
+
 ((status == 0)) || die "tests failed"
 echo "run_tests.sh: all tests passed"
