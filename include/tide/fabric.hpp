@@ -53,8 +53,10 @@ struct CopyOp {
 //   s = 0; for each source k in order: s += (x < valid[k][r]) ? src_k[r][x] : 0
 //   dst[r][x] = accumulate ? dst[r][x] + alpha * s : alpha * s
 // in fp32, without contraction, so every fabric gives the same bits. Sources
-// are in the gradient dtype: staged contributions in local-rank order, then
-// the own one; elements past `valid` are padding rows and read as zero.
+// are in the gradient dtype, in the order the op lists them (TIDE-RS's Level 1
+// lists every local rank's contribution in local-rank order, the own one at
+// its rank's place: collectives/level1_sum.hpp says why); elements past
+// `valid` are padding rows and read as zero.
 struct SumSource {
   const void* ptr = nullptr;
   int64_t pitch = 0;            // elements between rows
