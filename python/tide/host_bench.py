@@ -65,25 +65,39 @@ def fault_names() -> list[str]:
     return _capi.fault_names()
 
 
+def bandwidths(size_bytes: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """nccl-tests' (algbw, busbw) in GB/s for an all-gather or a reduce-scatter whose size is
+    every rank's output: algbw = size / time, busbw = algbw (n - 1) / n."""
+    if seconds <= 0:
+        return 0.0, 0.0
+    algbw = size_bytes / seconds / 1e9
+    return algbw, algbw * (ranks - 1) / ranks
+
+
 def format_report(report: dict, title: str) -> str:
-    """nccl-tests-like rows, one per collective."""
+    """nccl-tests-style rows, one per collective (size as nccl-tests counts it: every rank's
+    output, the bf16 or fp32 landing for the all-gather and the fp32 shards for the
+    reduce-scatter; time is the median call; #wrong landing bytes or output elements), then
+    what the fabric moved and the plan's shape."""
     topo = report["topology"]
     lines = [
         f"{title}: host fabric, {topo['nodes']} nodes x {topo['gpus_per_node']} ranks, "
         f"{report.get('rails', 'one-sided')} rails "
         f"({topo['ranks']} CPU ranks), seed {report['seed']}",
-        f"{'collective':<15}{'check':>7}{'time(ms)':>10}{'copy MiB':>10}{'rail MiB':>10}"
-        f"{'descs':>8}{'rounds':>7}{'waves':>6}{'staging MiB':>12}",
+        f"{'collective':<15}{'size(B)':>12}{'time(us)':>11}{'algbw':>8}{'busbw':>8}{'#wrong':>8}{'check':>7}"
+        f"{'copy MiB':>10}{'rail MiB':>10}{'descs':>7}{'rounds':>7}{'waves':>6}{'staging MiB':>12}",
     ]
     mib = 1 / (1 << 20)
-    for name, key in (("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter")):
+    for name, key, wrong in (("all_gather", "all_gather", "wrong_bytes"),
+                             ("reduce_scatter", "reduce_scatter", "wrong_elems")):
         c = report[key]
         t = c["traffic"]
         descs = c.get("descriptors", c.get("level1_descriptors", 0))
+        algbw, busbw = bandwidths(c["bytes"], c["seconds"], topo["ranks"])
         lines.append(
-            f"{name:<15}{c['check']:>7}{c['seconds'] * 1e3:>10.2f}{t['copy_bytes'] * mib:>10.2f}"
-            f"{t['rail_bytes'] * mib:>10.2f}{descs:>8}{c['rounds']:>7}{c.get('waves', 0):>6}"
-            f"{c.get('staging_bytes', 0) * mib:>12.2f}"
+            f"{name:<15}{c['bytes']:>12}{c['seconds'] * 1e6:>11.1f}{algbw:>8.2f}{busbw:>8.2f}{c[wrong]:>8}"
+            f"{c['check']:>7}{t['copy_bytes'] * mib:>10.2f}{t['rail_bytes'] * mib:>10.2f}{descs:>7}{c['rounds']:>7}"
+            f"{c.get('waves', 0):>6}{c.get('staging_bytes', 0) * mib:>12.2f}"
         )
     if "max_rel_err" in report["reduce_scatter"]:
         err = report["reduce_scatter"]["max_rel_err"]  # JSON null: infinite (a NaN where a number belongs)

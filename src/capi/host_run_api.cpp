@@ -80,6 +80,8 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
                            {"wrong_elems", r.reduceScatter.wrong},
                            {"max_rel_err", r.reduceScatter.maxRelErr},
                            {"exact", o.inputs == bench::InputKind::kInteger},
+                           // nccl-tests' size for a reduce-scatter: every rank's output, here fp32.
+                           {"bytes", p.group.outBytes() * o.topo.ranks()},
                            {"seconds", r.reduceScatter.seconds},
                            {"waves", p.rs.waves.size()},
                            {"rounds", p.rs.networkRounds},

@@ -9,6 +9,8 @@ import pytest
 
 from cli_runner import run_tide
 
+from tide import make_plan, presets
+
 FAULTS = [
     "drop-credit", "skip-completion-fence", "corrupt-staged-chunk", "stall-peer",
     "skip-stale-zeroing", "reuse-outbox-early", "wrong-landing-offset", "lose-signal",
@@ -44,6 +46,34 @@ def test_bench_checks_pass(topo, rng):
     # Every rank's landing receives the whole unsharded group by copy queues.
     assert report["all_gather"]["traffic"]["copy_bytes"] == ranks * report["all_gather"]["bytes"]
     assert (report["all_gather"]["traffic"]["rail_bytes"] > 0) == (int(topo[0]) > 1)
+    # nccl-tests' sizes: every rank's output, the landing (bf16) and the fp32 shards.
+    plan = make_plan(presets.load("llama-tiny")["params"], nodes=int(topo[0]), gpus_per_node=int(topo[1]))
+    assert report["all_gather"]["bytes"] == plan["group"]["unsharded_bytes"]
+    assert report["reduce_scatter"]["bytes"] == ranks * plan["group"]["out_bytes"]
+
+
+def test_text_report_rows_are_nccl_tests_style():
+    """The text report's size, time, algbw, busbw and #wrong columns, from a made-up report with
+    numbers worked out here: algbw = size / time, busbw = algbw (n - 1) / n (nccl-tests' all-gather
+    and reduce-scatter factor)."""
+    from tide.host_bench import format_report
+
+    traffic = {"copy_bytes": 3 << 20, "rail_bytes": 1 << 20}
+    report = {"topology": {"nodes": 2, "gpus_per_node": 4, "ranks": 8}, "seed": 7, "rails": "one-sided",
+              "all_gather": {"check": "ok", "wrong_bytes": 0, "seconds": 0.002, "bytes": 8_000_000, "rounds": 1,
+                             "descriptors": 12, "traffic": traffic},
+              "reduce_scatter": {"check": "failed", "wrong_elems": 5, "seconds": 0.004, "bytes": 16_000_000,
+                                 "rounds": 1, "waves": 2, "level1_descriptors": 9, "staging_bytes": 1 << 20,
+                                 "traffic": traffic, "max_rel_err": 0.5}}
+    lines = format_report(report, "made up").splitlines()
+    header = lines[1].split()
+    assert header[:7] == ["collective", "size(B)", "time(us)", "algbw", "busbw", "#wrong", "check"]
+    ag, rs = (dict(zip(header, line.split())) for line in lines[2:4])
+    # 8e6 B in 2 ms: 4 GB/s, bus 4 * 7/8; 16e6 B in 4 ms: 4 GB/s too.
+    assert (ag["collective"], ag["size(B)"], ag["time(us)"], ag["algbw"], ag["busbw"], ag["#wrong"], ag["check"]) \
+        == ("all_gather", "8000000", "2000.0", "4.00", "3.50", "0", "ok")
+    assert (rs["collective"], rs["size(B)"], rs["time(us)"], rs["algbw"], rs["busbw"], rs["#wrong"], rs["check"]) \
+        == ("reduce_scatter", "16000000", "4000.0", "4.00", "3.50", "5", "failed")
 
 
 @pytest.mark.parametrize("inputs", ["integer", "nonfinite"])
