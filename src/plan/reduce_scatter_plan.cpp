@@ -10,6 +10,7 @@
 namespace tide::plan {
 namespace {
 
+constexpr int64_t kMaxWaves = int64_t{1} << 22;  // a plan's reduce-scatter waves, all passes
 constexpr int64_t kElemAlign = 8;  // 32 B of fp32, 16 B of bf16: vector loads stay aligned
 
 int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -91,6 +92,13 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
 
   if (m > 1) {
     plan.wavesPerPass = (m + plan.waveWidth - 1) / plan.waveWidth;
+    // Each wave is a few hundred bytes of plan: 2^20 nodes at 64 passes would
+    // take some 16 GiB before anything could refuse it.
+    if (int64_t{plan.wavesPerPass} * opt.passes > kMaxWaves)
+      throw PlanError(Reason::kTooLarge, std::to_string(int64_t{plan.wavesPerPass} * opt.passes) +
+                                             " reduce-scatter waves (" + std::to_string(plan.wavesPerPass) +
+                                             " per pass x " + std::to_string(opt.passes) + " passes), more than " +
+                                             std::to_string(kMaxWaves) + ": fewer passes or a wider wave");
     const int total = plan.wavesPerPass * opt.passes;
     plan.bufferGenerations = total == 1 ? 1 : 2;
     for (int q = 0; q < opt.passes; ++q) {

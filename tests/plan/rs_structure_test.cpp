@@ -259,5 +259,25 @@ TEST(RsPlanStructure, RefusesStagingPastInt64) {
   EXPECT_EQ(plan.stagingBytes, (2 * int64_t{(1 << 19) - 1} + 2 + 2) * plan.blockBytes);
 }
 
+// 2^17 nodes at 64 passes would be 2^23 waves, some 2 GiB of plan built
+// before anything refused it (2^20 nodes: 16 GiB). Refused as too_large up
+// front, with what to change; at 2 passes (2^18 waves) the plan is built.
+TEST(RsPlanStructure, RefusesMoreWavesThanAPlanHolds) {
+  const GroupLayout g = makeGroupLayout(Topology::make(1 << 17, 2), {ParamSpec{{4}, DType::kBF16}}, DType::kBF16);
+  RsOptions opt;
+  opt.validate = false;
+  opt.passes = 64;
+  opt.waveWidth = 1;
+  try {
+    makeRsPlan(g, opt);
+    ADD_FAILURE() << "2^23 waves accepted";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kTooLarge);
+    EXPECT_NE(std::string(e.what()).find("8388608 reduce-scatter waves"), std::string::npos) << e.what();
+  }
+  opt.passes = 2;  // 2^18 waves: built
+  EXPECT_EQ(makeRsPlan(g, opt).waves.size(), size_t{1} << 18);
+}
+
 }  // namespace
 }  // namespace tide_test
