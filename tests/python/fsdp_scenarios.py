@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fsdp_scenario_kit
 import fsdp_scenarios_entry_points
+import fsdp_scenarios_fallbacks
 import fsdp_scenarios_four_ranks
 import fsdp_scenarios_install
 import fsdp_scenarios_order_and_memory
@@ -22,7 +23,7 @@ import fsdp_scenarios_schedule
 import fsdp_scenarios_training
 
 _MODULES = (fsdp_scenarios_training, fsdp_scenarios_schedule, fsdp_scenarios_install, fsdp_scenarios_four_ranks,
-            fsdp_scenarios_order_and_memory, fsdp_scenarios_entry_points, fsdp_scenario_kit)
+            fsdp_scenarios_order_and_memory, fsdp_scenarios_entry_points, fsdp_scenarios_fallbacks, fsdp_scenario_kit)
 
 
 def __getattr__(name: str):
@@ -61,6 +62,8 @@ TWO_RANKS = [
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
     "users_own_instance_methods_kept", "uninstall_or_relayout_between_forward_and_backward",
     "pending_backward_refusals_agree", "block_outputs_of_unusual_types", "ranks_install_differently",
+    "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
+    "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 # Run again with every call compared across the ranks (TIDE_CHECK_CALLS=1; test_fsdp_checked_calls.py on

@@ -166,11 +166,14 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                 group.lazy_init()
             except Exception as e:  # FSDP2 refuses: stay stock
                 return _refuse(model, "lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
-            fqn = group._module_fqn or ", ".join(names.get(id(m), "?") for m in group.modules) or "<root>"
+            # Read through getattr: a torch without these attributes gets the group
+            # refused by describe ("attributes"), not an AttributeError from here.
+            modules = getattr(group, "modules", None) or ()
+            fqn = getattr(group, "_module_fqn", None) or ", ".join(names.get(id(m), "?") for m in modules) or "<root>"
             inst.infos.append(groups.describe(group, order=len(inst.infos), is_root=st is state, fqn=fqn,
                                               module_names=names))
-            inst.infos[-1].paths = tuple(sorted({n for m in group.modules for n in every_name.get(id(m), ())}))
-            inst.infos[-1].held_outside_tree = plain_references.held_by_group(group.modules, held)
+            inst.infos[-1].paths = tuple(sorted({n for m in modules for n in every_name.get(id(m), ())}))
+            inst.infos[-1].held_outside_tree = plain_references.held_by_group(modules, held)
     if ring:
         _log_held_outside_tree(inst.infos)
     # A group TIDE already runs through another installation (on a module inside this one, or
