@@ -19,7 +19,7 @@ import torch.distributed.checkpoint as dcp
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide,
-    batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d,
+    batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d, mesh_hsdp,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, groups, guards, registry
@@ -636,7 +636,9 @@ def refusals(ctx):
                       ({"timeout_s": -1}, "timeout_s"), ({"timeout_s": float("nan")}, "timeout_s"),
                       ({"timeout_s": float("inf")}, "timeout_s"), ({"timeout_s": 10**400}, "timeout_s"),
                       # Out of range for the plan library: raised, not every group left stock.
-                      ({"plan_options": {"passes": 1000}}, "passes"), ({"plan_options": {"sum_ctas": -1}}, "sum_ctas")):
+                      ({"plan_options": {"passes": 1000}}, "passes"), ({"plan_options": {"sum_ctas": -1}}, "sum_ctas"),
+                      # Refused by make_plan's own input checks (PlanInputError), also after the ranks compared.
+                      ({"plan_options": {"calibration": "fast"}}, "calibration must be a mapping")):
         try:
             tide.fsdp.install(mt, **{"timeout_s": TIMEOUT_S, **bad})
             raise AssertionError(f"install accepted {bad}")
@@ -1019,24 +1021,16 @@ def block_outputs_of_unusual_types(ctx):
         raise ScenarioSkipped(f"torch {torch.__version__}'s FSDP2 backs through neither output type")
 
 
-def ranks_install_differently(ctx):
-    """Ranks of one shard group that reach different install decisions (another
-    topology, mode or plan_options on one rank, or one group that is stock on one
-    rank only) keep every group stock on every rank, each with one warning
-    naming what differs, and train as stock. Before, rank 0 waited in the
-    communicator's bootstrap for a rank that never came, until the process
-    group's timeout. Afterwards a consistent install runs every group."""
-    last = ctx.world - 1
-    one_rank = ctx.rank == last
-    rank_word = f"rank {last}"
-    cases = [
-        ("topology", {"topology": (1, 2 * ctx.world)} if one_rank else {}),  # bad_topology there
-        ("topology", {"topology": (ctx.world, 1)} if one_rank else {}),     # valid, but another
-        ("mode", {"mode": "slot-reuse"} if one_rank else {}),
-        ("plan_options", {"plan_options": {"passes": 1}} if one_rank else {"plan_options": {"passes": 2}}),
-        ("group 2 ('blocks.1')", {}),  # blocks.1 refused on the last rank only (below)
-    ]
-    ms, mt = make_pair(lambda: Model([Block() for _ in range(3)]), ctx, mesh_1d(ctx))
+def _installs_that_differ(ctx, mesh, cases, odd_ranks: set[int]):
+    """Runs `cases` in turn on a 3-block model: (what, install kwargs on the odd ranks, on the
+    others). Each install must leave every group stock on every rank, naming `what` and an odd
+    rank (the odd ranks may keep reasons of their own), with one warning per group, and train
+    as stock; uninstall must return on every rank (none waits in a collective another never
+    joins). Two cases have no kwargs of their own: what "group ..." names is refused on the odd
+    ranks by the layout check, and "lazy_init" makes FSDP2's lazy init of blocks.1 fail there,
+    a refusal of the whole model. Afterwards the same install everywhere runs every group."""
+    odd = ctx.rank in odd_ranks
+    ms, mt = make_pair(lambda: Model([Block() for _ in range(3)]), ctx, mesh)
     opts = optimizers(ms, mt, "adam", 1e-2)
     real_check_layout = groups.check_layout
 
@@ -1046,27 +1040,78 @@ def ranks_install_differently(ctx):
             info.reason, info.detail = "layout_mismatch", "made to differ on this rank by the test"
         return info
 
-    for step, (what, kw) in enumerate(cases):
+    def lazy_init_fails():
+        raise RuntimeError("CUDA out of memory (made up by the test)")
+
+    blocks_1 = guards.param_groups(mt.blocks[1]._get_fsdp_state())[0]
+    for step, (what, odd_kw, other_kw) in enumerate(cases):
         ctx.logs.clear()
-        if what.startswith("group") and one_rank:
+        if odd and what.startswith("group"):
             groups.check_layout = refuse_blocks_1_here
+        if odd and what == "lazy_init":
+            blocks_1.lazy_init = lazy_init_fails
         try:
-            rep = install(mt, ctx, **kw)
+            rep = install(mt, ctx, **(odd_kw if odd else other_kw))
         finally:
             groups.check_layout = real_check_layout
-        reasons = {g["fqn"]: g["reason"] for g in rep["groups"]}
-        assert not tide_groups(rep), (what, reasons)
-        disagree = [g for g in rep["groups"] if g["reason"] == "ranks_disagree"]
-        if not one_rank:  # the last rank keeps its own reasons where it had one
-            assert len(disagree) == len(rep["groups"]) == 4, (what, reasons)
-        for g in disagree:
-            assert what in g["detail"] and rank_word in g["detail"], (what, g["detail"])
-        lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
-        assert len(lines) == len(rep["groups"]), (what, lines)
+            vars(blocks_1).pop("lazy_init", None)
+        if what == "lazy_init":  # the whole model stays stock, on every rank
+            assert not rep["installed"], rep
+            if odd:
+                assert rep["reason"] == "lazy_init" and "made up by the test" in rep["message"], rep
+            else:
+                assert rep["reason"] == "ranks_disagree", rep
+                assert "lazy_init" in rep["message"] and any(f"rank {r} refused" in rep["message"]
+                                                            for r in odd_ranks), rep["message"]
+            lines = [m for m in ctx.logs.messages(logging.WARNING) if "FSDP2 stays stock" in m]
+            assert len(lines) == 1, lines
+        else:
+            reasons = {g["fqn"]: g["reason"] for g in rep["groups"]}
+            assert len(rep["groups"]) == 4 and not tide_groups(rep), (what, reasons)
+            disagree = [g for g in rep["groups"] if g["reason"] == "ranks_disagree"]
+            if not odd:  # the odd ranks keep their own reasons where they had one
+                assert len(disagree) == 4, (what, reasons)
+            for g in disagree:
+                assert what in g["detail"] and any(f"rank {r} " in g["detail"] for r in odd_ranks), \
+                    (what, g["detail"])
+            lines = [m for m in ctx.logs.messages(logging.WARNING) if "stays on stock FSDP2" in m]
+            assert len(lines) == 4, (what, lines)
         step_both(ms, mt, opts, batches(ctx, 1, seed=step), tol=None, what=f"stock step after {what}")
         assert not stats(mt).get("all_gathers"), what
-    tide.fsdp.uninstall(mt)
+        tide.fsdp.uninstall(mt)
     assert_all_tide(install(mt, ctx), 4)
     step_both(ms, mt, opts, batches(ctx, 1, seed=len(cases)), tol=tight(ctx, FP32), what="TIDE step")
     assert stats(mt)["reduce_scatters"] > 0
-    tide.fsdp.uninstall(mt)
+    assert tide.fsdp.uninstall(mt)
+
+
+def ranks_install_differently(ctx):
+    """Ranks of one shard group that reach different install decisions (another
+    topology, mode or plan_options on one rank, a group that is stock on one rank
+    only, or a whole-model refusal on one rank: its FSDP2 lazy init failed) keep
+    every group stock on every rank, each with one warning naming what differs,
+    and train as stock. Before, the other ranks waited in the communicator's
+    bootstrap (or the refusal's peers in the comparison) for a rank that never
+    came, until the process group's timeout."""
+    world = ctx.world
+    _installs_that_differ(ctx, mesh_1d(ctx), [
+        ("topology", {"topology": (1, 2 * world)}, {}),  # bad_topology there
+        ("topology", {"topology": (world, 1)}, {}),      # valid, but another
+        ("mode", {"mode": "slot-reuse"}, {}),
+        ("plan_options", {"plan_options": {"passes": 1}}, {"plan_options": {"passes": 2}}),
+        ("group 2 ('blocks.1')", {}, {}),
+        ("lazy_init", {}, {}),
+    ], odd_ranks={world - 1})
+
+
+def hsdp_one_replica_installs_differently(ctx):
+    """HSDP (2 x 2: shard groups {0, 1} and {2, 3}, replica groups {0, 2} and {1, 3}):
+    a replica whose ranks agree among themselves but not with the other replica (another
+    topology), a replica whose shard group disagrees (another mode on rank 1 only), and a
+    whole-model refusal on rank 3 all leave every group stock on all four ranks. Before, the
+    replica that agreed ran TIDE beside a stock one, and uninstall hung in its agreement
+    across replicas (a MAX over each replica group that the stock replica never joined)."""
+    mesh = mesh_hsdp(ctx)
+    _installs_that_differ(ctx, mesh, [("topology", {"topology": (2, 1)}, {})], odd_ranks={2, 3})
+    _installs_that_differ(ctx, mesh, [("mode", {"mode": "slot-reuse"}, {})], odd_ranks={1})
+    _installs_that_differ(ctx, mesh, [("lazy_init", {}, {})], odd_ranks={3})

@@ -1,8 +1,12 @@
-"""tide.fsdp.agreement.differences: what the ranks of a shard group are told when their install
-decisions differ (the ranks' side: the scenario ranks_install_differently)."""
+"""tide.fsdp.agreement: what the ranks are told when their install decisions differ, and how a
+verdict spreads over shard groups and replicas (the ranks' side: the scenarios
+ranks_install_differently and hsdp_one_replica_installs_differently)."""
 
 from __future__ import annotations
 
+import pytest
+
+from tide.fsdp import agreement
 from tide.fsdp.agreement import Decisions, differences
 
 SETTINGS = (("mode", "in-place"), ("topology", (1, 2)))
@@ -10,38 +14,105 @@ GROUPS = (("<root>", None), ("blocks.0", None), ("blocks.1", "cpu_offload"))
 DETAILS = ("", "", "parameter 'blocks.1.w' is offloaded to CPU")
 
 
-def decisions(settings=SETTINGS, groups=GROUPS, details=DETAILS) -> Decisions:
-    return Decisions(settings=settings, groups=groups, details=details)
+def decisions(rank: int, settings=SETTINGS, groups=GROUPS, details=DETAILS) -> Decisions:
+    return Decisions(settings=settings, groups=groups, details=details, rank=rank)
 
 
 def test_alike_decisions_agree():
-    assert differences([decisions()] * 4) is None
+    assert differences([decisions(r) for r in range(4)]) is None
 
 
 def test_details_are_not_compared():
     """A detail may name the rank's own device: only reasons count."""
-    other = decisions(details=("", "", "parameter 'blocks.1.w' is offloaded to CPU (cuda:1)"))
-    assert differences([decisions(), other]) is None
+    other = decisions(1, details=("", "", "parameter 'blocks.1.w' is offloaded to CPU (cuda:1)"))
+    assert differences([decisions(0), other]) is None
 
 
-def test_the_first_differing_setting_is_named_with_every_ranks_value():
-    other = decisions(settings=(("mode", "slot-reuse"), ("topology", (2, 1))))
-    assert differences([decisions(), decisions(), other]) == \
-        "mode: rank 0 'in-place', rank 1 'in-place', rank 2 'slot-reuse'"
+def test_the_first_differing_setting_names_the_odd_ranks_by_global_rank():
+    other = decisions(10, settings=(("mode", "slot-reuse"), ("topology", (2, 1))))
+    assert differences([decisions(4), decisions(6), other, decisions(12)]) == \
+        "mode: 'in-place' on 3 rank(s), but rank 10 'slot-reuse'"
 
 
-def test_a_group_verdict_that_differs_names_the_group_and_each_ranks_reason():
-    other = decisions(groups=(("<root>", None), ("blocks.0", "bad_topology"), ("blocks.1", "cpu_offload")),
+def test_only_the_first_ranks_that_differ_are_named():
+    everyone = [decisions(r) for r in range(4)] + [decisions(r, settings=(("mode", "slot-reuse"),) + SETTINGS[1:])
+                                                  for r in range(4, 14)]
+    text = differences(everyone)
+    assert text.startswith("mode: 'slot-reuse' on 10 rank(s), but rank 0 'in-place', rank 1 'in-place'"), text
+    everyone = [decisions(0)] + [decisions(r, settings=(("mode", f"m{r}"),) + SETTINGS[1:]) for r in range(1, 12)]
+    text = differences(everyone)
+    assert "rank 8 'm8'" in text and "rank 9 " not in text and text.endswith(" and 3 more"), text
+
+
+def test_a_group_verdict_that_differs_names_the_group_and_each_odd_ranks_reason():
+    other = decisions(1, groups=(("<root>", None), ("blocks.0", "bad_topology"), ("blocks.1", "cpu_offload")),
                       details=("", "1x4 for a shard group of 2 ranks", DETAILS[2]))
-    assert differences([decisions(), other]) == \
-        "group 1 ('blocks.0'): rank 0 eligible, rank 1 bad_topology (1x4 for a shard group of 2 ranks)"
+    assert differences([decisions(0), decisions(2), other]) == \
+        "group 1 ('blocks.0'): eligible on 2 rank(s), but rank 1 bad_topology (1x4 for a shard group of 2 ranks)"
 
 
 def test_another_group_name_is_shown():
-    other = decisions(groups=(("<root>", None), ("layers.0", None), ("blocks.1", "cpu_offload")))
-    assert differences([decisions(), other]) == "group 1 ('blocks.0'): rank 0 eligible, rank 1 'layers.0' eligible"
+    other = decisions(1, groups=(("<root>", None), ("layers.0", None), ("blocks.1", "cpu_offload")))
+    assert differences([decisions(0), decisions(2), other]) == \
+        "group 1 ('blocks.0'): eligible on 2 rank(s), but rank 1 'layers.0' eligible"
 
 
 def test_another_number_of_groups_is_named():
-    other = decisions(groups=GROUPS[:2], details=DETAILS[:2])
-    assert differences([decisions(), other]) == "groups: rank 0 has 3, rank 1 has 2"
+    other = decisions(1, groups=GROUPS[:2], details=DETAILS[:2])
+    assert differences([decisions(0), decisions(2), other]) == "groups: has 3 on 2 rank(s), but rank 1 has 2"
+
+
+class FakeGroup:
+    """A process group whose all_gather_object answers with what its other members send
+    (`others`, by group rank; this rank's slot is `me`)."""
+
+    def __init__(self, me: int, others: dict[int, object]):
+        self.me, self.others = me, others
+        self.sent: list[object] = []
+
+    def size(self) -> int:
+        return len(self.others) + 1
+
+
+@pytest.fixture
+def gather(monkeypatch):
+    def all_gather_object(out, obj, group):
+        group.sent.append(obj)
+        for r in range(len(out)):
+            out[r] = obj if r == group.me else group.others[r]
+    monkeypatch.setattr(agreement.dist, "all_gather_object", all_gather_object)
+
+
+def test_a_replica_that_disagreed_stops_the_others(gather):
+    shard = FakeGroup(0, {1: decisions(1)})
+    replicas = FakeGroup(0, {1: (decisions(2), "mode: 'in-place' on 1 rank(s), but rank 3 'slot-reuse'")})
+    assert agreement.compare(shard, decisions(0), replicas) == \
+        "in the replica of rank 2: mode: 'in-place' on 1 rank(s), but rank 3 'slot-reuse'"
+    assert replicas.sent == [(decisions(0), None)]  # this replica's own verdict went out
+
+
+def test_replicas_that_agreed_on_other_decisions_disagree(gather):
+    shard = FakeGroup(0, {1: decisions(1)})
+    replicas = FakeGroup(0, {1: (decisions(2, settings=(("mode", "in-place"), ("topology", (2, 1)))), None)})
+    assert agreement.compare(shard, decisions(0), replicas) == \
+        "across replicas, topology: (1, 2) on 1 rank(s), but rank 2 (2, 1)"
+
+
+def test_alike_replicas_agree_and_one_replica_asks_no_one(gather):
+    shard = FakeGroup(1, {0: decisions(0)})
+    assert agreement.compare(shard, decisions(1), FakeGroup(1, {0: (decisions(3), None)})) is None
+    assert agreement.compare(shard, decisions(1), None) is None
+    lone = FakeGroup(0, {})
+    assert agreement.compare(shard, decisions(1), lone) is None and lone.sent == []
+
+
+def test_refusals_spread_over_shard_groups_then_replicas(gather):
+    """Rank 3's refusal reaches rank 0 through rank 2 (rank 0's replica peer), which learnt it in
+    its own shard group first; one-rank groups are skipped."""
+    shard = FakeGroup(0, {1: []})
+    lone = FakeGroup(0, {})
+    replicas = FakeGroup(0, {1: [(3, "lazy_init", "out of memory")]})
+    assert agreement.refusals([shard, lone], [replicas], None, 0) == [(3, "lazy_init", "out of memory")]
+    assert lone.sent == [] and shard.sent == [[]] and replicas.sent == [[]]
+    mine = agreement.refusals([FakeGroup(0, {1: [(1, "not_idle", "busy")]})], [], ("meta_device", "meta"), 0)
+    assert mine == [(0, "meta_device", "meta"), (1, "not_idle", "busy")]

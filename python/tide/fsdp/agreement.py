@@ -1,14 +1,16 @@
-"""Whether the ranks of a shard group reached the same install decisions.
+"""Whether the ranks reached the same install decisions.
 
 install() decides per rank which groups TIDE runs and how (topology, mode,
 plan options, ...). A rank that decided otherwise than its peers, say one
-handed another topology, or one whose libtide lacks the fabric, would leave
-the others waiting in the communicator's bootstrap until the process group's
-timeout (30 minutes by default), with an error that names nothing of TIDE.
-So the ranks of each shard group compare their decisions first, in one
-all_gather_object, and on any difference every rank keeps those groups stock
-and says which rank differs in what (paper, Sec. 6.3: inconsistent global
-capabilities abort TIDE, not the job).
+handed another topology, or one whose libtide lacks the fabric, or one whose
+FSDP2 lazy init failed, would leave the others waiting in a collective it
+never joins (the communicator's bootstrap at install; under HSDP the
+replicas' agreement at uninstall) until the process group's timeout (30
+minutes by default), with an error that names nothing of TIDE. So the ranks
+compare first, with all_gather_object over each shard group and then across
+its replicas (HSDP), and on any difference every rank keeps those groups
+stock and says which rank differs in what (paper, Sec. 6.3: inconsistent
+global capabilities abort TIDE, not the job).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from typing import Any
 
 import torch.distributed as dist
 
+# Ranks named in a message, at most (the rest counted).
+_NAMED = 8
+
 
 @dataclass(frozen=True)
 class Decisions:
@@ -28,37 +33,84 @@ class Decisions:
     groups: per group, in install order, (fqn, reason): reason None where TIDE
         may run it.
     details: per group, the reason's detail; reported, not compared (it may
-        name this rank's device)."""
+        name this rank's device).
+    rank: the rank's global rank, for messages."""
 
     settings: tuple[tuple[str, Any], ...]
     groups: tuple[tuple[str, str | None], ...]
     details: tuple[str, ...] = field(default=())
+    rank: int = -1
+
+
+def _odd_ones(labels: Sequence[str], ranks: Sequence[int]) -> str:
+    """'X on n ranks, but rank a Y, rank b Z': the most common label, then the ranks whose
+    label differs (at most _NAMED of them named)."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    common = max(counts, key=lambda k: (counts[k], -labels.index(k)))
+    odd = [f"rank {r} {label}" for r, label in zip(ranks, labels) if label != common]
+    more = f" and {len(odd) - _NAMED} more" if len(odd) > _NAMED else ""
+    return f"{common} on {counts[common]} rank(s), but " + ", ".join(odd[:_NAMED]) + more
 
 
 def differences(everyone: Sequence[Decisions]) -> str | None:
-    """None when every rank decided alike; else what differs, by rank (the
-    first setting that differs, else the first group), for a log line."""
+    """None when every rank decided alike; else what differs (the first
+    setting that differs, else the first group), naming the ranks that
+    differ by their global rank, for a log line."""
     first = everyone[0]
+    ranks = [d.rank for d in everyone]
     for name, _ in first.settings:
         values = [dict(d.settings).get(name) for d in everyone]
         if any(v != values[0] for v in values):
-            return f"{name}: " + ", ".join(f"rank {r} {v!r}" for r, v in enumerate(values))
+            return f"{name}: " + _odd_ones([repr(v) for v in values], ranks)
     if any(len(d.groups) != len(first.groups) for d in everyone):
-        return "groups: " + ", ".join(f"rank {r} has {len(d.groups)}" for r, d in enumerate(everyone))
+        return "groups: " + _odd_ones([f"has {len(d.groups)}" for d in everyone], ranks)
     for i, (fqn, _) in enumerate(first.groups):
         verdicts = [d.groups[i] for d in everyone]
         if any(v != verdicts[0] for v in verdicts):
-            return f"group {i} ('{fqn}'): " + ", ".join(
-                f"rank {r} " + (f"'{v[0]}' " if v[0] != fqn else "") +
-                (f"{v[1]} ({everyone[r].details[i]})" if v[1] else "eligible")
-                for r, v in enumerate(verdicts))
+            labels = [(f"'{v[0]}' " if v[0] != fqn else "") + (f"{v[1]} ({d.details[i]})" if v[1] else "eligible")
+                      for v, d in zip(verdicts, everyone)]
+            return f"group {i} ('{fqn}'): " + _odd_ones(labels, ranks)
     return None
 
 
-def compare(pg: Any, mine: Decisions) -> str | None:
-    """Every rank of `pg` calls this with its decisions (collective, host
-    blocking): None when all agree, else differences()'s text, alike on
-    every rank."""
+def compare(pg: Any, mine: Decisions, replicate_pg: Any = None) -> str | None:
+    """Every rank of `pg` (a shard group) calls this with its decisions, and
+    under HSDP with `replicate_pg`, its group across the replicas (collective,
+    host blocking): None when every rank of every replica decided alike, else
+    differences()'s text, alike on all those ranks."""
     everyone: list[Decisions | None] = [None] * pg.size()
     dist.all_gather_object(everyone, mine, group=pg)
-    return differences(everyone)
+    differ = differences(everyone)
+    if replicate_pg is None or replicate_pg.size() == 1:
+        return differ
+    # Every rank of a shard group now holds the same verdict; each replica's
+    # rank at the same shard position tells the others its own (so a replica
+    # that disagreed, or replicas that agreed on other decisions, stop them all).
+    replicas: list[tuple[Decisions, str | None] | None] = [None] * replicate_pg.size()
+    dist.all_gather_object(replicas, (mine, differ), group=replicate_pg)
+    for decisions, verdict in replicas:
+        if verdict is not None:
+            return f"in the replica of rank {decisions.rank}: {verdict}"
+    across = differences([decisions for decisions, _ in replicas])
+    return None if across is None else f"across replicas, {across}"
+
+
+def refusals(shard_pgs: Sequence[Any], replicate_pgs: Sequence[Any], mine: tuple[str, str] | None,
+             rank: int) -> list[tuple[int, str, str]]:
+    """Install's whole-model refusals that a rank may reach alone (its FSDP2
+    lazy init failed, a group is mid-iteration, parameters on the meta
+    device), spread before any per-group collective: every rank calls this
+    with its own (reason, message) or None, over the model's shard groups and
+    then their replica groups, in the same order on every rank. Returns every
+    refusal seen as (global rank, reason, message), sorted; empty when none."""
+    seen = {(rank, *mine)} if mine is not None else set()
+    for pg in (*shard_pgs, *replicate_pgs):
+        if pg.size() == 1:
+            continue
+        everyone: list[list | None] = [None] * pg.size()
+        dist.all_gather_object(everyone, sorted(seen), group=pg)
+        for theirs in everyone:
+            seen.update(tuple(r) for r in theirs)
+    return sorted(seen)

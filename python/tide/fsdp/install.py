@@ -24,7 +24,7 @@ from tide.fsdp import backend as _backend
 from tide.fsdp import agreement, dispatch, groups, guards, plain_references, prefetch, registry
 from tide.fsdp.report import report
 from tide.fsdp.state import CommContext, TideGroup
-from tide.plan import build_plan_config, make_plan, scratch_bytes
+from tide.plan import PlanInputError, build_plan_config, make_plan, scratch_bytes
 
 log = logging.getLogger("tide.fsdp")
 
@@ -137,12 +137,15 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if getattr(state, "_is_root", None) is False:
         return _refuse(model, "not_root", "install on the root FSDP2 module (the one whose forward runs first)")
 
+    # Refusals a rank may reach alone (its state, not its arguments): held until the ranks
+    # have compared them (_refusals_agreed), so that no rank refuses while its peers go on.
+    early = None
     on_meta = [n for n, p in model.named_parameters() if p.device.type == "meta"]
     if on_meta:
         # Deferred initialization (build on meta, fully_shard, to_empty, init
         # weights): there is no storage to plan for or adopt yet.
-        return _refuse(model, "meta_device", f"{len(on_meta)} parameters are on the meta device (e.g. "
-                       f"'{on_meta[0]}'): install after model.to_empty(...) and the weights' initialization")
+        early = ("meta_device", f"{len(on_meta)} parameters are on the meta device (e.g. "
+                 f"'{on_meta[0]}'): install after model.to_empty(...) and the weights' initialization")
 
     inst = registry.Installation(mode, ring)
     inst.check_read_done = check_read_done
@@ -154,6 +157,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     held = plain_references.held_outside_tree(model)
     seen: set[int] = set()
     for module in model.modules():
+        if early is not None:
+            break
         st = it.get_module_fsdp_state(module)
         if st is None or id(st) in seen:
             continue
@@ -165,7 +170,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                 # for its first forward, as FSDP2 wants.
                 group.lazy_init()
             except Exception as e:  # FSDP2 refuses: stay stock
-                return _refuse(model, "lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
+                early = ("lazy_init", f"FSDP2 lazy init of a parameter group failed: {e}")
+                break
             # Read through getattr: a torch without these attributes gets the group
             # refused by describe ("attributes"), not an AttributeError from here.
             modules = getattr(group, "modules", None) or ()
@@ -174,17 +180,20 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                                               module_names=names))
             inst.infos[-1].paths = tuple(sorted({n for m in modules for n in every_name.get(id(m), ())}))
             inst.infos[-1].held_outside_tree = plain_references.held_by_group(modules, held)
-    if ring:
-        _log_held_outside_tree(inst.infos)
     # A group TIDE already runs through another installation (on a module inside this one, or
     # one containing it, installed before FSDP2 knew its root): installing it twice would give it
     # two arenas, and the second uninstall would restore what the first had replaced.
     for info in inst.infos:
         if info.reason is None and dispatch.lookup(info.group.fsdp_params) is not None:
             info.reason, info.detail = "installed_elsewhere", "TIDE runs it through another module's install()"
-    busy = _first_busy([info for info in inst.infos if info.reason is None])
+    busy = _first_busy([info for info in inst.infos if info.reason is None]) if early is None else None
     if busy is not None:
-        return _refuse(model, "not_idle", f"group '{busy}' is mid-iteration; install between steps")
+        early = ("not_idle", f"group '{busy}' is mid-iteration; install between steps")
+    early = _refusals_agreed(model, it, early)
+    if early is not None:
+        return _refuse(model, *early)
+    if ring:
+        _log_held_outside_tree(inst.infos)
 
     # Per shard process group: plans, the ranks' agreement, arena, communicator.
     # Every group of a shard group of several ranks goes in its bucket, eligible
@@ -201,9 +210,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             buckets.setdefault(id(info.pg), []).append(info)
     # What every rank of a shard group must share besides the groups' verdicts (timeout_s,
     # release_grads and check_read_done act on this rank alone).
-    shared = (("mode", mode), ("fabric", fabric), ("ring", ring), ("adopt", adopt),
-              ("invert_prefetch", invert_prefetch), ("plan_options", tuple(sorted(plan_options.items()))),
-              ("fit_passes", fit_passes))
+    # plan_options as text: any value pickles, and compares by what it says. The fabric goes in
+    # resolved, in _build_context (None and the device's own name are the same choice).
+    shared = (("mode", mode), ("ring", ring), ("adopt", adopt), ("invert_prefetch", invert_prefetch),
+              ("plan_options", repr(sorted(plan_options.items()))), ("fit_passes", fit_passes))
     for infos in buckets.values():
         ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes,
                              shared)
@@ -416,10 +426,10 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     if not moved and not custom and not default:
         return
     busy = _first_busy([tg.info for tg in inst.tide_groups])
+    waiting = _awaiting_backward_on_some_rank(inst, busy)
     if busy is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
                          f"(group '{busy}' is busy): change it between steps; it was not applied")
-    waiting = _awaiting_backward_on_some_rank(inst)
     if waiting is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change between a forward "
                          f"and its backward ({waiting}): change it between steps; it was not applied")
@@ -463,15 +473,46 @@ def _first_awaiting_backward(tide_groups: list[TideGroup]) -> str | None:
     return None
 
 
-def _awaiting_backward_on_some_rank(inst) -> str | None:
+def _model_process_groups(model, it) -> tuple[list, list]:
+    """The shard groups, then the replica groups (HSDP), of the model's FSDP2 parameter
+    groups, each once, in module order (the same on every rank of each)."""
+    shard, replicate, seen = [], [], set()
+    for module in model.modules():
+        st = it.get_module_fsdp_state(module)
+        if st is None:
+            continue
+        for group in guards.param_groups(st):
+            mesh_info = getattr(group, "mesh_info", None)
+            for attr, out in (("shard_process_group", shard), ("replicate_process_group", replicate)):
+                pg = getattr(mesh_info, attr, None)
+                if pg is not None and id(pg) not in seen:
+                    seen.add(id(pg))
+                    out.append(pg)
+    return shard, replicate
+
+
+def _refusals_agreed(model, it, mine: tuple[str, str] | None) -> tuple[str, str] | None:
+    """This rank's whole-model refusal, or, where only peers refused, why it refuses with
+    them ("ranks_disagree"): every rank of the model's process groups learns every rank's."""
+    shard, replicate = _model_process_groups(model, it)
+    seen = agreement.refusals(shard, replicate, mine, dist.get_rank() if dist.is_initialized() else 0)
+    if mine is not None or not seen:
+        return mine
+    rank, reason, message = seen[0]
+    more = f" (and {len(seen) - 1} more rank(s))" if len(seen) > 1 else ""
+    return "ranks_disagree", f"rank {rank} refused{more}: {reason} ({message}); its peers stay stock with it"
+
+
+def _awaiting_backward_on_some_rank(inst, busy: str | None = None) -> str | None:
     """Why uninstall or a new layout must wait, or None, alike on every rank: a forward
     with grad whose backward has not run, on some rank. Its autograd graph saved views of
     the ring slots, which only TIDE's gathers fill again before that backward: after an
     uninstall or a new layout it would read other groups' weights. Whether such a graph
     lives is a rank's own (a loss only rank 0 keeps for its logging), and a rank that
     refused while its peers went on would leave them in collectives it never joins: the
-    ranks agree (a MAX over each shard group, and across replicas under HSDP)."""
-    mine = _first_awaiting_backward(inst.tide_groups)
+    ranks agree (a MAX over each shard group, and across replicas under HSDP). `busy`: this
+    rank's group that is mid-iteration, a refusal it must not take alone either."""
+    mine = _first_awaiting_backward(inst.tide_groups) if busy is None else None
     if mine is not None:
         # A graph only a reference cycle still holds goes now, not at some rank's next
         # collection. Only here: a full collection takes up to a second in a process that
@@ -490,9 +531,11 @@ def _awaiting_backward_on_some_rank(inst) -> str | None:
             flag = int(t.item())
     if not flag:
         return None
+    if busy is not None:
+        return f"group '{busy}' is mid-iteration"
     if mine is not None:
         return f"group '{mine}' ran a forward whose backward has not run yet"
-    return "a group ran a forward whose backward has not run yet on another rank"
+    return "on another rank a group is mid-iteration, or ran a forward whose backward has not run yet"
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -548,6 +591,10 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             continue
         try:
             plan = make_plan(**_plan_args(info, info.ag_dtype, nodes, gpus, mode, plan_options))
+        except PlanInputError as e:  # the caller's plan_options, refused before the library saw them
+            refused_options = refused_options or e
+            info.reason, info.detail = "bad_plan_options", str(e)
+            continue
         except TideError as e:
             if e.reason == "bad_option":  # the caller's plan_options: raised once the peers have been told
                 refused_options = refused_options or e
@@ -558,13 +605,15 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
         groups.check_layout(info, plan)
         if info.reason is None:
             tide_groups.append(TideGroup(info, mode, plan, adopt, plan_options))
-    mine = agreement.Decisions(settings=(*shared, ("topology", (nodes, gpus))),
+    mine = agreement.Decisions(settings=(*shared, ("fabric", fab), ("topology", (nodes, gpus))),
                                groups=tuple((info.fqn, info.reason) for info in infos),
-                               details=tuple(info.detail or "" for info in infos))
-    differ = agreement.compare(first.pg, mine)
+                               details=tuple(info.detail or "" for info in infos), rank=dist.get_rank())
+    # Across replicas too: uninstall's agreement runs over each TIDE context's replica group,
+    # so the replicas must end with the same contexts.
+    differ = agreement.compare(first.pg, mine, getattr(first.group.mesh_info, "replicate_process_group", None))
     if refused_options is not None:
-        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {refused_options.message}") \
-            from refused_options
+        why = refused_options.message if isinstance(refused_options, TideError) else str(refused_options)
+        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {why}") from refused_options
     if differ is not None:
         for tg in tide_groups:
             tg.info.reason = "ranks_disagree"
@@ -799,9 +848,9 @@ def uninstall(model: torch.nn.Module) -> bool:
     if inst is None:
         return False
     busy = _first_busy([tg.info for tg in inst.tide_groups])
+    waiting = _awaiting_backward_on_some_rank(inst, busy)  # refused alike on every rank
     if busy is not None:
         raise RuntimeError(f"tide.fsdp: group '{busy}' is mid-iteration; uninstall between steps")
-    waiting = _awaiting_backward_on_some_rank(inst)
     if waiting is not None:
         raise RuntimeError(f"tide.fsdp: {waiting}: uninstall after that backward (or drop the forward's outputs "
                            f"if it will not run); nothing was changed")
