@@ -3,6 +3,7 @@
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included)
 #   tsan  ThreadSanitizer
 # Usage: bash tools/run_sanitizers.sh [asan|tsan|both] [extra ctest arguments, e.g. -R HostCollectives]
+# (under TSan the script passes its own -E: give -R, not -E, there)
 # Builds into build/san-asan and build/san-tsan; needs what tools/run_tests.sh
 # installs (its first run sets the machine up). Not part of CI: on 2 cores the
 # ASan suite takes about 10 minutes and the TSan one about 17, besides the builds.
@@ -39,8 +40,9 @@ run_one() {
   # -Wmaybe-uninitialized where the plain build (run_tests.sh, -Werror) has none.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIDE_BUILD_CUDA=OFF -DTIDE_BUILD_TESTS=ON \
     -DTIDE_WERROR=OFF -DCMAKE_CXX_FLAGS="$sanitize $compile -fno-omit-frame-pointer" \
-    -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" >/dev/null
-  cmake --build "$dir"
+    -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" >/dev/null || return 1
+  # (set -e does not act inside a function called from `||`: each step returns on failure.)
+  cmake --build "$dir" || return 1
   local exclude=()
   [[ $kind == tsan ]] && exclude=(-E "$TSAN_LEFT_OUT")
   printf '\n==> %s: ctest\n' "$kind"

@@ -72,11 +72,12 @@ class Group:
     @property
     def plan(self) -> dict:
         text = ctypes.c_char_p()
-        # The string lives in the communicator: read it before a close() on
-        # another thread can free it.
+        # The string lives in the communicator: copied out (.value) before a
+        # close() on another thread can free it.
         with self._comm._strings_held:
             _capi.check(_capi.library().tideGroupGetJson(self.handle, ctypes.byref(text)))
-            return json.loads(text.value.decode())
+            raw = text.value
+        return json.loads(raw.decode())
 
 
 class Communicator:
@@ -122,8 +123,10 @@ class Communicator:
         self.fabric = fabric
         self.handle = handle
         # Held while a string the library returned (a plan's JSON, the rails)
-        # is read, and by close(): that memory belongs to the communicator.
-        self._strings_held = threading.Lock()
+        # is copied out, and by close(): that memory belongs to the communicator.
+        # Reentrant: a close() from a signal handler that interrupts a copy on
+        # the same thread must not wait for itself for ever.
+        self._strings_held = threading.RLock()
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
         # Dropped or left open at exit without close(): destroyed then, so its threads,
         # shared memory and in-flight work do not outlive it (or the buffers it reads).
@@ -199,7 +202,8 @@ class Communicator:
         out = ctypes.c_char_p()
         with self._strings_held:
             _capi.check(_capi.library().tideCommGetRails(self.handle, ctypes.byref(out)))
-            return out.value.decode()
+            raw = out.value
+        return raw.decode()
 
     @property
     def stats(self) -> dict[str, int]:

@@ -291,6 +291,17 @@ TEST(MemoryModel, BoundsThePlansStagingBytes) {
     if (even) {
       EXPECT_LE(plan.memory.stagingRounding, 1e-12);
     }
+    // What rounding a sub-chunk up can add, at most: under 8 elements (the ceiling of E / (L passes),
+    // then up to a multiple of 8) per staging row (gradient dtype) and per row of every fp32 block
+    // (inbox, outbox, spares, push area).
+    const int64_t rowsPerSender = M > 1 ? L : 1;
+    const int64_t blocks = M > 1 ? int64_t{plan.rs.bufferGenerations} * L * (plan.rs.landing == Landing::kPush ? 2 : 1) +
+                                       2 * int64_t{plan.rs.outboxBlocks} + 2 * int64_t{plan.rs.spareBlocks}
+                                 : 0;
+    const int64_t stagingRows = int64_t{plan.rs.stagingSlots} * (L - 1) * rowsPerSender;
+    const double slack = 8.0 * (static_cast<double>(stagingRows * refItemSize(grad)) +
+                                4.0 * L * static_cast<double>(blocks));
+    EXPECT_LE(plan.memory.stagingRounding * ns, slack + 1e-6);
     const double closedArea = opt.rs.mode == Mode::kInPlace ? plan.memory.rsAreaInPlace : plan.memory.rsAreaSlotReuse;
     const double closedLive = opt.rs.mode == Mode::kInPlace ? plan.memory.tideLiveInPlace : plan.memory.tideLiveSlotReuse;
     EXPECT_NEAR(plan.memory.rsAreaBound, closedArea + plan.memory.stagingRounding, 1e-12);
