@@ -890,10 +890,10 @@ def log(*a):
 def print_table(rows: list[dict]):
     if dist.get_rank() != 0:
         return
-    print(f"#{'op':>3} {'group':>18} {'system':>17} {'size(B)':>11} {'time(us)':>10} {'algbw':>8} {'busbw':>8} "
+    print(f"#{'op':>3} {'group':>18} {'system':>26} {'size(B)':>11} {'time(us)':>10} {'algbw':>8} {'busbw':>8} "
           f"{'#wrong':>7} {'host(us)':>9}", flush=True)
     for r in rows:
-        print(f" {r['op']:>3} {r['group']:>18} {r['system']:>17} {r['size_bytes']:>11} {r['time_us']:>10.1f} "
+        print(f" {r['op']:>3} {r['group']:>18} {r['system']:>26} {r['size_bytes']:>11} {r['time_us']:>10.1f} "
               f"{r['algbw_GBps']:>8.1f} {r['busbw_GBps']:>8.1f} {r['wrong']:>7} {r['host_us']:>9.1f}", flush=True)
 
 

@@ -490,16 +490,24 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
     ran = {name: res for name, res in results.items() if res.get("status") == "ok"}
     for name, res in ran.items():
         local = res.pop("_local_losses", [])
-        rdiffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(local, ref_local)]
+        # A NaN on either side is no agreement (max() would skip a NaN difference past the first).
+        rdiffs = [abs(a - b) / max(1.0, abs(b)) if math.isfinite(a) and math.isfinite(b) else math.inf
+                  for a, b in zip(local, ref_local)]
         finite = all(math.isfinite(x) for x in local)
         checked = max(rdiffs[:LOSS_CHECK_STEPS], default=0.0)
         res["max_loss_rdiff_vs_reference"] = reduce_max(env, [checked if finite else math.inf])[0]
         res["max_loss_rdiff_vs_reference_all_steps"] = reduce_max(env, [max(rdiffs, default=0.0)])[0]
     # pg-alloc runs stock's arithmetic: its difference from stock is the run's own nondeterminism
     # (CUDA atomics, amplified by training), which TIDE may show too. Against another reference
-    # it measures nothing of the kind.
+    # it measures nothing of the kind, and a pg-alloc that diverged (NaN: an infinite difference)
+    # would excuse any TIDE loss: then there is no floor.
     floor = ran.get("pg-alloc", {}).get("max_loss_rdiff_vs_reference", 0.0) if ref_name == "stock" else 0.0
+    if not math.isfinite(floor):
+        floor = 0.0
     checks["nondeterminism_floor"] = floor
+    if ref_name not in ran:  # nothing to compare the losses with: not a match
+        checks["losses_match"] = False
+        checks["reference_missing"] = ref.get("status", "not run")
     for name, res in ran.items():
         allowed = max(rtol, 2.0 * floor) if name in TIDE_MODES else rtol
         ok = res["max_loss_rdiff_vs_reference"] <= allowed
@@ -509,7 +517,7 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
         med = res.get("step_ms", {}).get("median")
         if ref_med and med:
             res["ratio_vs_reference"] = med / ref_med
-            res["speedup_pct"] = (1.0 - med / ref_med) * 100.0
+            res["speedup_pct"] = (ref_med - med) / ref_med * 100.0  # exactly 10.0 for 90 against 100 ms
             res["paired_ratio_vs_reference"] = paired_ratio(res, ref)
         if name in TIDE_MODES and ref_med and med and target is not None:
             c["speedup_pct"] = res["speedup_pct"]

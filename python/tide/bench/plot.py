@@ -76,6 +76,7 @@ def plot_interference(run: dict, path: Path) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 _ROW_KEYS = ("op", "system", "size_bytes", "time_us", "group")

@@ -1,0 +1,206 @@
+"""The collectives benchmark's result rows (tide.bench.collectives): row_for's nccl-tests numbers
+(size, time, algbw = size / time, busbw = algbw * (N-1)/N), print_table's columns (rank 0 only),
+the rows' keys that tide.bench.plot reads, the groups' sizes, and the float64 reduce-scatter
+reference that counts stock's #wrong. All of it runs only inside a GPU session otherwise.
+
+Expected values are computed here from the shapes (ceil(D_p / N) rows per rank), not from the
+module's Group properties."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from tide.bench import collectives  # noqa: E402
+from tide.bench.collectives import Group, System, groups_for, row_for  # noqa: E402
+
+MiB = 1 << 20
+
+
+def _system(op: str, name: str | None = None) -> System:
+    return System(name or f"test_{op}", op, prepare=lambda g: None)
+
+
+def _random_group(rng: random.Random) -> Group:
+    ranks = rng.choice([1, 2, 3, 4, 8])
+    shapes = [tuple([rng.randint(1, 300)] + [rng.randint(1, 40) for _ in range(rng.randint(0, 2))])
+              for _ in range(rng.randint(1, 9))]
+    return Group(f"g{rng.randrange(1000)}", shapes, ranks)
+
+
+def _padded_elems_per_rank(shapes, ranks: int) -> int:
+    """One rank's shard elements: FSDP2 pads every parameter's dim 0 to a multiple of N."""
+    total = 0
+    for shape in shapes:
+        rows_per_rank = (shape[0] + ranks - 1) // ranks
+        total += rows_per_rank * int(np.prod(shape[1:], dtype=np.int64))
+    return total
+
+
+@pytest.mark.parametrize("op,bytes_per_elem,dtype", [("ag", 2, "bf16"), ("rs", 4, "bf16->fp32")])
+def test_row_numbers_follow_nccl_tests(rng, op, bytes_per_elem, dtype):
+    """size: the all-gather's bf16 output or the reduce-scatter's fp32 input (N x the padded shard);
+    algbw in GB/s (1e9 bytes); busbw = algbw (N-1)/N for both collectives."""
+    for _ in range(50):
+        group = _random_group(rng)
+        ms, wrong, host_us = rng.uniform(0.001, 50.0), rng.randrange(0, 5), rng.uniform(1.0, 500.0)
+        row = row_for(_system(op, "sys_x"), group, ms, wrong, host_us)
+        n = group.ranks
+        size = n * _padded_elems_per_rank(group.shapes, n) * bytes_per_elem
+        seconds = ms / 1e3
+        assert row["size_bytes"] == size
+        assert row["time_us"] == pytest.approx(ms * 1e3, rel=1e-12)
+        assert row["algbw_GBps"] == pytest.approx(size / seconds / 1e9, rel=1e-12)
+        assert row["busbw_GBps"] == pytest.approx(size / seconds / 1e9 * (n - 1) / n, rel=1e-12)
+        assert (row["system"], row["op"], row["group"], row["dtype"]) == ("sys_x", op, group.name, dtype)
+        assert (row["params"], row["ranks"], row["wrong"], row["host_us"]) == (len(group.shapes), n, wrong, host_us)
+
+
+def test_row_numbers_worked_by_hand():
+    # 8 rows of 1024 over 4 ranks: 2 rows (2048 elements) per rank, 4 us per call.
+    group = Group("g", [(8, 1024)], 4)
+    ag = row_for(_system("ag"), group, 0.004, 0, 1.0)
+    assert ag["size_bytes"] == 4 * 2048 * 2 == 16384
+    assert ag["time_us"] == pytest.approx(4.0)
+    assert ag["algbw_GBps"] == pytest.approx(4.096) and ag["busbw_GBps"] == pytest.approx(3.072)
+    rs = row_for(_system("rs"), group, 0.004, 0, 1.0)
+    assert rs["size_bytes"] == 32768
+    assert rs["algbw_GBps"] == pytest.approx(8.192) and rs["busbw_GBps"] == pytest.approx(6.144)
+    # A padded tail: 5 rows of 3 over 2 ranks is 3 rows (9 elements) per rank, 36 bytes gathered.
+    assert row_for(_system("ag"), Group("p", [(5, 3)], 2), 1.0, 0, 1.0)["size_bytes"] == 36
+    # One rank moves nothing over the bus.
+    assert row_for(_system("ag"), Group("one", [(8, 8)], 1), 1.0, 0, 1.0)["busbw_GBps"] == 0.0
+
+
+def test_llama_layer_rows_are_the_whole_layer():
+    """One Llama-3.1-8B decoder layer is 218,112,000 bf16 parameters: the all-gather output is
+    436,224,000 bytes and the reduce-scatter's fp32 input twice that, whatever N (2, 4, 8 divide
+    every row count, so nothing is padded)."""
+    params = 2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096 + 2 * 4096
+    assert params == 218_112_000
+    for n in (2, 4, 8):
+        llama = groups_for("ag", n)[0]
+        assert llama.name == "llama3.1-8b-layer"
+        assert row_for(_system("ag"), llama, 1.0, 0, 0.0)["size_bytes"] == 2 * params
+        assert row_for(_system("rs"), groups_for("rs", n)[0], 1.0, 0, 0.0)["size_bytes"] == 4 * params
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+def test_synthetic_groups_are_the_sizes_their_names_say(ranks):
+    """'32MiB-P30': 30 parameters whose bf16 shards add up to about 32 MiB per rank (AG); 'P16'
+    groups: 16 parameters, fp32 output per rank (RS). Some have padded tails (D_p not a multiple
+    of N), which the landing and the copy-out must handle."""
+    for op, bytes_per_elem, params in (("ag", 2, 30), ("rs", 4, 16)):
+        groups = groups_for(op, ranks)
+        assert [g.name for g in groups[1:]] == [f"32MiB-P{params}", f"128MiB-P{params}"]
+        for group, mib in zip(groups[1:], (32, 128)):
+            assert len(group.shapes) == params and group.ranks == ranks
+            per_rank = _padded_elems_per_rank(group.shapes, ranks) * bytes_per_elem
+            assert abs(per_rank - mib * MiB) <= 0.01 * mib * MiB, (op, group.name, per_rank / MiB)
+            assert any(s[0] % ranks for s in group.shapes), group.name
+
+
+def test_print_table_prints_every_row_on_rank_zero_only(monkeypatch, capsys, rng):
+    rows = []
+    for op in ("ag", "rs"):
+        for name in (f"stock_{op}", f"tide_{op}"):
+            group = _random_group(rng)
+            group = Group(group.name, group.shapes, max(2, group.ranks))  # busbw unlike algbw
+            size = row_for(_system(op), group, 1.0, 0, 0.0)["size_bytes"]
+            ms = size / rng.uniform(5e9, 400e9) * 1e3  # 5 to 400 GB/s: bandwidths the 0.1 column tells apart
+            rows.append(row_for(_system(op, name), group, ms, rng.randrange(3), rng.uniform(1.0, 900.0)))
+    capsys.readouterr()  # the rng fixture's seed line
+    monkeypatch.setattr(collectives.dist, "get_rank", lambda: 1)
+    collectives.print_table(rows)
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(collectives.dist, "get_rank", lambda: 0)
+    collectives.print_table(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + len(rows)
+    assert lines[0].lstrip("#").split() == ["op", "group", "system", "size(B)", "time(us)", "algbw", "busbw",
+                                            "#wrong", "host(us)"]
+    for line, row in zip(lines[1:], rows):
+        op, group, system, size, time_us, algbw, busbw, wrong, host_us = line.split()
+        assert (op, group, system, int(size), int(wrong)) == (row["op"], row["group"], row["system"],
+                                                              row["size_bytes"], row["wrong"])
+        # One decimal: within half a unit of the last place.
+        for shown, value in ((time_us, row["time_us"]), (algbw, row["algbw_GBps"]), (busbw, row["busbw_GBps"]),
+                             (host_us, row["host_us"])):
+            assert abs(float(shown) - value) <= 0.05 + 1e-9, (line, shown, value)
+    # The columns line up under the header (right-aligned): each field ends where its title does.
+    header_ends = [m.end() for m in re.finditer(r"\S+", lines[0].replace("#", " ", 1))]
+    for line in lines[1:]:
+        assert [m.end() for m in re.finditer(r"\S+", line)] == header_ends, (lines[0], line)
+
+
+def test_rows_carry_what_the_plots_read(tmp_path, rng):
+    """The --json rows are row_for's dicts: tide.bench.plot must find its keys in them and draw a
+    latency plot per collective from them (after a trip through JSON)."""
+    pytest.importorskip("matplotlib")
+    from tide.bench import plot
+
+    rows = [row_for(_system(op, f"{kind}_{op}"), g, rng.uniform(0.05, 5.0), 0, 10.0)
+            for op in ("ag", "rs") for kind in ("stock", "tide") for g in groups_for(op, 2)]
+    for row in rows:
+        assert set(plot._ROW_KEYS) <= set(row), row
+    run = json.loads(json.dumps({"meta": {"ranks": 2, "device": "GPU", "date": "today"}, "rows": rows}))
+    for op in ("ag", "rs"):
+        path = tmp_path / f"{op}.png"
+        assert plot.plot_latency(run, op, path) is True
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_drawn_interference_plot_is_reported_as_drawn(tmp_path):
+    pytest.importorskip("matplotlib")
+    from tide.bench import plot
+
+    interference = [{"system": s, "group": "llama", "gemm_alone_us": 50.0, "gemm_during_us": 60.0,
+                     "slowdown_pct": 20.0, "overlapped": 40} for s in ("stock_ag", "tide_ag")]
+    path = tmp_path / "gemm_slowdown.png"
+    drawn = plot.plot_interference({"interference": interference}, path)
+    assert path.exists()  # drawn either way
+    assert drawn is True
+
+
+def test_rs_reference_is_the_float64_average_of_every_ranks_rows(rng):
+    """rs_reference (what stock_rs's #wrong counts against): rank r's padded rows of each
+    parameter, averaged over the ranks' gradients in float64, packed parameter after parameter,
+    zeros in the padding."""
+    cpu = torch.device("cpu")
+    for _ in range(8):
+        group = _random_group(rng)
+        n = group.ranks
+        grads = [[g.double().numpy() for g in collectives.rs_grads(group, q, cpu)] for q in range(n)]
+        for rank in range(n):
+            parts = []
+            for p, shape in enumerate(group.shapes):
+                rows_per_rank = -(-shape[0] // n)
+                row_elems = int(np.prod(shape[1:], dtype=np.int64))
+                total = sum(grads[q][p].reshape(shape[0], row_elems) for q in range(n)) / n
+                padded = np.zeros((rows_per_rank * n, row_elems))
+                padded[:shape[0]] = total
+                parts.append(padded[rank * rows_per_rank:(rank + 1) * rows_per_rank].reshape(-1))
+            want = np.concatenate(parts)
+            got = collectives.rs_reference(group, rank, cpu).numpy()
+            assert got.dtype == np.float64 and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+        # The gradients differ between ranks, so a rank's average is no single rank's rows.
+        if n > 1:
+            assert not np.array_equal(grads[0][0], grads[1][0])
+
+
+def test_stock_rows_and_ranks_use_different_inputs():
+    """ag_shard and rs_grads seed by rank: were two ranks' inputs equal, a collective that
+    copied one rank's data everywhere would count no #wrong."""
+    cpu = torch.device("cpu")
+    group = Group("g", [(6, 5), (3,)], 3)
+    shards = [collectives.ag_shard(group, r, cpu) for r in range(3)]
+    assert all(not torch.equal(shards[a], shards[b]) for a in range(3) for b in range(a + 1, 3))
+    grads = [torch.cat([g.flatten() for g in collectives.rs_grads(group, r, cpu)]) for r in range(3)]
+    assert all(not torch.equal(grads[a], grads[b]) for a in range(3) for b in range(a + 1, 3))
+    assert float(collectives.rs_reference(group, 0, cpu).abs().sum()) > 0.0
