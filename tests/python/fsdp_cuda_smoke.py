@@ -241,8 +241,10 @@ def main() -> int:
 # as an int, a user's own per-instance zero_grad and layout setter kept across install and uninstall, prefetches
 # the adapter cannot mark, a divide factor pre-multiplied into gradient storage several parameters share, and the
 # Parameters that load_state_dict(assign=True) replaced keeping storage of their own, a remapped state dict
-# loaded that way, gradient dtypes that differ between ranks after a no-sync micro-batch, and an uninstall or a
-# layout setter between a forward and its backward.
+# loaded that way, gradient dtypes that differ between ranks after a no-sync micro-batch, an uninstall or a
+# layout setter between a forward and its backward, ranks that install differently (their comparison over NCCL),
+# the fallbacks for CPU offload, fp16, all-gather extensions and tensor parallelism, a torch too old or lacking an
+# attribute, and Slot-Reuse freeing the gradients before its collective.
 # Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
@@ -267,7 +269,9 @@ CUDA_SCENARIOS = [
     "users_own_instance_methods_kept", "prefetches_unmarked", "premul_on_shared_gradient_storage",
     "old_parameters_after_assign_keep_their_storage", "gradient_dtypes_differ_between_ranks",
     "assign_of_a_remapped_state_dict", "uninstall_or_relayout_between_forward_and_backward",
-    "pending_backward_refusals_agree", "block_outputs_of_unusual_types",
+    "pending_backward_refusals_agree", "block_outputs_of_unusual_types", "ranks_install_differently",
+    "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
+    "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
 ]
 
 
