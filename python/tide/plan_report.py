@@ -27,6 +27,9 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
     ag, rs, mem = plan["all_gather"], plan["reduce_scatter"], plan["memory"]
     slots = ", ".join(str(s) for s in ag["round_slots"]) or "-"
     ranks = f"{topo['nodes']} x {topo['gpus_per_node']} = {topo['ranks']} ranks"
+    # The mode's own value holds what the plan's rounding stages beyond the closed forms beside it.
+    rounding = f"; the {rs['mode']} value adds {_ns(mem['staging_rounding_ns'])} of rounding" \
+        if mem.get("staging_rounding_ns", 0) > 0 else ""
     return [
         ("topology", "nodes x GPUs per node", ranks),
         ("group", "parameters", str(group["params"])),
@@ -52,10 +55,10 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
         ("memory (NS)", "FSDP2 live", _ns(mem["fsdp2_live_ns"])),
         ("", "TIDE live",
          f"{_ns(mem['tide_live_ns'])}  (in-place {_ns(mem['tide_live_in_place_ns'])}, "
-         f"slot-reuse {_ns(mem['tide_live_slot_reuse_ns'])})"),
+         f"slot-reuse {_ns(mem['tide_live_slot_reuse_ns'])}{rounding})"),
         ("", "RS area",
          f"{_ns(mem['rs_area_ns'])}  (in-place {_ns(mem['rs_area_in_place_ns'])}, "
-         f"slot-reuse {_ns(mem['rs_area_slot_reuse_ns'])})"),
+         f"slot-reuse {_ns(mem['rs_area_slot_reuse_ns'])}{rounding})"),
     ]
 
 

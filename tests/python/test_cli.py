@@ -113,6 +113,22 @@ def _check_memory_model(plan: dict, m: int, l: int) -> None:
         assert mem[key] == pytest.approx(value, rel=1e-12), (key, mem[key], value)
 
 
+def test_the_table_says_what_rounding_adds(tmp_path):
+    """A 4096-element bias on 64 x 8 ranks: its sub-chunks round up to 8 elements, so the plan
+    stages far more than the closed form; the table's mode value says how much of it is rounding,
+    and a group that divides evenly says nothing of the kind."""
+    shapes = tmp_path / "bias.json"
+    shapes.write_text(json.dumps([{"name": "bias", "shape": [4096], "dtype": "bf16"}]))
+    plan = run_tide("plan", "--shapes", shapes, "--nodes", 64, "--gpus-per-node", 8, "--json").json()
+    rounding = plan["memory"]["staging_rounding_ns"]
+    assert rounding > 1.0, plan["memory"]
+    assert plan["memory"]["rs_area_ns"] == pytest.approx(plan["memory"]["rs_area_in_place_ns"] + rounding)
+    text = run_tide("plan", "--shapes", shapes, "--nodes", 64, "--gpus-per-node", 8).stdout
+    assert f"the in-place value adds {rounding:.3f} of rounding" in text, text
+    even = run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 8, "--gpus-per-node", 8)
+    assert even.returncode == 0 and "rounding" not in even.stdout, even.stdout
+
+
 def test_default_output_is_a_table():
     result = run_tide("plan", "--preset", "llama3.1-8b", "--nodes", 8, "--gpus-per-node", 8)
     assert result.returncode == 0, result.stderr
