@@ -71,12 +71,7 @@ class Group:
 
     @property
     def plan(self) -> dict:
-        text = ctypes.c_char_p()
-        # The string lives in the communicator: copied out (.value) before a
-        # close() on another thread can free it.
-        with self._comm._strings_held:
-            _capi.check(_capi.library().tideGroupGetJson(self.handle, ctypes.byref(text)))
-            raw = text.value
+        raw = self._comm._copy_string(lambda out: _capi.library().tideGroupGetJson(self.handle, out))
         return json.loads(raw.decode())
 
 
@@ -124,15 +119,40 @@ class Communicator:
         self.handle = handle
         # Held while a string the library returned (a plan's JSON, the rails)
         # is copied out, and by close(): that memory belongs to the communicator.
-        # Reentrant: a close() from a signal handler that interrupts a copy on
-        # the same thread must not wait for itself for ever.
-        self._strings_held = threading.RLock()
+        self._strings_held = threading.Lock()
+        self._copying = None         # the thread inside _copy_string
+        self._close_pending = False  # close() called by a signal handler that interrupted that copy
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
         # Dropped or left open at exit without close(): destroyed then, so its threads,
         # shared memory and in-flight work do not outlive it (or the buffers it reads).
         self._finalizer = weakref.finalize(self, _destroy_left_open, lib, handle)
 
+    def _copy_string(self, call) -> bytes:
+        """call(ctypes.byref(c_char_p)): a library call that hands back a string the
+        communicator owns, copied out before a close() can free it. A close() on another
+        thread waits; one from a signal handler that interrupts the copy on this thread
+        (Python runs handlers between the call and the copy) is carried out after it."""
+        out = ctypes.c_char_p()
+        with self._strings_held:
+            self._copying = threading.get_ident()
+            try:
+                result = call(ctypes.byref(out))
+                raw = out.value
+                _capi.check(result)
+            finally:
+                self._copying = None
+        if self._close_pending:
+            self._close_pending = False
+            self.close()
+        return raw
+
     def close(self) -> None:
+        if self._copying == threading.get_ident():
+            # A signal handler interrupted this thread's copy of a string the
+            # communicator owns (waiting here would wait for itself): closed
+            # as soon as the copy is done.
+            self._close_pending = True
+            return
         with self._strings_held:
             if not self.handle:
                 return
@@ -199,11 +219,7 @@ class Communicator:
         """How this rank's rails travel, chosen at run time, and why, e.g.
         "copy-engine (every rail peer is load/store reachable)" or
         "nccl-send-recv (host RMA unavailable: ...)"."""
-        out = ctypes.c_char_p()
-        with self._strings_held:
-            _capi.check(_capi.library().tideCommGetRails(self.handle, ctypes.byref(out)))
-            raw = out.value
-        return raw.decode()
+        return self._copy_string(lambda out: _capi.library().tideCommGetRails(self.handle, out)).decode()
 
     @property
     def stats(self) -> dict[str, int]:

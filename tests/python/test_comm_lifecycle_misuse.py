@@ -6,6 +6,8 @@ clear error, and nothing hangs or reads freed memory."""
 from __future__ import annotations
 
 import ast
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -321,3 +323,47 @@ def test_close_on_another_thread_waits_for_a_string_being_read(getter, tmp_path,
     assert not comm.handle  # closed after the read
     with pytest.raises(_capi.TideError, match="destroyed|unknown|invalid"):
         group.plan  # noqa: B018 - the group went with its communicator: refused, not read
+
+
+class _SignalDuringStringCall:
+    """The library as seen by Python, except that `getter` raises SIGUSR1 in this process right
+    after the library returned the string: Python runs the handler before the caller copies it."""
+
+    def __init__(self, lib, getter: str):
+        self._lib, self._getter = lib, getter
+
+    def __getattr__(self, name):
+        real = getattr(self._lib, name)
+        if name != self._getter:
+            return real
+
+        def call_then_signal(*args):
+            result = real(*args)
+            os.kill(os.getpid(), signal.SIGUSR1)
+            return result
+
+        return call_then_signal
+
+
+@pytest.mark.parametrize("getter", ["tideGroupGetJson", "tideCommGetRails"])
+def test_close_from_a_signal_handler_during_a_string_read_waits_for_the_copy(getter, tmp_path, monkeypatch):
+    """A signal handler that closes the communicator, run while this thread is between the library
+    call and the copy of its string: with a plain lock the close waited for itself for ever, with
+    a reentrant one it freed the string under the copy. Now the close is carried out right after
+    the copy: the string comes back whole, and the communicator is closed."""
+    from tide.comm import Communicator
+
+    comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 22, fabric="host",
+                        store_dir=str(tmp_path), timeout_s=5)
+    group = comm.register_group([[48, 8]] * 20, dtype="fp32")
+    want = group.plan if getter == "tideGroupGetJson" else comm.rails
+    handled = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: (comm.close(), handled.append(bool(comm.handle))))
+    try:
+        monkeypatch.setattr(_capi, "library", lambda lib=_SignalDuringStringCall(_capi.library(), getter): lib)
+        got = group.plan if getter == "tideGroupGetJson" else comm.rails
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert handled == [True], "the handler did not run during the read, or closed at once"
+    assert got == want
+    assert not comm.handle  # closed once the copy was done
