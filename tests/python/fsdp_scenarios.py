@@ -82,5 +82,5 @@ FOUR_RANKS = [
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",
     "prefetch_inversion", "read_done_release", "params_smaller_than_world", "fsdp4_experts_on_a_sub_mesh",
     "entry_points_on_hsdp_and_two_nodes", "reshard_to_a_smaller_mesh_stays_stock", "skipped_blocks_hold_no_slot",
-    "hsdp_one_replica_installs_differently",
+    "hsdp_one_replica_installs_differently", "installs_that_differ_by_sub_mesh_stay_in_step",
 ]

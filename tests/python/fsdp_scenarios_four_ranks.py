@@ -216,3 +216,63 @@ def reshard_to_a_smaller_mesh_stays_stock(ctx):
             step_both(ms, mt, opts, batches(ctx, 2, seed=s), tol=FP32, micro=2, no_sync_first=s == 1,
                       what=f"{mode} step {s}")
         assert tide.fsdp.uninstall(mt)
+
+
+def installs_that_differ_by_sub_mesh_stay_in_step(ctx):
+    """Experts on 2-rank sub-meshes {0, 1} and {2, 3}, the rest on all four ranks, rank 3 handed
+    another topology: the dense groups and the experts of {2, 3} stay stock (their ranks disagree),
+    the experts of {0, 1} run TIDE. What each rank then decides alone must still be decided by all
+    (found by review: each hung, in a collective one rank group never joined):
+    - install again: returns as installed on every rank (the stock ranks installed again alone);
+    - a layout setter: lays out again on every rank, or on none (ranks with nothing moved skipped
+      the install their peers ran);
+    - uninstall and a setter with a forward's graph kept on rank 1 only: refused on every rank (the
+      refusal was agreed over TIDE's communicators only, which ranks 2 and 3 have none of).
+    Training matches stock throughout (integer data and weights, SUM: bit for bit)."""
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
+    except ImportError:
+        raise ScenarioSkipped(f"torch {torch.__version__} has one mesh per module (no ShardPlacementResult)")
+    mesh = mesh_1d(ctx)
+    sub = init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("ep", "efsdp"))["efsdp"]
+    experts_mesh = FSDPMeshInfo(mesh=sub, shard_mesh_dim=0)
+
+    def placement(p):
+        return ShardPlacementResult(Shard(0), experts_mesh) if p.dim() == 3 else None
+
+    ms, mt = make_pair(ExpertModel, ctx, mesh, integer=True, placement=lambda _block: placement)
+    for m in (ms, mt):
+        sum_reduction(m)
+    opts = optimizers(ms, mt, "sign", 1e-2)
+    topology = (2, 1) if ctx.rank == 3 else (1, 2)
+    rep = install(mt, ctx, topology=topology)
+    want = 2 if ctx.rank < 2 else 0  # the two expert groups of {0, 1}
+    assert len(tide_groups(rep)) == want, [(g["fqn"], g["status"], g["reason"]) for g in rep["groups"]]
+    rep = install(mt, ctx, topology=topology)
+    assert len(tide_groups(rep)) == want, "install again changed the installation"
+
+    def step(s, what):
+        xs = batches(ctx, 1, d_in=5, integer=True, seed=s)
+        step_both(ms, mt, opts, xs, tol=None, loss_fn=int_loss, what=what)
+
+    step(0, "after the installs")
+    for m in (ms, mt):
+        m.set_reshard_after_forward(False)  # the experts of {0, 1} move out of the ring
+    rep = tide.fsdp.report(mt, echo=False)
+    regions = sorted(g["region"] for g in tide_groups(rep))  # laid out again: blocks.0 out of the ring
+    assert regions == (["pinned:blocks.0", "slot0"] if want else []), rep["groups"]
+    step(1, "after the setter")
+    x = batches(ctx, 1, d_in=5, integer=True, seed=2)[0]
+    out = mt(x)
+    kept = out if ctx.rank == 1 else None  # a graph only rank 1 keeps (its experts run TIDE; 2 and 3 have none)
+    del out
+    refused = []
+    for attempt in (lambda: tide.fsdp.uninstall(mt), lambda: mt.set_reshard_after_forward(True)):
+        try:
+            attempt()
+        except RuntimeError as e:
+            refused.append(str(e))
+    assert len(refused) == 2 and all("backward has not run" in r for r in refused), refused
+    del kept
+    assert tide.fsdp.uninstall(mt)
+    step(3, "after uninstall")

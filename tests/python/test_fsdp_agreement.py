@@ -86,7 +86,7 @@ def gather(monkeypatch):
 def test_a_replica_that_disagreed_stops_the_others(gather):
     shard = FakeGroup(0, {1: decisions(1)})
     replicas = FakeGroup(0, {1: (decisions(2), "mode: 'in-place' on 1 rank(s), but rank 3 'slot-reuse'")})
-    assert agreement.compare(shard, decisions(0), replicas) == \
+    assert agreement.compare(shard, decisions(0), [replicas]) == \
         "in the replica of rank 2: mode: 'in-place' on 1 rank(s), but rank 3 'slot-reuse'"
     assert replicas.sent == [(decisions(0), None)]  # this replica's own verdict went out
 
@@ -94,16 +94,16 @@ def test_a_replica_that_disagreed_stops_the_others(gather):
 def test_replicas_that_agreed_on_other_decisions_disagree(gather):
     shard = FakeGroup(0, {1: decisions(1)})
     replicas = FakeGroup(0, {1: (decisions(2, settings=(("mode", "in-place"), ("topology", (2, 1)))), None)})
-    assert agreement.compare(shard, decisions(0), replicas) == \
+    assert agreement.compare(shard, decisions(0), [replicas]) == \
         "across replicas, topology: (1, 2) on 1 rank(s), but rank 2 (2, 1)"
 
 
 def test_alike_replicas_agree_and_one_replica_asks_no_one(gather):
     shard = FakeGroup(1, {0: decisions(0)})
-    assert agreement.compare(shard, decisions(1), FakeGroup(1, {0: (decisions(3), None)})) is None
-    assert agreement.compare(shard, decisions(1), None) is None
+    assert agreement.compare(shard, decisions(1), [FakeGroup(1, {0: (decisions(3), None)})]) is None
+    assert agreement.compare(shard, decisions(1)) is None
     lone = FakeGroup(0, {})
-    assert agreement.compare(shard, decisions(1), lone) is None and lone.sent == []
+    assert agreement.compare(shard, decisions(1), [lone]) is None and lone.sent == []
 
 
 def test_refusals_spread_over_shard_groups_then_replicas(gather):

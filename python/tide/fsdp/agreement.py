@@ -75,26 +75,34 @@ def differences(everyone: Sequence[Decisions]) -> str | None:
     return None
 
 
-def compare(pg: Any, mine: Decisions, replicate_pg: Any = None) -> str | None:
+def compare(pg: Any, mine: Decisions, replicate_pgs: Sequence[Any] = ()) -> str | None:
     """Every rank of `pg` (a shard group) calls this with its decisions, and
-    under HSDP with `replicate_pg`, its group across the replicas (collective,
-    host blocking): None when every rank of every replica decided alike, else
-    differences()'s text, alike on all those ranks."""
+    under HSDP with `replicate_pgs`, the groups across the replicas of the
+    groups compared, in the same order on every rank (collective, host
+    blocking): None when every rank of every replica decided alike, else what
+    differs (whether it differs is alike on all those ranks; the text may
+    name another rank on each)."""
     everyone: list[Decisions | None] = [None] * pg.size()
     dist.all_gather_object(everyone, mine, group=pg)
     differ = differences(everyone)
-    if replicate_pg is None or replicate_pg.size() == 1:
-        return differ
-    # Every rank of a shard group now holds the same verdict; each replica's
-    # rank at the same shard position tells the others its own (so a replica
-    # that disagreed, or replicas that agreed on other decisions, stop them all).
-    replicas: list[tuple[Decisions, str | None] | None] = [None] * replicate_pg.size()
-    dist.all_gather_object(replicas, (mine, differ), group=replicate_pg)
-    for decisions, verdict in replicas:
-        if verdict is not None:
-            return f"in the replica of rank {decisions.rank}: {verdict}"
-    across = differences([decisions for decisions, _ in replicas])
-    return None if across is None else f"across replicas, {across}"
+    for replicate_pg in replicate_pgs:
+        if replicate_pg.size() == 1:
+            continue
+        # Every rank of a shard group now holds the same verdict; each replica's
+        # rank at the same shard position tells the others its own (so a replica
+        # that disagreed, or replicas that agreed on other decisions, stop them all).
+        replicas: list[tuple[Decisions, str | None] | None] = [None] * replicate_pg.size()
+        dist.all_gather_object(replicas, (mine, differ), group=replicate_pg)
+        if differ is not None:
+            continue  # told; still exchanged over every replica group, as the others do
+        for decisions, verdict in replicas:
+            if verdict is not None:
+                differ = f"in the replica of rank {decisions.rank}: {verdict}"
+                break
+        else:
+            across = differences([decisions for decisions, _ in replicas])
+            differ = None if across is None else f"across replicas, {across}"
+    return differ
 
 
 def refusals(shard_pgs: Sequence[Any], replicate_pgs: Sequence[Any], mine: tuple[str, str] | None,

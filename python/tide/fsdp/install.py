@@ -119,7 +119,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if fabric is not None and fabric not in _backend.FABRICS:
         raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
     if model in registry.installed:
-        if registry.installed[model].tide_groups:
+        # Installed already: as it is on every rank while TIDE runs groups on some rank (a rank
+        # whose groups all stayed stock would otherwise install again alone, its peers not).
+        mine = ("installed", "TIDE runs groups") if registry.installed[model].tide_groups else None
+        if _on_some_rank(model, mine):
             before = registry.installed[model].options
             ignored = {k: v for k, v in given.items() if before.get(k) != v}
             if ignored:  # said at the default log level: these options do not take effect
@@ -189,7 +192,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     busy = _first_busy([info for info in inst.infos if info.reason is None]) if early is None else None
     if busy is not None:
         early = ("not_idle", f"group '{busy}' is mid-iteration; install between steps")
-    early = _refusals_agreed(model, it, early)
+    early = _refusals_agreed(model, early)
     if early is not None:
         return _refuse(model, *early)
     if ring:
@@ -214,12 +217,17 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     # resolved, in _build_context (None and the device's own name are the same choice).
     shared = (("mode", mode), ("ring", ring), ("adopt", adopt), ("invert_prefetch", invert_prefetch),
               ("plan_options", repr(sorted(plan_options.items()))), ("fit_passes", fit_passes))
+    refused_options: list[Exception] = []  # raised once every bucket has been compared
     for infos in buckets.values():
         ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes,
-                             shared)
+                             shared, refused_options)
         if ctx is not None:
             inst.contexts.append(ctx)
             inst.tide_groups.extend(ctx.groups)
+    if refused_options:
+        e = refused_options[0]
+        why = e.message if isinstance(e, TideError) else str(e)
+        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {why}") from e
 
     inst.inversion = _inversion_status(mode, invert_prefetch)
     for ctx in inst.contexts:
@@ -423,10 +431,13 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     custom = [tg.info.fqn for tg in inst.tide_groups if groups.has_custom_comms(tg.info.group)]
     default = [info.fqn for info in inst.infos
                if info.reason == "custom_comm" and not groups.has_custom_comms(info.group)]
-    if not moved and not custom and not default:
+    # Whether to lay out again is every rank's together: a rank whose groups all stayed
+    # stock has nothing that moved, yet must join the install its peers run.
+    mine = ("relayout", "its layout no longer holds") if moved or custom or default else None
+    if not _on_some_rank(model, mine):
         return
     busy = _first_busy([tg.info for tg in inst.tide_groups])
-    waiting = _awaiting_backward_on_some_rank(inst, busy)
+    waiting = _awaiting_backward_on_some_rank(model, inst, busy)
     if busy is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
                          f"(group '{busy}' is busy): change it between steps; it was not applied")
@@ -436,7 +447,7 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     changes = [(moved, "reshard_after_forward changed for"), (custom, "own comms given to"),
                (default, "FSDP2's own comms back for")]
     log.warning("tide.fsdp: laying TIDE out again: %s%s",
-                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns),
+                "; ".join(f"{what} {', '.join(fqns)}" for fqns, what in changes if fqns) or "on another rank",
                 "; state dicts taken before now hold the shards' old storage (they move with the layout): take "
                 "them again" if any(tg.adopt for tg in inst.tide_groups) else "")
     uninstall(model)
@@ -491,11 +502,10 @@ def _model_process_groups(model, it) -> tuple[list, list]:
     return shard, replicate
 
 
-def _refusals_agreed(model, it, mine: tuple[str, str] | None) -> tuple[str, str] | None:
+def _refusals_agreed(model, mine: tuple[str, str] | None) -> tuple[str, str] | None:
     """This rank's whole-model refusal, or, where only peers refused, why it refuses with
     them ("ranks_disagree"): every rank of the model's process groups learns every rank's."""
-    shard, replicate = _model_process_groups(model, it)
-    seen = agreement.refusals(shard, replicate, mine, dist.get_rank() if dist.is_initialized() else 0)
+    seen = _on_some_rank(model, mine)
     if mine is not None or not seen:
         return mine
     rank, reason, message = seen[0]
@@ -503,15 +513,16 @@ def _refusals_agreed(model, it, mine: tuple[str, str] | None) -> tuple[str, str]
     return "ranks_disagree", f"rank {rank} refused{more}: {reason} ({message}); its peers stay stock with it"
 
 
-def _awaiting_backward_on_some_rank(inst, busy: str | None = None) -> str | None:
+def _awaiting_backward_on_some_rank(model, inst, busy: str | None = None) -> str | None:
     """Why uninstall or a new layout must wait, or None, alike on every rank: a forward
     with grad whose backward has not run, on some rank. Its autograd graph saved views of
     the ring slots, which only TIDE's gathers fill again before that backward: after an
     uninstall or a new layout it would read other groups' weights. Whether such a graph
     lives is a rank's own (a loss only rank 0 keeps for its logging), and a rank that
     refused while its peers went on would leave them in collectives it never joins: the
-    ranks agree (a MAX over each shard group, and across replicas under HSDP). `busy`: this
-    rank's group that is mid-iteration, a refusal it must not take alone either."""
+    ranks agree, over the model's shard and replica groups (not only TIDE's: a rank whose
+    groups all stayed stock must refuse with the others). `busy`: this rank's group that is
+    mid-iteration, a refusal it must not take alone either."""
     mine = _first_awaiting_backward(inst.tide_groups) if busy is None else None
     if mine is not None:
         # A graph only a reference cycle still holds goes now, not at some rank's next
@@ -519,23 +530,26 @@ def _awaiting_backward_on_some_rank(inst, busy: str | None = None) -> str | None
         # compiled models, and uninstall or a setter would pay it every time.
         gc.collect()
         mine = _first_awaiting_backward(inst.tide_groups)
-    flag = 1 if mine is not None else 0
-    for ctx in inst.contexts:
-        groups_of_ctx = [ctx.pg]
-        replicate = getattr(ctx.groups[0].info.group.mesh_info, "replicate_process_group", None)
-        if replicate is not None:
-            groups_of_ctx.append(replicate)
-        for pg in groups_of_ctx:
-            t = torch.tensor([flag], device=ctx.backend.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=pg)
-            flag = int(t.item())
-    if not flag:
-        return None
     if busy is not None:
-        return f"group '{busy}' is mid-iteration"
-    if mine is not None:
-        return f"group '{mine}' ran a forward whose backward has not run yet"
-    return "on another rank a group is mid-iteration, or ran a forward whose backward has not run yet"
+        why = f"group '{busy}' is mid-iteration"
+    elif mine is not None:
+        why = f"group '{mine}' ran a forward whose backward has not run yet"
+    else:
+        why = None
+    seen = _on_some_rank(model, ("waiting", why) if why else None)
+    if not seen:
+        return None
+    if why is not None:
+        return why
+    rank, _, theirs = seen[0]
+    return f"on rank {rank}, {theirs}"
+
+
+def _on_some_rank(model, mine: tuple[str, str] | None) -> list[tuple[int, str, str]]:
+    """Every rank's (reason, message) that is not None, over the model's shard and replica
+    groups (agreement.refusals): what one rank must not decide alone."""
+    shard, replicate = _model_process_groups(model, guards.internals())
+    return agreement.refusals(shard, replicate, mine, dist.get_rank() if dist.is_initialized() else 0)
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -573,7 +587,7 @@ DEFAULT_PASSES = 4
 
 
 def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options,
-                   fit_passes: bool, shared: tuple) -> CommContext | None:
+                   fit_passes: bool, shared: tuple, refused_options: list) -> CommContext | None:
     """TIDE's context for the groups of one shard group (`infos`: all of them,
     eligible or not; every rank of the shard group calls this), or None where
     it runs none of them."""
@@ -582,7 +596,7 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     world = first.world_size
     nodes, gpus = topology if topology is not None else _backend.default_topology(world, fab)
     tide_groups = []
-    refused_options = None
+    refused_here = False
     for info in infos:
         if info.reason is not None:
             continue
@@ -592,12 +606,14 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
         try:
             plan = make_plan(**_plan_args(info, info.ag_dtype, nodes, gpus, mode, plan_options))
         except PlanInputError as e:  # the caller's plan_options, refused before the library saw them
-            refused_options = refused_options or e
+            refused_options.append(e)
+            refused_here = True
             info.reason, info.detail = "bad_plan_options", str(e)
             continue
         except TideError as e:
             if e.reason == "bad_option":  # the caller's plan_options: raised once the peers have been told
-                refused_options = refused_options or e
+                refused_options.append(e)
+                refused_here = True
                 info.reason, info.detail = "bad_plan_options", e.message
             else:
                 info.reason, info.detail = e.reason, e.message
@@ -608,12 +624,16 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     mine = agreement.Decisions(settings=(*shared, ("fabric", fab), ("topology", (nodes, gpus))),
                                groups=tuple((info.fqn, info.reason) for info in infos),
                                details=tuple(info.detail or "" for info in infos), rank=dist.get_rank())
-    # Across replicas too: uninstall's agreement runs over each TIDE context's replica group,
-    # so the replicas must end with the same contexts.
-    differ = agreement.compare(first.pg, mine, getattr(first.group.mesh_info, "replicate_process_group", None))
-    if refused_options is not None:
-        why = refused_options.message if isinstance(refused_options, TideError) else str(refused_options)
-        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {why}") from refused_options
+    # Across replicas too (the replica groups of every group here, each once): the replicas
+    # must end with the same contexts.
+    replicas: list = []
+    for info in infos:
+        pg = getattr(getattr(info.group, "mesh_info", None), "replicate_process_group", None)
+        if pg is not None and all(pg is not seen for seen in replicas):
+            replicas.append(pg)
+    differ = agreement.compare(first.pg, mine, replicas)
+    if refused_here:  # the peers are told (the comparison above); raised after the last bucket
+        return None
     if differ is not None:
         for tg in tide_groups:
             tg.info.reason = "ranks_disagree"
@@ -848,7 +868,7 @@ def uninstall(model: torch.nn.Module) -> bool:
     if inst is None:
         return False
     busy = _first_busy([tg.info for tg in inst.tide_groups])
-    waiting = _awaiting_backward_on_some_rank(inst, busy)  # refused alike on every rank
+    waiting = _awaiting_backward_on_some_rank(model, inst, busy)  # refused alike on every rank
     if busy is not None:
         raise RuntimeError(f"tide.fsdp: group '{busy}' is mid-iteration; uninstall between steps")
     if waiting is not None:
