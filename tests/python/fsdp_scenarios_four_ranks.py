@@ -70,27 +70,34 @@ class ExpertModel(nn.Module):
         return self.out(x)
 
 
-def fsdp4_experts_on_a_sub_mesh(ctx):
-    """Expert tensors sharded on a 2-rank sub-mesh (shard_placement_fn
-    returning a ShardPlacementResult, torch >= 2.13), the rest on all four
-    ranks: two parameter groups per block, on two process groups, each with
-    its own communicator. Integer data and weights, SUM: bit for bit, both
-    modes."""
+def _experts_on_a_sub_mesh_pair(ctx):
+    """A stock and a TIDE ExpertModel, expert tensors sharded on 2-rank sub-meshes
+    (shard_placement_fn returning a ShardPlacementResult, torch >= 2.13), the rest on all
+    four ranks; integer weights, SUM reduction."""
     try:
         from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
     except ImportError:
         raise ScenarioSkipped(f"torch {torch.__version__} has one mesh per module (no ShardPlacementResult)")
-    mesh = mesh_1d(ctx)
     sub = init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("ep", "efsdp"))["efsdp"]
     experts_mesh = FSDPMeshInfo(mesh=sub, shard_mesh_dim=0)
 
     def placement(p):
         return ShardPlacementResult(Shard(0), experts_mesh) if p.dim() == 3 else None
 
+    ms, mt = make_pair(ExpertModel, ctx, mesh_1d(ctx), integer=True, placement=lambda _block: placement)
+    for m in (ms, mt):
+        sum_reduction(m)
+    return ms, mt
+
+
+def fsdp4_experts_on_a_sub_mesh(ctx):
+    """Expert tensors sharded on a 2-rank sub-mesh (shard_placement_fn
+    returning a ShardPlacementResult, torch >= 2.13), the rest on all four
+    ranks: two parameter groups per block, on two process groups, each with
+    its own communicator. Integer data and weights, SUM: bit for bit, both
+    modes."""
     for mode in ("in-place", "slot-reuse"):
-        ms, mt = make_pair(ExpertModel, ctx, mesh, integer=True, placement=lambda _block: placement)
-        for m in (ms, mt):
-            sum_reduction(m)
+        ms, mt = _experts_on_a_sub_mesh_pair(ctx)
         rep = install(mt, ctx, mode=mode)
         assert_all_tide(rep, 5)
         ranks = sorted(g["plan"]["topology"][0] * g["plan"]["topology"][1] for g in rep["groups"])
@@ -229,20 +236,7 @@ def installs_that_differ_by_sub_mesh_stay_in_step(ctx):
     - uninstall and a setter with a forward's graph kept on rank 1 only: refused on every rank (the
       refusal was agreed over TIDE's communicators only, which ranks 2 and 3 have none of).
     Training matches stock throughout (integer data and weights, SUM: bit for bit)."""
-    try:
-        from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
-    except ImportError:
-        raise ScenarioSkipped(f"torch {torch.__version__} has one mesh per module (no ShardPlacementResult)")
-    mesh = mesh_1d(ctx)
-    sub = init_device_mesh(device_type(ctx), (2, ctx.world // 2), mesh_dim_names=("ep", "efsdp"))["efsdp"]
-    experts_mesh = FSDPMeshInfo(mesh=sub, shard_mesh_dim=0)
-
-    def placement(p):
-        return ShardPlacementResult(Shard(0), experts_mesh) if p.dim() == 3 else None
-
-    ms, mt = make_pair(ExpertModel, ctx, mesh, integer=True, placement=lambda _block: placement)
-    for m in (ms, mt):
-        sum_reduction(m)
+    ms, mt = _experts_on_a_sub_mesh_pair(ctx)
     opts = optimizers(ms, mt, "sign", 1e-2)
     topology = (2, 1) if ctx.rank == 3 else (1, 2)
     rep = install(mt, ctx, topology=topology)

@@ -274,29 +274,25 @@ def test_groups_with_different_landings_are_refused_at_register(tmp_path):
             assert "share one Level 2 landing" in detail and "push" in detail and "pull" in detail, detail
 
 
-class _CloseDuringStringCall:
+class _AfterStringCall:
     """The library as seen by Python, except that `getter` (a call that hands back a string the
-    communicator owns) starts `comm.close()` on another thread once it returns, and gives that
-    thread time to finish before the caller reads the string."""
+    communicator owns) runs `then()` right after the library returned, before the caller has
+    copied the string."""
 
-    def __init__(self, lib, getter: str):
-        self._lib, self._getter = lib, getter
-        self.comm = None
-        self.closer: threading.Thread | None = None
+    def __init__(self, lib, getter: str, then):
+        self._lib, self._getter, self._then = lib, getter, then
 
     def __getattr__(self, name):
         real = getattr(self._lib, name)
         if name != self._getter:
             return real
 
-        def call_then_close(*args):
+        def call_then(*args):
             result = real(*args)
-            self.closer = threading.Thread(target=self.comm.close)
-            self.closer.start()
-            self.closer.join(0.5)  # without the hold, destroy (one host rank) ends well within this
+            self._then()
             return result
 
-        return call_then_close
+        return call_then
 
 
 @pytest.mark.parametrize("getter", ["tideGroupGetJson", "tideCommGetRails"])
@@ -310,39 +306,25 @@ def test_close_on_another_thread_waits_for_a_string_being_read(getter, tmp_path,
                         store_dir=str(tmp_path), timeout_s=5)
     group = comm.register_group([[48, 8]], dtype="fp32")
     want = group.plan if getter == "tideGroupGetJson" else comm.rails
-    lib = _CloseDuringStringCall(_capi.library(), getter)
-    lib.comm = comm
+    closers: list[threading.Thread] = []
+
+    def close_on_another_thread():
+        closers.append(threading.Thread(target=comm.close))
+        closers[-1].start()
+        closers[-1].join(0.5)  # without the hold, destroy (one host rank) ends well within this
+
+    lib = _AfterStringCall(_capi.library(), getter, close_on_another_thread)
     monkeypatch.setattr(_capi, "library", lambda: lib)
     got = group.plan if getter == "tideGroupGetJson" else comm.rails
-    assert lib.closer is not None, "the getter was not called"
-    closed_before_read = not lib.closer.is_alive()
-    lib.closer.join(30)
-    assert not lib.closer.is_alive(), "close() never finished"
+    assert closers, "the getter was not called"
+    closed_before_read = not closers[0].is_alive()
+    closers[0].join(30)
+    assert not closers[0].is_alive(), "close() never finished"
     assert not closed_before_read, "close() destroyed the communicator while its string was being read"
     assert got == want
     assert not comm.handle  # closed after the read
     with pytest.raises(_capi.TideError, match="destroyed|unknown|invalid"):
         group.plan  # noqa: B018 - the group went with its communicator: refused, not read
-
-
-class _SignalDuringStringCall:
-    """The library as seen by Python, except that `getter` raises SIGUSR1 in this process right
-    after the library returned the string: Python runs the handler before the caller copies it."""
-
-    def __init__(self, lib, getter: str):
-        self._lib, self._getter = lib, getter
-
-    def __getattr__(self, name):
-        real = getattr(self._lib, name)
-        if name != self._getter:
-            return real
-
-        def call_then_signal(*args):
-            result = real(*args)
-            os.kill(os.getpid(), signal.SIGUSR1)
-            return result
-
-        return call_then_signal
 
 
 @pytest.mark.parametrize("getter", ["tideGroupGetJson", "tideCommGetRails"])
@@ -360,7 +342,7 @@ def test_close_from_a_signal_handler_during_a_string_read_waits_for_the_copy(get
     handled = []
     previous = signal.signal(signal.SIGUSR1, lambda *_: (comm.close(), handled.append(bool(comm.handle))))
     try:
-        monkeypatch.setattr(_capi, "library", lambda lib=_SignalDuringStringCall(_capi.library(), getter): lib)
+        monkeypatch.setattr(_capi, "library", lambda lib=_AfterStringCall(_capi.library(), getter, lambda: os.kill(os.getpid(), signal.SIGUSR1)): lib)
         got = group.plan if getter == "tideGroupGetJson" else comm.rails
     finally:
         signal.signal(signal.SIGUSR1, previous)
