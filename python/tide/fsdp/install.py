@@ -226,8 +226,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             inst.tide_groups.extend(ctx.groups)
     if refused_options:
         e = refused_options[0]
-        why = e.message if isinstance(e, TideError) else str(e)
-        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {why}") from e
+        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {getattr(e, 'message', e)}") from e
 
     inst.inversion = _inversion_status(mode, invert_prefetch)
     for ctx in inst.contexts:
@@ -605,16 +604,13 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
             continue
         try:
             plan = make_plan(**_plan_args(info, info.ag_dtype, nodes, gpus, mode, plan_options))
-        except PlanInputError as e:  # the caller's plan_options, refused before the library saw them
-            refused_options.append(e)
-            refused_here = True
-            info.reason, info.detail = "bad_plan_options", str(e)
-            continue
-        except TideError as e:
-            if e.reason == "bad_option":  # the caller's plan_options: raised once the peers have been told
+        except (PlanInputError, TideError) as e:
+            # The caller's plan_options (refused by make_plan's checks or the library's):
+            # raised once the peers have been told. Any other refusal is this group's.
+            if isinstance(e, PlanInputError) or e.reason == "bad_option":
                 refused_options.append(e)
                 refused_here = True
-                info.reason, info.detail = "bad_plan_options", e.message
+                info.reason, info.detail = "bad_plan_options", getattr(e, "message", str(e))
             else:
                 info.reason, info.detail = e.reason, e.message
             continue
