@@ -256,6 +256,14 @@ struct RsOptions {
   int sumCtas = 0;       // 0: solver
   int landingCtas = 0;   // 0: solver
   Landing landing = Landing::kPull;
+  // App. F's rail lane for groups with one GPU per node across nodes (L = 1,
+  // M > 1): no Level 1 staging, outbox or spares; each node sends its
+  // gradient rows straight into the destination's double-buffered inbox in
+  // the gradient dtype, and the destination sums them into its output wave
+  // by wave in the same order and association as the staged path, so the
+  // bits are the same. Ignored elsewhere (RsPlan::railLane says whether it
+  // applies). Off by default until measured on GPUs.
+  bool railLane = false;
   Calibration calibration;
   bool validate = true;  // reject colliding plans (turn off only to test the validator)
 };
@@ -297,6 +305,11 @@ struct RsWave {
 
 struct RsPlan {
   Mode mode = Mode::kInPlace;
+  // App. F's rail lane (RsOptions::railLane on L = 1 across nodes): blockBytes
+  // is then one inbox block in the gradient dtype (E_sub elements), and
+  // there are no outbox blocks or spares (and, at L = 1, staging slots hold
+  // no bytes).
+  bool railLane = false;
   int passes = 1;
   int64_t subElems = 0;      // E_sub: fp32 elements per sub-slice row
   int64_t stagingSpan = 0;   // E_stg = L * passes * E_sub >= E
@@ -390,9 +403,10 @@ struct MemoryModel {
 // the bound covers RsPlan::stagingBytes. Slot-Reuse's gradients wider than the
 // group do not fit its slot and count as In-Place's. An fp32 group (agItemSize 4) doubles NS itself, so
 // every fp32 term halves in NS units and FSDP2 holds 3 NS.
+// The rail lane (railLane) holds only its inbox generations, in the gradient dtype.
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
                         int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull,
-                        int agItemSize = 2);
+                        int agItemSize = 2, bool railLane = false);
 
 // ---------------------------------------------------------------- whole plan
 

@@ -67,6 +67,13 @@ typedef struct {
   int landingCtas;    /* 0: solver */
   const tideCalibration_t* calibration; /* NULL: the paper's platform */
   tideLanding_t landing; /* 0: pull */
+  /* 1: a group with one GPU per node across nodes (L = 1, M > 1) reduce-
+   * scatters on the paper's rail lane (App. F: no staging, outbox or spares;
+   * gradient rows go straight into a double-buffered inbox; the same bits);
+   * ignored elsewhere. Needs rails that read any device address (copy
+   * engine, send/recv): the collectives refuse it over NCCL host RMA.
+   * 0: off (the default). */
+  int railLane;
 } tidePlanConfig_t;
 
 typedef struct tidePlan* tidePlan_t;

@@ -111,6 +111,7 @@ class PlanConfig(ctypes.Structure):
         ("landingCtas", ctypes.c_int),
         ("calibration", ctypes.POINTER(Calibration)),
         ("landing", _c_enum),
+        ("railLane", ctypes.c_int),
     ]
 
 

@@ -55,6 +55,9 @@ def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: An
         (wave width L; the sizing solver for the rest).
     landing: "pull" (default) or "push", the Level 2 landing direction across
         nodes (one direction per communicator).
+    rail_lane: True puts a group with one GPU per node across nodes on the
+        paper's rail lane (App. F: no staging, the same bits); ignored
+        elsewhere (the plan's reduce_scatter.rail_lane says whether it applies).
     calibration: {"nic_gbps", "sum_gbps_per_cta", "land_gbps_per_cta",
         "land_cap_gbps", "round_wait_ms"} and optionally "fabric_gbps"; None
         uses the paper's platform.
@@ -101,6 +104,7 @@ def build_plan_config(
     landing_ctas: int = 0,
     landing: str = "pull",
     calibration: Mapping[str, float] | None = None,
+    rail_lane: bool = False,
 ) -> tuple[_capi.PlanConfig, tuple]:
     """A tidePlanConfig_t for make_plan's arguments, and the ctypes objects it
     points into (keep them alive while the config is in use)."""
@@ -132,6 +136,7 @@ def build_plan_config(
         sumCtas=_c_int(sum_ctas, "sum_ctas"),
         landingCtas=_c_int(landing_ctas, "landing_ctas"),
         landing=_landing_code(landing),
+        railLane=_bool_flag(rail_lane, "rail_lane"),
     )
     cal = None
     if calibration is not None:
@@ -248,6 +253,13 @@ def _dtype_code(name: Any, what: str) -> _capi.DataType:
     if not isinstance(name, str) or name not in DTYPES:
         raise PlanInputError(f"{what}: unsupported dtype {name!r} (expected one of {sorted(DTYPES)})")
     return DTYPES[name]
+
+
+def _bool_flag(value: Any, what: str) -> int:
+    # Only a real bool: "false" or 2 would read as on.
+    if not isinstance(value, bool):
+        raise PlanInputError(f"{what} must be True or False, got {value!r}")
+    return int(value)
 
 
 def _landing_code(name: Any) -> _capi.Landing:

@@ -62,6 +62,9 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
   in.options.rs.landingCtas = config->landingCtas;
   if (config->landing != tideLandPull && config->landing != tideLandPush) throw std::invalid_argument("unknown landing");
   in.options.rs.landing = config->landing == tideLandPush ? plan::Landing::kPush : plan::Landing::kPull;
+  if (config->railLane != 0 && config->railLane != 1)
+    throw PlanError(Reason::kBadOption, "railLane must be 0 or 1, got " + std::to_string(config->railLane));
+  in.options.rs.railLane = config->railLane == 1;
   if (const tideCalibration_t* c = config->calibration) {
     in.options.rs.calibration.nicBw = c->nicBw;
     in.options.rs.calibration.sumBwPerCta = c->sumBwPerCta;

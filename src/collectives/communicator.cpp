@@ -40,7 +40,12 @@ void Communicator::checkPlan(const plan::Plan& plan) const {
   const plan::Topology& t = ep_.topology();
   if (plan.group.topo.nodes != t.nodes || plan.group.topo.gpusPerNode != t.gpusPerNode)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan made for another topology");
-  if (t.nodes > 1 && plan.rs.landing != layout_.landing)
+  if (plan.rs.railLane && ep_.railSourcesInArena())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                              "the rail lane sends gradient rows from where they are, but this fabric's rails (" +
+                                  ep_.railsDescription() +
+                                  ") read only from the arena: plan the group without rail_lane");
+  if (t.nodes > 1 && !plan.rs.railLane && plan.rs.landing != layout_.landing)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
                               std::string("plan lands ") + plan::landingName(plan.rs.landing) +
                                   " but the communicator's groups land " + plan::landingName(layout_.landing));
@@ -381,11 +386,20 @@ ReduceScatterEvents Communicator::issueReduceScatter(const plan::Plan& plan, con
     ev.readDone = entry;  // claims the gradients are free before they are read
     ep_.delay(kCopyQueue, kFaultRaceSeconds);
     ep_.delay(kSumQueue, kFaultRaceSeconds);
+    if (plan.rs.railLane) {  // the lane reads the gradients on these two
+      ep_.delay(kNetQueue, kFaultRaceSeconds);
+      ep_.delay(rsLandQueue(), kFaultRaceSeconds);
+    }
   }
-  if (plan.group.topo.nodes == 1)
+  if (plan.rs.railLane) {
+    const GradientReads reads = rsRailLane(plan, grads, out, alpha, accumulate, entry);
+    if (reads.net > 0) ep_.waitEvent(kCallerQueue, kNetQueue, reads.net);
+    if (reads.land > 0) ep_.waitEvent(kCallerQueue, rsLandQueue(), reads.land);
+  } else if (plan.group.topo.nodes == 1) {
     rsSingleNode(plan, grads, out, alpha, accumulate, entry);
-  else
+  } else {
     rsMultiNode(plan, grads, out, alpha, accumulate, entry);
+  }
   const uint64_t copyEnd = ep_.record(kCopyQueue);
   const uint64_t sumEnd = ep_.record(kSumQueue);
   ep_.waitEvent(kCallerQueue, kCopyQueue, copyEnd);

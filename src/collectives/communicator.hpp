@@ -146,6 +146,16 @@ class Communicator {
   class MultiNodeRs;
   void rsMultiNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
                    float alpha, bool accumulate, uint64_t entry);
+  // App. F's rail lane (L = 1 across nodes, RsPlan::railLane; rs_rail_lane.cpp).
+  // Its rails and sums read the gradients: the events of the last reads (0:
+  // none on that queue).
+  struct GradientReads {
+    uint64_t net = 0;   // kNetQueue: the last send
+    uint64_t land = 0;  // the landing queue: the own rows' sum
+  };
+  class RailLaneRs;
+  GradientReads rsRailLane(const plan::Plan& plan, const std::vector<const void*>& grads, float* out, float alpha,
+                           bool accumulate, uint64_t entry);
 
   fabric::Endpoint& ep_;
   ScratchLayout layout_;
@@ -166,6 +176,7 @@ class Communicator {
   std::vector<bool> rsOutboxHeld_[2];
   uint64_t rsSpareUses_[2] = {0, 0};
   uint64_t rsGenLastUse_[2] = {0, 0};  // wave that last used each inbox generation
+  uint64_t rsLaneGenLastUse_[2] = {0, 0};  // the same for the rail lane's inbox (ScratchLayout::laneInbox)
 };
 
 }  // namespace tide::collectives

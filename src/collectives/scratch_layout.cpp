@@ -16,6 +16,13 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
     s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
     s.stagingSlotBytes = std::max(s.stagingSlotBytes, p->rs.stagingSlotBytes);
     s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);
+    if (p->rs.railLane) {
+      // Only the lane inbox; the all-gather across nodes still needs its rail source.
+      s.railSourceBytes = std::max(s.railSourceBytes, p->group.shardBytes);
+      s.laneBlockBytes = std::max(s.laneBlockBytes, p->rs.blockBytes);
+      s.laneGenerations = std::max(s.laneGenerations, p->rs.bufferGenerations);
+      continue;
+    }
     s.blockBytes = std::max(s.blockBytes, p->rs.blockBytes);
     s.outboxBlocks = std::max(s.outboxBlocks, p->rs.outboxBlocks);
     s.generations = std::max(s.generations, p->rs.bufferGenerations);
@@ -31,6 +38,7 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   }
   s.stagingSlotBytes = alignUp(s.stagingSlotBytes);
   s.blockBytes = alignUp(s.blockBytes);
+  s.laneBlockBytes = alignUp(s.laneBlockBytes);
   s.base = alignUp(base);
   int64_t at = s.base;
   s.stage = at;
@@ -47,6 +55,8 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   at += 2 * int64_t{s.sparesPerBank} * s.blockBytes;
   s.push = at;
   if (s.landing == plan::Landing::kPush) at += s.inboxBytes();
+  s.laneInbox = at;
+  at += int64_t{s.laneGenerations} * s.laneBlockBytes;
   s.bytes = at - s.base;
   return s;
 }
@@ -55,6 +65,9 @@ bool ScratchLayout::fits(const plan::Plan& p) const {
   const bool peers = p.group.topo.gpusPerNode > 1;
   const bool nodes = p.group.topo.nodes > 1;
   if (p.ag.stageBytes > stageBytes) return false;
+  if (p.rs.railLane)
+    return p.rs.blockBytes <= laneBlockBytes && p.rs.bufferGenerations <= laneGenerations &&
+           p.group.shardBytes <= railSourceBytes;
   if (peers && (p.rs.stagingSlotBytes > stagingSlotBytes || p.rs.stagingSlots > stagingSlots)) return false;
   if (nodes && (p.rs.blockBytes > blockBytes || p.rs.outboxBlocks > outboxBlocks ||
                 p.group.shardBytes > railSourceBytes || p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank || p.rs.landing != landing ||

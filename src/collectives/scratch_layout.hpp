@@ -35,6 +35,13 @@ struct ScratchLayout {
   // two never share one.
   plan::Landing landing = plan::Landing::kPull;
   int64_t push = 0;           // push landing: [generation][sub-slice][sender GPU] rows, the inbox's size
+  // App. F's rail lane (L = 1 groups with RsPlan::railLane): its own inbox,
+  // [generation] blocks in the gradient dtype. Apart from the staged path's
+  // inbox, which a pull landing needs all-zero between calls and the lane
+  // leaves holding rows.
+  int64_t laneInbox = 0;
+  int64_t laneBlockBytes = 0;
+  int laneGenerations = 0;
   int64_t base = 0;           // arena offset of the scratch (offsets above include it)
   int64_t bytes = 0;          // scratch size; with base 0, user regions start here
 
@@ -54,6 +61,7 @@ struct ScratchLayout {
   int64_t inboxBlock(int gen, int s) const {
     return inbox + (int64_t{gen} * blocksPerGeneration + s) * blockBytes;
   }
+  int64_t laneInboxBlock(int gen) const { return laneInbox + int64_t{gen} * laneBlockBytes; }
   int64_t spareBlock(int bank, int slot) const { return spare + (int64_t{bank} * sparesPerBank + slot) * blockBytes; }
   // Row that local GPU `from` pushes of sub-slice s (rows of subElems fp32, as in an inbox block).
   int64_t pushRow(int gen, int s, int from, int64_t subElems) const {

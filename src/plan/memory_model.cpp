@@ -8,7 +8,8 @@
 namespace tide::plan {
 
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
-                        int stagingSlots, Mode mode, int gradItemSize, Landing landing, int agItemSize) {
+                        int stagingSlots, Mode mode, int gradItemSize, Landing landing, int agItemSize,
+                        bool railLane) {
   const double m = nodes;
   const double l = gpusPerNode;
   const double fp32PerAgByte = 4.0 / agItemSize;
@@ -29,8 +30,14 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
     return (slot * stagingSlots + inbox + pushArea + 2.0 * outbox + (multiNode ? 2.0 : 0.0)) * perFp32;
   };
   MemoryModel mm;
-  mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);          // Eq. 11
-  mm.rsAreaSlotReuse = area(nodes > 1 ? 2.0 * roundWidth : 0);  // Eq. 12 (n_out <= 2k)
+  if (railLane) {
+    // App. F's lane: the inbox generations only, L rows in the gradient dtype;
+    // the gradients themselves are the senders' outbox, in both modes.
+    mm.rsAreaInPlace = mm.rsAreaSlotReuse = bufferGenerations * l * perFp32 * gradItemSize / 4.0;
+  } else {
+    mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);               // Eq. 11
+    mm.rsAreaSlotReuse = area(nodes > 1 ? 2.0 * roundWidth : 0);  // Eq. 12 (n_out <= 2k)
+  }
   mm.rsAreaBound = mode == Mode::kInPlace ? mm.rsAreaInPlace : mm.rsAreaSlotReuse;
   // Two ring slots and the receive stage replace FSDP2's unsharded parameters
   // and prefetched output; In-Place also keeps the previous layer's

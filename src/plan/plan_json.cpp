@@ -36,6 +36,7 @@ std::string planToJson(const Plan& plan, int indent) {
                      {"descriptors_flat", plan.ag.descriptorsFlat},
                      {"descriptors", plan.ag.descriptors}};
   j["reduce_scatter"] = {{"mode", modeName(rs.mode)},
+                         {"rail_lane", rs.railLane},
                          {"passes", rs.passes},
                          {"waves", rs.waves.size()},
                          {"wave_width", rs.waveWidth},

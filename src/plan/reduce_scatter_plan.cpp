@@ -75,8 +75,9 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
 
   RsPlan plan;
   plan.mode = opt.mode;
+  plan.railLane = opt.railLane && m > 1 && l == 1;
   plan.passes = opt.passes;
-  plan.stagingSlots = opt.stagingSlots;
+  plan.stagingSlots = opt.stagingSlots;  // L = 1 slots hold no bytes (no local peers), lane or not
   plan.subElems = alignUp((g.outElems + int64_t{l} * opt.passes - 1) / (int64_t{l} * opt.passes),
                           kElemAlign);
   plan.stagingSpan = plan.subElems * l * opt.passes;
@@ -143,7 +144,9 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
     for (const RsWave& wave : plan.waves)
       for (const RsRound& r : wave.rounds) roundSizes.push_back(static_cast<int>(r.contributors.size()));
     plan.networkRounds = static_cast<int>(roundSizes.size());
-    if (opt.mode == Mode::kInPlace) {
+    if (plan.railLane) {
+      plan.outboxBlocks = 0;  // rows go out from the gradients themselves
+    } else if (opt.mode == Mode::kInPlace) {
       plan.outboxBlocks = m - 1;  // a full outbox: reads never wait for the network
     } else {
       int depth = 0;  // Eq. 9: two consecutive rounds
@@ -155,15 +158,17 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
 
   // The layout keeps one rank's output below 2^40 elements, but an In-Place
   // outbox holds M-1 blocks of it: on 2^20 ranks that sum passes 2^63.
-  plan.blockBytes = checkedMul(int64_t{l} * plan.subElems, 4);
+  // The rail lane's inbox block holds one row in the gradient dtype.
+  plan.blockBytes = checkedMul(int64_t{l} * plan.subElems, plan.railLane ? gradBytes : 4);
   const int64_t rowsPerSender = m > 1 ? l : 1;
   plan.stagingSlotBytes = checkedMul(int64_t{l - 1} * rowsPerSender * plan.subElems, gradBytes);
   const int64_t inbox = m > 1 ? checkedMul(int64_t{plan.bufferGenerations} * l, plan.blockBytes) : 0;
   const int64_t outbox = checkedMul(2 * int64_t{plan.outboxBlocks}, plan.blockBytes);
-  plan.spareBlocks = m > 1 ? std::min(opt.passes, 2) : 0;
+  plan.spareBlocks = m > 1 && !plan.railLane ? std::min(opt.passes, 2) : 0;
   const int64_t spares = checkedMul(2 * int64_t{plan.spareBlocks}, plan.blockBytes);
   // One node has no Level 2, so nothing to push.
-  plan.landing = m > 1 ? opt.landing : Landing::kPull;
+  // The rail lane lands by a sum from its own inbox: no Level 2 landing direction.
+  plan.landing = m > 1 && !plan.railLane ? opt.landing : Landing::kPull;
   plan.pushAreaBytes = plan.landing == Landing::kPush ? inbox : 0;
   plan.stagingBytes = checkedSum({checkedMul(plan.stagingSlots, plan.stagingSlotBytes), inbox, outbox, spares,
                                   plan.pushAreaBytes});
