@@ -135,10 +135,11 @@ TEST(HostCollectives, DeterministicAcrossKnobs) {
 
 // FSDP2 issues the all-gather of layer l+1 while the reduce-scatter of layer l
 // runs; calls of several groups interleave with no host synchronisation in
-// between, on both fabrics' shared scratch, under the protocol checker.
+// between, on both fabrics' shared scratch, under the protocol checker; on one
+// GPU per node with rail-lane groups beside a staged one.
 TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
   for (plan::Landing direction : {plan::Landing::kPull, plan::Landing::kPush})
-  for (Topo t : {Topo{1, 4}, Topo{3, 2}, Topo{5, 2}}) {
+  for (Topo t : {Topo{1, 4}, Topo{3, 2}, Topo{5, 2}, Topo{4, 1}}) {
     const uint64_t seed = freshSeed();
     SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + " seed=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -151,6 +152,9 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
       plan::PlanOptions po;
       po.rs.passes = 1 + gi;
       po.rs.landing = direction;
+      // On one GPU per node, groups 0 and 2 on the rail lane beside a staged
+      // group 1: two inboxes in one scratch, calls interleaved.
+      po.rs.railLane = gi != 1;
       plans.push_back(plan::makePlan(topo, raggedShapes(rng, 2 + gi, DType::kBF16, 4 * n), DType::kBF16, po));
     }
     const collectives::ScratchLayout layout =
@@ -235,12 +239,14 @@ struct ReadDoneRun {
   int64_t wrong = 0;
 };
 
-ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::Fault fault, uint64_t seed) {
+ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::Fault fault, uint64_t seed,
+                                         bool railLane = false) {
   std::mt19937_64 rng(seed);
   const plan::Topology topo = plan::Topology::make(t.m, t.l);
   const int n = topo.ranks();
   plan::PlanOptions opt;
   opt.rs.mode = mode;
+  opt.rs.railLane = railLane;
   const plan::Plan pl = plan::makePlan(topo, raggedShapes(rng, 3, DType::kBF16, 4 * n), DType::kBF16, opt);
   const plan::GroupLayout& g = pl.group;
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
@@ -307,23 +313,29 @@ ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::F
   return res;
 }
 
+// The rail lane (L = 1 across nodes) reads the gradients on its rails and in
+// its own wave's sum: its read-done follows both.
 TEST(HostCollectives, GradientsMayBeReusedAtReadDone) {
   for (Topo t : {Topo{1, 2}, Topo{2, 2}, Topo{3, 1}})
-    for (plan::Mode mode : {plan::Mode::kInPlace, plan::Mode::kSlotReuse}) {
-      const uint64_t seed = freshSeed();
-      SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + " seed=" + std::to_string(seed));
-      const ReadDoneRun r = overwriteGradientsAtReadDone(t, mode, collectives::Fault::kNone, seed);
-      EXPECT_FALSE(r.raised) << r.error;
-      EXPECT_EQ(r.wrong, 0);
-    }
+    for (plan::Mode mode : {plan::Mode::kInPlace, plan::Mode::kSlotReuse})
+      for (bool lane : {false, true}) {
+        if (lane && t.l != 1) continue;
+        const uint64_t seed = freshSeed();
+        SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + (lane ? " rail lane" : "") +
+                     " seed=" + std::to_string(seed));
+        const ReadDoneRun r = overwriteGradientsAtReadDone(t, mode, collectives::Fault::kNone, seed, lane);
+        EXPECT_FALSE(r.raised) << r.error;
+        EXPECT_EQ(r.wrong, 0);
+      }
 }
 
 TEST(HostCollectives, EarlyReadDoneIsCaughtByTheReuseTest) {
-  for (Topo t : {Topo{1, 2}, Topo{2, 2}}) {
+  for (auto [t, lane] : {std::pair{Topo{1, 2}, false}, std::pair{Topo{2, 2}, false}, std::pair{Topo{3, 1}, true}}) {
     const uint64_t seed = freshSeed();
-    SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + " seed=" + std::to_string(seed));
+    SCOPED_TRACE("M=" + std::to_string(t.m) + " L=" + std::to_string(t.l) + (lane ? " rail lane" : "") +
+                 " seed=" + std::to_string(seed));
     const ReadDoneRun r =
-        overwriteGradientsAtReadDone(t, plan::Mode::kInPlace, collectives::Fault::kReleaseGradsEarly, seed);
+        overwriteGradientsAtReadDone(t, plan::Mode::kInPlace, collectives::Fault::kReleaseGradsEarly, seed, lane);
     EXPECT_TRUE(r.raised || r.wrong > 0) << "gradients overwritten before their reads passed silently";
   }
 }

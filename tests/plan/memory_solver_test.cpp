@@ -274,6 +274,7 @@ TEST(MemoryModel, BoundsThePlansStagingBytes) {
     opt.rs.landing = rng.coin() ? Landing::kPush : Landing::kPull;
     opt.rs.passes = passes;
     opt.rs.stagingSlots = rng.irange(1, 4);
+    opt.rs.railLane = rng.coin();  // applies where L = 1 across nodes
     const DType grad = rng.coin() ? DType::kBF16 : DType::kFP32;
     const DType ag = rng.coin() ? DType::kBF16 : DType::kFP32;
     // Half the trials: E a multiple of 8 L passes, where the closed form alone holds the staging;
@@ -283,8 +284,9 @@ TEST(MemoryModel, BoundsThePlansStagingBytes) {
     const std::vector<ParamSpec> specs{ParamSpec{{rows}, ag}};
     SCOPED_TRACE("M=" + std::to_string(M) + " L=" + std::to_string(L) + " passes=" + std::to_string(passes) +
                  " grad=" + dtypeName(grad) + " ag=" + dtypeName(ag) + " landing=" + landingName(opt.rs.landing) +
-                 " mode=" + modeName(opt.rs.mode));
+                 " mode=" + modeName(opt.rs.mode) + (opt.rs.railLane ? " rail lane" : ""));
     const Plan plan = makePlan(Topology::make(M, L), specs, grad, opt);
+    ASSERT_EQ(plan.rs.railLane, opt.rs.railLane && M > 1 && L == 1);
     const double ns = static_cast<double>(N) * refItemSize(ag) * static_cast<double>(plan.group.outElems);
     ASSERT_EQ(ns, static_cast<double>(plan.group.unshardedBytes()));
     EXPECT_LE(static_cast<double>(plan.rs.stagingBytes) / ns, plan.memory.rsAreaBound + 1e-12);
@@ -293,7 +295,7 @@ TEST(MemoryModel, BoundsThePlansStagingBytes) {
     }
     // What rounding a sub-chunk up can add, at most: under 8 elements (the ceiling of E / (L passes),
     // then up to a multiple of 8) per staging row (gradient dtype) and per row of every fp32 block
-    // (inbox, outbox, spares, push area).
+    // (inbox, outbox, spares, push area; the rail lane's inbox rows are narrower, in the gradient dtype).
     const int64_t rowsPerSender = M > 1 ? L : 1;
     const int64_t blocks = M > 1 ? int64_t{plan.rs.bufferGenerations} * L * (plan.rs.landing == Landing::kPush ? 2 : 1) +
                                        2 * int64_t{plan.rs.outboxBlocks} + 2 * int64_t{plan.rs.spareBlocks}

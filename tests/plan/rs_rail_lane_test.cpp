@@ -1,0 +1,91 @@
+// The rail lane's plan (App. F, RsOptions::railLane): where it applies, what
+// it sizes (one inbox row per generation in the gradient dtype, no outbox,
+// spares or push area), the same waves as the staged plan, and its memory
+// model against the bytes it stages and against the issue's 0.6 NS target.
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tide::plan;  // NOLINT(google-build-using-namespace)
+using tide_test::Rng;
+
+Plan planFor(int m, int l, const std::vector<ParamSpec>& specs, DType grad, PlanOptions opt, bool lane) {
+  opt.rs.railLane = lane;
+  return makePlan(Topology::make(m, l), specs, grad, opt);
+}
+
+TEST(RailLanePlan, AppliesOnlyToOneGpuPerNodeAcrossNodes) {
+  const std::vector<ParamSpec> specs{{{96, 8}, DType::kBF16}};
+  EXPECT_TRUE(planFor(2, 1, specs, DType::kBF16, {}, true).rs.railLane);
+  EXPECT_TRUE(planFor(9, 1, specs, DType::kBF16, {}, true).rs.railLane);
+  EXPECT_FALSE(planFor(1, 1, specs, DType::kBF16, {}, true).rs.railLane);  // one node: no rails
+  EXPECT_FALSE(planFor(2, 2, specs, DType::kBF16, {}, true).rs.railLane);  // local peers: Level 1 stays
+  EXPECT_FALSE(planFor(1, 8, specs, DType::kBF16, {}, true).rs.railLane);
+  EXPECT_FALSE(planFor(2, 1, specs, DType::kBF16, {}, false).rs.railLane);  // off unless asked
+}
+
+// Random groups: the lane keeps the staged plan's waves (order, generations,
+// sub-slices: the bits depend on them) and stages only its inbox.
+TEST(RailLanePlan, KeepsTheWavesAndStagesOnlyItsInbox) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int m = rng.irange(2, 40);
+    PlanOptions opt;
+    opt.rs.passes = rng.irange(1, 8);
+    opt.rs.mode = rng.coin() ? Mode::kInPlace : Mode::kSlotReuse;
+    opt.rs.landing = rng.coin() ? Landing::kPush : Landing::kPull;
+    const DType grad = rng.coin() ? DType::kBF16 : DType::kFP32;
+    const std::vector<ParamSpec> specs{{{rng.range(1, 50 * m), rng.range(1, 9)}, DType::kBF16},
+                                       {{rng.range(1, 9 * m)}, DType::kBF16}};
+    SCOPED_TRACE("M=" + std::to_string(m) + " passes=" + std::to_string(opt.rs.passes) + " grad " + dtypeName(grad));
+    const Plan staged = planFor(m, 1, specs, grad, opt, false);
+    const Plan lane = planFor(m, 1, specs, grad, opt, true);
+    ASSERT_TRUE(lane.rs.railLane);
+    ASSERT_EQ(lane.rs.waves.size(), staged.rs.waves.size());
+    for (size_t w = 0; w < lane.rs.waves.size(); ++w) {
+      EXPECT_EQ(lane.rs.waves[w].contributors, staged.rs.waves[w].contributors);
+      EXPECT_EQ(lane.rs.waves[w].generation, staged.rs.waves[w].generation);
+      EXPECT_EQ(lane.rs.waves[w].pass, staged.rs.waves[w].pass);
+      ASSERT_EQ(lane.rs.waves[w].contributors.size(), 1u);
+    }
+    EXPECT_EQ(lane.rs.subElems, staged.rs.subElems);
+    EXPECT_EQ(lane.rs.wavesPerPass, staged.rs.wavesPerPass);
+    EXPECT_EQ(lane.rs.outboxBlocks, 0);
+    EXPECT_EQ(lane.rs.spareBlocks, 0);
+    EXPECT_EQ(lane.rs.pushAreaBytes, 0);
+    EXPECT_EQ(lane.rs.landing, Landing::kPull);
+    const int64_t row = lane.rs.subElems * tide_test::refItemSize(grad);
+    EXPECT_EQ(lane.rs.blockBytes, row);
+    EXPECT_EQ(lane.rs.stagingBytes, int64_t{lane.rs.bufferGenerations} * row);
+    EXPECT_LT(lane.rs.stagingBytes, staged.rs.stagingBytes);
+    // The model bounds what the lane stages, and is the inbox alone: generations x S_grad.
+    const double ns = static_cast<double>(lane.group.unshardedBytes());
+    EXPECT_LE(static_cast<double>(lane.rs.stagingBytes) / ns, lane.memory.rsAreaBound + 1e-12);
+    const double inbox = lane.rs.bufferGenerations * static_cast<double>(tide_test::refItemSize(grad)) / (2.0 * m);
+    EXPECT_NEAR(lane.memory.rsAreaInPlace, inbox, 1e-12);
+    EXPECT_NEAR(lane.memory.rsAreaSlotReuse, inbox, 1e-12);
+  }
+}
+
+// Issue 4's RS staging target (<= 0.6 NS) on two virtual nodes of one GPU, for
+// the Llama-3.1-8B layer group at the adapter's four passes: the staged plan
+// holds 2.0 NS (BENCHMARKS.md), the lane a quarter.
+TEST(RailLanePlan, MeetsTheStagingTargetOnTwoNodesOfOneGpu) {
+  const std::vector<ParamSpec> llama{{{4096, 4096}, DType::kBF16}, {{1024, 4096}, DType::kBF16},
+                                     {{1024, 4096}, DType::kBF16}, {{4096, 4096}, DType::kBF16},
+                                     {{14336, 4096}, DType::kBF16}, {{14336, 4096}, DType::kBF16},
+                                     {{4096, 14336}, DType::kBF16}, {{4096}, DType::kBF16},
+                                     {{4096}, DType::kBF16}};
+  PlanOptions opt;
+  opt.rs.passes = 4;
+  const Plan staged = planFor(2, 1, llama, DType::kBF16, opt, false);
+  const Plan lane = planFor(2, 1, llama, DType::kBF16, opt, true);
+  const double ns = static_cast<double>(lane.group.unshardedBytes());
+  EXPECT_NEAR(static_cast<double>(staged.rs.stagingBytes) / ns, 2.0, 1e-3);
+  EXPECT_NEAR(static_cast<double>(lane.rs.stagingBytes) / ns, 0.25, 1e-3);
+  EXPECT_LE(static_cast<double>(lane.rs.stagingBytes) / ns, 0.6);
+}
+
+}  // namespace
