@@ -500,6 +500,26 @@ std::vector<Case> casesFor(const plan::Topology& topo) {
   e.large = true;
   e.rs = rs(4, 2, plan::Mode::kSlotReuse, 132, plan::Landing::kPull);
   cases.push_back(e);
+  if (topo.nodes > 1 && topo.gpusPerNode == 1) {
+    // App. F's rail lane: gradient rows put from the gradients into the lane
+    // inbox, summed there; the host fabric runs the same plan.
+    Case f;
+    f.name = "rail lane, bf16 normal, 1 Mi-element parameter, 4 passes";
+    f.large = true;
+    f.rs = rs(4, 2, plan::Mode::kInPlace, 0, plan::Landing::kPull);
+    f.rs.railLane = true;
+    cases.push_back(f);
+    Case g;
+    g.name = "rail lane, fp32 gradients, NaN/Inf, accumulate, alpha 1/2, 3 passes, sums behind the sends";
+    g.gradDtype = DType::kFP32;
+    g.inputs = InputKind::kNonFinite;
+    g.alpha = 0.5f;
+    g.accumulate = true;
+    g.rs = rs(3, 2, plan::Mode::kSlotReuse, 16, plan::Landing::kPull);
+    g.rs.railLane = true;
+    g.landingOwnQueue = false;
+    cases.push_back(g);
+  }
   return cases;
 }
 

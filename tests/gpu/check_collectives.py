@@ -77,7 +77,19 @@ PLAN_VARIANTS = [
     ("default", {}),
     ("pipelined", H200_PAIR),
     ("tight", {"passes": 2, "sum_ctas": 1, "landing_ctas": 1}),
+    # App. F's rail lane: the same bits as the staged path where it applies (L = 1
+    # across nodes); elsewhere the plan ignores it. Not over NCCL host RMA, whose
+    # puts read only from the arena (the collectives refuse it there).
+    ("rail-lane", {**H200_PAIR, "rail_lane": True}),
 ]
+
+
+def variants_for(rails: str) -> list[tuple[str, dict]]:
+    """PLAN_VARIANTS this communicator's rails can run."""
+    if rails.startswith("nccl-host-rma"):
+        print(f"# rail-lane variant skipped: rails {rails!r} read only from the arena", flush=True)
+        return [(v, o) for v, o in PLAN_VARIANTS if not o.get("rail_lane")]
+    return PLAN_VARIANTS
 
 
 def gather_np(arr: np.ndarray) -> list[np.ndarray]:
@@ -148,14 +160,15 @@ def main() -> int:
                                 unique_id=uid[0], device=local, timeout_s=30)
             if args.host_per_rank and not comm.rails.startswith("nccl-"):
                 failures.append(f"{tag}: rails {comm.rails!r} between ranks on hosts of their own (wanted NCCL's)")
-        groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in PLAN_VARIANTS}
+        variants = variants_for(comm.rails)
+        groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in variants}
         plan = groups["default"].plan["group"]
         off, ptr = comm.alloc(plan["unsharded_bytes"])
         landing = wrap_device_bytes(ptr, plan["unsharded_bytes"], dev)
         cases = [("default", "normal", 1.0 / n, False), ("default", "integer", 1.0, False),
                  ("default", "nonfinite", 0.5, False), ("default", "normal", 0.25, True)]
-        cases += [(vname, "normal", 1.0 / n, False) for vname, _ in PLAN_VARIANTS[1:]]
-        cases += [(vname, "integer", 1.0, False) for vname, _ in PLAN_VARIANTS[1:]]
+        cases += [(vname, "normal", 1.0 / n, False) for vname, _ in variants[1:]]
+        cases += [(vname, "integer", 1.0, False) for vname, _ in variants[1:]]
         for case, (vname, kind, alpha, accumulate) in enumerate(cases):
             group = groups[vname]
             name = f"{tag}/{vname}/{kind}/alpha={alpha}/acc={accumulate}"
