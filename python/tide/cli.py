@@ -80,6 +80,11 @@ def _add_plan_command(subparsers) -> None:
     cmd.add_argument("--landing", choices=sorted(LANDINGS), default="pull",
                      help="Level 2 landing across nodes: pull through peer addresses or push by copy engine "
                           "(default: pull)")
+    cmd.add_argument("--rail-lane", action="store_true",
+                     help="one GPU per node across nodes (L = 1, M > 1): put the reduce-scatter on the rail lane "
+                          "(paper App. F: rows sent from the gradients themselves, no staging, outbox or spares, "
+                          "the same bits); ignored elsewhere (the plan's reduce_scatter.rail_lane says whether "
+                          "it applies)")
     cmd.add_argument("--calibration", type=Path, metavar="FILE.json",
                      help=f"JSON object with {', '.join(sorted(CALIBRATION_KEYS))}, optionally fabric_gbps "
                           "(GB/s = 1e9 B/s; default: the paper's platform)")
@@ -135,6 +140,7 @@ def _run_plan(args) -> int:
         passes=args.passes,
         landing=args.landing,
         calibration=calibration,
+        rail_lane=args.rail_lane,
     )
     if args.json:
         print(json.dumps(plan, indent=2))
@@ -186,6 +192,7 @@ def _add_bench_command(subparsers) -> None:
     host_arg("--round-width", type=int, default=0, metavar="K")
     host_arg("--passes", type=int, default=1, metavar="N")
     host_arg("--landing", choices=sorted(LANDINGS), default="pull")
+    host_arg("--rail-lane", action="store_true", help="as for tide plan (not with --rails rma)")
     host_arg("--iters", type=int, default=5, metavar="N", help="calls of each collective")
     host_arg("--seed", type=int, help="input seed (default: fresh)")
     host_arg("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
@@ -266,12 +273,15 @@ def _run_bench(args) -> int:
         raise InputError(f"missing {', '.join(missing)}")
     if args.inject and args.inject not in host_bench.fault_names():
         raise InputError(f"unknown fault {args.inject!r} (see --list-faults)")
+    if args.rail_lane and args.rails == "rma" and args.gpus_per_node == 1 and args.nodes > 1:
+        raise InputError("--rail-lane sends gradient rows from where they are, but --rails rma reads only from "
+                         "the arena: use one-sided or two-sided rails, or no --rail-lane")
     params, title = _plan_params(args)
     report = host_bench.run_host(
         params, nodes=args.nodes, gpus_per_node=args.gpus_per_node, iters=args.iters, seed=args.seed,
         inputs=args.inputs, timeout_s=args.timeout, fault=args.inject, fault_rank=args.fault_rank,
         rails=args.rails, grad_dtype=args.grad_dtype, mode=args.mode, wave_width=args.wave_width,
-        round_width=args.round_width, passes=args.passes, landing=args.landing,
+        round_width=args.round_width, passes=args.passes, landing=args.landing, rail_lane=args.rail_lane,
     )
     print(json.dumps(report, indent=2) if args.json else host_bench.format_report(report, f"tide bench: {title}"))
     failed = report["error"] or report["all_gather"]["check"] != "ok" or report["reduce_scatter"]["check"] != "ok"

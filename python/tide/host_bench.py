@@ -58,6 +58,12 @@ def run_host(
     _, report = _capi.host_run(config, options)
     result = json.loads(report)
     result["seed"] = options.seed
+    # Whether the reduce-scatter ran on App. F's rail lane (rail_lane asked for, and L = 1 across nodes).
+    handle = _capi.plan_create(config)
+    try:
+        result["reduce_scatter"]["rail_lane"] = json.loads(_capi.plan_get_json(handle))["reduce_scatter"]["rail_lane"]
+    finally:
+        _capi.plan_destroy(handle)
     return result
 
 
@@ -82,7 +88,8 @@ def format_report(report: dict, title: str) -> str:
     topo = report["topology"]
     lines = [
         f"{title}: host fabric, {topo['nodes']} nodes x {topo['gpus_per_node']} ranks, "
-        f"{report.get('rails', 'one-sided')} rails "
+        f"{report.get('rails', 'one-sided')} rails"
+        f"{', reduce-scatter on the rail lane' if report['reduce_scatter'].get('rail_lane') else ''} "
         f"({topo['ranks']} CPU ranks), seed {report['seed']}",
         f"{'collective':<15}{'size(B)':>12}{'time(us)':>11}{'algbw':>8}{'busbw':>8}{'#wrong':>8}{'check':>7}"
         f"{'copy MiB':>10}{'rail MiB':>10}{'descs':>7}{'rounds':>7}{'waves':>6}{'staging MiB':>12}",

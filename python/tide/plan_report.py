@@ -30,6 +30,17 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
     # The mode's own value holds what the plan's rounding stages beyond the closed forms beside it.
     rounding = f"; the {rs['mode']} value adds {_ns(mem['staging_rounding_ns'])} of rounding" \
         if mem.get("staging_rounding_ns", 0) > 0 else ""
+    # App. F's rail lane (L = 1 across nodes, asked for with rail_lane): gradient rows go from
+    # where they are into the lander's inbox, which it sums from; no Level 2 landing.
+    if rs.get("rail_lane", False):
+        lane = "yes (rows sent from the gradients: no Level 1 staging, outbox or spares)"
+        landing = "none (rail lane: sums from its inbox)"
+    else:
+        lane = "no (staged path; rail_lane / --rail-lane would put it on the lane)" \
+            if topo["gpus_per_node"] == 1 and topo["nodes"] > 1 else "no (one GPU per node across nodes only)"
+        landing = rs["landing"] + (f" (push area {_mib(rs['push_area_bytes'])})" if rs["push_area_bytes"] else "")
+    ns = group["unsharded_bytes"]
+    staging = _mib(rs["staging_bytes"]) + (f" ({_ns(rs['staging_bytes'] / ns)} NS)" if ns > 0 else "")
     return [
         ("topology", "nodes x GPUs per node", ranks),
         ("group", "parameters", str(group["params"])),
@@ -41,6 +52,7 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
         ("", "copy descriptors", _flat_to_coalesced(ag["descriptors_flat"], ag["descriptors"])),
         ("", "receive stage", _mib(ag["stage_bytes"])),
         ("reduce-scatter", "mode", f"{rs['mode']}, {rs['passes']} pass{'' if rs['passes'] == 1 else 'es'}"),
+        ("", "rail lane", lane),
         ("", "waves x wave width", f"{rs['waves']} x {rs['wave_width']}"),
         ("", "buffer generations", str(rs["buffer_generations"])),
         ("", "round width k", str(rs["round_width"])),
@@ -49,9 +61,8 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
         ("", "Level-1 descriptors",
          _flat_to_coalesced(rs["level1_descriptors_flat"], rs["level1_descriptors"])),
         ("", "sum / landing CTAs", f"{rs['sum_ctas']} / {rs['landing_ctas']}"),
-        ("", "Level-2 landing", rs["landing"] + (f" (push area {_mib(rs['push_area_bytes'])})"
-                                                 if rs["push_area_bytes"] else "")),
-        ("", "staging + inbox + outbox", _mib(rs["staging_bytes"])),
+        ("", "Level-2 landing", landing),
+        ("", "staging + inbox + outbox", staging),
         ("memory (NS)", "FSDP2 live", _ns(mem["fsdp2_live_ns"])),
         ("", "TIDE live",
          f"{_ns(mem['tide_live_ns'])}  (in-place {_ns(mem['tide_live_in_place_ns'])}, "

@@ -15,8 +15,8 @@ from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
     assert_all_tide, batches, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
-    compare_and_step, device_type, fsdp_modules, fsdp_params_of, install, int_loss, local, make_pair, mesh_1d,
-    optimizers, shard, stats, step_both, sum_reduction, tide_groups, tight, train, transformer,
+    compare_and_step, collective_device, device_type, fsdp_modules, fsdp_params_of, install, int_loss, local,
+    make_pair, mesh_1d, optimizers, shard, stats, step_both, sum_reduction, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, guards, registry
 from tide.fsdp.all_gather import RegionConflict
@@ -172,6 +172,78 @@ def integer_exact_plan_options(ctx):
         assert "mode" in str(e), e
     else:
         raise AssertionError("plan_options={'mode': ...} was accepted")
+
+
+def rail_lane_plan_option(ctx):
+    """install(plan_options={"rail_lane": True}) on one rank per node (topology (N, 1)) reaches every
+    group's plan: the report says each group is on the rail lane (App. F) and stages less than the
+    staged path. Gradients on fresh random inputs (a seed drawn per run) match the same model on the
+    staged path bit for bit, and stock FSDP2's within the float tolerance (bit for bit on two CPU
+    ranks), in fp32 and in bf16 with fp32 reduction. A rail_lane that is not a bool is refused."""
+    import io
+    import random
+
+    seed = torch.tensor([random.SystemRandom().randrange(2**31)], device=collective_device())
+    dist.broadcast(seed, 0)
+    seed = int(seed.item())
+    print(f"rail_lane_plan_option: rank {ctx.rank} input seed {seed}", flush=True)
+    topology = (ctx.world, 1)
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for mp_policy, tol in ((None, FP32), (bf16, BF16)):
+        shard_kw = {} if mp_policy is None else {"mp_policy": mp_policy}
+        stock, lane = make_pair(transformer, ctx, mesh_1d(ctx), **shard_kw)
+        staged = make_pair(transformer, ctx, mesh_1d(ctx), **shard_kw)[1]
+        rep_lane = install(lane, ctx, topology=topology, plan_options={"rail_lane": True})
+        rep_staged = install(staged, ctx, topology=topology)
+        assert_all_tide(rep_lane, 4)
+        assert_all_tide(rep_staged, 4)
+        for g_lane, g_staged in zip(tide_groups(rep_lane), tide_groups(rep_staged)):
+            assert g_lane["fqn"] == g_staged["fqn"]
+            assert g_lane["plan"]["rs_rail_lane"] is True and g_staged["plan"]["rs_rail_lane"] is False, \
+                (g_lane["plan"], g_staged["plan"])
+            assert g_lane["plan"]["rs_landing"] == "pull", g_lane["plan"]  # no Level 2 landing on the lane
+            assert g_lane["plan"]["rs_staging_bytes"] < g_staged["plan"]["rs_staging_bytes"], \
+                (g_lane["fqn"], g_lane["plan"], g_staged["plan"])
+        models = (stock, lane, staged)
+        opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in models]
+        g = torch.Generator().manual_seed(seed + 7919 * ctx.rank + (0 if mp_policy is None else 1))
+        for s in range(3):
+            x = torch.randn(6, 7, generator=g).to(ctx.device)
+            losses = []
+            for m in models:
+                loss = m(x).float().pow(2).mean()
+                loss.backward()
+                losses.append(loss.detach())
+            what = f"{'bf16' if mp_policy else 'fp32'} step {s}"
+            compare(losses[1], losses[2], f"{what} loss, lane against staged", None)
+            compare_models(staged, lane, f"{what}, lane against staged", None, grads=True)
+            compare(losses[0], losses[1], f"{what} loss, lane against stock", tight(ctx, tol))
+            compare_models(stock, lane, f"{what}, lane against stock", tight(ctx, tol), grads=True)
+            for o in opts:
+                o.step()
+                o.zero_grad(set_to_none=True)
+        compare_models(staged, lane, "parameters, lane against staged", None)
+        assert stats(lane).get("reduce_scatters", 0) > 0, stats(lane)
+        # The registered groups ran on the lane (the plan summary is the Python side's): the lane
+        # sums from its inbox, so the fabric landed nothing, where the staged path lands every row.
+        landed = [[a["fabric_stats"]["land_elems"] for a in tide.fsdp.report(m, echo=False)["arenas"]]
+                  for m in (lane, staged)]
+        assert all(n == 0 for n in landed[0]) and all(n > 0 for n in landed[1]), landed
+        printed = [io.StringIO(), io.StringIO()]
+        tide.fsdp.report(lane, file=printed[0])
+        tide.fsdp.report(staged, file=printed[1])
+        assert printed[0].getvalue().count("RS waves") == printed[0].getvalue().count(" on the rail lane") == 4, \
+            printed[0].getvalue()
+        assert " on the rail lane" not in printed[1].getvalue(), printed[1].getvalue()
+        tide.fsdp.uninstall(lane)
+        tide.fsdp.uninstall(staged)
+    _stock, mt = make_pair(LinearModel, ctx, mesh_1d(ctx))
+    try:
+        tide.fsdp.install(mt, timeout_s=TIMEOUT_S, topology=topology, plan_options={"rail_lane": "true"})
+    except ValueError as e:
+        assert "rail_lane" in str(e), e
+    else:
+        raise AssertionError("plan_options={'rail_lane': 'true'} was accepted")
 
 
 def passes_fit_the_scratch(ctx):

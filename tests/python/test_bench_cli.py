@@ -282,3 +282,52 @@ def test_running_out_of_host_memory_says_so():
                           preexec_fn=limit_memory)
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
     assert "out of host memory" in proc.stderr and "out_of_memory" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("rails", ["one-sided", "two-sided"])
+def test_bench_rail_lane(rng, rails):
+    """--rail-lane on M x 1: the reduce-scatter runs on the rail lane (the report says so), checked
+    against the float64 reference on fresh random inputs, with less staging than the staged run of
+    the same seed, rows sent in the gradient dtype (at most half the bytes of the staged path's
+    fp32 blocks for bf16 gradients) and no Level 2 landing; integer inputs come out exact."""
+    nodes = str(rng.randint(2, 4))
+    seed = str(rng.seed_value)
+    inputs = rng.choice(["normal", "integer"])
+    common = ("bench", "--fabric", "host", "-M", nodes, "-L", "1", "--preset", "llama-tiny", "--iters", "2",
+              "--seed", seed, "--rails", rails, "--passes", str(rng.randint(1, 3)), "--inputs", inputs, "--json")
+    reports = {}
+    for lane in (True, False):
+        r = run_tide(*common, *(["--rail-lane"] if lane else []))
+        assert r.returncode == 0, r.stderr
+        reports[lane] = r.json()
+        assert reports[lane]["error"] == "", reports[lane]["error"]
+        assert reports[lane]["all_gather"]["check"] == "ok" and reports[lane]["reduce_scatter"]["check"] == "ok"
+    lane, staged = reports[True]["reduce_scatter"], reports[False]["reduce_scatter"]
+    assert lane["rail_lane"] is True and staged["rail_lane"] is False
+    assert lane["staging_bytes"] < staged["staging_bytes"], (lane, staged)
+    assert lane["traffic"]["land_elems"] == 0 < staged["traffic"]["land_elems"], (lane, staged)
+    # bf16 rows where they are against whole fp32 blocks (their padding too).
+    assert 0 < 2 * lane["traffic"]["rail_bytes"] <= staged["traffic"]["rail_bytes"], (lane, staged)
+    if inputs == "integer":
+        assert lane["exact"] and lane["max_rel_err"] == 0.0, lane
+    text = run_tide(*common[:-1], "--rail-lane")
+    assert text.returncode == 0 and "reduce-scatter on the rail lane" in text.stdout.splitlines()[0], text.stdout
+    # Ignored where it does not apply (L > 1): the same staged run, and the report says so.
+    r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--iters", "1",
+                 "--seed", seed, "--rail-lane", "--json")
+    assert r.returncode == 0 and r.json()["reduce_scatter"]["rail_lane"] is False, r.stderr
+
+
+def test_bench_rail_lane_refuses_rma_rails():
+    """RMA rails read only from the arena, and the lane sends rows from the gradients: refused up
+    front as bad input (one line, status 2), where the lane applies; on L > 1 it is ignored."""
+    r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "1", "--preset", "llama-tiny", "--iters", "1",
+                 "--rails", "rma", "--rail-lane")
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "--rail-lane" in lines[0] and "rma" in lines[0], r.stderr
+    r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--iters", "1",
+                 "--rails", "rma", "--rail-lane", "--json")
+    assert r.returncode == 0 and r.json()["reduce_scatter"]["check"] == "ok", r.stderr
+    r = run_tide("bench", "--fabric", "cuda", "--rail-lane")  # the GPU driver runs its own rows
+    assert r.returncode == 2 and "--rail-lane" in r.stderr, r.stderr

@@ -204,3 +204,80 @@ def test_stock_rows_and_ranks_use_different_inputs():
     grads = [torch.cat([g.flatten() for g in collectives.rs_grads(group, r, cpu)]) for r in range(3)]
     assert all(not torch.equal(grads[a], grads[b]) for a in range(3) for b in range(a + 1, 3))
     assert float(collectives.rs_reference(group, 0, cpu).abs().sum()) > 0.0
+
+
+class _FakeTideContext:
+    """What tide_systems reads of a TideContext, for the topologies of `ranks` GPUs, with the
+    communicators the context makes: the one-node one without copy graphs, and across nodes the
+    push and net-landing ones and, where asked (L = 1), the rail lane's."""
+
+    def __init__(self, ranks: int, lane: bool):
+        from tide.bench.topologies import node_splits
+
+        self.topologies = node_splits(ranks)
+        self.comms, self.own_node_ctas = {}, {}
+        for m, l in self.topologies:
+            self.comms[(m, l)] = object()
+            if m == 1 and ranks > 1:
+                self.comms[(m, l, "no-graphs")] = object()
+            if m > 1:
+                self.comms[(m, l, "push")] = self.comms[(m, l, "net-landing")] = object()
+                self.own_node_ctas[(m, l)] = 2 * m
+                if lane and l == 1:
+                    self.comms[(m, l, "lane")] = object()
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8])
+def test_rail_lane_row_only_on_one_gpu_per_node(ranks):
+    """tide_rs_M{M}L1_lane (tide_rs_M2L1_lane on two GPUs) is listed only for the L = 1 topology across
+    nodes, after that topology's other reduce-scatter variants, on the Llama group only; every
+    other row keeps its name and place (the list without the lane's communicator)."""
+    with_lane = [s for s in collectives.tide_systems(_FakeTideContext(ranks, lane=True))]
+    without = [s.name for s in collectives.tide_systems(_FakeTideContext(ranks, lane=False))]
+    names = [s.name for s in with_lane]
+    lanes = [s for s in with_lane if s.name.endswith("_lane")]
+    if ranks == 1:
+        assert lanes == [] and names == without
+        return
+    assert [s.name for s in lanes] == [f"tide_rs_M{ranks}L1_lane"] and collectives.lane_row_name((ranks, 1)) \
+        == lanes[0].name
+    assert lanes[0].op == "rs" and lanes[0].llama_only
+    assert [n for n in names if n != lanes[0].name] == without
+    if ranks == 2:
+        assert "tide_rs_M2L1_lane" in names and "tide_rs_M2L1" in without
+    # Right after its topology's net-landing row.
+    at = names.index(lanes[0].name)
+    assert names[at - 1] == f"tide_rs_M{ranks}L1_netlanding", names
+
+
+def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
+    """Rails that read only from the arena (RMA) refuse the lane when the group is registered: the
+    context closes the lane's communicator, says why in `skipped`, and lists no lane row; the
+    other rows stay."""
+    from tide._capi import Result, TideError
+
+    monkeypatch.setattr(collectives.dist, "get_rank", lambda: 0)  # log() prints on rank 0
+    m = rng.choice([2, 4, 8])
+    ctx = _FakeTideContext(m, lane=False)
+    closed, asked = [], []
+
+    class Comm:
+        def close(self):
+            closed.append(True)
+
+    message = f"the rail lane sends gradient rows from where they are ({rng.randrange(10**6)})"
+
+    def refuse(topo, name, env, **plan_options):
+        asked.append((topo, name, env, plan_options))
+        ctx.comms[(*topo, name)] = Comm()  # made before the registration refused the plan
+        raise TideError(Result.INVALID_ARGUMENT, "invalid_usage", message)
+
+    ctx._llama_rs_variant = refuse
+    ctx.groups = {g.name: g for g in groups_for("rs", m)}
+    ctx.skipped, ctx.lane_plans = [], {}
+    collectives.TideContext._rail_lane_variant(ctx, (m, 1))
+    assert asked == [((m, 1), "lane", {}, {"rail_lane": True})]
+    assert closed == [True] and (m, 1, "lane") not in ctx.comms and ctx.lane_plans == {}
+    assert len(ctx.skipped) == 1 and ctx.skipped[0].startswith(f"tide_rs_M{m}L1_lane: ") and message in ctx.skipped[0]
+    names = [s.name for s in collectives.tide_systems(ctx)]
+    assert not any(n.endswith("_lane") for n in names) and f"tide_rs_M{m}L1_netlanding" in names, names

@@ -1,7 +1,8 @@
 """The collectives benchmark's TIDE context on two ranks (tide.bench.collectives.TideContext),
 with host-fabric communicators standing in for the CUDA ones: every topology's communicators,
 groups and extra registrations are made, and the systems list names what the two-GPU run
-measures. The two-GPU code paths otherwise run only on the device, where a slip costs a run."""
+measures; the rail-lane row's handle runs one reduce-scatter against the staged M2L1 handle's. The
+two-GPU code paths otherwise run only on the device, where a slip costs a run."""
 
 from __future__ import annotations
 
@@ -35,27 +36,65 @@ def _rank(rank: int, world: int, store: str, results) -> None:
         comm.has_cuda = lambda: True  # the context checks for the CUDA fabric; the host one stands in
         ctx = bench.TideContext(world)
         solver = ctx.plans[(2, 1)]["llama3.1-8b-layer"]["reduce_scatter"]["sum_ctas"]
-        results.put((rank, [s.name for s in bench.tide_systems(ctx)], (solver, dict(ctx.own_node_ctas)), len(made)))
+        # The rail-lane row's handle on the host fabric (one-sided rails take the lane): its reduce-scatter
+        # against the staged M2L1 handle's on fresh random gradients, bit for bit.
+        lane = _lane_against_staged(bench, ctx, rank, world)
+        results.put((rank, [s.name for s in bench.tide_systems(ctx)], (solver, dict(ctx.own_node_ctas)), len(made),
+                     lane))
         ctx.close()
         dist.destroy_process_group()
     except Exception:
-        results.put((rank, traceback.format_exc(), (None, None), None))
+        results.put((rank, traceback.format_exc(), (None, None), None, None))
+
+
+def _lane_against_staged(bench, ctx, rank: int, world: int) -> dict:
+    """One reduce-scatter of the Llama group on M2L1's staged handle and on its rail-lane handle
+    (each on its own communicator, CPU memory), from the same fresh random bf16 gradients: the
+    outputs must match bit for bit (the lane keeps the staged path's association)."""
+    import random
+
+    import torch
+    import torch.distributed as dist
+
+    llama = ctx.groups["llama3.1-8b-layer"]
+    seed = torch.tensor([random.SystemRandom().randrange(2**31)])
+    dist.broadcast(seed, 0)  # one draw per run, the same on both ranks (each rank's rows differ)
+    g = torch.Generator().manual_seed(int(seed) + rank)
+    grads = [torch.randn(s, generator=g).to(torch.bfloat16) for s in llama.shapes]
+    outs = {}
+    for key in ((2, 1), (2, 1, "lane")):
+        out = torch.full((llama.shard_elems,), float("nan"))
+        ctx.comms[key].reduce_scatter(ctx.handles[key][llama.name], [t.data_ptr() for t in grads], out.data_ptr(),
+                                      alpha=1.0 / world)
+        ctx.comms[key].synchronize()
+        outs[key] = out
+    return {"seed": int(seed), "equal": torch.equal(outs[(2, 1)], outs[(2, 1, "lane")]),
+            "finite": bool(torch.isfinite(outs[(2, 1)]).all()),
+            "lane_plan": ctx.lane_plans[(2, 1)]["reduce_scatter"]["rail_lane"],
+            "lane_staging": ctx.lane_plans[(2, 1)]["reduce_scatter"]["staging_bytes"],
+            "staged_staging": ctx.plans[(2, 1)][llama.name]["reduce_scatter"]["staging_bytes"]}
 
 
 def test_two_rank_context_registers_every_system(tmp_path):
     results, codes = run_ranks(_rank, 2, (2, str(tmp_path)), timeout=180)
-    got = {rank: (systems, ctas, comms) for rank, systems, ctas, comms in results}
+    got = {rank: (systems, ctas, comms) for rank, systems, ctas, comms, _lane in results}
+    lanes = {rank: lane for rank, _systems, _ctas, _comms, lane in results}
     assert sorted(got) == [0, 1], got
     for rank, (systems, ctas, comms) in got.items():
         assert isinstance(systems, list), systems  # else the rank's traceback
-        # M1L2 and M2L1, the one-node communicator without copy graphs, and M2L1's push and
-        # net-landing communicators.
-        assert comms == 5, comms
+        # M1L2 and M2L1, the one-node communicator without copy graphs, and M2L1's push,
+        # net-landing and rail-lane communicators.
+        assert comms == 6, comms
+        lane = lanes[rank]
+        assert lane["lane_plan"] is True and lane["lane_staging"] < lane["staged_staging"], lane
+        assert lane["finite"] and lane["equal"], (rank, lane)
         solver, own_node = ctas
         assert solver >= 1 and own_node == {(2, 1): 2 * solver}  # M / (M - 1) = 2 on M2L1
         for name in ("tide_ag", "tide_ag_in_place", "tide_ag_in_place_nographs", "tide_rs", "tide_rs_ctas66",
                      "tide_ag_M2L1", "tide_rs_M2L1", "tide_rs_M2L1_push", "tide_rs_M2L1_netlanding",
-                     f"tide_rs_M2L1_ctas{own_node[(2, 1)]}"):
+                     f"tide_rs_M2L1_ctas{own_node[(2, 1)]}", "tide_rs_M2L1_lane"):
             assert name in systems, (name, systems)
+        # The rail lane is a row of M2L1 only (one GPU per node).
+        assert [s for s in systems if s.endswith("_lane")] == ["tide_rs_M2L1_lane"], systems
     assert got[0] == got[1]
     assert codes == [0, 0], codes

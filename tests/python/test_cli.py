@@ -17,7 +17,7 @@ REQUIRED_KEYS = {
               "param_layout"},
     "all_gather": {"rounds", "round_slots", "stage_bytes", "scatter_groups", "descriptors_flat",
                    "descriptors"},
-    "reduce_scatter": {"mode", "passes", "waves", "wave_width", "buffer_generations",
+    "reduce_scatter": {"mode", "rail_lane", "passes", "waves", "wave_width", "buffer_generations",
                        "round_width", "rounds", "outbox_blocks", "staging_slots", "sub_elems",
                        "block_bytes", "level1_descriptors_flat", "level1_descriptors",
                        "sum_ctas", "landing_ctas", "staging_bytes", "fsdp2_pack_bytes",
@@ -348,3 +348,79 @@ def test_calibrations_beyond_any_cta_count_are_refused(tmp_path, key, value):
     path.write_text(json.dumps(calibration))
     assert_bad_input(run_tide("plan", "--preset", "llama-tiny", "-M", 2, "-L", 8, "--calibration", path),
                      key if key == "nic_gbps" else "CTAs")
+
+
+def _table_value(text: str, quantity: str) -> str:
+    """The value column of the table row whose quantity is `quantity`."""
+    for line in text.splitlines():
+        m = re.match(r"^(\S*)\s+" + re.escape(quantity) + r"\s{2,}(.*)$", line)
+        if m:
+            return m.group(2)
+    raise AssertionError(f"no row {quantity!r} in\n{text}")
+
+
+def test_rail_lane_flag_llama_on_two_nodes_of_one():
+    """The brief's example: Llama-3.1-8B's layer on 2 x 1 at four passes stages 104 MiB (0.25 NS)
+    on the rail lane against 832 MiB (2 NS) on the staged path; the table says which path it is."""
+    args = ("plan", "--preset", "llama3.1-8b", "--nodes", 2, "--gpus-per-node", 1, "--passes", 4)
+    lane, staged = run_tide(*args, "--rail-lane"), run_tide(*args)
+    assert lane.returncode == 0 and staged.returncode == 0, (lane.stderr, staged.stderr)
+    assert lane.stderr == "" and staged.stderr == ""
+    assert _table_value(lane.stdout, "staging + inbox + outbox") == "104.00 MiB (0.250 NS)", lane.stdout
+    assert _table_value(staged.stdout, "staging + inbox + outbox") == "832.03 MiB (2.000 NS)", staged.stdout
+    assert _table_value(lane.stdout, "rail lane").startswith("yes"), lane.stdout
+    assert _table_value(staged.stdout, "rail lane").startswith("no"), staged.stdout
+    assert _table_value(lane.stdout, "Level-2 landing") == "none (rail lane: sums from its inbox)", lane.stdout
+    assert _table_value(staged.stdout, "Level-2 landing") == "pull", staged.stdout
+    assert _table_value(lane.stdout, "outbox blocks") == "0" and _table_value(staged.stdout, "outbox blocks") == "1"
+    rs = run_tide(*args, "--rail-lane", "--json").json()["reduce_scatter"]
+    assert rs["rail_lane"] is True and rs["staging_bytes"] == 104 * (1 << 20) + 4096, rs
+
+
+@pytest.mark.parametrize("draw", range(3))
+def test_rail_lane_flag_reaches_the_plan(tmp_path, rng, draw):
+    """Random groups, gradient dtypes, passes, modes and landings on M x 1 (M > 1): --rail-lane puts
+    the group on the lane (no outbox or spares, one inbox block of a row in the gradient dtype per
+    generation, no Level 2 landing), and the table says so; without it the same plan is staged.
+    On L > 1 or one node the flag is ignored: the same JSON as without it, and the table says the
+    lane does not apply."""
+    n = rng.randint(1, 12)
+    dtype = rng.choice(["bf16", "fp32"])
+    shapes = [{"name": f"p{i}", "shape": [rng.randint(1, 3000)] + [rng.randint(1, 300)] * rng.randint(0, 1),
+               "dtype": dtype} for i in range(n)]
+    path = write_shapes(tmp_path, shapes)
+    grad = rng.choice(["bf16", "fp32"]) if dtype == "bf16" else "fp32"
+    nodes, passes = rng.randint(2, 16), rng.randint(1, 6)
+    knobs = ["--grad-dtype", grad, "--passes", passes, "--mode", rng.choice(["in-place", "slot-reuse"]),
+             "--landing", rng.choice(["pull", "push"])]
+    lane = run_tide("plan", "--shapes", path, "-M", nodes, "-L", 1, *knobs, "--rail-lane", "--json")
+    staged = run_tide("plan", "--shapes", path, "-M", nodes, "-L", 1, *knobs, "--json")
+    assert lane.returncode == 0 and staged.returncode == 0, (knobs, lane.stderr, staged.stderr)
+    rs, base = lane.json()["reduce_scatter"], staged.json()["reduce_scatter"]
+    assert rs["rail_lane"] is True and base["rail_lane"] is False, (rs, base)
+    itemsize = {"bf16": 2, "fp32": 4}[grad]
+    assert (rs["outbox_blocks"], rs["spare_blocks"], rs["landing"]) == (0, 0, "pull"), rs
+    assert rs["block_bytes"] == rs["sub_elems"] * itemsize, rs
+    assert rs["staging_bytes"] == rs["buffer_generations"] * rs["block_bytes"], rs
+    assert rs["staging_bytes"] < base["staging_bytes"], (rs, base)
+    assert (rs["passes"], rs["waves"], rs["sub_elems"]) == (base["passes"], base["waves"], base["sub_elems"])
+    text = run_tide("plan", "--shapes", path, "-M", nodes, "-L", 1, *knobs, "--rail-lane").stdout
+    assert _table_value(text, "rail lane").startswith("yes"), text
+    assert _table_value(text, "Level-2 landing") == "none (rail lane: sums from its inbox)", text
+    ns = lane.json()["group"]["unsharded_bytes"]
+    assert _table_value(text, "staging + inbox + outbox") == \
+        f"{rs['staging_bytes'] / (1 << 20):,.2f} MiB ({rs['staging_bytes'] / ns:.3f} NS)", text
+    # Where the lane does not apply (L > 1, or one node), the flag changes nothing.
+    m, l = rng.choice([(1, rng.randint(1, 8)), (rng.randint(2, 8), rng.randint(2, 8))])
+    knobs = ["--grad-dtype", grad, "--passes", passes]
+    asked = run_tide("plan", "--shapes", path, "-M", m, "-L", l, *knobs, "--rail-lane", "--json")
+    plain = run_tide("plan", "--shapes", path, "-M", m, "-L", l, *knobs, "--json")
+    assert asked.returncode == 0 and plain.returncode == 0, (asked.stderr, plain.stderr)
+    assert asked.json() == plain.json() and plain.json()["reduce_scatter"]["rail_lane"] is False
+    text = run_tide("plan", "--shapes", path, "-M", m, "-L", l, *knobs, "--rail-lane").stdout
+    assert _table_value(text, "rail lane") == "no (one GPU per node across nodes only)", text
+
+
+def test_rail_lane_flag_takes_no_value():
+    assert_bad_input(run_tide("plan", "--preset", "llama-tiny", "-M", 2, "-L", 1, "--rail-lane", "yes"),
+                     "unrecognized arguments")

@@ -39,7 +39,11 @@ def _draw(rng) -> dict:
         if rng.random() < 0.3:  # another platform: the sizing solver picks other rounds, slots and CTAs
             opts["calibration"] = {key: math.exp(rng.uniform(math.log(lo), math.log(hi)))
                                    for key, (lo, hi) in CALIBRATION_RANGES.items()}
-        return {"m": m, "l": l, "params": params, "opts": opts, "rails": rng.choice(host_bench.RAILS),
+        rails = rng.choice(host_bench.RAILS)
+        # App. F's rail lane: ignored unless L = 1 across nodes; RMA rails refuse it.
+        if rails != "rma" and rng.random() < 0.3:
+            opts["rail_lane"] = True
+        return {"m": m, "l": l, "params": params, "opts": opts, "rails": rails,
                 "inputs": rng.choice(["normal", "integer", "nonfinite"]), "seed": rng.getrandbits(63)}
 
 
@@ -61,6 +65,8 @@ def _assert_ok(report: dict, draw: dict) -> None:
     assert report["error"] == "", draw
     assert report["all_gather"]["check"] == "ok", (report["all_gather"], draw)
     assert report["reduce_scatter"]["check"] == "ok", (report["reduce_scatter"], draw)
+    lane = draw["opts"].get("rail_lane", False) and draw["m"] > 1 and draw["l"] == 1
+    assert report["reduce_scatter"]["rail_lane"] == lane, (report["reduce_scatter"], draw)
 
 
 def test_random_draws_run_or_are_refused(rng):

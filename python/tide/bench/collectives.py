@@ -51,6 +51,12 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
                      of on its own queue beside the next wave's sends
     tide_rs_M{M}L{L}_ctas{C}  the same with the solver's sum budget times M / (M - 1): the
                      sums also produce the own node's block, which the rail does not carry
+    tide_rs_M{M}L1_lane  one GPU per node only (tide_rs_M2L1_lane on two GPUs): the same on the
+                     rail lane (paper App. F, rail_lane=True) on a communicator of its own: rows
+                     sent from the gradients themselves into a double-buffered inbox and summed
+                     there, no Level 1 staging, outbox, spares or Level 2 landing; the same bits.
+                     Left out, with the reason in `skipped`, where the rails are RMA (they read
+                     only from the arena)
 """
 from __future__ import annotations
 
@@ -473,6 +479,8 @@ class TideContext:
         self.topologies = node_splits(ranks)
         self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
         self.own_node_ctas: dict[tuple[int, int], int] = {}  # M > 1: the sum budget scaled by M / (M - 1)
+        self.lane_plans: dict[tuple[int, int], dict] = {}  # L = 1 across nodes: the Llama group on the rail lane
+        self.skipped: list[str] = []  # variants these rails refuse, with why
         ag_names = {g.name for g in groups_for("ag", ranks)}
         landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
         for topo in self.topologies:
@@ -517,6 +525,8 @@ class TideContext:
                 # communicator, paired in this run.
                 self._llama_rs_variant(topo, "push", {}, landing="push")
                 self._llama_rs_variant(topo, "net-landing", {"TIDE_RS_LANDING_QUEUE": "net"})
+                if l == 1:  # App. F's rail lane (one GPU per node only): no staging, outbox or spares
+                    self._rail_lane_variant(topo)
 
     def _llama_rs_variant(self, topo, name: str, env: dict[str, str], **plan_options):
         """The Llama group alone on a communicator of its own, made under `env`, with extra plan
@@ -530,6 +540,30 @@ class TideContext:
             self.comms[key] = self._communicator(topo, scratch_bytes(
                 [dict(shapes=shapes, nodes=topo[0], gpus_per_node=topo[1], **plan_options, **TIDE_PLAN)]))
         self.handles[key] = {llama.name: self.comms[key].register_group(shapes, **plan_options, **TIDE_PLAN)}
+
+    def _rail_lane_variant(self, topo) -> None:
+        """The Llama RS on App. F's rail lane (rail_lane=True; one GPU per node), on a communicator
+        of its own (its scratch holds only the lane's inbox), under key (M, 1, "lane"). Rails that
+        read only from the arena (RMA) refuse the lane when the group is registered, the same on
+        every rank: the row is then left out and `skipped` says why; the other rows still run."""
+        from tide import make_plan
+        from tide._capi import TideError
+
+        llama, key = self.groups["llama3.1-8b-layer"], (*topo, "lane")
+        try:
+            self._llama_rs_variant(topo, "lane", {}, rail_lane=True)
+        except TideError as e:
+            self.skipped.append(f"{lane_row_name(topo)}: {e}")
+            log(f"# {lane_row_name(topo)} left out: {e}")
+            comm = self.comms.pop(key, None)
+            if comm is not None:
+                comm.close()
+            return
+        self.lane_plans[topo] = plan = make_plan([list(s) for s in llama.shapes], nodes=topo[0],
+                                                 gpus_per_node=topo[1], rail_lane=True, **TIDE_PLAN)
+        staged = self.plans[topo][llama.name]["reduce_scatter"]["staging_bytes"]
+        log(f"# TIDE M{topo[0]}L{topo[1]} rail lane: RS staging {plan['reduce_scatter']['staging_bytes'] / MiB:.1f} "
+            f"MiB (staged path {staged / MiB:.1f} MiB)")
 
     @staticmethod
     def _communicator(topo, arena_bytes: int):
@@ -641,6 +675,11 @@ class TideRs(Runner):
         return int((~((got - ref).abs() <= 1e-6 * ref.abs() + 1e-12)).sum())
 
 
+def lane_row_name(topo) -> str:
+    """The rail-lane row of topology (M, 1): tide_rs_M{M}L1_lane."""
+    return f"tide_rs_M{topo[0]}L{topo[1]}_lane"
+
+
 def tide_systems(ctx: TideContext | None) -> list[System]:
     if ctx is None:
         return []
@@ -662,6 +701,9 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
                                   llama_only=True))
             systems.append(System(f"tide_rs{tag}_netlanding", "rs",
                                   lambda g, t=(*topo, "net-landing"): TideRs(g, ctx, t), llama_only=True))
+            if (*topo, "lane") in ctx.comms:  # one GPU per node: the rail lane (App. F)
+                systems.append(System(lane_row_name(topo), "rs", lambda g, t=(*topo, "lane"): TideRs(g, ctx, t),
+                                      llama_only=True))
             ctas = ctx.own_node_ctas[topo]
             systems.append(System(f"tide_rs{tag}_ctas{ctas}", "rs", lambda g, t=topo, c=ctas: TideRs(g, ctx, t, c),
                                   llama_only=True))
@@ -956,7 +998,7 @@ def main():
             skipped.append(f"{what}: past --deadline-s {args.deadline_s:.0f}")
         return bool(int(late))
 
-    rows, runners, skipped = [], {}, []
+    rows, runners, skipped = [], {}, list(tide_ctx.skipped) if tide_ctx is not None else []
     # The Llama group first (AG then RS), then the synthetic sizes: the numbers the targets
     # name come first should a deadline cut the run short.
     order = [(op, groups_for(op, ranks)[i]) for i in range(3) for op in ("ag", "rs")]
@@ -1014,6 +1056,11 @@ def main():
                 log(f"# RS staging M{topo[0]}L{topo[1]} {gname:>18}: TIDE {rs['staging_bytes'] / MiB:8.1f} MiB, "
                     f"stock pack {rs['fsdp2_pack_bytes'] / MiB:8.1f} MiB, TIDE/NS = "
                     f"{rs['staging_bytes'] / p['group']['unsharded_bytes']:.3f}")
+        for topo, p in tide_ctx.lane_plans.items():  # the rail-lane rows' plans (App. F)
+            rs = p["reduce_scatter"]
+            staging.append({"topology": list(topo), "group": "llama3.1-8b-layer", "variant": "rail_lane",
+                            "tide_staging_bytes": rs["staging_bytes"], "stock_pack_bytes": rs["fsdp2_pack_bytes"],
+                            "ratio_to_NS": rs["staging_bytes"] / p["group"]["unsharded_bytes"]})
 
     interference, gemm_launch = [], []
     if not args.skip_interference:

@@ -86,7 +86,9 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     timeout_s: deadline of every TIDE wait (fail stop), up to 1e6 s; 0: the
         fabric's default.
     plan_options: further make_plan options for every group's plan, e.g. the
-        machine's calibration, passes, sum_ctas / landing_ctas, wave_width
+        machine's calibration, passes, sum_ctas / landing_ctas, wave_width,
+        rail_lane=True (one GPU per node across nodes: the reduce-scatter on
+        the paper's rail lane, App. F; not over RMA rails)
         (default: the library's, i.e. the paper's calibration, with
         DEFAULT_PASSES passes). The shapes, topology, dtypes and mode are the
         adapter's and cannot be given here.

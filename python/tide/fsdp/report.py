@@ -95,7 +95,8 @@ def _print(rep: dict, file) -> None:
             p = g["plan"]
             st = g["stats"]
             note = (f"{g['params']} params {g['dtype']}, shard {g['shard_source']}, AG rounds {p['ag_rounds']} "
-                    f"desc {p['ag_descriptors']}, RS waves {p['rs_waves']}, live {p['tide_live_ns']} NS "
+                    f"desc {p['ag_descriptors']}, RS waves {p['rs_waves']}"
+                    + (" on the rail lane" if p.get("rs_rail_lane") else "") + f", live {p['tide_live_ns']} NS "
                     f"(FSDP2 {p['fsdp2_live_ns']})" + (", folded" if g["folded"] else "")
                     + f"; calls: AG {st.get('all_gathers', 0)}, RS {st.get('reduce_scatters', 0)}"
                     + (f" (+{st['rs_stock']} stock)" if st.get("rs_stock") else "")

@@ -322,6 +322,8 @@ class TideGroup:
                 "rs_waves": rs["waves"],
                 "rs_passes": rs["passes"],
                 "rs_landing": rs["landing"],
+                # App. F's rail lane (plan_options rail_lane=True on one GPU per node across nodes).
+                "rs_rail_lane": rs["rail_lane"],
                 "sum_ctas": rs["sum_ctas"],
                 "landing_ctas": rs["landing_ctas"],
                 "rs_staging_bytes": rs["staging_bytes"],
