@@ -6,7 +6,25 @@
 namespace tide::collectives {
 namespace {
 constexpr int64_t kAlign = 4096;  // NCCL windows want 4 KiB-aligned offsets
-int64_t alignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Each plan's sizes fit 64 bits, but the scratch adds up several regions of
+// the largest of many groups (and multiplies blocks by counts): through the
+// C API a contrived set of groups could wrap the sum into a small, negative
+// or overlapping layout. Refused instead.
+[[noreturn]] void overflows() {
+  throw std::invalid_argument("the collectives' scratch for these groups overflows 64 bits");
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) overflows();
+  return r;
+}
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) overflows();
+  return r;
+}
+int64_t alignUp(int64_t x) { return add(x, kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plans, int64_t base) {
@@ -40,23 +58,26 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   s.blockBytes = alignUp(s.blockBytes);
   s.laneBlockBytes = alignUp(s.laneBlockBytes);
   s.base = alignUp(base);
+  const int64_t inbox = mul(mul(s.generations, s.blocksPerGeneration), s.blockBytes);  // inboxBytes(), checked
   int64_t at = s.base;
   s.stage = at;
-  at += alignUp(s.stageBytes);
+  at = add(at, alignUp(s.stageBytes));
   s.railSource = at;
-  at += alignUp(s.railSourceBytes);
+  at = add(at, alignUp(s.railSourceBytes));
   s.staging = at;
-  at += s.stagingSlots * s.stagingSlotBytes;
+  at = add(at, mul(s.stagingSlots, s.stagingSlotBytes));
   s.outbox = at;
-  at += 2 * int64_t{s.outboxBlocks} * s.blockBytes;
+  at = add(at, mul(2 * int64_t{s.outboxBlocks}, s.blockBytes));
   s.inbox = at;
-  at += s.inboxBytes();
+  at = add(at, inbox);
   s.spare = at;
-  at += 2 * int64_t{s.sparesPerBank} * s.blockBytes;
+  at = add(at, mul(2 * int64_t{s.sparesPerBank}, s.blockBytes));
   s.push = at;
-  if (s.landing == plan::Landing::kPush) at += s.inboxBytes();
+  if (s.landing == plan::Landing::kPush) at = add(at, inbox);
   s.laneInbox = at;
-  at += int64_t{s.laneGenerations} * s.laneBlockBytes;
+  at = add(at, mul(s.laneGenerations, s.laneBlockBytes));
+  // Callers add a 4 KiB alignment margin (tideScratchBytes) to the size.
+  add(at, kAlign);
   s.bytes = at - s.base;
   return s;
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -383,6 +384,23 @@ TEST(HostCollectives, ScratchHoldsARailSourceShardAcrossNodes) {
   short1.railSourceBytes -= 1;  // everything else as b needs
   EXPECT_FALSE(short1.fits(b));
   EXPECT_EQ(collectives::ScratchLayout::forPlans({&oneNode}).railSourceBytes, 0);
+}
+
+// Regions whose sum (or a block count times its size) passes 64 bits are
+// refused, not wrapped into a small or overlapping layout. Each plan alone is
+// checked by the plan library; the scratch adds the largest of several.
+TEST(HostCollectives, ScratchRefusesLayoutsPastSixtyFourBits) {
+  const std::vector<plan::ParamSpec> shapes = {{{64, 8}, DType::kBF16}};
+  const plan::Plan base = plan::makePlan(plan::Topology::make(2, 2), shapes, DType::kBF16);
+  constexpr int64_t kHalf = int64_t{1} << 62;
+  plan::Plan stage = base, rail = base, blocks = base;
+  stage.ag.stageBytes = std::numeric_limits<int64_t>::max() - 10;  // its 4 KiB alignment wraps
+  rail.ag.stageBytes = kHalf;
+  rail.group.shardBytes = kHalf;  // stage + rail source = 2^63
+  blocks.rs.blockBytes = kHalf;   // two banks' outbox blocks
+  for (const plan::Plan* p : {&stage, &rail, &blocks})
+    EXPECT_THROW(collectives::ScratchLayout::forPlans({&base, p}), std::invalid_argument);
+  EXPECT_NO_THROW(collectives::ScratchLayout::forPlans({&base}));
 }
 
 // One Level 2 landing direction per communicator: a push landing leaves the
