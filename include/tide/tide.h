@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 #define TIDE_VERSION_MAJOR 0
-#define TIDE_VERSION_MINOR 1
+#define TIDE_VERSION_MINOR 2
 
 typedef enum {
   tideSuccess = 0,

@@ -167,6 +167,9 @@ class Communicator {
   uint64_t agCalls_ = 0;
   uint64_t rsCalls_ = 0;
   std::string unusable_;  // why, once a call failed after taking its number (issueOrMarkUnusable)
+  // Staged reduce-scatters across nodes: their outbox and spare banks
+  // alternate by this count, which rail-lane calls (no banks) leave alone.
+  uint64_t rsBankedCalls_ = 0;
   uint64_t rsChunks_ = 0;       // Level 1 destination blocks consumed
   uint64_t rsWaves_ = 0;        // Level 2 waves
   uint64_t rsSends_[2] = {0, 0};  // outbox blocks filled per bank

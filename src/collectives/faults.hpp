@@ -9,7 +9,7 @@ namespace tide::collectives {
 
 enum class Fault {
   kNone = 0,
-  kDropCredit,            // AG: a stage credit is never sent
+  kDropCredit,            // AG: a stage credit is never sent (rail-lane RS: an inbox credit)
   kSkipCompletionFence,   // AG: the caller does not wait for peers' landing writes
   kCallOrder,             // ranks issue the groups' calls in different orders (test-driven)
   kCorruptStagedChunk,    // RS: a staged chunk is overwritten after its push

@@ -115,7 +115,7 @@ Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& pla
       local_(t_.localOf(me_)),
       m_(t_.nodes),
       l_(t_.gpusPerNode),
-      bank_(static_cast<int>((comm.rsCalls_ - 1) % 2)),
+      bank_(static_cast<int>(comm.rsBankedCalls_++ % 2)),
       // The scratch's count (the largest of its plans), not this plan's: uses
       // are counted across every call on the bank, whatever group each was, so
       // the block of use k and the use it must wait for follow one modulus.

@@ -274,6 +274,48 @@ def test_groups_with_different_landings_are_refused_at_register(tmp_path):
             assert "share one Level 2 landing" in detail and "push" in detail and "pull" in detail, detail
 
 
+def _lane_beside_push(rank, store, lane_first, seed, results):
+    try:
+        from tide.comm import Communicator
+
+        with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=1 << 24, fabric="host",
+                          store_dir=store, timeout_s=5) as comm:
+            shapes = [[37, 5], [11]]
+            if lane_first:
+                lane = comm.register_group(shapes, landing="push", rail_lane=True)
+            staged = comm.register_group(shapes, landing="push")
+            if not lane_first:
+                lane = comm.register_group(shapes, landing="push", rail_lane=True)
+            rng = np.random.default_rng([seed, rank])
+            grads = [(rng.standard_normal(n).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+                     for n in (37 * 5, 11)]  # bf16 bits of normal draws
+            outs = {}
+            for name, group in (("staged", staged), ("lane", lane)):
+                outs[name] = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+                comm.reduce_scatter(group, [g.ctypes.data for g in grads], outs[name].ctypes.data, alpha=0.5)
+            comm.synchronize()
+            results.put((rank, "ok", (lane.plan["reduce_scatter"]["rail_lane"], staged.plan["reduce_scatter"]["landing"],
+                                      outs["staged"].tobytes() == outs["lane"].tobytes(),
+                                      bool(np.isnan(outs["lane"]).any()))))
+    except Exception:  # noqa: BLE001 - reported to the test
+        results.put((rank, "error", traceback.format_exc()))
+
+
+def test_a_rail_lane_group_registers_beside_push_landing_groups(tmp_path):
+    """A rail-lane group has no Level 2 landing, so it mixes with push-landing groups (its plan
+    says pull): register refused the pair, in either order. Both run, with the same bits."""
+    seed = int(np.random.default_rng().integers(1 << 31))
+    for lane_first in (False, True):
+        got, codes = run_ranks(_lane_beside_push, 2, (str(tmp_path / f"store{int(lane_first)}"), lane_first, seed),
+                               timeout=60)
+        assert codes == [0, 0], (codes, got)
+        for rank, what, detail in got:
+            assert what == "ok", detail
+            on_lane, staged_landing, same_bits, unwritten = detail
+            assert on_lane and staged_landing == "push", detail
+            assert same_bits and not unwritten, (seed, detail)
+
+
 class _AfterStringCall:
     """The library as seen by Python, except that `getter` (a call that hands back a string the
     communicator owns) runs `then()` right after the library returned, before the caller has
