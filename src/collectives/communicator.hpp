@@ -142,7 +142,9 @@ class Communicator {
                   int block);
   void rsSingleNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
                     float alpha, bool accumulate, uint64_t entry);
-  // Across nodes: one call's issue as a per-call object (rs_multi_node.cpp).
+  // Across nodes: one call's issue as a per-call object (rs_multi_node.cpp),
+  // over what every such call shares (rs_call_across_nodes.hpp).
+  class RsCallAcrossNodes;
   class MultiNodeRs;
   void rsMultiNode(const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
                    float alpha, bool accumulate, uint64_t entry);

@@ -10,13 +10,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "collectives/communicator.hpp"
 #include "collectives/counter_ids.hpp"
 #include "collectives/level1_sum.hpp"
+#include "collectives/rs_call_across_nodes.hpp"
 
 namespace tide::collectives {
 
-class Communicator::MultiNodeRs {
+class Communicator::MultiNodeRs : RsCallAcrossNodes {
  public:
   MultiNodeRs(Communicator& comm, const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
               float alpha, bool accumulate);
@@ -37,7 +37,6 @@ class Communicator::MultiNodeRs {
   uint64_t outboxIndex(int pass, int c) const {
     return sendBase_ + static_cast<uint64_t>(pass * (m_ - 1) + (c - 1));
   }
-  uint64_t waveSeq(const plan::RsWave& wave) const { return c_.rsWaves_ + static_cast<uint64_t>(wave.index) + 1; }
   std::byte* outboxBlock(uint64_t k) const {
     return ep_.arena() + layout_.outboxBlock(bank_, static_cast<int>(k % static_cast<uint64_t>(nOut_)));
   }
@@ -62,22 +61,8 @@ class Communicator::MultiNodeRs {
   void pushRows(const plan::RsWave& wave);
   void land(const plan::RsWave& wave, int s);
 
-  Communicator& c_;
-  fabric::Endpoint& ep_;
-  const ScratchLayout& layout_;
-  const plan::Plan& plan_;
-  const plan::GroupLayout& g_;
-  const plan::RsPlan& rs_;
-  const plan::Topology& t_;
-  const std::vector<const void*>& grads_;
-  float* out_;
-  float alpha_;
-  bool accumulate_;
-  int me_, node_, local_, m_, l_, bank_, nOut_;
+  int local_, l_, bank_, nOut_;
   bool push_;
-  bool twoSided_;  // rails are send/recv: the receiver posts each transfer, no signal crosses nodes
-  int landQ_;      // the queue of every wave's receive and landing
-  uint64_t accepted_ = 0;  // net-queue event: the wave being issued is accepted (landQ_ != kNetQueue)
   uint64_t sendBase_;
   // Own-node spares of this bank in rotation: use u (counted over all calls on
   // the bank) goes to slot u mod K, K the same for every group of this
@@ -99,21 +84,8 @@ class Communicator::MultiNodeRs {
 Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& plan,
                                        const std::vector<const void*>& grads, float* out, float alpha,
                                        bool accumulate)
-    : c_(comm),
-      ep_(comm.ep_),
-      layout_(comm.layout_),
-      plan_(plan),
-      g_(plan.group),
-      rs_(plan.rs),
-      t_(plan.group.topo),
-      grads_(grads),
-      out_(out),
-      alpha_(alpha),
-      accumulate_(accumulate),
-      me_(comm.ep_.rank()),
-      node_(t_.nodeOf(me_)),
+    : RsCallAcrossNodes(comm, plan, grads, out, alpha, accumulate),
       local_(t_.localOf(me_)),
-      m_(t_.nodes),
       l_(t_.gpusPerNode),
       bank_(static_cast<int>(comm.rsBankedCalls_++ % 2)),
       // The scratch's count (the largest of its plans), not this plan's: uses
@@ -121,8 +93,6 @@ Communicator::MultiNodeRs::MultiNodeRs(Communicator& comm, const plan::Plan& pla
       // the block of use k and the use it must wait for follow one modulus.
       nOut_(comm.layout_.outboxBlocks),
       push_(plan.rs.landing == plan::Landing::kPush),
-      twoSided_(comm.ep_.railsTwoSided()),
-      landQ_(comm.rsLandQueue()),
       sendBase_(comm.rsSends_[bank_]),
       spareBase_(comm.rsSpareUses_[bank_]),
       spareSlots_(static_cast<uint64_t>(comm.layout_.sparesPerBank)),

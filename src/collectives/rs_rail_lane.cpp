@@ -20,20 +20,19 @@
 #include <stdexcept>
 #include <string>
 
-#include "collectives/communicator.hpp"
 #include "collectives/counter_ids.hpp"
 #include "collectives/level1_sum.hpp"
+#include "collectives/rs_call_across_nodes.hpp"
 
 namespace tide::collectives {
 
-class Communicator::RailLaneRs {
+class Communicator::RailLaneRs : RsCallAcrossNodes {
  public:
   RailLaneRs(Communicator& comm, const plan::Plan& plan, const std::vector<const void*>& grads, float* out,
              float alpha, bool accumulate);
   GradientReads run(uint64_t entry);
 
  private:
-  uint64_t waveSeq(const plan::RsWave& wave) const { return c_.rsWaves_ + static_cast<uint64_t>(wave.index) + 1; }
   // The gradient rows of pass `pass` for destination rank `dest`, as sum
   // pieces into my output with one source each: the own gradient (pitch and
   // valid elements as Level 1 reads them). An inbox block holds element a of
@@ -47,41 +46,13 @@ class Communicator::RailLaneRs {
   void sendWave(const plan::RsWave& wave, uint64_t seq);
   void landWave(const plan::RsWave& wave, uint64_t seq);
 
-  Communicator& c_;
-  fabric::Endpoint& ep_;
-  const ScratchLayout& layout_;
-  const plan::GroupLayout& g_;
-  const plan::RsPlan& rs_;
-  const plan::Topology& t_;
-  const std::vector<const void*>& grads_;
-  float* out_;
-  float alpha_;
-  bool accumulate_;
-  int me_, node_, m_;
-  bool twoSided_;
-  int landQ_;
-  uint64_t accepted_ = 0;  // net-queue event: the wave being issued is accepted
   GradientReads reads_;
 };
 
 Communicator::RailLaneRs::RailLaneRs(Communicator& comm, const plan::Plan& plan,
                                      const std::vector<const void*>& grads, float* out, float alpha,
                                      bool accumulate)
-    : c_(comm),
-      ep_(comm.ep_),
-      layout_(comm.layout_),
-      g_(plan.group),
-      rs_(plan.rs),
-      t_(plan.group.topo),
-      grads_(grads),
-      out_(out),
-      alpha_(alpha),
-      accumulate_(accumulate),
-      me_(comm.ep_.rank()),
-      node_(t_.nodeOf(me_)),
-      m_(t_.nodes),
-      twoSided_(comm.ep_.railsTwoSided()),
-      landQ_(comm.rsLandQueue()) {
+    : RsCallAcrossNodes(comm, plan, grads, out, alpha, accumulate) {
   if (!rs_.railLane || t_.gpusPerNode != 1 || m_ < 2)
     throw std::logic_error("rail lane issue for a plan that is not on the lane");
   for (const plan::RsWave& wave : rs_.waves)
