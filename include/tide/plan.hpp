@@ -158,6 +158,12 @@ struct AgOptions {
   int64_t headBytes = 8ll << 20;  // head/tail split of each rail transfer (Sec. 3.1)
   int minStridedRun = 4;          // runs of at least this many slots become one strided copy
   int lastRoundGroups = 4;        // the last round is scattered in at most this many groups
+  // App. F's rail lane for one GPU per node across nodes (L = 1, M > 1): the
+  // Bruck rounds put landing rows straight into the peers' landings (each
+  // rank's rows sit at the same offset on every rank), so there is no receive
+  // stage, no scatter and no rail source copy. Ignored elsewhere
+  // (AgPlan::railLane says whether it applies).
+  bool railLane = false;
 };
 
 // One Bruck round d on a rail: send slots [0, slots) to node (n - 2^d) mod M,
@@ -179,6 +185,7 @@ struct AgScatterGroup {
 };
 
 struct AgPlan {
+  bool railLane = false;                    // AgOptions::railLane, where it applies: no stage, no scatter groups
   std::vector<AgRound> rounds;              // empty when M == 1
   std::vector<AgScatterGroup> scatterGroups;
   int64_t stageBytes = 0;                   // (M-1) S
@@ -403,10 +410,11 @@ struct MemoryModel {
 // the bound covers RsPlan::stagingBytes. Slot-Reuse's gradients wider than the
 // group do not fit its slot and count as In-Place's. An fp32 group (agItemSize 4) doubles NS itself, so
 // every fp32 term halves in NS units and FSDP2 holds 3 NS.
-// The rail lane (railLane) holds only its inbox generations, in the gradient dtype.
+// The rail lane (railLane) holds only its inbox generations, in the gradient
+// dtype; the all-gather's lane (agRailLane) has no receive stage.
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
                         int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull,
-                        int agItemSize = 2, bool railLane = false);
+                        int agItemSize = 2, bool railLane = false, bool agRailLane = false);
 
 // ---------------------------------------------------------------- whole plan
 

@@ -67,11 +67,13 @@ typedef struct {
   int landingCtas;    /* 0: solver */
   const tideCalibration_t* calibration; /* NULL: the paper's platform */
   tideLanding_t landing; /* 0: pull */
-  /* 1: a group with one GPU per node across nodes (L = 1, M > 1) reduce-
-   * scatters on the paper's rail lane (App. F: no staging, outbox or spares;
-   * gradient rows go straight into a double-buffered inbox; the same bits);
-   * ignored elsewhere. Needs rails that read any device address (copy
-   * engine, send/recv): the collectives refuse it over NCCL host RMA.
+  /* 1: a group with one GPU per node across nodes (L = 1, M > 1) runs both
+   * collectives on the paper's rail lane (App. F): the all-gather's rounds
+   * put rows straight into the peers' landings (no receive stage); the
+   * reduce-scatter puts gradient rows straight into a double-buffered inbox
+   * (no staging, outbox or spares; the same bits). Ignored elsewhere. The
+   * reduce-scatter's lane needs rails that read any device address (copy
+   * engine, send/recv): tideGroupRegister refuses it over NCCL host RMA.
    * 0: off (the default). */
   int railLane;
 } tidePlanConfig_t;

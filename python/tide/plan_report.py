@@ -50,7 +50,8 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
         ("all-gather", "Bruck rounds", str(ag["rounds"])),
         ("", "slots per round", slots),
         ("", "copy descriptors", _flat_to_coalesced(ag["descriptors_flat"], ag["descriptors"])),
-        ("", "receive stage", _mib(ag["stage_bytes"])),
+        ("", "receive stage", _mib(ag["stage_bytes"]) + (" (rail lane: rounds put into the landings)"
+                                                           if ag.get("rail_lane") else "")),
         ("reduce-scatter", "mode", f"{rs['mode']}, {rs['passes']} pass{'' if rs['passes'] == 1 else 'es'}"),
         ("", "rail lane", lane),
         ("", "waves x wave width", f"{rs['waves']} x {rs['wave_width']}"),

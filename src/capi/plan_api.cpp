@@ -65,6 +65,7 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
   if (config->railLane != 0 && config->railLane != 1)
     throw PlanError(Reason::kBadOption, "railLane must be 0 or 1, got " + std::to_string(config->railLane));
   in.options.rs.railLane = config->railLane == 1;
+  in.options.ag.railLane = config->railLane == 1;
   if (const tideCalibration_t* c = config->calibration) {
     in.options.rs.calibration.nicBw = c->nicBw;
     in.options.rs.calibration.sumBwPerCta = c->sumBwPerCta;

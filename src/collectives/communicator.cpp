@@ -161,6 +161,7 @@ uint64_t Communicator::issueAllGather(const plan::Plan& plan, const void* shard,
   const int node = t.nodeOf(ep_.rank());
   const int local = t.localOf(ep_.rank());
   const uint64_t entry = ep_.record(kCallerQueue);
+  if (plan.ag.railLane) return agRailLane(plan, shard, landingOffset, v, entry);
 
   // Condition 1, landing free to overwrite: published to every other local
   // rank (this rank's own queues wait for the entry event, which says as much),
@@ -266,6 +267,19 @@ std::vector<uint64_t> Communicator::agRailRounds(const plan::Plan& plan, const v
   return arrived;
 }
 
+void Communicator::shiftOneByteUnderFault(const plan::GroupLayout& g, std::vector<CopyDesc>& localDescs) {
+  if (!injected(Fault::kWrongLandingOffset) || localDescs.empty()) return;
+  // One byte off, into a neighbour's range (a doubled landing) but never
+  // outside the landing: at its end, one byte back instead of on, which
+  // would write past the arena.
+  noteFaultFired();
+  CopyDesc& d = localDescs.front();
+  const int64_t end = d.dst.offset + (d.rows - 1) * d.dstPitch + d.width;
+  if (end < g.unshardedBytes()) d.dst.offset += 1;
+  else if (d.dst.offset > 0) d.dst.offset -= 1;
+  else d.width -= 1;  // the whole landing: one byte short
+}
+
 // The copy engines' share of TIDE-AG: this rank's shard into every local
 // landing (its own, unless in place, and the node-local peers'), then the
 // stage slots as they arrive; then the done signals and the stage credits.
@@ -284,17 +298,7 @@ uint64_t Communicator::agLocalCopies(const plan::Plan& plan, const void* shard, 
   for (int i = 0; i < t.gpusPerNode; ++i)
     if (i != local) ep_.wait(kCopyQueue, ids::kAgReady + i, v, t.rankOf(node, i), "landing free");
   std::vector<CopyDesc> localDescs = plan::agLocalDescriptors(g, me, inPlace);
-  if (injected(Fault::kWrongLandingOffset) && !localDescs.empty()) {
-    // One byte off, into a neighbour's range (a doubled landing) but never
-    // outside the landing: at its end, one byte back instead of on, which
-    // would write past the arena.
-    noteFaultFired();
-    CopyDesc& d = localDescs.front();
-    const int64_t end = d.dst.offset + (d.rows - 1) * d.dstPitch + d.width;
-    if (end < g.unshardedBytes()) d.dst.offset += 1;
-    else if (d.dst.offset > 0) d.dst.offset -= 1;
-    else d.width -= 1;  // the whole landing: one byte short
-  }
+  shiftOneByteUnderFault(g, localDescs);
   // The own landing is filled on its own queue (another copy engine) while
   // this one writes the peers'; the done signals wait for both.
   std::vector<CopyDesc> ownDescs, peerDescs;

@@ -133,6 +133,11 @@ class Communicator {
   int stagingSlotOf(uint64_t seq) const {
     return static_cast<int>(seq % static_cast<uint64_t>(layout_.stagingSlots));
   }
+  // kWrongLandingOffset: the first own-shard copy one byte off (a test hook).
+  void shiftOneByteUnderFault(const plan::GroupLayout& g, std::vector<plan::CopyDesc>& localDescs);
+  // TIDE-AG on App. F's rail lane (L = 1 across nodes, AgPlan::railLane;
+  // ag_rail_lane.cpp): the caller-queue event after which the landing is whole.
+  uint64_t agRailLane(const plan::Plan& plan, const void* shard, int64_t landingOffset, uint64_t v, uint64_t entry);
   // TIDE-AG's two halves, issued in this order (communicator.cpp).
   std::vector<uint64_t> agRailRounds(const plan::Plan& plan, const void* shard, uint64_t v, uint64_t entry);
   // Returns the copy-queue event after which this rank's own share is done.

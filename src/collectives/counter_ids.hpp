@@ -27,6 +27,9 @@ inline constexpr int kRsArrived = kRsInbox + kMaxNodes;         // [local]: its 
 inline constexpr int kRsLanded = kRsArrived + kMaxLocal;        // [local]: it landed the wave
 // TIDE-AG, two-sided rails
 inline constexpr int kAgStageFree = kRsLanded + kMaxLocal;      // (self): my copies consumed the call's stage
-inline constexpr int kEnd = kAgStageFree + 1;
+// TIDE-AG on the rail lane (L = 1): rounds put into the landings themselves
+inline constexpr int kAgLaneFree = kAgStageFree + 1;            // [round]: my target's landing is free for the call
+inline constexpr int kAgLaneRows = kAgLaneFree + kMaxRounds;    // [round]: the round's rows are in my landing
+inline constexpr int kEnd = kAgLaneRows + kMaxRounds;
 
 }  // namespace tide::collectives::ids

@@ -34,9 +34,12 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
     s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
     s.stagingSlotBytes = std::max(s.stagingSlotBytes, p->rs.stagingSlotBytes);
     s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);
-    if (p->rs.railLane) {
-      // Only the lane inbox; the all-gather across nodes still needs its rail source.
+    // Rails that read only from the arena send a staged all-gather's shard from
+    // a copy here; the rail lane's all-gather sends from the landing itself.
+    if (p->group.topo.nodes > 1 && !p->ag.railLane)
       s.railSourceBytes = std::max(s.railSourceBytes, p->group.shardBytes);
+    if (p->rs.railLane) {
+      // Only the lane inbox.
       s.laneBlockBytes = std::max(s.laneBlockBytes, p->rs.blockBytes);
       s.laneGenerations = std::max(s.laneGenerations, p->rs.bufferGenerations);
       continue;
@@ -49,7 +52,6 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
         throw std::invalid_argument("groups of one communicator must share one Level 2 landing direction (pull or push)");
       multiNode = true;
       s.landing = p->rs.landing;
-      s.railSourceBytes = std::max(s.railSourceBytes, p->group.shardBytes);
       s.blocksPerGeneration = std::max(s.blocksPerGeneration, p->group.topo.gpusPerNode);
       s.sparesPerBank = std::max(s.sparesPerBank, p->rs.spareBlocks);
     }
@@ -86,12 +88,11 @@ bool ScratchLayout::fits(const plan::Plan& p) const {
   const bool peers = p.group.topo.gpusPerNode > 1;
   const bool nodes = p.group.topo.nodes > 1;
   if (p.ag.stageBytes > stageBytes) return false;
-  if (p.rs.railLane)
-    return p.rs.blockBytes <= laneBlockBytes && p.rs.bufferGenerations <= laneGenerations &&
-           p.group.shardBytes <= railSourceBytes;
+  if (nodes && !p.ag.railLane && p.group.shardBytes > railSourceBytes) return false;
+  if (p.rs.railLane) return p.rs.blockBytes <= laneBlockBytes && p.rs.bufferGenerations <= laneGenerations;
   if (peers && (p.rs.stagingSlotBytes > stagingSlotBytes || p.rs.stagingSlots > stagingSlots)) return false;
   if (nodes && (p.rs.blockBytes > blockBytes || p.rs.outboxBlocks > outboxBlocks ||
-                p.group.shardBytes > railSourceBytes || p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank || p.rs.landing != landing ||
+                p.rs.bufferGenerations > generations || p.rs.spareBlocks > sparesPerBank || p.rs.landing != landing ||
                 p.group.topo.gpusPerNode > blocksPerGeneration))
     return false;
   return true;

@@ -40,7 +40,8 @@ AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt) {
   const int m = g.topo.nodes;
   const int l = g.topo.gpusPerNode;
   const int64_t p = static_cast<int64_t>(g.params.size());
-  plan.stageBytes = static_cast<int64_t>(m - 1) * g.shardBytes;
+  plan.railLane = opt.railLane && m > 1 && l == 1;
+  plan.stageBytes = plan.railLane ? 0 : static_cast<int64_t>(m - 1) * g.shardBytes;
   for (int d = 0, span = 1; span < m; ++d, span *= 2) {
     AgRound r;
     r.index = d;
@@ -49,6 +50,12 @@ AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt) {
     r.bytes = r.slots * g.shardBytes;
     r.headBytes = std::min(r.bytes, opt.headBytes);
     plan.rounds.push_back(r);
+  }
+  if (plan.railLane) {
+    // The rounds land in the landings themselves: only the own shard is copied
+    // (P descriptors); each round's puts are rails, not copies.
+    plan.descriptors = plan.descriptorsFlat = p;
+    return plan;
   }
   for (size_t i = 0; i < plan.rounds.size(); ++i) {
     const AgRound& r = plan.rounds[i];

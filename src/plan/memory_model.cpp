@@ -9,7 +9,7 @@ namespace tide::plan {
 
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
                         int stagingSlots, Mode mode, int gradItemSize, Landing landing, int agItemSize,
-                        bool railLane) {
+                        bool railLane, bool agRailLane) {
   const double m = nodes;
   const double l = gpusPerNode;
   const double fp32PerAgByte = 4.0 / agItemSize;
@@ -43,7 +43,8 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   // and prefetched output; In-Place also keeps the previous layer's
   // gradients (NS for bf16 gradients of a bf16 group), Slot-Reuse keeps them
   // in a vacated slot.
-  const double ring = 2.0 + (multiNode ? 1.0 / l : 0.0);  // two ring slots + receive stage
+  // Two ring slots + the receive stage (none on the all-gather's rail lane).
+  const double ring = 2.0 + (multiNode && !agRailLane ? 1.0 / l : 0.0);
   const double gradsNs = static_cast<double>(gradItemSize) / agItemSize;
   mm.tideLiveInPlace = ring + mm.rsAreaInPlace + gradsNs;  // the previous layer's gradients
   // Slot-Reuse parks the gradients in the vacated ring slot only where they fit

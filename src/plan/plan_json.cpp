@@ -29,7 +29,8 @@ std::string planToJson(const Plan& plan, int indent) {
                 {"unsharded_bytes", g.unshardedBytes()},
                 {"out_bytes", g.outBytes()},
                 {"param_layout", layout}};
-  j["all_gather"] = {{"rounds", plan.ag.rounds.size()},
+  j["all_gather"] = {{"rail_lane", plan.ag.railLane},
+                     {"rounds", plan.ag.rounds.size()},
                      {"round_slots", roundSlots},
                      {"stage_bytes", plan.ag.stageBytes},
                      {"scatter_groups", plan.ag.scatterGroups.size()},

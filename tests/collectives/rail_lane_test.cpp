@@ -26,18 +26,25 @@ namespace {
 using namespace tide::test;  // NOLINT(google-build-using-namespace): the shared test helpers
 using bench::InputKind;
 
-// Runs `o` staged and on the lane: both pass their references and the lane
-// gives the staged path's bits, moving only gradient-dtype rows over the rails.
+// Runs `o` staged and on the lane (both collectives, as the C API's railLane
+// asks): both pass their references, the landings are the same bytes, and the
+// outputs the staged path's bits. The lane's all-gather copies only the own
+// shard (no stage to scatter); its reduce-scatter lands by sums.
 void expectLaneMatchesStaged(HostRunOptions o) {
   o.keepOutputs = true;
-  o.planOptions.rs.railLane = false;
+  o.planOptions.rs.railLane = o.planOptions.ag.railLane = false;
   const bench::HostRunResult staged = bench::runOnHost(o);
   expectOk(staged);
   EXPECT_FALSE(staged.plan.rs.railLane);
-  o.planOptions.rs.railLane = true;
+  o.planOptions.rs.railLane = o.planOptions.ag.railLane = true;
   const bench::HostRunResult lane = bench::runOnHost(o);
   expectOk(lane);
   ASSERT_TRUE(lane.plan.rs.railLane);
+  ASSERT_TRUE(lane.plan.ag.railLane);
+  EXPECT_EQ(lane.plan.ag.stageBytes, 0);
+  EXPECT_EQ(lane.landings, staged.landings);
+  EXPECT_EQ(lane.allGather.stats.railBytes, staged.allGather.stats.railBytes) << "the same rows over the rails";
+  EXPECT_LT(lane.allGather.stats.copyBytes, staged.allGather.stats.copyBytes) << "the lane scatters no stage";
   EXPECT_GT(lane.reduceScatter.stats.railPuts, 0);
   EXPECT_EQ(lane.reduceScatter.stats.landElems, 0) << "the lane lands by sums, not by Level 2 landings";
   ASSERT_EQ(lane.outputs.size(), staged.outputs.size());
@@ -110,6 +117,105 @@ TEST(RailLane, RefusedOverRailsThatReadOnlyFromTheArena) {
   EXPECT_NE(r.error.find("rail_lane"), std::string::npos) << r.error;
 }
 
+// The all-gather's lane sends from the landing, which is in the arena: over
+// RMA rails it runs (the reduce-scatter staged), byte for byte as staged.
+TEST(RailLane, AllGatherLaneRunsOverRmaRails) {
+  for (int m : {2, 3, 5}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("M=" + std::to_string(m) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(m, 1, seed);
+    o.rails = fabric::host::HostRails::kRma;
+    o.keepOutputs = true;
+    o.iters = 3;
+    const bench::HostRunResult staged = bench::runOnHost(o);
+    expectOk(staged);
+    o.planOptions.ag.railLane = true;
+    const bench::HostRunResult lane = bench::runOnHost(o);
+    expectOk(lane);
+    ASSERT_TRUE(lane.plan.ag.railLane);
+    EXPECT_EQ(lane.landings, staged.landings);
+  }
+}
+
+// Staged and lane all-gathers of two groups on one communicator, interleaved
+// as FSDP2 would issue them: a staged call waits for the stage credit of the
+// call before it, which a lane call in between must pass on. Over one- and
+// two-sided rails, under the checker, every landing byte its owner's.
+TEST(RailLane, AllGatherLaneInterleavesWithStagedGroups) {
+  for (fabric::host::HostRails rails : {fabric::host::HostRails::kPut, fabric::host::HostRails::kSendRecv})
+    for (int m : {2, 3, 5}) {
+      const uint64_t seed = freshSeed();
+      SCOPED_TRACE(std::string(fabric::host::hostRailsName(rails)) + " M=" + std::to_string(m) +
+                   " seed=" + std::to_string(seed));
+      std::mt19937_64 rng(seed);
+      const plan::Topology topo = plan::Topology::make(m, 1);
+      std::vector<plan::Plan> plans;  // staged, lane
+      for (bool lane : {false, true}) {
+        plan::PlanOptions po;
+        po.ag.railLane = lane;
+        plans.push_back(plan::makePlan(topo, raggedShapes(rng, 2 + static_cast<int>(rng() % 3), DType::kBF16, 4 * m),
+                                       DType::kBF16, po));
+      }
+      const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&plans[0], &plans[1]});
+      std::vector<int64_t> landing = {layout.bytes, layout.bytes + (plans[0].group.unshardedBytes() + 4095) / 4096 * 4096};
+      const int64_t arena = landing[1] + (plans[1].group.unshardedBytes() + 4095) / 4096 * 4096;
+      fabric::host::HostOptions hopt;
+      hopt.queues = collectives::kQueuesNeeded;
+      hopt.timeoutSeconds = 20;
+      hopt.checkProtocol = true;
+      hopt.rails = rails;
+      fabric::host::HostWorld world(topo, arena, hopt);
+      std::vector<std::unique_ptr<collectives::Communicator>> comms;
+      for (int r = 0; r < m; ++r)
+        comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout));
+      // Call order, the same on every rank: S L L S L S S L.
+      const int order[] = {0, 1, 1, 0, 1, 0, 0, 1};
+      for (int call = 0; call < 8; ++call) {
+        const int gi = order[call];
+        const plan::GroupLayout& g = plans[static_cast<size_t>(gi)].group;
+        std::vector<std::vector<uint8_t>> shards(static_cast<size_t>(m));
+        for (int r = 0; r < m; ++r) {
+          shards[r].resize(static_cast<size_t>(g.shardBytes));
+          for (auto& b : shards[r]) b = static_cast<uint8_t>(rng());
+          std::memset(world.endpoint(r).arena() + landing[gi], 0xA5, static_cast<size_t>(g.unshardedBytes()));
+        }
+        for (int r = 0; r < m; ++r) comms[r]->allGather(plans[static_cast<size_t>(gi)], shards[r].data(), landing[gi]);
+        for (int r = 0; r < m; ++r) ASSERT_NO_THROW(world.endpoint(r).synchronizeAll());
+        for (int r = 0; r < m; ++r)
+          for (size_t p = 0; p < g.params.size(); ++p)
+            for (int src = 0; src < m; ++src)
+              ASSERT_EQ(0, std::memcmp(world.endpoint(r).arena() + landing[gi] + g.landing(static_cast<int>(p), src),
+                                       shards[src].data() + g.params[p].shardOffset,
+                                       static_cast<size_t>(g.params[p].shardBytes)))
+                  << "call " << call << (gi ? " (lane)" : " (staged)") << ", param " << p << " from rank " << src
+                  << " on rank " << r;
+      }
+    }
+}
+
+// The all-gather lane's faults: a dropped landing credit ends at a deadline,
+// a skipped completion fence or a shifted own copy in wrong landing bytes.
+TEST(RailLane, AllGatherLaneFaultsAreDetected) {
+  for (collectives::Fault fault : {collectives::Fault::kDropCredit, collectives::Fault::kSkipCompletionFence,
+                                   collectives::Fault::kWrongLandingOffset}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE(std::string(collectives::faultName(fault)) + " seed=" + std::to_string(seed));
+    HostRunOptions o = baseOptions(3, 1, seed);
+    o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
+    o.planOptions.ag.railLane = true;
+    o.iters = 2;
+    o.timeoutSeconds = 1.0;
+    o.fault = {fault, 0};
+    const bench::HostRunResult r = bench::runOnHost(o);
+    EXPECT_GT(r.faultFirings, 0) << "the fault never acted: the case tests nothing";
+    EXPECT_TRUE(!r.error.empty() || !r.allGather.ok) << "fault passed silently";
+    if (fault == collectives::Fault::kDropCredit) {  // the stalled sender's deadline, or a rank's behind it
+      EXPECT_NE(r.error.find("all_gather#1"), std::string::npos) << r.error;
+      EXPECT_NE(r.error.find("(rail lane)"), std::string::npos) << r.error;
+    }
+  }
+}
+
 // A credit the lane never sends stalls its sender past the deadline, in the
 // reduce-scatter (the run's all-gathers go first and pass). (Gradients
 // released before the lane's reads: host_collectives_test's read-done tests.)
@@ -124,7 +230,9 @@ TEST(RailLane, DroppedCreditEndsAtTheDeadline) {
   o.fault = {collectives::Fault::kDropCredit, 0};
   const bench::HostRunResult r = bench::runOnHost(o);
   EXPECT_GT(r.faultFirings, 0) << "the fault never acted: the case tests nothing";
-  EXPECT_NE(r.error.find("lane inbox credit"), std::string::npos) << r.error;
+  // The first deadline may be the stalled sender's or one of the ranks waiting behind it.
+  EXPECT_NE(r.error.find("reduce_scatter#1"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("lane inbox"), std::string::npos) << r.error;
 }
 
 // Reduce-scatters alone (no all-gather before them to catch it): each of the

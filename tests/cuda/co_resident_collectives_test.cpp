@@ -501,8 +501,9 @@ std::vector<Case> casesFor(const plan::Topology& topo) {
   e.rs = rs(4, 2, plan::Mode::kSlotReuse, 132, plan::Landing::kPull);
   cases.push_back(e);
   if (topo.nodes > 1 && topo.gpusPerNode == 1) {
-    // App. F's rail lane: gradient rows put from the gradients into the lane
-    // inbox, summed there; the host fabric runs the same plan.
+    // App. F's rail lane: all-gather rounds put into the landings, gradient
+    // rows put from the gradients into the lane inbox and summed there; the
+    // host fabric runs the same plan.
     Case f;
     f.name = "rail lane, bf16 normal, 1 Mi-element parameter, 4 passes";
     f.large = true;
@@ -545,6 +546,7 @@ void runTopology(const plan::Topology& topo, uint64_t seed, const MakeGpuFabric&
     std::mt19937_64 rng(caseSeed);
     plan::PlanOptions po;
     po.rs = c.rs;
+    po.ag.railLane = c.rs.railLane;  // the lane of both collectives, as the C API's railLane asks
     const plan::Plan pl = plan::makePlan(topo, drawShapes(rng, c, topo.ranks()), c.gradDtype, po);
     const ScratchLayout layout = ScratchLayout::forPlans({&pl});
     const int64_t arenaBytes = layout.bytes + pl.group.unshardedBytes();

@@ -1,7 +1,9 @@
-// The rail lane's plan (App. F, RsOptions::railLane): where it applies, what
-// it sizes (one inbox row per generation in the gradient dtype, no outbox,
-// spares or push area), the same waves as the staged plan, and its memory
-// model against the bytes it stages and against the 0.6 NS target.
+// The rail lane's plans (App. F). Reduce-scatter (RsOptions::railLane): where
+// it applies, what it sizes (one inbox row per generation in the gradient
+// dtype, no outbox, spares or push area), the same waves as the staged plan,
+// and its memory model against the bytes it stages and against the issue's
+// 0.6 NS target. All-gather (AgOptions::railLane): the same Bruck rounds, no
+// stage and no scatter.
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -86,6 +88,38 @@ TEST(RailLanePlan, MeetsTheStagingTargetOnTwoNodesOfOneGpu) {
   EXPECT_NEAR(static_cast<double>(staged.rs.stagingBytes) / ns, 2.0, 1e-3);
   EXPECT_NEAR(static_cast<double>(lane.rs.stagingBytes) / ns, 0.25, 1e-3);
   EXPECT_LE(static_cast<double>(lane.rs.stagingBytes) / ns, 0.6);
+}
+
+TEST(RailLanePlan, AllGatherKeepsTheRoundsWithoutAStage) {
+  TIDE_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int m = rng.irange(1, 40), l = rng.coin(0.7) ? 1 : rng.irange(2, 8);
+    const std::vector<ParamSpec> specs{{{rng.range(1, 50 * m), rng.range(1, 9)}, DType::kBF16},
+                                       {{rng.range(1, 9 * m)}, DType::kBF16}};
+    SCOPED_TRACE("M=" + std::to_string(m) + " L=" + std::to_string(l));
+    PlanOptions staged, lane;
+    lane.ag.railLane = true;
+    const Plan a = makePlan(Topology::make(m, l), specs, DType::kBF16, staged);
+    const Plan b = makePlan(Topology::make(m, l), specs, DType::kBF16, lane);
+    ASSERT_EQ(b.ag.railLane, m > 1 && l == 1);
+    EXPECT_FALSE(b.rs.railLane);  // the options are separate (the C API's railLane sets both)
+    ASSERT_EQ(b.ag.rounds.size(), a.ag.rounds.size());
+    for (size_t d = 0; d < a.ag.rounds.size(); ++d) {
+      EXPECT_EQ(b.ag.rounds[d].slots, a.ag.rounds[d].slots);
+      EXPECT_EQ(b.ag.rounds[d].firstSlot, a.ag.rounds[d].firstSlot);
+    }
+    if (!b.ag.railLane) {
+      EXPECT_EQ(b.ag.stageBytes, a.ag.stageBytes);
+      continue;
+    }
+    EXPECT_EQ(b.ag.stageBytes, 0);
+    EXPECT_TRUE(b.ag.scatterGroups.empty());
+    // The model's ring loses the receive stage's 1/L NS (L = 1: one NS).
+    EXPECT_NEAR(a.memory.tideLiveInPlace - b.memory.tideLiveInPlace, 1.0, 1e-12);
+    EXPECT_NEAR(a.memory.tideLiveSlotReuse - b.memory.tideLiveSlotReuse, 1.0, 1e-12);
+    EXPECT_EQ(b.ag.descriptors, static_cast<int64_t>(specs.size()));  // the own shard's copies
+    EXPECT_EQ(a.ag.stageBytes, int64_t{m - 1} * a.group.shardBytes);
+  }
 }
 
 }  // namespace
