@@ -228,10 +228,11 @@ class _FakeTideContext:
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
-def test_rail_lane_row_only_on_one_gpu_per_node(ranks):
-    """tide_rs_M{M}L1_lane (tide_rs_M2L1_lane on two GPUs) is listed only for the L = 1 topology across
-    nodes, after that topology's other reduce-scatter variants, on the Llama group only; every
-    other row keeps its name and place (the list without the lane's communicator)."""
+def test_rail_lane_rows_only_on_one_gpu_per_node(ranks):
+    """tide_ag_M{M}L1_lane and tide_rs_M{M}L1_lane (tide_rs_M2L1_lane on two GPUs) are listed only for
+    the L = 1 topology across nodes, each right after its collective's row of that topology (the
+    reduce-scatter's after its other variants), on the Llama group only; every other row keeps
+    its name and place (the list without the lane's communicator)."""
     with_lane = [s for s in collectives.tide_systems(_FakeTideContext(ranks, lane=True))]
     without = [s.name for s in collectives.tide_systems(_FakeTideContext(ranks, lane=False))]
     names = [s.name for s in with_lane]
@@ -239,15 +240,15 @@ def test_rail_lane_row_only_on_one_gpu_per_node(ranks):
     if ranks == 1:
         assert lanes == [] and names == without
         return
-    assert [s.name for s in lanes] == [f"tide_rs_M{ranks}L1_lane"] and collectives.lane_row_name((ranks, 1)) \
-        == lanes[0].name
-    assert lanes[0].op == "rs" and lanes[0].llama_only
-    assert [n for n in names if n != lanes[0].name] == without
+    ag, rs = lanes
+    assert (ag.name, rs.name) == (f"tide_ag_M{ranks}L1_lane", f"tide_rs_M{ranks}L1_lane")
+    assert collectives.lane_row_name((ranks, 1)) == rs.name
+    assert (ag.op, rs.op) == ("ag", "rs") and ag.llama_only and rs.llama_only
+    assert [n for n in names if not n.endswith("_lane")] == without
     if ranks == 2:
         assert "tide_rs_M2L1_lane" in names and "tide_rs_M2L1" in without
-    # Right after its topology's net-landing row.
-    at = names.index(lanes[0].name)
-    assert names[at - 1] == f"tide_rs_M{ranks}L1_netlanding", names
+    assert names[names.index(ag.name) - 1] == f"tide_ag_M{ranks}L1", names
+    assert names[names.index(rs.name) - 1] == f"tide_rs_M{ranks}L1_netlanding", names
 
 
 def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
@@ -259,7 +260,7 @@ def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
     monkeypatch.setattr(collectives.dist, "get_rank", lambda: 0)  # log() prints on rank 0
     m = rng.choice([2, 4, 8])
     ctx = _FakeTideContext(m, lane=False)
-    closed, asked = [], []
+    closed, asked, landings = [], [], []
 
     class Comm:
         def close(self):
@@ -267,8 +268,9 @@ def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
 
     message = f"the rail lane sends gradient rows from where they are ({rng.randrange(10**6)})"
 
-    def refuse(topo, name, env, **plan_options):
+    def refuse(topo, name, env, landing_bytes=0, **plan_options):
         asked.append((topo, name, env, plan_options))
+        landings.append(landing_bytes)
         ctx.comms[(*topo, name)] = Comm()  # made before the registration refused the plan
         raise TideError(Result.INVALID_ARGUMENT, "invalid_usage", message)
 
@@ -276,7 +278,9 @@ def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
     ctx.groups = {g.name: g for g in groups_for("rs", m)}
     ctx.skipped, ctx.lane_plans = [], {}
     collectives.TideContext._rail_lane_variant(ctx, (m, 1))
+    group = ctx.groups["llama3.1-8b-layer"]
     assert asked == [((m, 1), "lane", {}, {"rail_lane": True})]
+    assert landings == [group.ranks * group.shard_elems * 2]  # for the all-gather's lane row
     assert closed == [True] and (m, 1, "lane") not in ctx.comms and ctx.lane_plans == {}
     assert len(ctx.skipped) == 1 and ctx.skipped[0].startswith(f"tide_rs_M{m}L1_lane: ") and message in ctx.skipped[0]
     names = [s.name for s in collectives.tide_systems(ctx)]

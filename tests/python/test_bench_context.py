@@ -1,8 +1,8 @@
 """The collectives benchmark's TIDE context on two ranks (tide.bench.collectives.TideContext),
 with host-fabric communicators standing in for the CUDA ones: every topology's communicators,
 groups and extra registrations are made, and the systems list names what the two-GPU run
-measures; the rail-lane row's handle runs one reduce-scatter against the staged M2L1 handle's. The
-two-GPU code paths otherwise run only on the device, where a slip costs a run."""
+measures; the rail-lane rows' handle runs one reduce-scatter and one all-gather against the staged
+M2L1 handle's. The two-GPU code paths otherwise run only on the device, where a slip costs a run."""
 
 from __future__ import annotations
 
@@ -68,7 +68,24 @@ def _lane_against_staged(bench, ctx, rank: int, world: int) -> dict:
                                       alpha=1.0 / world)
         ctx.comms[key].synchronize()
         outs[key] = out
+    # The all-gather's lane row: the same fresh shard gathered on both, landings poisoned first.
+    import ctypes
+
+    import numpy as np
+
+    shard = torch.randn(llama.shard_elems, generator=g).to(torch.bfloat16)
+    landings = {}
+    for key in ((2, 1), (2, 1, "lane")):
+        offset, ptr = ctx.landing[key]
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * (llama.ranks * llama.shard_elems * 2)).from_address(ptr))
+        view[:] = 0xA5
+        ctx.comms[key].all_gather(ctx.handles[key][llama.name], shard.data_ptr(), offset)
+        ctx.comms[key].synchronize()
+        landings[key] = view.copy()
+    own = landings[(2, 1)].reshape(-1)
     return {"seed": int(seed), "equal": torch.equal(outs[(2, 1)], outs[(2, 1, "lane")]),
+            "ag_equal": bool(np.array_equal(landings[(2, 1)], landings[(2, 1, "lane")])),
+            "ag_poison_left": int((own == 0xA5).sum()) > own.size // 64,
             "finite": bool(torch.isfinite(outs[(2, 1)]).all()),
             "lane_plan": ctx.lane_plans[(2, 1)]["reduce_scatter"]["rail_lane"],
             "lane_staging": ctx.lane_plans[(2, 1)]["reduce_scatter"]["staging_bytes"],
@@ -88,13 +105,14 @@ def test_two_rank_context_registers_every_system(tmp_path):
         lane = lanes[rank]
         assert lane["lane_plan"] is True and lane["lane_staging"] < lane["staged_staging"], lane
         assert lane["finite"] and lane["equal"], (rank, lane)
+        assert lane["ag_equal"] and not lane["ag_poison_left"], (rank, lane)
         solver, own_node = ctas
         assert solver >= 1 and own_node == {(2, 1): 2 * solver}  # M / (M - 1) = 2 on M2L1
         for name in ("tide_ag", "tide_ag_in_place", "tide_ag_in_place_nographs", "tide_rs", "tide_rs_ctas66",
                      "tide_ag_M2L1", "tide_rs_M2L1", "tide_rs_M2L1_push", "tide_rs_M2L1_netlanding",
-                     f"tide_rs_M2L1_ctas{own_node[(2, 1)]}", "tide_rs_M2L1_lane"):
+                     f"tide_rs_M2L1_ctas{own_node[(2, 1)]}", "tide_ag_M2L1_lane", "tide_rs_M2L1_lane"):
             assert name in systems, (name, systems)
-        # The rail lane is a row of M2L1 only (one GPU per node).
-        assert [s for s in systems if s.endswith("_lane")] == ["tide_rs_M2L1_lane"], systems
+        # The rail lane's rows are M2L1's only (one GPU per node).
+        assert [s for s in systems if s.endswith("_lane")] == ["tide_ag_M2L1_lane", "tide_rs_M2L1_lane"], systems
     assert got[0] == got[1]
     assert codes == [0, 0], codes

@@ -51,6 +51,9 @@ relative to a float64 sum for RS). Times are the max over ranks of each rank's m
                      of on its own queue beside the next wave's sends
     tide_rs_M{M}L{L}_ctas{C}  the same with the solver's sum budget times M / (M - 1): the
                      sums also produce the own node's block, which the rail does not carry
+    tide_ag_M{M}L1_lane  one GPU per node only: TIDE-AG on the rail lane (App. F), on the lane row's
+                     communicator: the Bruck rounds put straight into the landings, no receive
+                     stage or scatter copies
     tide_rs_M{M}L1_lane  one GPU per node only (tide_rs_M2L1_lane on two GPUs): the same on the
                      rail lane (paper App. F, rail_lane=True) on a communicator of its own: rows
                      sent from the gradients themselves into a double-buffered inbox and summed
@@ -528,17 +531,20 @@ class TideContext:
                 if l == 1:  # App. F's rail lane (one GPU per node only): no staging, outbox or spares
                     self._rail_lane_variant(topo)
 
-    def _llama_rs_variant(self, topo, name: str, env: dict[str, str], **plan_options):
+    def _llama_rs_variant(self, topo, name: str, env: dict[str, str], landing_bytes: int = 0, **plan_options):
         """The Llama group alone on a communicator of its own, made under `env`, with extra plan
-        options; its handle under key (M, L, name)."""
+        options; its handle under key (M, L, name); with `landing_bytes`, a landing of that size
+        for all-gathers too (ctx.landing[key])."""
         from tide.plan import scratch_bytes
 
         llama = self.groups["llama3.1-8b-layer"]
         shapes = [list(s) for s in llama.shapes]
         key = (*topo, name)
         with scoped_env(env):
-            self.comms[key] = self._communicator(topo, scratch_bytes(
+            self.comms[key] = self._communicator(topo, landing_bytes + scratch_bytes(
                 [dict(shapes=shapes, nodes=topo[0], gpus_per_node=topo[1], **plan_options, **TIDE_PLAN)]))
+        if landing_bytes:
+            self.landing[key] = self.comms[key].alloc(landing_bytes)
         self.handles[key] = {llama.name: self.comms[key].register_group(shapes, **plan_options, **TIDE_PLAN)}
 
     def _rail_lane_variant(self, topo) -> None:
@@ -550,8 +556,9 @@ class TideContext:
         from tide._capi import TideError
 
         llama, key = self.groups["llama3.1-8b-layer"], (*topo, "lane")
-        try:
-            self._llama_rs_variant(topo, "lane", {}, rail_lane=True)
+        try:  # a landing too: the all-gather's lane row (tide_ag_M{M}L1_lane) runs on it
+            self._llama_rs_variant(topo, "lane", {}, landing_bytes=llama.ranks * llama.shard_elems * 2,
+                                   rail_lane=True)
         except TideError as e:
             self.skipped.append(f"{lane_row_name(topo)}: {e}")
             log(f"# {lane_row_name(topo)} left out: {e}")
@@ -690,6 +697,9 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
         # the synthetic sweeps would double the run.
         llama_only = topo[0] > 1
         systems.append(System(f"tide_ag{tag}", "ag", lambda g, t=topo: TideAg(g, ctx, t), llama_only=llama_only))
+        if topo[0] > 1 and (*topo, "lane") in ctx.comms:  # one GPU per node: the all-gather's rail lane
+            systems.append(System(f"tide_ag{tag}_lane", "ag", lambda g, t=(*topo, "lane"): TideAg(g, ctx, t),
+                                  llama_only=True))
         if topo[0] == 1:
             systems.append(System("tide_ag_in_place", "ag", lambda g, t=topo: TideAgInPlace(g, ctx, t)))
             if (*topo, "no-graphs") in ctx.comms:
