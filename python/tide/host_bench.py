@@ -58,12 +58,14 @@ def run_host(
     _, report = _capi.host_run(config, options)
     result = json.loads(report)
     result["seed"] = options.seed
-    # Whether the reduce-scatter ran on App. F's rail lane (rail_lane asked for, and L = 1 across nodes).
+    # Whether each collective ran on App. F's rail lane (rail_lane asked for, and L = 1 across nodes).
     handle = _capi.plan_create(config)
     try:
-        result["reduce_scatter"]["rail_lane"] = json.loads(_capi.plan_get_json(handle))["reduce_scatter"]["rail_lane"]
+        plan = json.loads(_capi.plan_get_json(handle))
     finally:
         _capi.plan_destroy(handle)
+    for op in ("all_gather", "reduce_scatter"):
+        result[op]["rail_lane"] = plan[op]["rail_lane"]
     return result
 
 
@@ -89,7 +91,7 @@ def format_report(report: dict, title: str) -> str:
     lines = [
         f"{title}: host fabric, {topo['nodes']} nodes x {topo['gpus_per_node']} ranks, "
         f"{report.get('rails', 'one-sided')} rails"
-        f"{', reduce-scatter on the rail lane' if report['reduce_scatter'].get('rail_lane') else ''} "
+        f"{', both collectives on the rail lane' if report['reduce_scatter'].get('rail_lane') else ''} "
         f"({topo['ranks']} CPU ranks), seed {report['seed']}",
         f"{'collective':<15}{'size(B)':>12}{'time(us)':>11}{'algbw':>8}{'busbw':>8}{'#wrong':>8}{'check':>7}"
         f"{'copy MiB':>10}{'rail MiB':>10}{'descs':>7}{'rounds':>7}{'waves':>6}{'staging MiB':>12}",

@@ -286,7 +286,7 @@ def test_running_out_of_host_memory_says_so():
 
 @pytest.mark.parametrize("rails", ["one-sided", "two-sided"])
 def test_bench_rail_lane(rng, rails):
-    """--rail-lane on M x 1: the reduce-scatter runs on the rail lane (the report says so), checked
+    """--rail-lane on M x 1: both collectives run on the rail lane (the report says so), checked
     against the float64 reference on fresh random inputs, with less staging than the staged run of
     the same seed, rows sent in the gradient dtype (at most half the bytes of the staged path's
     fp32 blocks for bf16 gradients) and no Level 2 landing; integer inputs come out exact."""
@@ -304,6 +304,11 @@ def test_bench_rail_lane(rng, rails):
         assert reports[lane]["all_gather"]["check"] == "ok" and reports[lane]["reduce_scatter"]["check"] == "ok"
     lane, staged = reports[True]["reduce_scatter"], reports[False]["reduce_scatter"]
     assert lane["rail_lane"] is True and staged["rail_lane"] is False
+    # The all-gather's lane: no receive stage to scatter, so fewer copied bytes, the same rail bytes.
+    ag_lane, ag_staged = reports[True]["all_gather"], reports[False]["all_gather"]
+    assert ag_lane["rail_lane"] is True and ag_staged["rail_lane"] is False
+    assert ag_lane["traffic"]["rail_bytes"] == ag_staged["traffic"]["rail_bytes"], (ag_lane, ag_staged)
+    assert ag_lane["traffic"]["copy_bytes"] < ag_staged["traffic"]["copy_bytes"], (ag_lane, ag_staged)
     assert lane["staging_bytes"] < staged["staging_bytes"], (lane, staged)
     assert lane["traffic"]["land_elems"] == 0 < staged["traffic"]["land_elems"], (lane, staged)
     # bf16 rows where they are against whole fp32 blocks (their padding too).
@@ -311,7 +316,7 @@ def test_bench_rail_lane(rng, rails):
     if inputs == "integer":
         assert lane["exact"] and lane["max_rel_err"] == 0.0, lane
     text = run_tide(*common[:-1], "--rail-lane")
-    assert text.returncode == 0 and "reduce-scatter on the rail lane" in text.stdout.splitlines()[0], text.stdout
+    assert text.returncode == 0 and "both collectives on the rail lane" in text.stdout.splitlines()[0], text.stdout
     # Ignored where it does not apply (L > 1): the same staged run, and the report says so.
     r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--iters", "1",
                  "--seed", seed, "--rail-lane", "--json")
