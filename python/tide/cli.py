@@ -81,10 +81,11 @@ def _add_plan_command(subparsers) -> None:
                      help="Level 2 landing across nodes: pull through peer addresses or push by copy engine "
                           "(default: pull)")
     cmd.add_argument("--rail-lane", action="store_true",
-                     help="one GPU per node across nodes (L = 1, M > 1): put the reduce-scatter on the rail lane "
-                          "(paper App. F: rows sent from the gradients themselves, no staging, outbox or spares, "
-                          "the same bits); ignored elsewhere (the plan's reduce_scatter.rail_lane says whether "
-                          "it applies)")
+                     help="one GPU per node across nodes (L = 1, M > 1): put both collectives on the rail lane "
+                          "(paper App. F: all-gather rounds put straight into the landings, no receive stage; "
+                          "reduce-scatter rows sent from the gradients themselves, no staging, outbox or spares; "
+                          "the same bytes and bits); ignored elsewhere (the plan's all_gather.rail_lane and "
+                          "reduce_scatter.rail_lane say whether it applies)")
     cmd.add_argument("--calibration", type=Path, metavar="FILE.json",
                      help=f"JSON object with {', '.join(sorted(CALIBRATION_KEYS))}, optionally fabric_gbps "
                           "(GB/s = 1e9 B/s; default: the paper's platform)")

@@ -55,9 +55,12 @@ def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: An
         (wave width L; the sizing solver for the rest).
     landing: "pull" (default) or "push", the Level 2 landing direction across
         nodes (one direction per communicator).
-    rail_lane: True puts a group with one GPU per node across nodes on the
-        paper's rail lane (App. F: no staging, the same bits); ignored
-        elsewhere (the plan's reduce_scatter.rail_lane says whether it applies).
+    rail_lane: True puts both collectives of a group with one GPU per node
+        across nodes on the paper's rail lane (App. F: no all-gather receive
+        stage, no reduce-scatter staging, the same bytes and bits); ignored
+        elsewhere (the plan's all_gather.rail_lane and reduce_scatter.rail_lane
+        say whether it applies). The reduce-scatter's lane is refused over
+        NCCL host RMA rails.
     calibration: {"nic_gbps", "sum_gbps_per_cta", "land_gbps_per_cta",
         "land_cap_gbps", "round_wait_ms"} and optionally "fabric_gbps"; None
         uses the paper's platform.

@@ -106,8 +106,11 @@ uint64_t Communicator::agRailLane(const plan::Plan& plan, const void* shard, int
   // A staged all-gather's rounds wait for the stage credit of the call before
   // theirs (kAgCredit, kAgStageFree), whichever group that was: this call
   // never used the stage, so it passes the credit on in copy-queue order,
-  // behind the last staged call's scatters.
-  if (twoSided) {
+  // behind the last staged call's scatters. Only where such a group exists:
+  // a signal nobody waits for would hide its own loss.
+  if (!layout_.stagedAllGatherAcrossNodes) {
+    // nothing to pass on
+  } else if (twoSided) {
     ep_.signal(kCopyQueue, me, ids::kAgStageFree, v);
   } else {
     for (const plan::AgRound& r : plan.ag.rounds)

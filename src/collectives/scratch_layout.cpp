@@ -36,8 +36,10 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
     s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);
     // Rails that read only from the arena send a staged all-gather's shard from
     // a copy here; the rail lane's all-gather sends from the landing itself.
-    if (p->group.topo.nodes > 1 && !p->ag.railLane)
+    if (p->group.topo.nodes > 1 && !p->ag.railLane) {
       s.railSourceBytes = std::max(s.railSourceBytes, p->group.shardBytes);
+      s.stagedAllGatherAcrossNodes = true;
+    }
     if (p->rs.railLane) {
       // Only the lane inbox.
       s.laneBlockBytes = std::max(s.laneBlockBytes, p->rs.blockBytes);

@@ -19,6 +19,9 @@ struct ScratchLayout {
   // multi-node group's shard; unused elsewhere.
   int64_t railSource = 0;
   int64_t railSourceBytes = 0;
+  // Some group runs the staged all-gather across nodes (its rounds wait for
+  // the previous call's stage credit, which rail-lane calls then pass on).
+  bool stagedAllGatherAcrossNodes = false;
   int64_t staging = 0;        // RS Level 1 staging slots
   int64_t stagingSlotBytes = 0;
   int stagingSlots = 0;

@@ -16,6 +16,7 @@
 
 #include "bench/host_run.hpp"
 #include "collectives/communicator.hpp"
+#include "collectives/counter_ids.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/host_kernels.hpp"
 #include "host_run_helpers.hpp"
@@ -191,6 +192,71 @@ TEST(RailLane, AllGatherLaneInterleavesWithStagedGroups) {
                   << " on rank " << r;
       }
     }
+}
+
+// Without a staged all-gather on the communicator, lane calls pass no stage
+// credit on: nothing would wait for it, so a lost one would go unnoticed. A
+// signal lost there (the first of rank 0, the others' held back) now meets a
+// deadline instead (it passed silently before, found by a review).
+TEST(RailLane, AllGatherLaneAloneSendsNoStageCredit) {
+  const int m = 3;
+  const plan::Topology topo = plan::Topology::make(m, 1);
+  plan::PlanOptions po;
+  po.ag.railLane = true;
+  const plan::Plan pl = plan::makePlan(topo, {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}}, DType::kBF16, po);
+  const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
+  ASSERT_FALSE(layout.stagedAllGatherAcrossNodes);
+  for (bool loseOne : {false, true}) {
+    SCOPED_TRACE(loseOne ? "rank 0's first signal lost" : "sound");
+    fabric::host::HostOptions hopt;
+    hopt.queues = collectives::kQueuesNeeded;
+    hopt.timeoutSeconds = 2;
+    fabric::host::HostWorld world(topo, layout.bytes + pl.group.unshardedBytes(), hopt);
+    if (loseOne) {
+      fabric::FabricFaults ff;
+      ff.loseSignalAfter = 0;
+      world.endpoint(0).setFabricFaults(ff);
+    }
+    std::vector<std::unique_ptr<collectives::Communicator>> comms;
+    for (int r = 0; r < m; ++r) comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout));
+    std::mt19937_64 rng(freshSeed());
+    std::string error;
+    int64_t wrong = 0;
+    try {
+      for (int call = 0; call < 3; ++call) {
+        std::vector<std::vector<uint8_t>> shards(m);
+        for (int r = 0; r < m; ++r) {
+          shards[r].resize(static_cast<size_t>(pl.group.shardBytes));
+          for (auto& b : shards[r]) b = static_cast<uint8_t>(rng());
+          std::memset(world.endpoint(r).arena() + layout.bytes, 0xA5, static_cast<size_t>(pl.group.unshardedBytes()));
+        }
+        if (call == 0) {  // rank 0's credits and rounds wait: its first signal would be the hand-off
+          world.endpoint(0).delay(collectives::kSignalQueue, 0.2);
+          world.endpoint(0).delay(collectives::kOwnCopyQueue, 0.2);
+        }
+        for (int r = 0; r < m; ++r) comms[r]->allGather(pl, shards[r].data(), layout.bytes);
+        for (int r = 0; r < m; ++r) world.endpoint(r).synchronizeAll();
+        for (int r = 0; r < m; ++r)
+          for (size_t p = 0; p < pl.group.params.size(); ++p)
+            for (int src = 0; src < m; ++src)
+              wrong += std::memcmp(world.endpoint(r).arena() + layout.bytes + pl.group.landing(static_cast<int>(p), src),
+                                   shards[src].data() + pl.group.params[p].shardOffset,
+                                   static_cast<size_t>(pl.group.params[p].shardBytes)) != 0;
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (!loseOne) {
+      EXPECT_EQ(error, "");
+      EXPECT_EQ(wrong, 0);
+      for (int r = 0; r < m; ++r)
+        for (const plan::AgRound& round : pl.ag.rounds)
+          EXPECT_EQ(world.endpoint(r).counterValue(collectives::ids::kAgCredit + round.index), 0u) << "rank " << r;
+    } else {
+      EXPECT_GT(world.endpoint(0).fabricFaultFirings(), 0);
+      EXPECT_TRUE(!error.empty() || wrong > 0) << "a lost signal passed silently";
+    }
+  }
 }
 
 // The all-gather lane's faults: a dropped landing credit ends at a deadline,
