@@ -244,7 +244,8 @@ def main() -> int:
 # loaded that way, gradient dtypes that differ between ranks after a no-sync micro-batch, an uninstall or a
 # layout setter between a forward and its backward, ranks that install differently (their comparison over NCCL),
 # the fallbacks for CPU offload, fp16, all-gather extensions and tensor parallelism, a torch too old or lacking an
-# attribute, and Slot-Reuse freeing the gradients before its collective.
+# attribute, Slot-Reuse freeing the gradients before its collective, and both collectives on the rail lane
+# (topology (2, 1); the CPU suite runs it in test_fsdp_rail_lane.py, outside its two-rank list).
 # Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
@@ -272,6 +273,7 @@ CUDA_SCENARIOS = [
     "pending_backward_refusals_agree", "block_outputs_of_unusual_types", "ranks_install_differently",
     "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
     "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
+    "rail_lane_plan_option",
 ]
 
 
