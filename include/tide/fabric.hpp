@@ -156,6 +156,23 @@ class Endpoint {
   // set to `signalValue` (signalId < 0: no signal).
   virtual void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
                        int signalId, uint64_t signalValue) = 0;
+  // Several rail puts to one rank, the signal after the last: as many
+  // railPut calls with the signal on the last (a list of at least one; a
+  // zero-byte piece carries a signal alone). A fabric may submit them at
+  // once: the CUDA fabric's copy-engine rails issue one copy batch, where a
+  // put each costs the host a submission (the rail lanes put a row run per
+  // parameter).
+  struct RailPiece {
+    int64_t dstOffset = 0;
+    const void* src = nullptr;
+    int64_t bytes = 0;
+  };
+  virtual void railPuts(int q, int dstRank, const std::vector<RailPiece>& pieces, int signalId, uint64_t signalValue) {
+    if (pieces.empty()) throw FabricError(FabricError::Kind::kUsage, "railPuts of no piece");
+    for (size_t i = 0; i < pieces.size(); ++i)
+      railPut(q, dstRank, pieces[i].dstOffset, pieces[i].src, pieces[i].bytes, i + 1 == pieces.size() ? signalId : -1,
+              signalValue);
+  }
   // Two-sided rails: receive `bytes` from srcRank's matching railPut into
   // this rank's arena at `dstOffset`, then this rank's counter `signalId` :=
   // `signalValue` (signalId < 0: none). The host fabric with one-sided rails

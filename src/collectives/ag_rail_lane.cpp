@@ -86,16 +86,14 @@ uint64_t Communicator::agRailLane(const plan::Plan& plan, const void* shard, int
     const auto sends = rowsOfRanks(g, node, r.slots);
     const auto receives = rowsOfRanks(g, (node + r.firstSlot) % t.nodes, r.slots);
     if (!twoSided) ep_.wait(kNetQueue, ids::kAgLaneFree + r.index, v, target, "landing free (rail lane)");
-    if (sends.empty()) {  // parameters without elements: the signal alone
-      ep_.railPut(kNetQueue, target, landingOffset, landing, 0, twoSided ? -1 : ids::kAgLaneRows + r.index, v);
-      if (twoSided) ep_.railRecv(kNetQueue, source, landingOffset, 0, -1, 0);
-    }
-    for (size_t i = 0; i < sends.size(); ++i) {
-      const int signal = !twoSided && i + 1 == sends.size() ? ids::kAgLaneRows + r.index : -1;
-      ep_.railPut(kNetQueue, target, landingOffset + sends[i].first, landing + sends[i].first, sends[i].second, signal,
-                  v);
-    }
+    // One submission per round where the fabric can (RailPiece lists); a
+    // group of parameters without elements sends the signal alone.
+    std::vector<fabric::Endpoint::RailPiece> pieces;
+    for (const auto& [offset, bytes] : sends) pieces.push_back({landingOffset + offset, landing + offset, bytes});
+    if (pieces.empty()) pieces.push_back({landingOffset, landing, 0});
+    ep_.railPuts(kNetQueue, target, pieces, twoSided ? -1 : ids::kAgLaneRows + r.index, v);
     if (twoSided) {
+      if (receives.empty()) ep_.railRecv(kNetQueue, source, landingOffset, 0, -1, 0);
       for (const auto& [offset, bytes] : receives) ep_.railRecv(kNetQueue, source, landingOffset + offset, bytes, -1, 0);
       ep_.signal(kNetQueue, me, ids::kAgLaneRows + r.index, v);
     }

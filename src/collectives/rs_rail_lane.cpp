@@ -133,13 +133,15 @@ void Communicator::RailLaneRs::transferRows(const plan::RsWave& wave, int c, uin
     if (valid > 0) pieces.push_back({pc.sources.front().ptr, (pc.dst - rangeBegin) * b, valid * b});
   }
   if (pieces.empty()) pieces.push_back({ep_.arena() + inbox, 0, 0});  // no rows: the signal alone
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const int sig = i + 1 == pieces.size() ? signalId : -1;
-    if (send)
-      ep_.railPut(kNetQueue, peer, inbox + pieces[i].offset, pieces[i].src, pieces[i].bytes, sig, seq);
-    else
-      ep_.railRecv(kNetQueue, peer, inbox + pieces[i].offset, pieces[i].bytes, sig, seq);
+  if (send) {  // one submission where the fabric can
+    std::vector<fabric::Endpoint::RailPiece> puts;
+    for (const Piece& p : pieces) puts.push_back({inbox + p.offset, p.src, p.bytes});
+    ep_.railPuts(kNetQueue, peer, puts, signalId, seq);
+    return;
   }
+  for (size_t i = 0; i < pieces.size(); ++i)
+    ep_.railRecv(kNetQueue, peer, inbox + pieces[i].offset, pieces[i].bytes, i + 1 == pieces.size() ? signalId : -1,
+                 seq);
 }
 
 // Sum the wave's rows into my output: the arrived inbox block, or (the own

@@ -489,6 +489,52 @@ void testRailPuts(Ctx& c) {
   if (c.ep.railsByCopy()) testDuplicatePut(c);
 }
 
+// railPuts: several pieces to one peer as one submission (copy-engine rails:
+// one copy batch, then the counter), each at its own offset from its own
+// source, the bytes between them untouched; other rails put each in turn.
+void testRailPieceLists(Ctx& c) {
+  const auto& topo = c.ep.topology();
+  if (topo.nodes < 2) return skipped(c, "rail piece lists", "one node");
+  if (!c.ep.railsByCopy()) return skipped(c, "rail piece lists", "two-sided rails (each piece its own put)");
+  const int64_t bytes = 3 * 65536 + 7;
+  const std::vector<uint8_t> mine = pattern(c.rank, 6, bytes);
+  auto* src = deviceAlloc<uint8_t>(bytes);
+  upload(src, mine.data(), bytes);
+  fill(c.ep.arena() + kRailRegion, kPoisonByte, 16 * kMiB);
+  c.ep.barrier();
+  c.ep.setCallContext("rail_piece_lists#0");
+  const int node = topo.nodeOf(c.rank);
+  // Pieces out of order, with gaps: [0, a), [a, b) and [b, bytes) of the source
+  // to dst offsets 2 b, 0 and b + 4096 of this node's 2 MiB.
+  const int64_t a = 65536 + 3, b = 2 * 65536 + 5;
+  const int64_t base = kRailRegion + node * 2 * kMiB;
+  const std::vector<fabric::Endpoint::RailPiece> pieces = {
+      {base + 2 * b, src, a}, {base, src + a, b - a}, {base + b + 4096, src + b, bytes - b}};
+  const int64_t putsBefore = c.ep.stats().railPuts;
+  for (int d = 1; d < topo.nodes; ++d) c.ep.railPuts(3, topo.railPeer(c.rank, d), pieces, kRailDone + node, 9);
+  for (int d = 1; d < topo.nodes; ++d) {
+    const int peer = topo.railPeer(c.rank, -d);
+    c.ep.wait(2, kRailDone + topo.nodeOf(peer), 9, peer, "rail piece list");
+  }
+  c.ep.synchronizeAll();
+  for (int d = 1; d < topo.nodes; ++d) {
+    const int peer = topo.railPeer(c.rank, -d);
+    const auto got = download(c.ep.arena() + kRailRegion + topo.nodeOf(peer) * 2 * kMiB, 2 * kMiB);
+    std::vector<uint8_t> want(static_cast<size_t>(2 * kMiB), kPoisonByte);
+    const auto theirs = pattern(peer, 6, bytes);
+    std::copy(theirs.begin(), theirs.begin() + a, want.begin() + 2 * b);
+    std::copy(theirs.begin() + a, theirs.begin() + b, want.begin());
+    std::copy(theirs.begin() + b, theirs.end(), want.begin() + b + 4096);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];
+    TCHECK(wrong == 0, std::to_string(wrong) + " wrong bytes from the rail piece list of rank " + std::to_string(peer));
+  }
+  TCHECK(c.ep.stats().railPuts - putsBefore == 3 * (topo.nodes - 1),
+         "railPuts counted " + std::to_string(c.ep.stats().railPuts - putsBefore));
+  TCUDA(cudaFree(src));
+  c.ep.barrier();
+}
+
 // ------------------------------------------------------------------ events, caller stream, zero
 
 // The endpoint works on its own GPU whatever device the calling thread has
@@ -986,6 +1032,7 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     ep.resetStats();
     testRingOrdering(c);
     testRailPuts(c);
+    testRailPieceLists(c);
     testEventsCallerStreamZero(c);
     testSum(c);
     testLand(c);

@@ -591,6 +591,32 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);
 }
 
+void CudaEndpoint::railPuts(int q, int dstRank, const std::vector<RailPiece>& pieces, int signalId,
+                            uint64_t signalValue) {
+  // Send/recv and RMA rails defer each put into their group anyway; the
+  // duplicate-put fault counts and replays single puts.
+  if (railMode_ != RailMode::kCopyEngine || pieces.size() < 2 || faults_.duplicatePutAfter >= 0 ||
+      replay_.dst != nullptr)
+    return Endpoint::railPuts(q, dstRank, pieces, signalId, signalValue);
+  HostProfile::Scope timed(profile_, HostProfile::kRailPut, static_cast<int64_t>(pieces.size()));
+  cudaStream_t s = queue(q);
+  topo_.checkRank(dstRank);
+  if (topo_.localOf(dstRank) != topo_.localOf(rank_))
+    throwUsage(who() + ": rail put to rank " + std::to_string(dstRank) + " on another rail");
+  std::vector<CopyOp> ops;
+  ops.reserve(pieces.size());
+  for (const RailPiece& p : pieces) {
+    checkArenaRange(p.dstOffset, p.bytes, "rail put");
+    if (p.bytes > 0) ops.push_back(CopyOp{arena_->peerBase(dstRank) + p.dstOffset, p.src, p.bytes, 1, 0, 0});
+    stats_.railBytes += p.bytes;
+  }
+  const auto gate = beginOp(/*flushRails=*/false);
+  railPuts_ += static_cast<int64_t>(pieces.size());
+  stats_.railPuts += static_cast<int64_t>(pieces.size());
+  if (!ops.empty()) copies_->issue(s, ops);
+  if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);
+}
+
 void CudaEndpoint::replayAfterPut(cudaStream_t s, std::byte* dst, const void* src, int64_t bytes,
                                   bool duplicate) {
   // A retransmitted RDMA write: the n-th put's bytes land again after the

@@ -91,6 +91,9 @@ class CudaEndpoint final : public Endpoint {
   void zero(int q, void* dst, int64_t bytes) override;
   void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes, int signalId,
                uint64_t signalValue) override;
+  // Copy-engine rails: one copy batch, then the counter write (else railPut each).
+  void railPuts(int q, int dstRank, const std::vector<RailPiece>& pieces, int signalId,
+                uint64_t signalValue) override;
   void signal(int q, int dstRank, int id, uint64_t value) override;
   void wait(int q, int id, uint64_t value, int peer, const char* what) override;
 
