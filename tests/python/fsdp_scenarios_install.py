@@ -1094,9 +1094,18 @@ def ranks_install_differently(ctx):
     bootstrap (or the refusal's peers in the comparison) for a rank that never
     came, until the process group's timeout."""
     world = ctx.world
+    # Another topology than the one the other ranks resolve by default: (world, 1), unless
+    # that is the default (ranks on hosts of their own, LOCAL_WORLD_SIZE=1, on GPUs), where
+    # (1, world) differs (and is refused there: the ranks share no node). On GPUs this
+    # case first ran on hosts of their own in session 39, and the odd rank's (world, 1) was
+    # the others' default: every rank installed TIDE.
+    from tide.fsdp.backend import default_topology
+
+    default = default_topology(world, "host" if str(ctx.device) == "cpu" else "cuda")
+    another = (world, 1) if default != (world, 1) else (1, world)
     _installs_that_differ(ctx, mesh_1d(ctx), [
         ("topology", {"topology": (1, 2 * world)}, {}),  # bad_topology there
-        ("topology", {"topology": (world, 1)}, {}),      # valid, but another
+        ("topology", {"topology": another}, {}),         # another than the default
         ("mode", {"mode": "slot-reuse"}, {}),
         ("plan_options", {"plan_options": {"passes": 1}}, {"plan_options": {"passes": 2}}),
         ("group 2 ('blocks.1')", {}, {}),
