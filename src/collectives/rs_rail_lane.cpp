@@ -123,25 +123,19 @@ void Communicator::RailLaneRs::transferRows(const plan::RsWave& wave, int c, uin
   // for the peer and the receiver's own are the same pieces.
   const fabric::SumOp rows = rowsFor(wave.pass, send ? peer : me_);
   const float* rangeBegin = out_ + plan::subSliceRange(g_, rs_, wave.pass, 0).begin;
-  struct Piece {
-    const void* src;
-    int64_t offset, bytes;
-  };
-  std::vector<Piece> pieces;
+  // Inbox offsets and sources, as puts (a receive reads only the offset and size).
+  std::vector<fabric::Endpoint::RailPiece> pieces;
   for (const fabric::SumPiece& pc : rows.pieces) {
     const int64_t valid = pc.sources.front().valid.front();  // elements past it are padding, read as zero
-    if (valid > 0) pieces.push_back({pc.sources.front().ptr, (pc.dst - rangeBegin) * b, valid * b});
+    if (valid > 0) pieces.push_back({inbox + (pc.dst - rangeBegin) * b, pc.sources.front().ptr, valid * b});
   }
-  if (pieces.empty()) pieces.push_back({ep_.arena() + inbox, 0, 0});  // no rows: the signal alone
+  if (pieces.empty()) pieces.push_back({inbox, ep_.arena() + inbox, 0});  // no rows: the signal alone
   if (send) {  // one submission where the fabric can
-    std::vector<fabric::Endpoint::RailPiece> puts;
-    for (const Piece& p : pieces) puts.push_back({inbox + p.offset, p.src, p.bytes});
-    ep_.railPuts(kNetQueue, peer, puts, signalId, seq);
+    ep_.railPuts(kNetQueue, peer, pieces, signalId, seq);
     return;
   }
   for (size_t i = 0; i < pieces.size(); ++i)
-    ep_.railRecv(kNetQueue, peer, inbox + pieces[i].offset, pieces[i].bytes, i + 1 == pieces.size() ? signalId : -1,
-                 seq);
+    ep_.railRecv(kNetQueue, peer, pieces[i].dstOffset, pieces[i].bytes, i + 1 == pieces.size() ? signalId : -1, seq);
 }
 
 // Sum the wave's rows into my output: the arrived inbox block, or (the own
