@@ -271,6 +271,7 @@ CUDA_SCENARIOS = [
     "old_parameters_after_assign_keep_their_storage", "gradient_dtypes_differ_between_ranks",
     "assign_of_a_remapped_state_dict", "uninstall_or_relayout_between_forward_and_backward",
     "pending_backward_refusals_agree", "block_outputs_of_unusual_types", "ranks_install_differently",
+    "bad_arguments_on_one_rank",
     "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
     "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
     "rail_lane_plan_option",

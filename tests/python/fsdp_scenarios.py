@@ -62,6 +62,7 @@ TWO_RANKS = [
     "eval_between_no_sync_micro_batches", "model_zero_grad_mid_accumulation", "reshard_after_forward_as_an_int",
     "users_own_instance_methods_kept", "uninstall_or_relayout_between_forward_and_backward",
     "pending_backward_refusals_agree", "block_outputs_of_unusual_types", "ranks_install_differently",
+    "bad_arguments_on_one_rank",
     "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
     "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
 ]

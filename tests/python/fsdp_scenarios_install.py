@@ -610,7 +610,8 @@ def refusals(ctx):
     """install on a non-root module, a plain module or a model still on the
     meta device changes nothing, says why, and does not raise; bad arguments
     (types, ranges, plan options out of the library's range, a model that is no
-    module) raise before any work, naming the argument; a second install with
+    module) raise, naming the argument, before any work but the ranks' first
+    exchange (bad_arguments_on_one_rank); a second install with
     other options says they were not applied."""
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     opts = optimizers(ms, mt, "adam", 1e-2)
@@ -1111,6 +1112,55 @@ def ranks_install_differently(ctx):
         ("group 2 ('blocks.1')", {}, {}),
         ("lazy_init", {}, {}),
     ], odd_ranks={world - 1})
+
+
+def bad_arguments_on_one_rank(ctx):
+    """An install() argument refused on one rank only (a timeout_s, plan_options or mode that
+    rank computed on its own) raises there, naming the argument, and every other rank stays
+    stock, naming that rank and the argument, whether the model was installed before or not;
+    training goes on and matches stock (or TIDE's run, where it was installed). Before, the
+    rank raised before the ranks' first exchange, and its peers waited in it until the
+    process group's timeout."""
+    odd_rank = ctx.world - 1
+    odd = ctx.rank == odd_rank
+    ms, mt = make_pair(lambda: Model([Block() for _ in range(3)]), ctx, mesh_1d(ctx))
+    opts = optimizers(ms, mt, "adam", 1e-2)
+    cases = [({"timeout_s": -1}, ValueError, "timeout_s"), ({"plan_options": {"bogus": 1}}, ValueError, "bogus"),
+             ({"mode": "in_place"}, ValueError, "mode"), ({"ring": "yes"}, TypeError, "ring")]
+    for step, (bad, kind, word) in enumerate(cases):
+        ctx.logs.clear()
+        if odd:
+            try:
+                install(mt, ctx, **bad)
+                raise AssertionError(f"install accepted {bad}")
+            except kind as e:
+                assert word in str(e), (bad, e)
+            assert not tide.fsdp.report(mt, echo=False)["installed"]
+        else:
+            rep = install(mt, ctx)
+            assert not rep["installed"] and rep["reason"] == "ranks_disagree", rep
+            assert f"rank {odd_rank} refused" in rep["message"] and "bad_arguments" in rep["message"] \
+                and word in rep["message"], rep["message"]
+            lines = [m for m in ctx.logs.messages(logging.WARNING) if "FSDP2 stays stock" in m]
+            assert len(lines) == 1 and word in lines[0], lines
+        step_both(ms, mt, opts, batches(ctx, 1, seed=step), tol=None, what=f"stock step after {bad}")
+        assert not stats(mt).get("all_gathers"), bad
+    # Installed everywhere, then a second install with a bad argument on one rank: it raises
+    # there, the others keep TIDE (the already-installed answer), and TIDE trains on.
+    assert_all_tide(install(mt, ctx), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=len(cases)), tol=tight(ctx, FP32), what="TIDE step")
+    for bad, kind, word in cases:
+        if odd:
+            try:
+                install(mt, ctx, **bad)
+                raise AssertionError(f"a second install accepted {bad}")
+            except kind as e:
+                assert word in str(e), (bad, e)
+        else:
+            assert_all_tide(install(mt, ctx), 4)
+    step_both(ms, mt, opts, batches(ctx, 1, seed=len(cases) + 1), tol=tight(ctx, FP32), what="TIDE step after")
+    assert stats(mt)["reduce_scatters"] > 0
+    assert tide.fsdp.uninstall(mt)
 
 
 def hsdp_one_replica_installs_differently(ctx):

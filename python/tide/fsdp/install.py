@@ -99,32 +99,27 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     # Every argument but the model, as the caller gave them (taken before any
     # is rebound): a new layout installs again with exactly these.
     given = {name: value for name, value in locals().items() if name != "model"}
-    _check_arguments(model, ring=ring, adopt=adopt, invert_prefetch=invert_prefetch,
-                     check_read_done=check_read_done, timeout_s=timeout_s, plan_options=plan_options)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    fit_passes = "passes" not in (plan_options or {})
-    plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
-    owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
-    if owned:
-        raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
-    unknown = sorted(set(plan_options) - _PLAN_OPTIONS)
-    if unknown:
-        raise ValueError(f"plan_options has no {unknown} (it takes {sorted(_PLAN_OPTIONS)})")
-    if topology is not None:  # numpy integers too (numbers.Integral), as plain ints from here on
-        if not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
-                all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in topology)):
-            raise ValueError(f"topology must be (nodes, gpus_per_node), two positive ints, or None; got {topology!r}")
-        topology = (int(topology[0]), int(topology[1]))
-    if release_grads not in RELEASE_GRADS:
-        raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
-    if fabric is not None and fabric not in _backend.FABRICS:
-        raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
+    if not isinstance(model, torch.nn.Module):  # no process group to tell the peers through
+        raise TypeError(f"model must be a torch.nn.Module (the root FSDP2 module), got {type(model).__name__}")
+    # An argument refused on one rank alone (say a timeout_s computed per rank) must not leave
+    # its peers waiting in the first exchange below until the process group's timeout: the
+    # refusal goes into that exchange, the peers stay stock naming it, and this rank raises.
+    try:
+        plan_options, fit_passes, topology = _checked_arguments(
+            mode=mode, topology=topology, ring=ring, adopt=adopt, invert_prefetch=invert_prefetch,
+            check_read_done=check_read_done, release_grads=release_grads, timeout_s=timeout_s,
+            plan_options=plan_options, fabric=fabric)
+        bad_arguments = None
+    except (TypeError, ValueError) as e:
+        bad_arguments = e
     if model in registry.installed:
         # Installed already: as it is on every rank while TIDE runs groups on some rank (a rank
         # whose groups all stayed stock would otherwise install again alone, its peers not).
         mine = ("installed", "TIDE runs groups") if registry.installed[model].tide_groups else None
-        if _on_some_rank(model, mine):
+        seen = _on_some_rank(model, _arguments_refusal(bad_arguments) or mine)
+        if bad_arguments is not None:
+            raise bad_arguments
+        if seen:
             before = registry.installed[model].options
             ignored = {k: v for k, v in given.items() if before.get(k) != v}
             if ignored:  # said at the default log level: these options do not take effect
@@ -132,21 +127,25 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                             "first to change options)", {k: before.get(k) for k in ignored}, ignored)
             return report(model, echo=False)
         uninstall(model)  # every group stayed stock last time (say a topology that did not fit): try again
+    # Refusals every rank reaches alike (same torch, same model structure): no exchange follows,
+    # so a rank with bad arguments raises at once.
     problem = guards.check_torch()
+    it = guards.internals() if problem is None else None
+    state = it.get_module_fsdp_state(model) if it is not None else None
+    if problem is None and state is None:
+        problem = ("not_fsdp", "the model is not an FSDP2 module: call fully_shard(model) first")
+    if problem is None and getattr(state, "_is_root", None) is False:
+        problem = ("not_root", "install on the root FSDP2 module (the one whose forward runs first)")
     if problem is not None:
+        if bad_arguments is not None:
+            raise bad_arguments
         return _refuse(model, *problem)
-    it = guards.internals()
-    state = it.get_module_fsdp_state(model)
-    if state is None:
-        return _refuse(model, "not_fsdp", "the model is not an FSDP2 module: call fully_shard(model) first")
-    if getattr(state, "_is_root", None) is False:
-        return _refuse(model, "not_root", "install on the root FSDP2 module (the one whose forward runs first)")
 
     # Refusals a rank may reach alone (its state, not its arguments): held until the ranks
     # have compared them (_refusals_agreed), so that no rank refuses while its peers go on.
-    early = None
+    early = _arguments_refusal(bad_arguments)
     on_meta = [n for n, p in model.named_parameters() if p.device.type == "meta"]
-    if on_meta:
+    if on_meta and early is None:
         # Deferred initialization (build on meta, fully_shard, to_empty, init
         # weights): there is no storage to plan for or adopt yet.
         early = ("meta_device", f"{len(on_meta)} parameters are on the meta device (e.g. "
@@ -195,6 +194,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if busy is not None:
         early = ("not_idle", f"group '{busy}' is mid-iteration; install between steps")
     early = _refusals_agreed(model, early)
+    if bad_arguments is not None:
+        raise bad_arguments
     if early is not None:
         return _refuse(model, *early)
     if ring:
@@ -275,10 +276,11 @@ _LAYOUT_SETTERS = ("set_reshard_after_forward", "set_custom_all_gather", "set_cu
 _MAX_TIMEOUT_S = 1e6
 
 
-def _check_arguments(model, *, ring, adopt, invert_prefetch, check_read_done, timeout_s, plan_options) -> None:
-    """install()'s argument types and ranges, before any work (the rest: in install)."""
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module (the root FSDP2 module), got {type(model).__name__}")
+def _checked_arguments(*, mode, topology, ring, adopt, invert_prefetch, check_read_done, release_grads,
+                       timeout_s, plan_options, fabric) -> tuple[dict, bool, tuple[int, int] | None]:
+    """install()'s arguments, checked (TypeError, ValueError naming the argument): the plan
+    options with the adapter's defaults, whether the passes are the adapter's to fit, and the
+    topology as plain ints."""
     for name, value in (("ring", ring), ("adopt", adopt), ("invert_prefetch", invert_prefetch),
                         ("check_read_done", check_read_done)):
         if not isinstance(value, bool):
@@ -290,6 +292,31 @@ def _check_arguments(model, *, ring, adopt, invert_prefetch, check_read_done, ti
                          f"got {timeout_s!r}")
     if plan_options is not None and not isinstance(plan_options, Mapping):
         raise TypeError(f"plan_options must be a mapping of make_plan options, got {type(plan_options).__name__}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    fit_passes = "passes" not in (plan_options or {})
+    plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
+    owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
+    if owned:
+        raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
+    unknown = sorted(set(plan_options) - _PLAN_OPTIONS)
+    if unknown:
+        raise ValueError(f"plan_options has no {unknown} (it takes {sorted(_PLAN_OPTIONS)})")
+    if topology is not None:  # numpy integers too (numbers.Integral), as plain ints from here on
+        if not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
+                all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in topology)):
+            raise ValueError(f"topology must be (nodes, gpus_per_node), two positive ints, or None; got {topology!r}")
+        topology = (int(topology[0]), int(topology[1]))
+    if release_grads not in RELEASE_GRADS:
+        raise ValueError(f"release_grads must be one of {RELEASE_GRADS}, got {release_grads!r}")
+    if fabric is not None and fabric not in _backend.FABRICS:
+        raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
+    return plan_options, fit_passes, topology
+
+
+def _arguments_refusal(error: Exception | None) -> tuple[str, str] | None:
+    """A refused argument as the whole-model refusal the peers are told of."""
+    return None if error is None else ("bad_arguments", f"install(): {error}")
 
 
 def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
