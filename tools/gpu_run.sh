@@ -17,7 +17,7 @@
 # device's command limit (600 s) cuts the call.
 #
 # --skip run,run,... leaves out single runs by the name the summary gives them (e.g.
-# fsdp_2ranks_hosts), so that a step too long for one device call can be split over two.
+# fsdp_2ranks_hosts_2of2), so that a step too long for one device call can be split over two.
 #
 # Steps: build fabric coresident sanitize collectives fsdp fsdpsweep e2e loss memprobe hostprof bench rma (--only
 # picks some; build always runs).
@@ -317,8 +317,11 @@ if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 1)); then
   fi
   # Two ranks on hosts of their own (NCCL_HOSTID per rank) on any GPU count: TIDE on the CUDA fabric's
   # NCCL path with one node per rank, rails by NCCL send/recv over loopback sockets, as across real nodes.
-  run fsdp_2ranks_hosts 480 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
-    tests/python/fsdp_cuda_smoke.py --host-per-rank
+  # In two halves of the scenario list: the whole took 480 s in session 40, the step's old limit.
+  for half in 1 2; do
+    run "fsdp_2ranks_hosts_${half}of2" 330 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 \
+      tests/python/fsdp_cuda_smoke.py --host-per-rank --part "$half/2"
+  done
   if ((NGPU < 4)); then
     run fsdp_4ranks_ipc 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 \
       tests/python/fsdp_cuda_smoke.py --ipc

@@ -125,7 +125,17 @@ def main() -> int:
     parser.add_argument("--checked-calls", action="store_true",
                         help="run fsdp_scenarios.CHECKED_CALLS for this rank count alone, every collective "
                              "compared across the ranks first (TIDE_CHECK_CALLS=1)")
+    parser.add_argument("--part", metavar="K/N", default="1/1",
+                        help="run the K-th of N parts of the scenario list (every N-th scenario from the K-th; "
+                             "the fixed configurations in part 1), so that a long list fits the device's "
+                             "command limit in several calls")
     args = parser.parse_args()
+    try:
+        part, parts = (int(v) for v in args.part.split("/"))
+        if not 1 <= part <= parts:
+            raise ValueError
+    except ValueError:
+        parser.error(f"--part must be K/N with 1 <= K <= N, got {args.part!r}")
     if args.checked_calls:
         if args.sweep is not None or args.scenarios:
             parser.error("--checked-calls excludes --sweep and --scenarios")
@@ -138,6 +148,8 @@ def main() -> int:
         parser.error(f"--sweep must be at least 1, got {args.sweep}")
     if args.sweep is not None and args.scenarios:
         parser.error("--sweep and --scenarios exclude each other")
+    if args.sweep is not None and parts > 1:
+        parser.error("--sweep and --part exclude each other")
     chosen = [n for n in (args.scenarios or "").split(",") if n]
     unknown = [n for n in chosen if not callable(getattr(S, n, None))]
     if unknown:
@@ -190,7 +202,8 @@ def main() -> int:
             mode="slot-reuse", tol=None, integer=True, build=S.LinearModel, loss_fn=S.int_loss,
             configure=S.sum_reduction, opt="sign", topology=(world, 1), install_kw={"plan_options": H200_PAIR})
     configs["fp32 in-place, read-done check"] = dict(mode="in-place", tol=FP32, install_kw={"check_read_done": True})
-    if world == 1 or args.sweep or chosen:  # one rank: nothing to gather or scatter; TIDE must stay stock, and say so
+    # One rank: nothing to gather or scatter; TIDE must stay stock, and say so.
+    if world == 1 or args.sweep or chosen or part > 1:
         configs = {}
     failed = 0
     for name, kw in configs.items():
@@ -203,17 +216,15 @@ def main() -> int:
             verdict = "FAIL\n" + traceback.format_exc()
         dist.barrier()
         print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
-    if chosen:
-        failed += run_scenarios(chosen, rank, world, device)
-    elif args.sweep:
+    if args.sweep:
         os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
         failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, module=fsdp_random_configs)
-    elif world == 2:
-        failed += run_scenarios(CUDA_SCENARIOS, rank, world, device)
-    elif world == 1:
-        failed += run_scenarios(S.ONE_RANK, rank, world, device)
-    elif world == 4:
-        failed += run_scenarios(S.FOUR_RANKS, rank, world, device)
+    else:
+        names = chosen or {2: CUDA_SCENARIOS, 1: S.ONE_RANK, 4: S.FOUR_RANKS}.get(world, [])
+        names = names[part - 1::parts]
+        if parts > 1:
+            print(f"[rank {rank}] part {part}/{parts}: {len(names)} scenarios", flush=True)
+        failed += run_scenarios(names, rank, world, device)
     dist.destroy_process_group()
     return 1 if failed else 0
 
