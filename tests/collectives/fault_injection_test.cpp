@@ -4,6 +4,7 @@
 // fail; the multi-node faults over two-sided rails too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -143,6 +144,40 @@ TEST(Faults, NamesRoundTrip) {
     EXPECT_EQ(collectives::parseFault(collectives::faultName(f)), f);
   EXPECT_EQ(collectives::allFaults().size(), 11u);
   EXPECT_THROW(collectives::parseFault("nope"), std::invalid_argument);
+}
+
+// Every fault kind on the rail lane of both collectives (one GPU per node across nodes): each
+// is caught, by an error or the references, or, where the lane gives it nothing to act on (no
+// staged chunk, stale block or outbox there), says so and the outputs are right. The kinds the
+// lane can meet must fire, so the matrix cannot pass by testing nothing; kCallOrder is driven by
+// CallOrderDiffersBetweenRanks, not by the run.
+TEST(LaneFaults, EveryKindIsDetectedOrHasNothingToActOn) {
+  const std::vector<collectives::Fault> mustFire = {
+      collectives::Fault::kDropCredit,         collectives::Fault::kSkipCompletionFence,
+      collectives::Fault::kStallPeer,          collectives::Fault::kWrongLandingOffset,
+      collectives::Fault::kLoseSignal,         collectives::Fault::kDuplicatePut,
+      collectives::Fault::kReleaseGradsEarly};
+  for (const Topo topo : {Topo{2, 1}, Topo{3, 1}})
+    for (plan::Mode mode : {plan::Mode::kInPlace, plan::Mode::kSlotReuse})
+      for (collectives::Fault fault : collectives::allFaults()) {
+        if (fault == collectives::Fault::kCallOrder) continue;
+        const uint64_t seed = freshSeed();
+        SCOPED_TRACE(std::string(collectives::faultName(fault)) + " M" + std::to_string(topo.m) +
+                     (mode == plan::Mode::kInPlace ? " in-place" : " slot-reuse") + " seed=" + std::to_string(seed));
+        HostRunOptions o = faultRun(FaultCase{fault, topo, mode}, seed);
+        o.planOptions.rs.railLane = o.planOptions.ag.railLane = true;
+        const bench::HostRunResult r = bench::runOnHost(o);
+        ASSERT_TRUE(r.plan.rs.railLane && r.plan.ag.railLane) << "the lane does not apply: the case tests nothing";
+        const bool detected = !r.error.empty() || !r.allGather.ok || !r.reduceScatter.ok;
+        if (std::find(mustFire.begin(), mustFire.end(), fault) != mustFire.end()) {
+          EXPECT_GT(r.faultFirings, 0) << "a fault the lane can meet never acted";
+        }
+        if (r.faultFirings > 0) {
+          EXPECT_TRUE(detected) << "fault passed silently";
+        } else {
+          expectOk(r);
+        }
+      }
 }
 
 // The multi-node faults over RMA rails (and, beside them, send/recv rails):
