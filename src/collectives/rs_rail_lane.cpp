@@ -38,6 +38,9 @@ class Communicator::RailLaneRs : RsCallAcrossNodes {
   // valid elements as Level 1 reads them). An inbox block holds element a of
   // the pass's range at a - range.begin, where the piece's dst sits in `out`.
   fabric::SumOp rowsFor(int pass, int dest) const;
+  // rowsFor(pass, me): a pass's M waves all land (and, two-sided, receive)
+  // these rows, so they are built once per pass (the waves run pass by pass).
+  const fabric::SumOp& ownRows(int pass);
   // The put (send) or receive of one wave's rows over my rail; the last
   // transfer carries the arrival signal (an empty wave sends no bytes but
   // still signals).
@@ -47,6 +50,8 @@ class Communicator::RailLaneRs : RsCallAcrossNodes {
   void landWave(const plan::RsWave& wave, uint64_t seq);
 
   GradientReads reads_;
+  int ownRowsPass_ = -1;
+  fabric::SumOp ownRows_;
 };
 
 Communicator::RailLaneRs::RailLaneRs(Communicator& comm, const plan::Plan& plan,
@@ -80,6 +85,14 @@ fabric::SumOp Communicator::RailLaneRs::rowsFor(int pass, int dest) const {
   const plan::ElemRange range = plan::subSliceRange(g_, rs_, pass, 0);
   if (range.size() == 0) return {};
   return level1Sum(g_, rs_, me_, dest, 1, range, nullptr, grads_, out_ + range.begin, 0);
+}
+
+const fabric::SumOp& Communicator::RailLaneRs::ownRows(int pass) {
+  if (pass != ownRowsPass_) {
+    ownRows_ = rowsFor(pass, me_);
+    ownRowsPass_ = pass;
+  }
+  return ownRows_;
 }
 
 // Accept the wave: the generation's previous sum is done (it read the inbox
@@ -121,7 +134,7 @@ void Communicator::RailLaneRs::transferRows(const plan::RsWave& wave, int c, uin
   const int64_t inbox = layout_.laneInboxBlock(wave.generation);
   // The rows' geometry depends on the destination only: the sender's rows
   // for the peer and the receiver's own are the same pieces.
-  const fabric::SumOp rows = rowsFor(wave.pass, send ? peer : me_);
+  const fabric::SumOp rows = send ? rowsFor(wave.pass, peer) : ownRows(wave.pass);
   const float* rangeBegin = out_ + plan::subSliceRange(g_, rs_, wave.pass, 0).begin;
   // Inbox offsets and sources, as puts (a receive reads only the offset and size).
   std::vector<fabric::Endpoint::RailPiece> pieces;
@@ -149,7 +162,7 @@ void Communicator::RailLaneRs::landWave(const plan::RsWave& wave, uint64_t seq) 
     ep_.wait(landQ_, ids::kRsInbox + src, seq, t_.rankOf(src, 0), "lane inbox rows");
   }
   if (range.size() > 0) {
-    fabric::SumOp op = rowsFor(wave.pass, me_);
+    fabric::SumOp op = ownRows(wave.pass);  // a copy: its sources become the inbox's
     if (c != m_) {
       const std::byte* inbox = ep_.arena() + layout_.laneInboxBlock(wave.generation);
       const int64_t b = plan::itemSize(g_.gradDtype);
