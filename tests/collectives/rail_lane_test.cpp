@@ -313,6 +313,10 @@ TEST(RailLane, LostSignalEndsAtTheDeadline) {
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
   for (int drop : {0, 1, 2, 3}) {
     SCOPED_TRACE("signal " + std::to_string(drop) + " lost");
+    // Declared before the world, so that they outlive its queues: after the first rank's
+    // error the other ranks' queues still run their work, up to their own deadlines.
+    std::vector<std::vector<uint16_t>> g0(3), g1(3);
+    std::vector<std::vector<float>> out(3);
     fabric::host::HostOptions hopt;
     hopt.queues = collectives::kQueuesNeeded;
     hopt.timeoutSeconds = 1;
@@ -321,8 +325,6 @@ TEST(RailLane, LostSignalEndsAtTheDeadline) {
     ff.loseSignalAfter = drop;
     world.endpoint(0).setFabricFaults(ff);
     std::vector<std::unique_ptr<collectives::Communicator>> comms;
-    std::vector<std::vector<uint16_t>> g0(3), g1(3);
-    std::vector<std::vector<float>> out(3);
     for (int r = 0; r < 3; ++r) {
       comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout));
       g0[r].assign(64 * 16, fabric::host::floatToBf16(1.0f + static_cast<float>(r)));
