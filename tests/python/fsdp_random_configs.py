@@ -86,9 +86,11 @@ def draw_order(rng: random.Random, blocks: int) -> tuple[int, ...] | None:
 
 
 def draw_config(rng: random.Random, world: int, extra: random.Random, later: random.Random | None = None,
-                latest: random.Random | None = None, newest: random.Random | None = None) -> dict:
-    """`later` draws the options added after `extra`'s, `latest` those added after `later`'s, and
-    `newest` those added after `latest`'s (so that older seeds give the same draws)."""
+                latest: random.Random | None = None, newest: random.Random | None = None,
+                lane: random.Random | None = None) -> dict:
+    """`later` draws the options added after `extra`'s, `latest` those added after `later`'s,
+    `newest` those added after `latest`'s, and `lane` the rail lane, added last (so that older
+    seeds give the same draws)."""
     integer = rng.random() < 0.4
     build, model_name, groups = draw_model(rng, integer, extra)
     hsdp = world == 4 and rng.random() < 0.3
@@ -162,6 +164,9 @@ def draw_config(rng: random.Random, world: int, extra: random.Random, later: ran
     cfg["prefetch_wrapper"] = True
     if newest is not None and cfg["prefetch"] != "backward-two" and cfg["orders"] is None:
         cfg["prefetch_wrapper"] = newest.random() >= 0.2
+    # Both collectives on the rail lane (App. F), where it applies: one GPU per node across nodes.
+    if lane is not None and cfg["topology"] == (shard_ranks, 1) and shard_ranks > 1 and lane.random() < 0.5:
+        install_kw["plan_options"] = {**install_kw.get("plan_options", {}), "rail_lane": True}
     return cfg
 
 
@@ -254,14 +259,14 @@ def random_configurations(ctx):
         print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
     # TIDE_FSDP_SWEEP_STREAMS=4 draws without the newest stream's options: a draw pinned before they
     # existed stays the configuration it was (gpu_run.sh's fsdp_sweep_found_on_gpu).
-    streams = int(os.environ.get("TIDE_FSDP_SWEEP_STREAMS", "5"))
-    if not 2 <= streams <= 5:
-        raise ValueError(f"TIDE_FSDP_SWEEP_STREAMS must be 2 to 5, got {streams}")
-    rng, extra, later, latest, newest = (random.Random(seed + k) if k < streams else None for k in range(5))
+    streams = int(os.environ.get("TIDE_FSDP_SWEEP_STREAMS", "6"))
+    if not 2 <= streams <= 6:
+        raise ValueError(f"TIDE_FSDP_SWEEP_STREAMS must be 2 to 6, got {streams}")
+    rng, extra, later, latest, newest, lane = (random.Random(seed + k) if k < streams else None for k in range(6))
     only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
     failures = []
     for i in range(draws):
-        cfg = draw_config(rng, ctx.world, extra, later, latest, newest)
+        cfg = draw_config(rng, ctx.world, extra, later, latest, newest, lane)
         if only is not None and i != int(only):
             continue
         # One line per draw as it ends: a sweep cut by a time limit still says how far it got.
