@@ -134,7 +134,8 @@ void Communicator::RailLaneRs::transferRows(const plan::RsWave& wave, int c, uin
   const int64_t inbox = layout_.laneInboxBlock(wave.generation);
   // The rows' geometry depends on the destination only: the sender's rows
   // for the peer and the receiver's own are the same pieces.
-  const fabric::SumOp rows = send ? rowsFor(wave.pass, peer) : ownRows(wave.pass);
+  fabric::SumOp peerRows;
+  const fabric::SumOp& rows = send ? (peerRows = rowsFor(wave.pass, peer)) : ownRows(wave.pass);
   const float* rangeBegin = out_ + plan::subSliceRange(g_, rs_, wave.pass, 0).begin;
   // Inbox offsets and sources, as puts (a receive reads only the offset and size).
   std::vector<fabric::Endpoint::RailPiece> pieces;

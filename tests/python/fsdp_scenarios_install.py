@@ -23,6 +23,7 @@ from fsdp_scenario_kit import (
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
 from tide.fsdp import dispatch, groups, guards, registry
+from tide.fsdp.backend import default_topology
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
@@ -1100,8 +1101,6 @@ def ranks_install_differently(ctx):
     # (1, world) differs (and is refused there: the ranks share no node). On GPUs this
     # case first ran on hosts of their own in session 39, and the odd rank's (world, 1) was
     # the others' default: every rank installed TIDE.
-    from tide.fsdp.backend import default_topology
-
     default = default_topology(world, "host" if str(ctx.device) == "cpu" else "cuda")
     another = (world, 1) if default != (world, 1) else (1, world)
     _installs_that_differ(ctx, mesh_1d(ctx), [

@@ -130,12 +130,13 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     # Refusals every rank reaches alike (same torch, same model structure): no exchange follows,
     # so a rank with bad arguments raises at once.
     problem = guards.check_torch()
-    it = guards.internals() if problem is None else None
-    state = it.get_module_fsdp_state(model) if it is not None else None
-    if problem is None and state is None:
-        problem = ("not_fsdp", "the model is not an FSDP2 module: call fully_shard(model) first")
-    if problem is None and getattr(state, "_is_root", None) is False:
-        problem = ("not_root", "install on the root FSDP2 module (the one whose forward runs first)")
+    if problem is None:
+        it = guards.internals()
+        state = it.get_module_fsdp_state(model)
+        if state is None:
+            problem = ("not_fsdp", "the model is not an FSDP2 module: call fully_shard(model) first")
+        elif getattr(state, "_is_root", None) is False:
+            problem = ("not_root", "install on the root FSDP2 module (the one whose forward runs first)")
     if problem is not None:
         if bad_arguments is not None:
             raise bad_arguments
