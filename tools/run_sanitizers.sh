@@ -29,7 +29,7 @@ case "$which" in asan | tsan | both) ;; *) echo "usage: $0 [asan|tsan|both] [cte
 TSAN_LEFT_OUT='Kinds/Faults\.AreDetected/(skip_completion_fence|wrong_landing_offset|release_grads_early)$'
 TSAN_LEFT_OUT+='|ConsecutiveCalls\.(PeersOnOneCallerQueueAndRankZeroOnTwoOldOrderRefused|LandingFreeSignalsOnTheCallerQueueRefused)$'
 TSAN_LEFT_OUT+='|HostCollectives\.LargeNodeCountTinyTensors$'
-TSAN_LEFT_OUT+='|LaneFaults\.EveryKindIsDetectedOrHasNothingToActOn$|RailLane\.AllGatherLaneFaultsAreDetected$'
+TSAN_LEFT_OUT+='|LaneFaults\.(EveryKindIsDetectedOrHasNothingToActOn|OverRmaRailsEveryKindIsDetectedOrHasNothingToActOn)$|RailLane\.AllGatherLaneFaultsAreDetected$'
 
 run_one() {
   local kind=$1 sanitize compile dir="build/san-$1"

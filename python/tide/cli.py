@@ -193,7 +193,7 @@ def _add_bench_command(subparsers) -> None:
     host_arg("--round-width", type=int, default=0, metavar="K")
     host_arg("--passes", type=int, default=1, metavar="N")
     host_arg("--landing", choices=sorted(LANDINGS), default="pull")
-    host_arg("--rail-lane", action="store_true", help="as for tide plan (not with --rails rma)")
+    host_arg("--rail-lane", action="store_true", help="as for tide plan")
     host_arg("--iters", type=int, default=5, metavar="N", help="calls of each collective")
     host_arg("--seed", type=int, help="input seed (default: fresh)")
     host_arg("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
@@ -274,9 +274,6 @@ def _run_bench(args) -> int:
         raise InputError(f"missing {', '.join(missing)}")
     if args.inject and args.inject not in host_bench.fault_names():
         raise InputError(f"unknown fault {args.inject!r} (see --list-faults)")
-    if args.rail_lane and args.rails == "rma" and args.gpus_per_node == 1 and args.nodes > 1:
-        raise InputError("--rail-lane sends gradient rows from where they are, but --rails rma reads only from "
-                         "the arena: use one-sided or two-sided rails, or no --rail-lane")
     params, title = _plan_params(args)
     report = host_bench.run_host(
         params, nodes=args.nodes, gpus_per_node=args.gpus_per_node, iters=args.iters, seed=args.seed,

@@ -504,13 +504,6 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
     g->plan = tide::plan::makePlan(in.topo, in.specs, in.gradDtype, in.options);
     g->json = tide::plan::planToJson(g->plan);
     g->digest = tide::capi::protocolDigest(g->plan);
-    // The rail lane sends gradient rows from where they are: rails that read
-    // only from the arena (NCCL host RMA) cannot carry it. Said here, on every
-    // rank alike, rather than at the group's first collective.
-    if (g->plan.rs.railLane && comm->fabric.endpoint->railSourcesInArena())
-      return invalid("tideGroupRegister", "the rail lane sends gradient rows from where they are, but this "
-                                          "communicator's rails (" + comm->fabric.endpoint->railsDescription() +
-                                          ") read only from the arena: register the group without rail_lane");
     // One Level 2 landing per communicator (ScratchLayout::landing): say so here, not at every later call.
     // Rail-lane groups have no Level 2 landing and mix with either.
     if (t.nodes > 1 && !g->plan.rs.railLane) {

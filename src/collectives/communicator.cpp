@@ -40,11 +40,6 @@ void Communicator::checkPlan(const plan::Plan& plan) const {
   const plan::Topology& t = ep_.topology();
   if (plan.group.topo.nodes != t.nodes || plan.group.topo.gpusPerNode != t.gpusPerNode)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "plan made for another topology");
-  if (plan.rs.railLane && ep_.railSourcesInArena())
-    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
-                              "the rail lane sends gradient rows from where they are, but this fabric's rails (" +
-                                  ep_.railsDescription() +
-                                  ") read only from the arena: plan the group without rail_lane");
   if (t.nodes > 1 && !plan.rs.railLane && plan.rs.landing != layout_.landing)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
                               std::string("plan lands ") + plan::landingName(plan.rs.landing) +

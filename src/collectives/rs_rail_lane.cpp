@@ -17,6 +17,16 @@
 // Queues: a wave's accept and sends on kNetQueue, its sum on the landing
 // queue (as MultiNodeRs). The gradients are read by the sends and by the own
 // wave's sum, so the call's read-done event follows both queues' last reads.
+//
+// Rails that read only from the arena (NCCL host RMA, Endpoint::
+// railSourcesInArena): a put cannot read the gradients where they are, so
+// wave w first copies its rows, at their inbox offsets, into the lane inbox
+// block of the other generation and puts them from there. That block is free
+// once this rank summed the last wave that received into it (wave w - 1,
+// whose sum the copy waits for), and no peer puts into it again before wave
+// w + 1's receive, whose credit this rank grants on the same queue after wave
+// w's puts. No scratch beyond the two inbox blocks; the price is that wave
+// w's puts wait for wave w - 1's sum instead of running under it.
 #include <stdexcept>
 #include <string>
 
@@ -45,11 +55,15 @@ class Communicator::RailLaneRs : RsCallAcrossNodes {
   // transfer carries the arrival signal (an empty wave sends no bytes but
   // still signals).
   void transferRows(const plan::RsWave& wave, int c, uint64_t seq, bool send);
+  // Rails that read only from the arena: copies the pieces' rows into the
+  // other generation's inbox block (same offsets) and points them there.
+  void packIntoArena(const plan::RsWave& wave, std::vector<fabric::Endpoint::RailPiece>& pieces);
   void acceptWave(const plan::RsWave& wave, uint64_t seq);
   void sendWave(const plan::RsWave& wave, uint64_t seq);
   void landWave(const plan::RsWave& wave, uint64_t seq);
 
   GradientReads reads_;
+  const bool packRows_;  // the rails read only from the arena
   int ownRowsPass_ = -1;
   fabric::SumOp ownRows_;
 };
@@ -57,9 +71,11 @@ class Communicator::RailLaneRs : RsCallAcrossNodes {
 Communicator::RailLaneRs::RailLaneRs(Communicator& comm, const plan::Plan& plan,
                                      const std::vector<const void*>& grads, float* out, float alpha,
                                      bool accumulate)
-    : RsCallAcrossNodes(comm, plan, grads, out, alpha, accumulate) {
+    : RsCallAcrossNodes(comm, plan, grads, out, alpha, accumulate), packRows_(ep_.railSourcesInArena()) {
   if (!rs_.railLane || t_.gpusPerNode != 1 || m_ < 2)
     throw std::logic_error("rail lane issue for a plan that is not on the lane");
+  if (packRows_ && layout_.laneGenerations < 2)  // M >= 2 waves per pass: always two
+    throw std::logic_error("rail lane over arena-only rails needs two inbox generations to pack into");
   for (const plan::RsWave& wave : rs_.waves)
     if (wave.contributors.size() != 1)
       throw std::logic_error("rail lane issue: a wave of " + std::to_string(wave.contributors.size()) +
@@ -144,12 +160,30 @@ void Communicator::RailLaneRs::transferRows(const plan::RsWave& wave, int c, uin
     if (valid > 0) pieces.push_back({inbox + (pc.dst - rangeBegin) * b, pc.sources.front().ptr, valid * b});
   }
   if (pieces.empty()) pieces.push_back({inbox, ep_.arena() + inbox, 0});  // no rows: the signal alone
+  if (send && packRows_) packIntoArena(wave, pieces);
   if (send) {  // one submission where the fabric can
     ep_.railPuts(kNetQueue, peer, pieces, signalId, seq);
     return;
   }
   for (size_t i = 0; i < pieces.size(); ++i)
     ep_.railRecv(kNetQueue, peer, pieces[i].dstOffset, pieces[i].bytes, i + 1 == pieces.size() ? signalId : -1, seq);
+}
+
+void Communicator::RailLaneRs::packIntoArena(const plan::RsWave& wave,
+                                             std::vector<fabric::Endpoint::RailPiece>& pieces) {
+  const int other = 1 - wave.generation;
+  if (c_.rsLaneGenLastUse_[other] > 0)
+    ep_.wait(kNetQueue, ids::kRsLanded, c_.rsLaneGenLastUse_[other], me_,
+             "lane inbox generation summed (rows packed into it)");
+  const int64_t offsetShift = layout_.laneInboxBlock(other) - layout_.laneInboxBlock(wave.generation);
+  std::vector<fabric::CopyOp> copies;
+  for (fabric::Endpoint::RailPiece& pc : pieces) {
+    if (pc.bytes == 0) continue;
+    std::byte* packed = ep_.arena() + pc.dstOffset + offsetShift;
+    copies.push_back(fabric::CopyOp{packed, pc.src, pc.bytes, 1, 0, 0});
+    pc.src = packed;
+  }
+  if (!copies.empty()) ep_.copy(kNetQueue, copies);
 }
 
 // Sum the wave's rows into my output: the arrived inbox block, or (the own

@@ -146,25 +146,22 @@ TEST(Faults, NamesRoundTrip) {
   EXPECT_THROW(collectives::parseFault("nope"), std::invalid_argument);
 }
 
-// Every fault kind on the rail lane of both collectives (one GPU per node across nodes): each
-// is caught, by an error or the references, or, where the lane gives it nothing to act on (no
-// staged chunk, stale block or outbox there), says so and the outputs are right. The kinds the
-// lane can meet must fire, so the matrix cannot pass by testing nothing; kCallOrder is driven by
-// CallOrderDiffersBetweenRanks, not by the run.
-TEST(LaneFaults, EveryKindIsDetectedOrHasNothingToActOn) {
-  const std::vector<collectives::Fault> mustFire = {
-      collectives::Fault::kDropCredit,         collectives::Fault::kSkipCompletionFence,
-      collectives::Fault::kStallPeer,          collectives::Fault::kWrongLandingOffset,
-      collectives::Fault::kLoseSignal,         collectives::Fault::kDuplicatePut,
-      collectives::Fault::kReleaseGradsEarly};
+// Every fault kind on the rail lane of both collectives (one GPU per node across nodes) over
+// `rails`: each is caught, by an error or the references, or, where the lane gives it nothing to
+// act on (no staged chunk, stale block or outbox there), says so and the outputs are right. The
+// kinds in `mustFire` must fire, so the matrix cannot pass by testing nothing; kCallOrder is
+// driven by CallOrderDiffersBetweenRanks, not by the run.
+void expectLaneFaultsDetected(fabric::host::HostRails rails, const std::vector<collectives::Fault>& mustFire) {
   for (const Topo topo : {Topo{2, 1}, Topo{3, 1}})
     for (plan::Mode mode : {plan::Mode::kInPlace, plan::Mode::kSlotReuse})
       for (collectives::Fault fault : collectives::allFaults()) {
         if (fault == collectives::Fault::kCallOrder) continue;
         const uint64_t seed = freshSeed();
         SCOPED_TRACE(std::string(collectives::faultName(fault)) + " M" + std::to_string(topo.m) +
-                     (mode == plan::Mode::kInPlace ? " in-place" : " slot-reuse") + " seed=" + std::to_string(seed));
+                     (mode == plan::Mode::kInPlace ? " in-place" : " slot-reuse") + " rails " +
+                     fabric::host::hostRailsName(rails) + " seed=" + std::to_string(seed));
         HostRunOptions o = faultRun(FaultCase{fault, topo, mode}, seed);
+        o.rails = rails;
         o.planOptions.rs.railLane = o.planOptions.ag.railLane = true;
         const bench::HostRunResult r = bench::runOnHost(o);
         ASSERT_TRUE(r.plan.rs.railLane && r.plan.ag.railLane) << "the lane does not apply: the case tests nothing";
@@ -178,6 +175,24 @@ TEST(LaneFaults, EveryKindIsDetectedOrHasNothingToActOn) {
           expectOk(r);
         }
       }
+}
+
+TEST(LaneFaults, EveryKindIsDetectedOrHasNothingToActOn) {
+  expectLaneFaultsDetected(fabric::host::HostRails::kPut,
+                           {collectives::Fault::kDropCredit, collectives::Fault::kSkipCompletionFence,
+                            collectives::Fault::kStallPeer, collectives::Fault::kWrongLandingOffset,
+                            collectives::Fault::kLoseSignal, collectives::Fault::kDuplicatePut,
+                            collectives::Fault::kReleaseGradsEarly});
+}
+
+// The same over RMA rails, where the reduce-scatter's lane puts packed rows
+// from the arena. No credit crosses nodes there and the RMA stand-in replays
+// nothing, so a dropped credit and a duplicate put have nothing to act on.
+TEST(LaneFaults, OverRmaRailsEveryKindIsDetectedOrHasNothingToActOn) {
+  expectLaneFaultsDetected(fabric::host::HostRails::kRma,
+                           {collectives::Fault::kSkipCompletionFence, collectives::Fault::kStallPeer,
+                            collectives::Fault::kWrongLandingOffset, collectives::Fault::kLoseSignal,
+                            collectives::Fault::kReleaseGradsEarly});
 }
 
 // The multi-node faults over RMA rails (and, beside them, send/recv rails):

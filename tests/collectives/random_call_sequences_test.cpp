@@ -253,10 +253,9 @@ Draw drawCase(uint64_t seed, int index) {
       a.lastRoundGroups = 1 + pick(4);
       a.minStridedRun = 1 + pick(5);
       // Half the groups ask for the rail lane of each collective (taken where
-      // L = 1 across nodes; the reduce-scatter's not over RMA rails, which
-      // refuse it): lane and staged calls interleave.
-      o.railLane = pick(2) == 0 && d.rails != fabric::host::HostRails::kRma;
-      a.railLane = pick(2) == 0;  // the all-gather's lane runs over every rail kind
+      // L = 1 across nodes, over every rail kind): lane and staged calls interleave.
+      o.railLane = pick(2) == 0;
+      a.railLane = pick(2) == 0;
       try {
         g.plan = plan::makePlan(d.topo, g.specs, g.grad, g.options);
       } catch (const plan::PlanError&) {

@@ -78,18 +78,10 @@ PLAN_VARIANTS = [
     ("pipelined", H200_PAIR),
     ("tight", {"passes": 2, "sum_ctas": 1, "landing_ctas": 1}),
     # App. F's rail lane: the same bits as the staged path where it applies (L = 1
-    # across nodes); elsewhere the plan ignores it. Not over NCCL host RMA, whose
-    # puts read only from the arena (the collectives refuse it there).
+    # across nodes); elsewhere the plan ignores it. Over NCCL host RMA, whose puts
+    # read only from the arena, the reduce-scatter puts rows packed into the arena.
     ("rail-lane", {**H200_PAIR, "rail_lane": True}),
 ]
-
-
-def variants_for(rails: str) -> list[tuple[str, dict]]:
-    """PLAN_VARIANTS this communicator's rails can run."""
-    if rails.startswith("nccl-host-rma"):
-        print(f"# rail-lane variant skipped: rails {rails!r} read only from the arena", flush=True)
-        return [(v, o) for v, o in PLAN_VARIANTS if not o.get("rail_lane")]
-    return PLAN_VARIANTS
 
 
 def gather_np(arr: np.ndarray) -> list[np.ndarray]:
@@ -160,7 +152,7 @@ def main() -> int:
                                 unique_id=uid[0], device=local, timeout_s=30)
             if args.host_per_rank and not comm.rails.startswith("nccl-"):
                 failures.append(f"{tag}: rails {comm.rails!r} between ranks on hosts of their own (wanted NCCL's)")
-        variants = variants_for(comm.rails)
+        variants = PLAN_VARIANTS
         groups = {vname: comm.register_group(SHAPES, landing=direction, **opts) for vname, opts in variants}
         plan = groups["default"].plan["group"]
         off, ptr = comm.alloc(plan["unsharded_bytes"])

@@ -251,10 +251,9 @@ def test_rail_lane_rows_only_on_one_gpu_per_node(ranks):
     assert names[names.index(rs.name) - 1] == f"tide_rs_M{ranks}L1_netlanding", names
 
 
-def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
-    """Rails that read only from the arena (RMA) refuse the lane when the group is registered: the
-    context closes the lane's communicator, says why in `skipped`, and lists no lane row; the
-    other rows stay."""
+def test_rail_lane_registration_refused_leaves_its_row_out(rng, monkeypatch):
+    """A registration that refuses the lane's group (the same on every rank): the context closes
+    the lane's communicator, says why in `skipped`, and lists no lane row; the other rows stay."""
     from tide._capi import Result, TideError
 
     monkeypatch.setattr(collectives.dist, "get_rank", lambda: 0)  # log() prints on rank 0
@@ -266,7 +265,7 @@ def test_rail_lane_refused_by_the_rails_leaves_its_row_out(rng, monkeypatch):
         def close(self):
             closed.append(True)
 
-    message = f"the rail lane sends gradient rows from where they are ({rng.randrange(10**6)})"
+    message = f"arena of {rng.randrange(10**6)} bytes is too small"
 
     def refuse(topo, name, env, landing_bytes=0, **plan_options):
         asked.append((topo, name, env, plan_options))

@@ -2,8 +2,7 @@
 every group's plan on a topology of one rank per node, and the gradients match the staged path's
 bit for bit and stock FSDP2's (fsdp_scenarios_training.rail_lane_plan_option, fresh random inputs
 each run). Its own jobs, not in the shared two- and four-rank lists: those jobs are near their time
-limit on a two-core host, and the CUDA smoke runs the four-rank list (where --host-per-rank's RMA
-rails refuse the lane)."""
+limit on a two-core host; the CUDA smoke runs the scenario in its two-rank list."""
 
 from __future__ import annotations
 

@@ -549,9 +549,9 @@ class TideContext:
 
     def _rail_lane_variant(self, topo) -> None:
         """The Llama RS on App. F's rail lane (rail_lane=True; one GPU per node), on a communicator
-        of its own (its scratch holds only the lane's inbox), under key (M, 1, "lane"). Rails that
-        read only from the arena (RMA) refuse the lane when the group is registered, the same on
-        every rank: the row is then left out and `skipped` says why; the other rows still run."""
+        of its own (its scratch holds only the lane's inbox), under key (M, 1, "lane"). Should the
+        group's registration be refused (e.g. an arena too small), the same on every rank, the row
+        is left out and `skipped` says why; the other rows still run."""
         from tide import make_plan
         from tide._capi import TideError
 

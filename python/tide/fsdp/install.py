@@ -88,7 +88,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width,
         rail_lane=True (one GPU per node across nodes: both collectives on
-        the paper's rail lane, App. F; not over RMA rails)
+        the paper's rail lane, App. F)
         (default: the library's, i.e. the paper's calibration, with
         DEFAULT_PASSES passes). The shapes, topology, dtypes and mode are the
         adapter's and cannot be given here.
