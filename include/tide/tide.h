@@ -71,9 +71,9 @@ typedef struct {
    * collectives on the paper's rail lane (App. F): the all-gather's rounds
    * put rows straight into the peers' landings (no receive stage); the
    * reduce-scatter puts gradient rows straight into a double-buffered inbox
-   * (no staging, outbox or spares; the same bits). Ignored elsewhere. The
-   * reduce-scatter's lane needs rails that read any device address (copy
-   * engine, send/recv): tideGroupRegister refuses it over NCCL host RMA.
+   * (no staging, outbox or spares; the same bits). Ignored elsewhere. Over
+   * NCCL host RMA, whose puts read only from the arena, each wave's rows are
+   * first copied into the inbox's other generation and put from there.
    * 0: off (the default). */
   int railLane;
 } tidePlanConfig_t;

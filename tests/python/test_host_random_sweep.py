@@ -40,8 +40,8 @@ def _draw(rng) -> dict:
             opts["calibration"] = {key: math.exp(rng.uniform(math.log(lo), math.log(hi)))
                                    for key, (lo, hi) in CALIBRATION_RANGES.items()}
         rails = rng.choice(host_bench.RAILS)
-        # App. F's rail lane: ignored unless L = 1 across nodes; RMA rails refuse it.
-        if rails != "rma" and rng.random() < 0.3:
+        # App. F's rail lane: ignored unless L = 1 across nodes; over every rail kind.
+        if rng.random() < 0.3:
             opts["rail_lane"] = True
         return {"m": m, "l": l, "params": params, "opts": opts, "rails": rails,
                 "inputs": rng.choice(["normal", "integer", "nonfinite"]), "seed": rng.getrandbits(63)}
