@@ -102,6 +102,10 @@ def fsdp4_experts_on_a_sub_mesh(ctx):
         assert_all_tide(rep, 5)
         ranks = sorted(g["plan"]["topology"][0] * g["plan"]["topology"][1] for g in rep["groups"])
         assert ranks == [2, 2, 4, 4, 4], ranks  # the experts' groups gather over the sub-mesh
+        # Install's refusals: the sub-mesh lists only this rank's slice, but the four-rank group
+        # spans every rank, so one pass reaches them all.
+        partitions, spread = _refusal_spread(mt)
+        assert [[0, 1, 2, 3]] in partitions and spread == (1, True), (partitions, spread)
         opts = optimizers(ms, mt, "sign", 1e-2)
         for s in range(3):
             xs = batches(ctx, 1, d_in=5, integer=True, seed=s)
@@ -109,11 +113,25 @@ def fsdp4_experts_on_a_sub_mesh(ctx):
         tide.fsdp.uninstall(mt)
 
 
+def _refusal_spread(model):
+    """The model's groups as install's refusals spread over them: the mesh rows of each group
+    (shard groups, then replicas), and (passes, whether they reach every rank)."""
+    from tide.fsdp import agreement, guards
+    from tide.fsdp.install import _model_process_groups
+
+    partitions = _model_process_groups(model, guards.internals())[2]
+    return partitions, agreement.refusal_passes(partitions, dist.get_world_size())
+
+
 def hsdp_in_place(ctx):
     """2x2 mesh: TIDE reduce-scatters in each shard group, FSDP2 all-reduces
-    across replicas (gloo)."""
-    _, _, rep, _ = train(ctx, transformer, mesh=mesh_hsdp(ctx), expect_groups=4, micro=2)
+    across replicas (gloo). Install's refusals spread over the mesh's rows in one pass."""
+    _, mt, rep, _ = train(ctx, transformer, mesh=mesh_hsdp(ctx), expect_groups=4, micro=2)
     assert rep["arenas"][0]["ranks"] == 2, rep["arenas"]
+    half = ctx.world // 2
+    rows = ([list(range(r * half, (r + 1) * half)) for r in range(2)],  # shard: the mesh's rows
+            [[r, r + half] for r in range(half)])                      # replicate: its columns
+    assert _refusal_spread(mt) == (list(rows), (1, True)), _refusal_spread(mt)
 
 
 def hsdp_slot_reuse_partial_all_reduce(ctx):

@@ -4,6 +4,8 @@ ranks_install_differently and hsdp_one_replica_installs_differently)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tide.fsdp import agreement
@@ -116,3 +118,106 @@ def test_refusals_spread_over_shard_groups_then_replicas(gather):
     assert lone.sent == [] and shard.sent == [[]] and replicas.sent == [[]]
     mine = agreement.refusals([FakeGroup(0, {1: [(1, "not_idle", "busy")]})], [], ("meta_device", "meta"), 0)
     assert mine == [(0, "meta_device", "meta"), (1, "not_idle", "busy")]
+
+
+def test_refusal_passes_one_pass_where_it_reaches_every_rank():
+    """One mesh (its rows, then its columns), a group spanning the world, or a single group: one
+    pass, known complete."""
+    assert agreement.refusal_passes([[[0, 1], [2, 3]], [[0, 2], [1, 3]]], 4) == (1, True)
+    assert agreement.refusal_passes([[[0, 1, 2, 3]], [[0, 1]]], 4) == (1, True)  # a sub-mesh beside a world group
+    assert agreement.refusal_passes([[[0, 1], [2, 3]]], 4) == (1, True)
+    assert agreement.refusal_passes([], 4) == (1, True)
+
+
+def test_refusal_passes_count_chains_and_refuse_partial_views():
+    """Groups that only chain need a pass per turn back through the order; rows that do not
+    cover the world (a sub-mesh's slice, a mesh that does not say) leave one pass, not known
+    complete."""
+    ring = [[[0, 1], [2, 3], [4, 5], [6, 7]], [[1, 2], [3, 4], [5, 6], [7, 0]]]
+    assert agreement.refusal_passes(ring, 8) == (2, True)
+    chain = [[[2, 3], [0], [1]], [[1, 2], [0], [3]], [[0, 1], [2], [3]]]
+    assert agreement.refusal_passes(chain, 4) == (3, True)
+    assert agreement.refusal_passes([[[0, 1]], [[0, 2]]], 4) == (1, False)
+    assert agreement.refusal_passes([None, [[0, 1], [2, 3]]], 4) == (1, False)
+
+
+class ThreadGroup:
+    """One instance of a process group for ranks run as threads: all_gather_object meets its
+    members at a barrier (a deadline, so a rank that never comes fails the test, not hangs it)."""
+
+    def __init__(self, members):
+        self.members = list(members)
+        self.slots = [None] * len(self.members)
+        self.barrier = threading.Barrier(len(self.members), timeout=20)
+
+    def size(self) -> int:
+        return len(self.members)
+
+
+def _spread_in_threads(partitions, refusing, passes, monkeypatch) -> dict[int, list]:
+    """Every rank of the world runs agreement.refusals over its instance of each partition's
+    groups (all as shard groups, in order), rank r refusing where r is in `refusing`; returns
+    each rank's answer."""
+    ranks = sorted({r for part in partitions for inst in part for r in inst})
+    instances = [{r: group for inst in part for group in [ThreadGroup(inst)] for r in inst} for part in partitions]
+    local = threading.local()
+
+    def all_gather_object(out, obj, group):
+        i = group.members.index(local.rank)
+        group.slots[i] = obj
+        group.barrier.wait()
+        out[:] = list(group.slots)
+        group.barrier.wait()  # nobody writes the next slot before every member read this one
+
+    monkeypatch.setattr(agreement.dist, "all_gather_object", all_gather_object)
+    answers, errors = {}, []
+
+    def rank_main(r):
+        local.rank = r
+        try:
+            mine = ("lazy_init", f"rank {r} failed") if r in refusing else None
+            answers[r] = agreement.refusals([inst[r] for inst in instances], [], mine, r, passes)
+        except Exception as e:  # noqa: BLE001 - reported below, with the rank
+            errors.append((r, e))
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in ranks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return answers
+
+
+def test_refusals_reach_every_rank_over_chained_groups(rng, monkeypatch):
+    """Random worlds of 4 to 12 ranks, each group position a random split into equal instances:
+    with refusal_passes' count every rank learns every refusal of its connected ranks, in as many
+    all_gather_object rounds on every rank; with one pass fewer, where it takes more than one, a
+    ring of matchings leaves ranks out (the count is needed)."""
+    for _ in range(30):
+        n = rng.choice([4, 6, 8, 12])
+        positions = rng.randint(1, 4)
+        partitions = []
+        for _ in range(positions):
+            size = rng.choice([k for k in (1, 2, 3, 4, 6) if n % k == 0 and k < n])
+            order = rng.sample(range(n), n)
+            partitions.append([sorted(order[i:i + size]) for i in range(0, n, size)])
+        passes, complete = agreement.refusal_passes(partitions, n)
+        assert complete
+        refusing = set(rng.sample(range(n), rng.randint(1, 2)))
+        answers = _spread_in_threads(partitions, refusing, passes, monkeypatch)
+        component = {r: {r} for r in range(n)}  # who is connected to whom, through any group
+        for part in partitions:
+            for inst in part:
+                joined = set().union(*(component[r] for r in inst))
+                for r in joined:
+                    component[r] = joined
+        for r in range(n):
+            expected = sorted((q, "lazy_init", f"rank {q} failed") for q in refusing & component[r])
+            assert answers[r] == expected, (partitions, passes, r)
+    ring = [[[0, 1], [2, 3], [4, 5], [6, 7]], [[1, 2], [3, 4], [5, 6], [7, 0]]]
+    assert agreement.refusal_passes(ring, 8) == (2, True)
+    short = _spread_in_threads(ring, {4}, 1, monkeypatch)
+    assert any(answers == [] for answers in short.values()), short
+    full = _spread_in_threads(ring, {4}, 2, monkeypatch)
+    assert all(answers == [(4, "lazy_init", "rank 4 failed")] for answers in full.values()), full

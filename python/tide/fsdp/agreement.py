@@ -106,19 +106,63 @@ def compare(pg: Any, mine: Decisions, replicate_pgs: Sequence[Any] = ()) -> str 
 
 
 def refusals(shard_pgs: Sequence[Any], replicate_pgs: Sequence[Any], mine: tuple[str, str] | None,
-             rank: int) -> list[tuple[int, str, str]]:
+             rank: int, passes: int = 1) -> list[tuple[int, str, str]]:
     """Install's whole-model refusals that a rank may reach alone (its FSDP2
     lazy init failed, a group is mid-iteration, parameters on the meta
     device), spread before any per-group collective: every rank calls this
     with its own (reason, message) or None, over the model's shard groups and
-    then their replica groups, in the same order on every rank. Returns every
+    then their replica groups, in the same order on every rank, `passes`
+    times (refusal_passes: the same count on every rank). Returns every
     refusal seen as (global rank, reason, message), sorted; empty when none."""
     seen = {(rank, *mine)} if mine is not None else set()
-    for pg in (*shard_pgs, *replicate_pgs):
-        if pg.size() == 1:
-            continue
-        everyone: list[list | None] = [None] * pg.size()
-        dist.all_gather_object(everyone, sorted(seen), group=pg)
-        for theirs in everyone:
-            seen.update(tuple(r) for r in theirs)
+    for _ in range(passes):
+        for pg in (*shard_pgs, *replicate_pgs):
+            if pg.size() == 1:
+                continue
+            everyone: list[list | None] = [None] * pg.size()
+            dist.all_gather_object(everyone, sorted(seen), group=pg)
+            for theirs in everyone:
+                seen.update(tuple(r) for r in theirs)
     return sorted(seen)
+
+
+def refusal_passes(partitions: Sequence[Sequence[Sequence[int]] | None], world_size: int) -> tuple[int, bool]:
+    """How many passes of refusals() spread every rank's word to every rank it
+    shares a chain of groups with, and whether that count is known to do so.
+
+    partitions[i] splits the ranks into the instances of refusals()' i-th
+    group (a mesh dimension's rows), or is None where the mesh does not say.
+    One pass is enough for one group per rank, wherever a group spans the whole
+    world, or for one mesh (its shard groups, then their replicas); meshes
+    whose groups only chain need more, since a pass carries a word through the
+    groups in their order only. The count must be the same on every rank, so
+    it is computed only from what every rank sees alike: partitions that each
+    cover the whole world (a sub-mesh's rows cover only this rank's slice).
+    Otherwise one pass, and False (the caller says why)."""
+    world = frozenset(range(world_size))
+    if len(partitions) <= 1 or any(p is not None and any(frozenset(inst) == world for inst in p) for p in partitions):
+        return 1, True
+    if any(p is None or frozenset(r for inst in p for r in inst) != world for p in partitions):
+        return 1, False
+    return _passes_to_spread(partitions), True
+
+
+def _passes_to_spread(partitions: Sequence[Sequence[Sequence[int]]]) -> int:
+    """refusals()' passes simulated, one bit per rank: until a pass teaches no rank anything."""
+    ranks = sorted({r for part in partitions for inst in part for r in inst})
+    known = {r: 1 << i for i, r in enumerate(ranks)}
+    passes = 0
+    while True:
+        changed = False
+        for part in partitions:
+            for inst in part:
+                union = 0
+                for r in inst:
+                    union |= known[r]
+                for r in inst:
+                    if known[r] != union:
+                        known[r] = union
+                        changed = True
+        if not changed:
+            return max(passes, 1)
+        passes += 1

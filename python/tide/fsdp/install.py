@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import logging
@@ -513,22 +514,41 @@ def _first_awaiting_backward(tide_groups: list[TideGroup]) -> str | None:
     return None
 
 
-def _model_process_groups(model, it) -> tuple[list, list]:
+def _model_process_groups(model, it) -> tuple[list, list, list]:
     """The shard groups, then the replica groups (HSDP), of the model's FSDP2 parameter
-    groups, each once, in module order (the same on every rank of each)."""
+    groups, each once, in module order (the same on every rank of each); and, in the same
+    order, each group's mesh rows (every instance's global ranks; None where the mesh does
+    not say them)."""
     shard, replicate, seen = [], [], set()
+    rows: dict[str, list] = {"shard": [], "replicate": []}
     for module in model.modules():
         st = it.get_module_fsdp_state(module)
         if st is None:
             continue
         for group in guards.param_groups(st):
             mesh_info = getattr(group, "mesh_info", None)
-            for attr, out in (("shard_process_group", shard), ("replicate_process_group", replicate)):
-                pg = getattr(mesh_info, attr, None)
+            for kind, out in (("shard", shard), ("replicate", replicate)):
+                pg = getattr(mesh_info, f"{kind}_process_group", None)
                 if pg is not None and id(pg) not in seen:
                     seen.add(id(pg))
                     out.append(pg)
-    return shard, replicate
+                    rows[kind].append(_mesh_rows(mesh_info, f"{kind}_mesh_dim", pg))
+    return shard, replicate, rows["shard"] + rows["replicate"]
+
+
+def _mesh_rows(mesh_info, dim_attr: str, pg) -> list[list[int]] | None:
+    """The global ranks of every instance of `pg` along the mesh's dimension `dim_attr`
+    (the mesh's rows along it), or None where the mesh does not say them or they do not hold
+    this rank's own group."""
+    ranks, dim = getattr(getattr(mesh_info, "mesh", None), "mesh", None), getattr(mesh_info, dim_attr, None)
+    if not isinstance(ranks, torch.Tensor) or not isinstance(dim, int) or not 0 <= dim < ranks.dim():
+        return None
+    found = ranks.movedim(dim, -1).reshape(-1, ranks.size(dim)).tolist()
+    try:
+        own = sorted(dist.get_process_group_ranks(pg))
+    except (RuntimeError, ValueError, AttributeError):
+        return None
+    return found if own in (sorted(row) for row in found) else None
 
 
 def _refusals_agreed(model, mine: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -577,8 +597,22 @@ def _awaiting_backward_on_some_rank(model, inst, busy: str | None = None) -> str
 def _on_some_rank(model, mine: tuple[str, str] | None) -> list[tuple[int, str, str]]:
     """Every rank's (reason, message) that is not None, over the model's shard and replica
     groups (agreement.refusals): what one rank must not decide alone."""
-    shard, replicate = _model_process_groups(model, guards.internals())
-    return agreement.refusals(shard, replicate, mine, dist.get_rank() if dist.is_initialized() else 0)
+    shard, replicate, partitions = _model_process_groups(model, guards.internals())
+    if not dist.is_initialized():
+        return agreement.refusals(shard, replicate, mine, 0)
+    passes, complete = agreement.refusal_passes(partitions, dist.get_world_size())
+    if not complete:
+        _say_refusal_spread_unknown()
+    return agreement.refusals(shard, replicate, mine, dist.get_rank(), passes)
+
+
+@functools.cache
+def _say_refusal_spread_unknown() -> None:
+    """Once per process: why a refusal might not reach every rank."""
+    log.warning("tide.fsdp: the model's meshes do not each list every rank of the world, so a refusal that one rank "
+                "reaches alone (e.g. its FSDP2 lazy init failed) spreads in one pass over the model's groups: enough "
+                "for one mesh or where a group spans the world, not where several meshes only chain; a rank left out "
+                "would then wait in install's next exchange until the process group's timeout")
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
