@@ -116,10 +116,9 @@ def fsdp4_experts_on_a_sub_mesh(ctx):
 def _refusal_spread(model):
     """The model's groups as install's refusals spread over them: the mesh rows of each group
     (shard groups, then replicas), and (passes, whether they reach every rank)."""
-    from tide.fsdp import agreement, guards
-    from tide.fsdp.install import _model_process_groups
+    from tide.fsdp import agreement, guards, model_consensus
 
-    partitions = _model_process_groups(model, guards.internals())[2]
+    partitions = model_consensus.model_process_groups(model, guards.internals())[2]
     return partitions, agreement.refusal_passes(partitions, dist.get_world_size())
 
 

@@ -788,9 +788,7 @@ def uninstall_or_relayout_between_forward_and_backward(ctx):
     lives, and the step then matches stock's; once the backward ran, or its outputs were
     dropped, both go through. Past the refusal (white box: the check bypassed), the backward
     fails loudly instead of reading wrong weights."""
-    import importlib
-
-    install_module = importlib.import_module("tide.fsdp.install")  # (tide.fsdp.install is the function)
+    from tide.fsdp import model_consensus
 
     def loss_of(m, x):
         return m(x).float().pow(2).mean()
@@ -830,12 +828,12 @@ def uninstall_or_relayout_between_forward_and_backward(ctx):
         # White box: with the check bypassed, the uninstall goes through and the backward fails.
         assert_all_tide(install(mt, ctx, mode=mode), 5)
         loss = loss_of(mt, x)
-        check = install_module._first_awaiting_backward
-        install_module._first_awaiting_backward = lambda tide_groups: None
+        check = model_consensus.first_awaiting_backward
+        model_consensus.first_awaiting_backward = lambda tide_groups: None
         try:
             assert tide.fsdp.uninstall(mt)
         finally:
-            install_module._first_awaiting_backward = check
+            model_consensus.first_awaiting_backward = check
         try:
             loss.backward()
             raise AssertionError(f"{mode}: a backward through ring slots after uninstall ran")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import gc
 import inspect
 import logging
 import numbers
@@ -22,7 +20,7 @@ from tide._capi import TideError
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
 from tide.fsdp import backend as _backend
-from tide.fsdp import agreement, dispatch, groups, guards, plain_references, prefetch, registry
+from tide.fsdp import agreement, dispatch, groups, guards, model_consensus, plain_references, prefetch, registry
 from tide.fsdp.report import report
 from tide.fsdp.state import CommContext, TideGroup
 from tide.plan import PlanInputError, build_plan_config, make_plan, scratch_bytes
@@ -117,7 +115,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         # Installed already: as it is on every rank while TIDE runs groups on some rank (a rank
         # whose groups all stayed stock would otherwise install again alone, its peers not).
         mine = ("installed", "TIDE runs groups") if registry.installed[model].tide_groups else None
-        seen = _on_some_rank(model, _arguments_refusal(bad_arguments) or mine)
+        seen = model_consensus.on_some_rank(model, _arguments_refusal(bad_arguments) or mine)
         if bad_arguments is not None:
             raise bad_arguments
         if seen:
@@ -144,7 +142,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         return _refuse(model, *problem)
 
     # Refusals a rank may reach alone (its state, not its arguments): held until the ranks
-    # have compared them (_refusals_agreed), so that no rank refuses while its peers go on.
+    # have compared them (model_consensus.refusals_agreed), so that no rank refuses while its peers go on.
     early = _arguments_refusal(bad_arguments)
     on_meta = [n for n, p in model.named_parameters() if p.device.type == "meta"]
     if on_meta and early is None:
@@ -192,10 +190,10 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     for info in inst.infos:
         if info.reason is None and dispatch.lookup(info.group.fsdp_params) is not None:
             info.reason, info.detail = "installed_elsewhere", "TIDE runs it through another module's install()"
-    busy = _first_busy([info for info in inst.infos if info.reason is None]) if early is None else None
+    busy = model_consensus.first_busy([info for info in inst.infos if info.reason is None]) if early is None else None
     if busy is not None:
         early = ("not_idle", f"group '{busy}' is mid-iteration; install between steps")
-    early = _refusals_agreed(model, early)
+    early = model_consensus.refusals_agreed(model, early)
     if bad_arguments is not None:
         raise bad_arguments
     if early is not None:
@@ -464,10 +462,10 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     # Whether to lay out again is every rank's together: a rank whose groups all stayed
     # stock has nothing that moved, yet must join the install its peers run.
     mine = ("relayout", "its layout no longer holds") if moved or custom or default else None
-    if not _on_some_rank(model, mine):
+    if not model_consensus.on_some_rank(model, mine):
         return
-    busy = _first_busy([tg.info for tg in inst.tide_groups])
-    waiting = _awaiting_backward_on_some_rank(model, inst, busy)
+    busy = model_consensus.first_busy([tg.info for tg in inst.tide_groups])
+    waiting = model_consensus.awaiting_backward_on_some_rank(model, inst, busy)
     if busy is not None:
         raise LayoutBusy(f"tide.fsdp: this setting changes TIDE's layout, which cannot change mid-iteration "
                          f"(group '{busy}' is busy): change it between steps; it was not applied")
@@ -493,126 +491,6 @@ def _dropped_while_installed(tide_groups: int) -> None:
     dispatch.deactivate_if_unused()
     log.warning("tide.fsdp: a model with %d TIDE groups was garbage collected without tide.fsdp.uninstall(); "
                 "a CUDA arena stays allocated until the process exits", tide_groups)
-
-
-def _first_busy(infos: list[groups.GroupInfo]) -> str | None:
-    """The name of the first group mid-iteration (an all-gather pending, or
-    not IDLE), or None: install, uninstall and a new layout wait for none."""
-    it = guards.internals()
-    for info in infos:
-        if info.group._all_gather_result is not None or info.group._training_state != it.TrainingState.IDLE:
-            return info.fqn
-    return None
-
-
-def _first_awaiting_backward(tide_groups: list[TideGroup]) -> str | None:
-    """The first group (its name) whose forward ran with grad and whose backward has not
-    (TideGroup.awaits_backward), on this rank, or None."""
-    for tg in tide_groups:
-        if tg.awaits_backward:
-            return tg.info.fqn
-    return None
-
-
-def _model_process_groups(model, it) -> tuple[list, list, list]:
-    """The shard groups, then the replica groups (HSDP), of the model's FSDP2 parameter
-    groups, each once, in module order (the same on every rank of each); and, in the same
-    order, each group's mesh rows (every instance's global ranks; None where the mesh does
-    not say them)."""
-    shard, replicate, seen = [], [], set()
-    rows: dict[str, list] = {"shard": [], "replicate": []}
-    for module in model.modules():
-        st = it.get_module_fsdp_state(module)
-        if st is None:
-            continue
-        for group in guards.param_groups(st):
-            mesh_info = getattr(group, "mesh_info", None)
-            for kind, out in (("shard", shard), ("replicate", replicate)):
-                pg = getattr(mesh_info, f"{kind}_process_group", None)
-                if pg is not None and id(pg) not in seen:
-                    seen.add(id(pg))
-                    out.append(pg)
-                    rows[kind].append(_mesh_rows(mesh_info, f"{kind}_mesh_dim", pg))
-    return shard, replicate, rows["shard"] + rows["replicate"]
-
-
-def _mesh_rows(mesh_info, dim_attr: str, pg) -> list[list[int]] | None:
-    """The global ranks of every instance of `pg` along the mesh's dimension `dim_attr`
-    (the mesh's rows along it), or None where the mesh does not say them or they do not hold
-    this rank's own group."""
-    ranks, dim = getattr(getattr(mesh_info, "mesh", None), "mesh", None), getattr(mesh_info, dim_attr, None)
-    if not isinstance(ranks, torch.Tensor) or not isinstance(dim, int) or not 0 <= dim < ranks.dim():
-        return None
-    found = ranks.movedim(dim, -1).reshape(-1, ranks.size(dim)).tolist()
-    try:
-        own = sorted(dist.get_process_group_ranks(pg))
-    except (RuntimeError, ValueError, AttributeError):
-        return None
-    return found if own in (sorted(row) for row in found) else None
-
-
-def _refusals_agreed(model, mine: tuple[str, str] | None) -> tuple[str, str] | None:
-    """This rank's whole-model refusal, or, where only peers refused, why it refuses with
-    them ("ranks_disagree"): every rank of the model's process groups learns every rank's."""
-    seen = _on_some_rank(model, mine)
-    if mine is not None or not seen:
-        return mine
-    rank, reason, message = seen[0]
-    more = f" (and {len(seen) - 1} more rank(s))" if len(seen) > 1 else ""
-    return "ranks_disagree", f"rank {rank} refused{more}: {reason} ({message}); its peers stay stock with it"
-
-
-def _awaiting_backward_on_some_rank(model, inst, busy: str | None = None) -> str | None:
-    """Why uninstall or a new layout must wait, or None, alike on every rank: a forward
-    with grad whose backward has not run, on some rank. Its autograd graph saved views of
-    the ring slots, which only TIDE's gathers fill again before that backward: after an
-    uninstall or a new layout it would read other groups' weights. Whether such a graph
-    lives is a rank's own (a loss only rank 0 keeps for its logging), and a rank that
-    refused while its peers went on would leave them in collectives it never joins: the
-    ranks agree, over the model's shard and replica groups (not only TIDE's: a rank whose
-    groups all stayed stock must refuse with the others). `busy`: this rank's group that is
-    mid-iteration, a refusal it must not take alone either."""
-    mine = _first_awaiting_backward(inst.tide_groups) if busy is None else None
-    if mine is not None:
-        # A graph only a reference cycle still holds goes now, not at some rank's next
-        # collection. Only here: a full collection takes up to a second in a process that
-        # compiled models, and uninstall or a setter would pay it every time.
-        gc.collect()
-        mine = _first_awaiting_backward(inst.tide_groups)
-    if busy is not None:
-        why = f"group '{busy}' is mid-iteration"
-    elif mine is not None:
-        why = f"group '{mine}' ran a forward whose backward has not run yet"
-    else:
-        why = None
-    seen = _on_some_rank(model, ("waiting", why) if why else None)
-    if not seen:
-        return None
-    if why is not None:
-        return why
-    rank, _, theirs = seen[0]
-    return f"on rank {rank}, {theirs}"
-
-
-def _on_some_rank(model, mine: tuple[str, str] | None) -> list[tuple[int, str, str]]:
-    """Every rank's (reason, message) that is not None, over the model's shard and replica
-    groups (agreement.refusals): what one rank must not decide alone."""
-    shard, replicate, partitions = _model_process_groups(model, guards.internals())
-    if not dist.is_initialized():
-        return agreement.refusals(shard, replicate, mine, 0)
-    passes, complete = agreement.refusal_passes(partitions, dist.get_world_size())
-    if not complete:
-        _say_refusal_spread_unknown()
-    return agreement.refusals(shard, replicate, mine, dist.get_rank(), passes)
-
-
-@functools.cache
-def _say_refusal_spread_unknown() -> None:
-    """Once per process: why a refusal might not reach every rank."""
-    log.warning("tide.fsdp: the model's meshes do not each list every rank of the world, so a refusal that one rank "
-                "reaches alone (e.g. its FSDP2 lazy init failed) spreads in one pass over the model's groups: enough "
-                "for one mesh or where a group spans the world, not where several meshes only chain; a rank left out "
-                "would then wait in install's next exchange until the process group's timeout")
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -927,8 +805,8 @@ def uninstall(model: torch.nn.Module) -> bool:
     inst = registry.installed.get(model)
     if inst is None:
         return False
-    busy = _first_busy([tg.info for tg in inst.tide_groups])
-    waiting = _awaiting_backward_on_some_rank(model, inst, busy)  # refused alike on every rank
+    busy = model_consensus.first_busy([tg.info for tg in inst.tide_groups])
+    waiting = model_consensus.awaiting_backward_on_some_rank(model, inst, busy)  # refused alike on every rank
     if busy is not None:
         raise RuntimeError(f"tide.fsdp: group '{busy}' is mid-iteration; uninstall between steps")
     if waiting is not None:
