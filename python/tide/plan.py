@@ -59,8 +59,9 @@ def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: An
         across nodes on the paper's rail lane (App. F: no all-gather receive
         stage, no reduce-scatter staging, the same bytes and bits); ignored
         elsewhere (the plan's all_gather.rail_lane and reduce_scatter.rail_lane
-        say whether it applies). The reduce-scatter's lane is refused over
-        NCCL host RMA rails.
+        say whether it applies). Over NCCL host RMA rails, which put only from
+        the arena, the reduce-scatter's lane first copies each wave's rows into
+        its inbox's other generation.
     calibration: {"nic_gbps", "sum_gbps_per_cta", "land_gbps_per_cta",
         "land_cap_gbps", "round_wait_ms"} and optionally "fabric_gbps"; None
         uses the paper's platform.

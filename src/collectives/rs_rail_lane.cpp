@@ -19,14 +19,23 @@
 // wave's sum, so the call's read-done event follows both queues' last reads.
 //
 // Rails that read only from the arena (NCCL host RMA, Endpoint::
-// railSourcesInArena): a put cannot read the gradients where they are, so
-// wave w first copies its rows, at their inbox offsets, into the lane inbox
-// block of the other generation and puts them from there. That block is free
-// once this rank summed the last wave that received into it (wave w - 1,
-// whose sum the copy waits for), and no peer puts into it again before wave
-// w + 1's receive, whose credit this rank grants on the same queue after wave
-// w's puts. No scratch beyond the two inbox blocks; the price is that wave
-// w's puts wait for wave w - 1's sum instead of running under it.
+// railSourcesInArena): a put cannot read the gradients where they are, so a
+// wave first copies its rows, at their inbox offsets, into the lane inbox
+// block of the other generation and puts them from there. No scratch beyond
+// the two inbox blocks. That block is free for the copy once
+//  - this rank summed the last wave that received into it (the copy waits for
+//    rsLaneGenLastUse_ of that generation: wave w - 1, or an earlier one where
+//    w - 1 was the own node's wave or the previous call's), and
+//  - this rank's own puts from it (two waves back, or the previous call's last
+//    send wave) have read it: they were issued on the same queue before.
+// No peer puts into it again before the next wave's receive, whose credit this
+// rank grants on the same queue after this wave's puts. Both "before" rest on
+// what the rails make of queue order: the host fabric's RMA rails read a put's
+// source inside its group's task; NCCL's ncclPutSignal is taken to have read
+// its source when the stream moves past it, as the staged all-gather's rail
+// source copy (Communicator::allGather) already takes once per call; no device
+// here has host RMA (it needs GIN) to check it on. The price: a wave's puts wait
+// for the previous wave's sum instead of running under it.
 #include <stdexcept>
 #include <string>
 
@@ -172,9 +181,6 @@ void Communicator::RailLaneRs::transferRows(const plan::RsWave& wave, int c, uin
 void Communicator::RailLaneRs::packIntoArena(const plan::RsWave& wave,
                                              std::vector<fabric::Endpoint::RailPiece>& pieces) {
   const int other = 1 - wave.generation;
-  if (c_.rsLaneGenLastUse_[other] > 0)
-    ep_.wait(kNetQueue, ids::kRsLanded, c_.rsLaneGenLastUse_[other], me_,
-             "lane inbox generation summed (rows packed into it)");
   const int64_t offsetShift = layout_.laneInboxBlock(other) - layout_.laneInboxBlock(wave.generation);
   std::vector<fabric::CopyOp> copies;
   for (fabric::Endpoint::RailPiece& pc : pieces) {
@@ -183,7 +189,11 @@ void Communicator::RailLaneRs::packIntoArena(const plan::RsWave& wave,
     copies.push_back(fabric::CopyOp{packed, pc.src, pc.bytes, 1, 0, 0});
     pc.src = packed;
   }
-  if (!copies.empty()) ep_.copy(kNetQueue, copies);
+  if (copies.empty()) return;  // no rows (the signal alone): nothing to wait for
+  if (c_.rsLaneGenLastUse_[other] > 0)
+    ep_.wait(kNetQueue, ids::kRsLanded, c_.rsLaneGenLastUse_[other], me_,
+             "lane inbox generation summed (rows packed into it)");
+  ep_.copy(kNetQueue, copies);
 }
 
 // Sum the wave's rows into my output: the arrived inbox block, or (the own

@@ -50,7 +50,10 @@ struct PeerCount {
 
 // What a fabric offers on the queue a group is flushed to, in that queue's
 // order. Counts are consumed: a wait for n signals from a peer waits for n
-// more than the waits before it took (ncclWaitSignal's opCnt).
+// more than the waits before it took (ncclWaitSignal's opCnt). A put's source
+// is taken to be read once the queue moves past the group: the collectives
+// overwrite put sources (the all-gather's rail source, the reduce-scatter
+// lane's packed rows) with later work on the same queue.
 class RmaRailOps {
  public:
   virtual ~RmaRailOps() = default;

@@ -127,14 +127,18 @@ def test_refusal_passes_one_pass_where_it_reaches_every_rank():
     assert agreement.refusal_passes([[[0, 1, 2, 3]], [[0, 1]]], 4) == (1, True)  # a sub-mesh beside a world group
     assert agreement.refusal_passes([[[0, 1], [2, 3]]], 4) == (1, True)
     assert agreement.refusal_passes([], 4) == (1, True)
+    # HSDP beside tensor parallelism: the sub-mesh lists this rank's slice of a world of 8.
+    assert agreement.refusal_passes([[[0, 1], [2, 3]], [[0, 2], [1, 3]]], 8) == (1, True)
+    assert agreement.refusal_passes([[[0, 1], [2, 3]], [[0, 1, 2, 3]]], 8) == (1, True)  # spans the slice
 
 
 def test_refusal_passes_count_chains_and_refuse_partial_views():
-    """Groups that only chain need a pass per turn back through the order; rows that do not
-    cover the world (a sub-mesh's slice, a mesh that does not say) leave one pass, not known
-    complete."""
+    """Groups that only chain need a pass per turn back through the order; groups whose rows
+    cover different ranks (a sub-mesh's slice beside a mesh of more ranks), or a mesh that does
+    not say its rows, leave one pass, not known complete."""
     ring = [[[0, 1], [2, 3], [4, 5], [6, 7]], [[1, 2], [3, 4], [5, 6], [7, 0]]]
     assert agreement.refusal_passes(ring, 8) == (2, True)
+    assert agreement.refusal_passes(ring, 16) == (2, True)  # the same ring on a slice of a world of 16
     chain = [[[2, 3], [0], [1]], [[1, 2], [0], [3]], [[0, 1], [2], [3]]]
     assert agreement.refusal_passes(chain, 4) == (3, True)
     assert agreement.refusal_passes([[[0, 1]], [[0, 2]]], 4) == (1, False)

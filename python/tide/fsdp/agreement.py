@@ -132,18 +132,28 @@ def refusal_passes(partitions: Sequence[Sequence[Sequence[int]] | None], world_s
 
     partitions[i] splits the ranks into the instances of refusals()' i-th
     group (a mesh dimension's rows), or is None where the mesh does not say.
-    One pass is enough for one group per rank, wherever a group spans the whole
-    world, or for one mesh (its shard groups, then their replicas); meshes
-    whose groups only chain need more, since a pass carries a word through the
-    groups in their order only. The count must be the same on every rank, so
-    it is computed only from what every rank sees alike: partitions that each
-    cover the whole world (a sub-mesh's rows cover only this rank's slice).
-    Otherwise one pass, and False (the caller says why)."""
+    One pass is enough for one group per rank, wherever a group spans the world
+    or all the ranks the groups hold, or for one mesh (its shard groups, then
+    their replicas); meshes whose groups only chain need more, since a pass
+    carries a word through the groups in their order only.
+
+    The count must be the same on every rank that meets another in a group, so
+    it is simulated only where every partition covers one same set of ranks:
+    then each of those ranks sees the same rows (a sub-mesh lists the slice of
+    the world it belongs to, the same on every rank of that slice, e.g. HSDP's
+    mesh beside tensor parallelism). Otherwise one pass, and False (the caller
+    says why)."""
     world = frozenset(range(world_size))
     if len(partitions) <= 1 or any(p is not None and any(frozenset(inst) == world for inst in p) for p in partitions):
         return 1, True
-    if any(p is None or frozenset(r for inst in p for r in inst) != world for p in partitions):
+    if any(p is None for p in partitions):
         return 1, False
+    covered = {frozenset(r for inst in p for r in inst) for p in partitions}
+    if len(covered) != 1:
+        return 1, False
+    (ranks,) = covered
+    if any(frozenset(inst) == ranks for p in partitions for inst in p):
+        return 1, True
     return _passes_to_spread(partitions), True
 
 

@@ -70,17 +70,16 @@ def model_process_groups(model, it) -> tuple[list, list, list]:
 
 def _mesh_rows(mesh_info, dim_attr: str, pg) -> list[list[int]] | None:
     """The global ranks of every instance of `pg` along the mesh's dimension `dim_attr`
-    (the mesh's rows along it), or None where the mesh does not say them or they do not hold
-    this rank's own group."""
+    (the mesh's rows along it), or None where the mesh does not say them. Decided from the
+    mesh's shape alone (the group's size is the dimension's on every rank), never from a
+    rank's own call that could fail on some ranks only: the pass count built on these rows
+    must be the same on every rank."""
     ranks, dim = getattr(getattr(mesh_info, "mesh", None), "mesh", None), getattr(mesh_info, dim_attr, None)
     if not isinstance(ranks, torch.Tensor) or not isinstance(dim, int) or not 0 <= dim < ranks.dim():
         return None
-    found = ranks.movedim(dim, -1).reshape(-1, ranks.size(dim)).tolist()
-    try:
-        own = sorted(dist.get_process_group_ranks(pg))
-    except (RuntimeError, ValueError, AttributeError):
+    if ranks.size(dim) != pg.size():
         return None
-    return found if own in (sorted(row) for row in found) else None
+    return ranks.movedim(dim, -1).reshape(-1, ranks.size(dim)).tolist()
 
 
 def refusals_agreed(model, mine: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -141,7 +140,7 @@ def on_some_rank(model, mine: tuple[str, str] | None) -> list[tuple[int, str, st
 @functools.cache
 def _say_refusal_spread_unknown() -> None:
     """Once per process: why a refusal might not reach every rank."""
-    log.warning("tide.fsdp: the model's meshes do not each list every rank of the world, so a refusal that one rank "
-                "reaches alone (e.g. its FSDP2 lazy init failed) spreads in one pass over the model's groups: enough "
-                "for one mesh or where a group spans the world, not where several meshes only chain; a rank left out "
-                "would then wait in install's next exchange until the process group's timeout")
+    log.warning("tide.fsdp: the model's meshes list different ranks (or do not list them), so a refusal that one "
+                "rank reaches alone (e.g. its FSDP2 lazy init failed) spreads in one pass over the model's groups: "
+                "enough for one mesh or where a group spans the world, not where several meshes only chain; a rank "
+                "left out would then wait in install's next exchange until the process group's timeout")
