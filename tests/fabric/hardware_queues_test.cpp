@@ -31,9 +31,24 @@ TEST(HardwareQueues, WarnsWhenStreamsMustShareQueuesAndSaysWhatToSet) {
   // Megatron-style setups ask for a single queue.
   const std::string one = hardwareQueueWarning("1", 9);
   EXPECT_NE(one.find("is '1': 1 hardware queues"), std::string::npos) << one;
-  // Four co-resident ranks of seven queues each overflow even 32.
-  EXPECT_NE(hardwareQueueWarning("32", 28), "");
-  EXPECT_NE(hardwareQueueWarning("32", 32 - kCallerStreamAllowance + 1), "");
+}
+
+TEST(HardwareQueues, PastTheDriversMostAsksForFewerCommunicatorsNotForWhatIsSet) {
+  // Four co-resident ranks of seven queues each overflow even 32: raising the
+  // count further is not possible, so the warning must not ask for it.
+  const std::string at_most = hardwareQueueWarning("32", 28);
+  EXPECT_NE(at_most.find("is '32': 32 hardware queues"), std::string::npos) << at_most;
+  EXPECT_NE(at_most.find("fewer TIDE communicators"), std::string::npos) << at_most;
+  EXPECT_EQ(at_most.find("set CUDA_DEVICE_MAX_CONNECTIONS=32"), std::string::npos) << at_most;
+  EXPECT_EQ(at_most.find("Set CUDA_DEVICE_MAX_CONNECTIONS=32"), std::string::npos) << at_most;
+  const std::string just_past = hardwareQueueWarning("32", 32 - kCallerStreamAllowance + 1);
+  EXPECT_NE(just_past.find("fewer TIDE communicators"), std::string::npos) << just_past;
+  // Below the most, both the setting and fewer communicators are named.
+  const std::string low = hardwareQueueWarning("16", 28);
+  EXPECT_NE(low.find("fewer TIDE communicators"), std::string::npos) << low;
+  EXPECT_NE(low.find("set CUDA_DEVICE_MAX_CONNECTIONS=32"), std::string::npos) << low;
+  // Where 32 would hold them, only the setting is named.
+  EXPECT_EQ(hardwareQueueWarning(nullptr, 9).find("fewer TIDE communicators"), std::string::npos);
 }
 
 }  // namespace
