@@ -225,3 +225,22 @@ def test_refusals_reach_every_rank_over_chained_groups(rng, monkeypatch):
     assert any(answers == [] for answers in short.values()), short
     full = _spread_in_threads(ring, {4}, 2, monkeypatch)
     assert all(answers == [(4, "lazy_init", "rank 4 failed")] for answers in full.values()), full
+
+
+def test_one_process_without_torch_distributed_keeps_its_own_refusal(monkeypatch):
+    """Without torch.distributed there is no peer to tell: on_some_rank returns this rank's own
+    refusal (as rank 0), or none, without reading the model's groups."""
+    import torch
+
+    from tide.fsdp import model_consensus
+
+    monkeypatch.setattr(model_consensus.dist, "is_initialized", lambda: False)
+
+    def unreadable(*unused):
+        raise AssertionError("read the model's groups with no peers")
+
+    monkeypatch.setattr(model_consensus, "model_process_groups", unreadable)
+    model = torch.nn.Linear(2, 2)
+    assert model_consensus.on_some_rank(model, ("meta_params", "on the meta device")) == \
+        [(0, "meta_params", "on the meta device")]
+    assert model_consensus.on_some_rank(model, None) == []

@@ -128,9 +128,9 @@ def awaiting_backward_on_some_rank(model, inst, busy: str | None = None) -> str 
 def on_some_rank(model, mine: tuple[str, str] | None) -> list[tuple[int, str, str]]:
     """Every rank's (reason, message) that is not None, over the model's shard and replica
     groups (agreement.refusals): what one rank must not decide alone."""
+    if not dist.is_initialized():  # one process, no peers to tell: no groups to read either
+        return [(0, *mine)] if mine is not None else []
     shard, replicate, partitions = model_process_groups(model, guards.internals())
-    if not dist.is_initialized():
-        return agreement.refusals(shard, replicate, mine, 0)
     passes, complete = agreement.refusal_passes(partitions, dist.get_world_size())
     if not complete:
         _say_refusal_spread_unknown()
