@@ -557,6 +557,69 @@ def dropped_without_uninstall(ctx):
         raise AssertionError("an installation was deep-copied")
 
 
+def kept_arenas_close_once_let_go(ctx):
+    """An arena whose communicator closes collectively (CUDA; here the host fabric made to
+    close so) is kept, not closed, when uninstall finds a tensor still viewing it or when
+    its model is collected without uninstall; tide.fsdp.release_kept_arenas(), called on
+    every rank, closes exactly those that every rank of the group let go of and none views.
+    Before, such an arena stayed allocated to the process's exit."""
+    from tide.fsdp import arena_lifetime
+    from tide.fsdp.backend import HostBackend
+
+    saved = HostBackend.closes_collectively
+    if ctx.device == "cpu":
+        HostBackend.closes_collectively = True
+    try:
+        tide.fsdp.release_kept_arenas()  # what earlier scenarios kept and no longer view
+        base = arena_lifetime.kept_count()  # still viewed from elsewhere (none expected; not this test's)
+
+        def installed_model():
+            ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+            assert_all_tide(install(mt, ctx), 4)
+            step_both(ms, mt, optimizers(ms, mt, "sgd", 1e-2), batches(ctx, 1, seed=3), tol=tight(ctx, FP32),
+                      what="before letting go")
+            # Held weakly: a collection that closed it would show as a dead reference or a closed handle.
+            return mt, weakref.ref(registry.installed[mt].contexts[0].comm)
+
+        def is_open(comm) -> bool:
+            return comm() is not None and bool(comm().handle)
+
+        # Uninstall while a tensor views the arena: kept, and closed only once the view is gone.
+        mt, comm = installed_model()
+        view = registry.installed[mt].tide_groups[0].ag_outputs[0]
+        ctx.logs.clear()
+        assert tide.fsdp.uninstall(mt)
+        said = [m for m in ctx.logs.messages(logging.WARNING) if "release_kept_arenas" in m]
+        assert len(said) == 1, ctx.logs.messages()
+        assert is_open(comm) and arena_lifetime.kept_count() == base + 1
+        assert tide.fsdp.release_kept_arenas() == 0, "closed an arena a tensor still views"
+        assert is_open(comm)
+        del view
+        assert tide.fsdp.release_kept_arenas() == 1
+        assert not is_open(comm) and arena_lifetime.kept_count() == base
+
+        # A model collected while installed: its communicator is kept, not closed at the collection.
+        mt, comm = installed_model()
+        del mt
+        gc.collect()
+        assert is_open(comm), "a collection closed a communicator that closes collectively"
+        assert arena_lifetime.kept_count() == base + 1
+        # A second model that rank 0 lets go of first: nothing of it closes until every rank has.
+        mt, comm_late = installed_model()
+        if ctx.rank == 0:
+            del mt
+            gc.collect()
+        assert tide.fsdp.release_kept_arenas() == 1
+        assert not is_open(comm) and is_open(comm_late)
+        if ctx.rank != 0:
+            del mt
+            gc.collect()
+        assert tide.fsdp.release_kept_arenas() == 1
+        assert not is_open(comm_late) and arena_lifetime.kept_count() == base
+    finally:
+        HostBackend.closes_collectively = saved
+
+
 def users_own_instance_methods_kept(ctx):
     """install wraps zero_grad and the layout setters on module instances. A
     module's own per-instance zero_grad or set_reshard_after_forward (set by

@@ -51,7 +51,6 @@ torch.cuda.memory_reserved() for the rank's footprint.
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 from tide.fsdp import plain_references
@@ -63,46 +62,6 @@ ALIGN = 4096
 
 def align(n: int, a: int = ALIGN) -> int:
     return (n + a - 1) // a * a
-
-
-class ArenaOwner:
-    """Lives exactly as long as some tensor views the arena (every arena
-    tensor keeps it alive).
-
-    Host fabric: closing a communicator is local, so the communicator closes
-    when the last view goes (or at interpreter exit). CUDA fabric: closing
-    deregisters the NCCL window, a collective, so it must not happen at
-    whatever moment each rank's garbage collector picks; uninstall closes it
-    on every rank together once no rank has views left (release_collectively).
-    """
-
-    def __init__(self, comm: Any, *, close_on_release: bool):
-        self._finalizer = weakref.finalize(self, comm.close) if close_on_release else None
-
-
-_kept: list = []  # CUDA communicators whose arenas are still viewed somewhere: kept to exit
-
-
-def release_collectively(ctx: Any) -> bool:
-    """CUDA: close ctx's communicator on every rank of its group if no rank
-    has a tensor left that views the arena; else keep it to the process's
-    exit. Call with every adapter reference to arena tensors dropped."""
-    import gc
-
-    import torch
-    import torch.distributed as dist
-
-    sentinel = weakref.ref(ctx.owner)
-    ctx.owner = None
-    gc.collect()
-    free = torch.tensor([0 if sentinel() is not None else 1], device=ctx.backend.device)
-    dist.all_reduce(free, op=dist.ReduceOp.MIN, group=ctx.pg)
-    if int(free.item()):
-        ctx.comm.close()
-        ctx.backend.after_close(ctx.pg)
-        return True
-    _kept.append(ctx.comm)
-    return False
 
 
 def ring_members_of(groups: list, *, ring: bool) -> list:

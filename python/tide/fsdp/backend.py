@@ -145,6 +145,7 @@ def _retained(backend: Any, keep: list) -> list:
 
 class HostBackend:
     fabric = name = "host"
+    closes_collectively = False  # closing a host communicator is local (arena_lifetime)
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -164,6 +165,9 @@ class HostBackend:
             if rank == 0:
                 shutil.rmtree(box[0], ignore_errors=True)
         return comm
+
+    def after_close(self, pg: Any) -> None:
+        """Nothing to clean up: the store directory went at creation."""
 
     def wrap(self, addr: int, nbytes: int, dtype: torch.dtype, keepalive: Any) -> torch.Tensor:
         buf = (ctypes.c_uint8 * nbytes).from_address(addr)
@@ -218,6 +222,7 @@ class _CudaArray:
 
 class CudaBackend:
     fabric = "cuda"
+    closes_collectively = True  # closing deregisters the NCCL window, a collective (arena_lifetime)
 
     def __init__(self, device: torch.device, name: str = "cuda"):
         self.device = device

@@ -19,6 +19,7 @@ from tide import comm as tide_comm
 from tide._capi import TideError
 from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
+from tide.fsdp import arena_lifetime as _lifetime
 from tide.fsdp import backend as _backend
 from tide.fsdp import agreement, dispatch, groups, guards, model_consensus, plain_references, prefetch, registry
 from tide.fsdp.report import report
@@ -245,7 +246,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     if inst.tide_groups:
         dispatch.activate()
     registry.installed[model] = inst
-    inst.dropped = weakref.finalize(model, _dropped_while_installed, len(inst.tide_groups))
+    # The communicators that close collectively go with the finalizer (it holds nothing of the
+    # model), so that a collection of the model keeps them instead of closing them.
+    inst.dropped = weakref.finalize(model, _dropped_while_installed, len(inst.tide_groups),
+                                    [_lifetime.kept_of(ctx) for ctx in inst.contexts
+                                     if ctx.backend.closes_collectively])
     inst.dropped.atexit = False  # exiting with TIDE installed is no drop: nothing to say then
     registry.refused.pop(model, None)
     inst.options = given
@@ -482,15 +487,18 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     install(model, **inst.options)
 
 
-def _dropped_while_installed(tide_groups: int) -> None:
+def _dropped_while_installed(tide_groups: int, collective: list) -> None:
     """The model was collected without uninstall (it and its installation
     went together): FSDP2's functions come back if no other model uses them.
-    Its arena went with its last view on the host fabric; a CUDA arena stays
-    allocated to the process's exit, since closing its communicator is
-    collective and cannot run at a garbage collection."""
+    Its arena went with its last view on the host fabric; a CUDA arena is
+    kept (arena_lifetime), since closing its communicator is collective and
+    cannot run at a garbage collection: release_kept_arenas() closes it."""
     dispatch.deactivate_if_unused()
-    log.warning("tide.fsdp: a model with %d TIDE groups was garbage collected without tide.fsdp.uninstall(); "
-                "a CUDA arena stays allocated until the process exits", tide_groups)
+    for kept in collective:
+        _lifetime.keep(kept)
+    log.warning("tide.fsdp: a model with %d TIDE groups was garbage collected without tide.fsdp.uninstall()%s",
+                tide_groups, "; its CUDA arena stays allocated until every rank calls "
+                "tide.fsdp.release_kept_arenas() after letting go of it, or the process exits" if collective else "")
 
 
 def _inversion_status(mode: str, wanted: bool) -> str:
@@ -597,8 +605,9 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
 
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm
+    ctx.lifetime_key = _lifetime.key_for(first.pg)
     ctx.reserved_bytes = comm.reserved_bytes()
-    ctx.owner = owner = _arena.ArenaOwner(comm, close_on_release=fab == "host")
+    ctx.owner = owner = _lifetime.ArenaOwner(comm, close_on_release=not backend.closes_collectively)
     for tg in tide_groups:
         tg.ctx = ctx
         for dtype in tg.grad_dtypes:
@@ -799,7 +808,9 @@ def _log_held_outside_tree(infos: list) -> None:
 
 def uninstall(model: torch.nn.Module) -> bool:
     """Restore stock FSDP2 for `model` (between steps). The arena is released
-    once nothing views it any more. Returns False if TIDE was not installed."""
+    once nothing views it any more (CUDA: now if no rank views it, else at a
+    later tide.fsdp.release_kept_arenas(); arena_lifetime). Returns False if
+    TIDE was not installed."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     inst = registry.installed.get(model)
@@ -830,8 +841,9 @@ def uninstall(model: torch.nn.Module) -> bool:
         inst.dropped.detach()
     for ctx in inst.contexts:
         ctx.shard_buffer = None
-        if ctx.fabric == "cuda" and not _arena.release_collectively(ctx):
-            log.warning("tide.fsdp: tensors still view the CUDA arena of %s ranks (e.g. a state dict taken while "
-                        "installed); it stays allocated until the process exits", ctx.topology)
+        if ctx.backend.closes_collectively and not _lifetime.release_collectively(ctx):
+            log.warning("tide.fsdp: tensors still view the arena of %s ranks (e.g. a state dict taken while "
+                        "installed); it stays allocated until every rank calls tide.fsdp.release_kept_arenas() "
+                        "once none does, or the process exits", ctx.topology)
     log.info("tide.fsdp: uninstalled; %d parameter groups back on stock FSDP2", len(inst.tide_groups))
     return True

@@ -347,7 +347,8 @@ class CommContext:
         self.backend = backend
         self.topology = topology
         self.comm: Any = None
-        self.owner: Any = None
+        self.owner: Any = None  # arena_lifetime.ArenaOwner: alive while a tensor views the arena
+        self.lifetime_key: Any = None  # arena_lifetime.key_for: how every rank names this communicator
         self.groups: list[TideGroup] = []
         self.regions: list = []
         self.arena_bytes = 0
