@@ -140,10 +140,14 @@ def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: 
 
 
 def uninstall_all_tide() -> None:
-    """Leave no model with TIDE installed (a failed scenario may have)."""
+    """Leave no model with TIDE installed (a failed scenario may have), and no arena kept past
+    its scenario. Call on every rank at the same point (release_kept_arenas is collective): on
+    CUDA, a scenario that uninstalls under a view or drops an installed model keeps its
+    communicator, which would otherwise hold its streams to the process's exit."""
     import gc
     import importlib
 
+    import tide.fsdp
     from tide.fsdp import dispatch, registry
 
     install = importlib.import_module("tide.fsdp.install")  # the module (tide.fsdp.install is the function)
@@ -156,6 +160,7 @@ def uninstall_all_tide() -> None:
                 dispatch.unregister(tg)
     dispatch.deactivate_if_unused()
     gc.collect()  # FSDP2 modules hold reference cycles: free the arenas (shared memory) now
+    tide.fsdp.release_kept_arenas()
 
 
 def run_job(world: int, names: list[str], tmp: str, timeout: float = 600.0,
