@@ -563,6 +563,8 @@ def kept_arenas_close_once_let_go(ctx):
     its model is collected without uninstall; tide.fsdp.release_kept_arenas(), called on
     every rank, closes exactly those that every rank of the group let go of and none views.
     Before, such an arena stayed allocated to the process's exit."""
+    import importlib
+
     from tide.fsdp import arena_lifetime
     from tide.fsdp.backend import HostBackend
 
@@ -584,38 +586,68 @@ def kept_arenas_close_once_let_go(ctx):
         def is_open(comm) -> bool:
             return comm() is not None and bool(comm().handle)
 
+        def check(ok: bool, why) -> None:
+            assert ok, why
+
         # Uninstall while a tensor views the arena: kept, and closed only once the view is gone.
         mt, comm = installed_model()
         view = registry.installed[mt].tide_groups[0].ag_outputs[0]
         ctx.logs.clear()
         assert tide.fsdp.uninstall(mt)
         said = [m for m in ctx.logs.messages(logging.WARNING) if "release_kept_arenas" in m]
-        assert len(said) == 1, ctx.logs.messages()
-        assert is_open(comm) and arena_lifetime.kept_count() == base + 1
-        assert tide.fsdp.release_kept_arenas() == 0, "closed an arena a tensor still views"
-        assert is_open(comm)
+        # Each check on every rank (agree): a rank that failed alone would leave its peer in the
+        # next release's collective.
+        agree(lambda: check(len(said) == 1, ctx.logs.messages()))
+        agree(lambda: check(is_open(comm) and arena_lifetime.kept_count() == base + 1, "not kept at uninstall"))
+        closed = tide.fsdp.release_kept_arenas()
+        agree(lambda: check(closed == 0 and is_open(comm), "closed an arena a tensor still views"))
         del view
-        assert tide.fsdp.release_kept_arenas() == 1
-        assert not is_open(comm) and arena_lifetime.kept_count() == base
+        closed = tide.fsdp.release_kept_arenas()
+        agree(lambda: check(closed == 1 and not is_open(comm) and arena_lifetime.kept_count() == base,
+                            "not closed once its last view went"))
 
         # A model collected while installed: its communicator is kept, not closed at the collection.
         mt, comm = installed_model()
         del mt
         gc.collect()
-        assert is_open(comm), "a collection closed a communicator that closes collectively"
-        assert arena_lifetime.kept_count() == base + 1
+        agree(lambda: check(is_open(comm) and arena_lifetime.kept_count() == base + 1,
+                            "a collection closed a communicator that closes collectively, or did not keep it"))
         # A second model that rank 0 lets go of first: nothing of it closes until every rank has.
         mt, comm_late = installed_model()
         if ctx.rank == 0:
             del mt
             gc.collect()
-        assert tide.fsdp.release_kept_arenas() == 1
-        assert not is_open(comm) and is_open(comm_late)
+        closed = tide.fsdp.release_kept_arenas()
+        agree(lambda: check(closed == 1 and not is_open(comm) and is_open(comm_late),
+                            "closed what one rank still holds, or not what every rank let go of"))
         if ctx.rank != 0:
             del mt
             gc.collect()
-        assert tide.fsdp.release_kept_arenas() == 1
-        assert not is_open(comm_late) and arena_lifetime.kept_count() == base
+        closed = tide.fsdp.release_kept_arenas()
+        agree(lambda: check(closed == 1 and not is_open(comm_late) and arena_lifetime.kept_count() == base,
+                            "not closed once every rank let go of it"))
+
+        # An install that fails once its communicator is made keeps it too, for the release.
+        install_module = importlib.import_module("tide.fsdp.install")  # tide.fsdp.install is the function
+        lay_out = install_module._lay_out_arena
+
+        def failing_lay_out(*args, **kwargs):
+            raise RuntimeError("injected: laying out the arena failed")
+
+        install_module._lay_out_arena = failing_lay_out
+        raised = None
+        try:
+            ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
+            install(mt, ctx)
+        except RuntimeError as e:
+            raised = str(e)  # not the exception: its traceback holds the failed install's frames
+        finally:
+            install_module._lay_out_arena = lay_out
+        agree(lambda: check(raised is not None and "injected" in raised
+                            and arena_lifetime.kept_count() == base + 1, f"failed install: {raised!r}"))
+        del ms, mt
+        closed = tide.fsdp.release_kept_arenas()
+        agree(lambda: check(closed == 1 and arena_lifetime.kept_count() == base, "a failed install's arena"))
     finally:
         HostBackend.closes_collectively = saved
 

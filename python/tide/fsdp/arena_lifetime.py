@@ -54,7 +54,7 @@ def key_for(pg: Any) -> Key:
     return ranks, next(_made_for[ranks])
 
 
-@dataclass
+@dataclass(eq=False)  # each one is itself (removed from _kept by identity)
 class Kept:
     """A communicator that could not close collectively when its arena was let go. Holds
     nothing of the model: the model's finalizer keeps one of these."""
@@ -124,15 +124,22 @@ def release_kept() -> int:
         for key, free in theirs:
             if free:
                 free_on[tuple(key[0]), key[1]].add(rank)
-    closed = 0
-    # In one order on every rank (the keys'): each close is a collective over its group.
+    closed, errors = 0, []
+    # In one order on every rank (the keys'): each close is a collective over its group. A close
+    # that fails here still counts as done, and the next is still tried, so that this rank stays
+    # in step with the ranks it closes the next ones with; the first failure is raised after.
     for kept in sorted(_kept, key=lambda k: k.key):
         if free_on[kept.key] >= set(kept.key[0]):
-            kept.comm.close()
-            kept.backend.after_close(kept.pg)
             _kept.remove(kept)
             closed += 1
+            try:
+                kept.comm.close()
+                kept.backend.after_close(kept.pg)
+            except Exception as e:  # noqa: BLE001 - raised below, once the others are closed
+                errors.append(e)
     if _kept:
         log.info("tide.fsdp: %d kept arena(s) still viewed, or not yet let go on every rank of their group",
                  len(_kept))
+    if errors:
+        raise errors[0]
     return closed

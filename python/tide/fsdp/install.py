@@ -222,29 +222,34 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     shared = (("mode", mode), ("ring", ring), ("adopt", adopt), ("invert_prefetch", invert_prefetch),
               ("plan_options", repr(sorted(plan_options.items()))), ("fit_passes", fit_passes))
     refused_options: list[Exception] = []  # raised once every bucket has been compared
-    for infos in buckets.values():
-        ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes,
-                             shared, refused_options)
-        if ctx is not None:
-            inst.contexts.append(ctx)
-            inst.tide_groups.extend(ctx.groups)
-    if refused_options:
-        e = refused_options[0]
-        raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: {getattr(e, 'message', e)}") from e
+    try:
+        for infos in buckets.values():
+            ctx = _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_options, fit_passes,
+                                 shared, refused_options)
+            if ctx is not None:
+                inst.contexts.append(ctx)
+                inst.tide_groups.extend(ctx.groups)
+        if refused_options:
+            e = refused_options[0]
+            raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: "
+                             f"{getattr(e, 'message', e)}") from e
 
-    inst.inversion = _inversion_status(mode, invert_prefetch)
-    for ctx in inst.contexts:
-        ctx.backend.poison_read_inputs = check_read_done
-        ctx.backend.release_grads = release_grads
-    for tg in inst.tide_groups:
-        _apply(tg)
-        if inst.inversion == "on":
-            prefetch.enable(tg)
-        else:
-            tg.inversion_off = inst.inversion[len("off ("):-1]
-        dispatch.register(tg)
-    if inst.tide_groups:
-        dispatch.activate()
+        inst.inversion = _inversion_status(mode, invert_prefetch)
+        for ctx in inst.contexts:
+            ctx.backend.poison_read_inputs = check_read_done
+            ctx.backend.release_grads = release_grads
+        for tg in inst.tide_groups:
+            _apply(tg)
+            if inst.inversion == "on":
+                prefetch.enable(tg)
+            else:
+                tg.inversion_off = inst.inversion[len("off ("):-1]
+            dispatch.register(tg)
+        if inst.tide_groups:
+            dispatch.activate()
+    except BaseException:
+        _keep_if_collective(inst.contexts)  # made by this failed install: not closed at a collection
+        raise
     registry.installed[model] = inst
     # The communicators that close collectively go with the finalizer (it holds nothing of the
     # model), so that a collection of the model keeps them instead of closing them.
@@ -603,11 +608,34 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
                  for tg in tide_groups for dtype in tg.grad_dtypes]
     ctx.arena_bytes, ctx.scratch_bytes = _arena.arena_bytes(ctx.user_bytes, plan_args, backend.fabric)
 
+    # Named before it is made: every rank of the group gets here (the comparison above), even
+    # one whose communicator then fails to come up, so the names stay alike on every rank.
+    ctx.lifetime_key = _lifetime.key_for(first.pg)
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm
-    ctx.lifetime_key = _lifetime.key_for(first.pg)
+    ctx.owner = _lifetime.ArenaOwner(comm, close_on_release=not backend.closes_collectively)
+    try:
+        _lay_out_arena(ctx, tide_groups, mode, world, first.device)
+    except BaseException:
+        _keep_if_collective([ctx])  # not closed at whatever collection reaches it
+        raise
+    return ctx
+
+
+def _keep_if_collective(contexts: list) -> None:
+    """Contexts of an install that failed: their communicators close through release_kept_arenas
+    where closing is collective (the host fabric's close with their last view)."""
+    for ctx in contexts:
+        if ctx.comm is not None and ctx.backend.closes_collectively:
+            _lifetime.keep(_lifetime.kept_of(ctx))
+
+
+def _lay_out_arena(ctx: CommContext, tide_groups: list[TideGroup], mode: str, world: int, device: torch.device) -> None:
+    """Registers the groups' plans with ctx's communicator and places their regions, resident
+    shards and the shared shard buffer in its arena."""
+    comm, backend, owner = ctx.comm, ctx.backend, ctx.owner
+    nodes, gpus = ctx.topology
     ctx.reserved_bytes = comm.reserved_bytes()
-    ctx.owner = owner = _lifetime.ArenaOwner(comm, close_on_release=not backend.closes_collectively)
     for tg in tide_groups:
         tg.ctx = ctx
         for dtype in tg.grad_dtypes:
@@ -622,19 +650,18 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     # all-gathers reuse it in turn (each waits until the previous one has read it).
     staging = max((tg.shard_bytes for tg in tide_groups if not tg.adopt and not tg.in_place_shard), default=0)
     if staging:
-        ctx.shard_buffer = torch.empty(staging, dtype=torch.uint8, device=first.device)
+        ctx.shard_buffer = torch.empty(staging, dtype=torch.uint8, device=device)
     for tg in tide_groups:
         dtype = tg.info.ag_dtype
         tg.ag_outputs = [backend.wrap(tg.region.addr + p["shard_offset"] * n, p["shard_bytes"] * n, dtype, owner)
                          for p in tg.layout]
-        tg.marker = torch.empty(0, dtype=dtype, device=first.device)
+        tg.marker = torch.empty(0, dtype=dtype, device=device)
         if tg.adopt:
             tg.resident_offset, tg.resident_base = comm.alloc(tg.shard_bytes)
             tg.resident = [backend.wrap(tg.resident_base + p["shard_offset"], p["shard_bytes"], dtype, owner)
                            for p in tg.layout]
             tg.resident_ptrs = [t.data_ptr() for t in tg.resident]
             tg.adopted = [[] for _ in tg.resident]
-    return ctx
 
 
 def _fit_passes(tide_groups: list[TideGroup], nodes: int, gpus: int, mode: str,
