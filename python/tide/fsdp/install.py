@@ -866,9 +866,14 @@ def uninstall(model: torch.nn.Module) -> bool:
     del registry.installed[model]
     if inst.dropped is not None:
         inst.dropped.detach()
-    for ctx in inst.contexts:
+    for i, ctx in enumerate(inst.contexts):
         ctx.shard_buffer = None
-        if ctx.backend.closes_collectively and not _lifetime.release_collectively(ctx):
+        try:
+            released = not ctx.backend.closes_collectively or _lifetime.release_collectively(ctx)
+        except BaseException:
+            _keep_if_collective(inst.contexts[i + 1:])  # the finalizer that would have kept them is gone
+            raise
+        if not released:
             log.warning("tide.fsdp: tensors still view the arena of %s ranks (e.g. a state dict taken while "
                         "installed); it stays allocated until every rank calls tide.fsdp.release_kept_arenas() "
                         "once none does, or the process exits", ctx.topology)
