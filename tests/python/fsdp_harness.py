@@ -144,7 +144,6 @@ def uninstall_all_tide() -> None:
     its scenario. Call on every rank at the same point (release_kept_arenas is collective): on
     CUDA, a scenario that uninstalls under a view or drops an installed model keeps its
     communicator, which would otherwise hold its streams to the process's exit."""
-    import gc
     import importlib
 
     import tide.fsdp
@@ -159,7 +158,7 @@ def uninstall_all_tide() -> None:
             for tg in inst.tide_groups if inst else []:
                 dispatch.unregister(tg)
     dispatch.deactivate_if_unused()
-    gc.collect()  # FSDP2 modules hold reference cycles: free the arenas (shared memory) now
+    # Its gc.collect() first frees what FSDP2's reference cycles hold (host arenas go with them).
     tide.fsdp.release_kept_arenas()
 
 

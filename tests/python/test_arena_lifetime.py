@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import random
+import weakref
 
 import pytest
 
@@ -45,7 +46,7 @@ def empty_kept(monkeypatch):
 
 
 def kept(log, name, counter, viewed_by=None, fail=False):
-    owner = arena_lifetime.weakref.ref(viewed_by) if viewed_by is not None else None
+    owner = weakref.ref(viewed_by) if viewed_by is not None else None
     return arena_lifetime.Kept(((0,), counter), FakeComm(log, name, fail), f"pg-{name}", FakeBackend(log), owner)
 
 

@@ -68,6 +68,11 @@ class Kept:
     def viewed(self) -> bool:
         return self.owner is not None and self.owner() is not None
 
+    def close(self) -> None:
+        """On every rank of the group together."""
+        self.comm.close()
+        self.backend.after_close(self.pg)
+
 
 _kept: list[Kept] = []
 
@@ -78,8 +83,14 @@ def kept_of(ctx: Any) -> Kept:
     return Kept(ctx.lifetime_key, ctx.comm, ctx.pg, ctx.backend, owner)
 
 
-def keep(kept: Kept) -> None:
-    _kept.append(kept)
+def collective_kept(contexts: list) -> list[Kept]:
+    """What keeping the communicators of `contexts` that close collectively needs (the
+    others close with their arena's last view)."""
+    return [kept_of(ctx) for ctx in contexts if ctx.comm is not None and ctx.backend.closes_collectively]
+
+
+def keep(*kept: Kept) -> None:
+    _kept.extend(kept)
 
 
 def kept_count() -> int:
@@ -99,8 +110,7 @@ def release_collectively(ctx: Any) -> bool:
     free = torch.tensor([0 if kept.viewed() else 1], device=ctx.backend.device)
     dist.all_reduce(free, op=dist.ReduceOp.MIN, group=ctx.pg)
     if int(free.item()):
-        ctx.comm.close()
-        ctx.backend.after_close(ctx.pg)
+        kept.close()
         return True
     keep(kept)
     return False
@@ -133,8 +143,7 @@ def release_kept() -> int:
             _kept.remove(kept)
             closed += 1
             try:
-                kept.comm.close()
-                kept.backend.after_close(kept.pg)
+                kept.close()
             except Exception as e:  # noqa: BLE001 - raised below, once the others are closed
                 errors.append(e)
     if _kept:

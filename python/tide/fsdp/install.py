@@ -248,14 +248,13 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         if inst.tide_groups:
             dispatch.activate()
     except BaseException:
-        _keep_if_collective(inst.contexts)  # made by this failed install: not closed at a collection
+        _lifetime.keep(*_lifetime.collective_kept(inst.contexts))  # this failed install's: not closed at a collection
         raise
     registry.installed[model] = inst
     # The communicators that close collectively go with the finalizer (it holds nothing of the
     # model), so that a collection of the model keeps them instead of closing them.
     inst.dropped = weakref.finalize(model, _dropped_while_installed, len(inst.tide_groups),
-                                    [_lifetime.kept_of(ctx) for ctx in inst.contexts
-                                     if ctx.backend.closes_collectively])
+                                    _lifetime.collective_kept(inst.contexts))
     inst.dropped.atexit = False  # exiting with TIDE installed is no drop: nothing to say then
     registry.refused.pop(model, None)
     inst.options = given
@@ -499,8 +498,7 @@ def _dropped_while_installed(tide_groups: int, collective: list) -> None:
     kept (arena_lifetime), since closing its communicator is collective and
     cannot run at a garbage collection: release_kept_arenas() closes it."""
     dispatch.deactivate_if_unused()
-    for kept in collective:
-        _lifetime.keep(kept)
+    _lifetime.keep(*collective)
     log.warning("tide.fsdp: a model with %d TIDE groups was garbage collected without tide.fsdp.uninstall()%s",
                 tide_groups, "; its CUDA arena stays allocated until every rank calls "
                 "tide.fsdp.release_kept_arenas() after letting go of it, or the process exits" if collective else "")
@@ -617,20 +615,13 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     try:
         _lay_out_arena(ctx, tide_groups, mode, world, first.device)
     except BaseException:
-        _keep_if_collective([ctx])  # not closed at whatever collection reaches it
+        _lifetime.keep(*_lifetime.collective_kept([ctx]))  # not closed at whatever collection reaches it
         raise
     return ctx
 
 
-def _keep_if_collective(contexts: list) -> None:
-    """Contexts of an install that failed: their communicators close through release_kept_arenas
-    where closing is collective (the host fabric's close with their last view)."""
-    for ctx in contexts:
-        if ctx.comm is not None and ctx.backend.closes_collectively:
-            _lifetime.keep(_lifetime.kept_of(ctx))
-
-
-def _lay_out_arena(ctx: CommContext, tide_groups: list[TideGroup], mode: str, world: int, device: torch.device) -> None:
+def _lay_out_arena(ctx: CommContext, tide_groups: list[TideGroup], mode: str, world: int,
+                   device: torch.device) -> None:
     """Registers the groups' plans with ctx's communicator and places their regions, resident
     shards and the shared shard buffer in its arena."""
     comm, backend, owner = ctx.comm, ctx.backend, ctx.owner
@@ -871,7 +862,7 @@ def uninstall(model: torch.nn.Module) -> bool:
         try:
             released = not ctx.backend.closes_collectively or _lifetime.release_collectively(ctx)
         except BaseException:
-            _keep_if_collective(inst.contexts[i + 1:])  # the finalizer that would have kept them is gone
+            _lifetime.keep(*_lifetime.collective_kept(inst.contexts[i + 1:]))  # their finalizer is gone
             raise
         if not released:
             log.warning("tide.fsdp: tensors still view the arena of %s ranks (e.g. a state dict taken while "
