@@ -648,6 +648,49 @@ def kept_arenas_close_once_let_go(ctx):
         del ms, mt
         closed = tide.fsdp.release_kept_arenas()
         agree(lambda: check(closed == 1 and arena_lifetime.kept_count() == base, "a failed install's arena"))
+
+        # An uninstall whose collective release raises at its first communicator keeps the ones
+        # after it (the model's finalizer, which would have kept them, is gone by then). Two
+        # communicators: the blocks shard over one process group, the root over another of
+        # the same ranks.
+        from torch.distributed.device_mesh import DeviceMesh
+
+        other_mesh = DeviceMesh.from_group(torch.distributed.new_group(list(range(ctx.world))), device_type(ctx))
+
+        def two_groups(model, mesh):
+            for block in model.blocks:
+                fully_shard(block, mesh=mesh)
+            fully_shard(model, mesh=other_mesh)
+            return model
+
+        ms, mt = make_pair(transformer, ctx, mesh_1d(ctx), shard_fn=two_groups)
+        assert_all_tide(install(mt, ctx), 4)
+        step_both(ms, mt, optimizers(ms, mt, "sgd", 1e-2), batches(ctx, 1, seed=4), tol=tight(ctx, FP32),
+                  what="two communicators")
+        contexts = list(registry.installed[mt].contexts)
+        agree(lambda: check(len(contexts) == 2, f"{len(contexts)} communicators, not one per process group"))
+        comms = [weakref.ref(c.comm) for c in contexts]
+        release = arena_lifetime.release_collectively
+
+        def first_release_fails(c):
+            raise RuntimeError("injected: a collective release failed")
+
+        arena_lifetime.release_collectively = first_release_fails
+        raised = None
+        try:
+            tide.fsdp.uninstall(mt)
+        except RuntimeError as e:
+            raised = str(e)
+        finally:
+            arena_lifetime.release_collectively = release
+        agree(lambda: check(raised is not None and "injected" in raised and mt not in registry.installed
+                            and arena_lifetime.kept_count() == base + 1 and is_open(comms[1]),
+                            f"uninstall's failed release: {raised!r}, {arena_lifetime.kept_count() - base} kept"))
+        agree(lambda: check(release(contexts[0]), "the first communicator, its release done by hand"))
+        del ms, mt, contexts
+        closed = tide.fsdp.release_kept_arenas()
+        agree(lambda: check(closed == 1 and not any(is_open(c) for c in comms)
+                            and arena_lifetime.kept_count() == base, "the communicator kept at the failed release"))
     finally:
         HostBackend.closes_collectively = saved
 
