@@ -32,6 +32,9 @@ class FakeBackend:
     def after_close(self, pg):
         self.log.append(("after_close", pg))
 
+    def drop_inputs_read(self):
+        pass
+
 
 class Owner:
     """Stands in for ArenaOwner: alive while something views the arena."""
@@ -85,3 +88,30 @@ def test_keys_count_per_rank_set(monkeypatch):
 
     first, second = arena_lifetime.key_for(Pg()), arena_lifetime.key_for(Pg())
     assert first[0] == second[0] == (0,) and second[1] == first[1] + 1
+
+
+class FakeEvent:
+    def __init__(self, passed: bool):
+        self.passed = passed
+
+    def query(self):
+        return self.passed
+
+
+def test_keep_drops_the_gradients_whose_read_done_passed():
+    """A collected model's CUDA backend is kept with its communicator; the reduce-scatter inputs
+    it holds for their read-done must not stay with it once that has passed."""
+    import torch
+    from tide.fsdp.backend import CudaBackend
+
+    backend = CudaBackend(torch.device("cuda", 0))  # no CUDA call: only its queue is used here
+    read, unread = torch.randn(5), torch.randn(7)
+    gone, held = weakref.ref(read), weakref.ref(unread)
+    backend.released.add(FakeEvent(True), [read])
+    backend.released.add(FakeEvent(False), [unread])
+    del read, unread
+    log: list = []
+    arena_lifetime.keep(arena_lifetime.Kept(((0,), 0), FakeComm(log, "c0"), "pg", backend, None))
+    gc.collect()
+    assert gone() is None, "a gradient whose read-done passed stayed with the kept backend"
+    assert held() is not None, "a gradient the reduce-scatter may still read was dropped"

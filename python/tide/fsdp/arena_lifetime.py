@@ -57,7 +57,8 @@ def key_for(pg: Any) -> Key:
 @dataclass(eq=False)  # each one is itself (removed from _kept by identity)
 class Kept:
     """A communicator that could not close collectively when its arena was let go. Holds
-    nothing of the model: the model's finalizer keeps one of these."""
+    nothing of the model (the model's finalizer keeps one of these) but its backend, which
+    keep() empties of the gradients whose read-done has passed."""
 
     key: Key
     comm: Any
@@ -90,6 +91,11 @@ def collective_kept(contexts: list) -> list[Kept]:
 
 
 def keep(*kept: Kept) -> None:
+    for k in kept:
+        # The backend stays with its communicator (its close needs it), but not the gradients it
+        # holds for a read-done: those of a collected model's last backward would otherwise stay
+        # to the release. Those whose read-done has not passed yet go with the close.
+        k.backend.drop_inputs_read()
     _kept.extend(kept)
 
 

@@ -169,6 +169,9 @@ class HostBackend:
     def after_close(self, pg: Any) -> None:
         """Nothing to clean up: the store directory went at creation."""
 
+    def drop_inputs_read(self) -> None:
+        """Nothing held: the host fabric's reduce-scatter returns once its inputs are read."""
+
     def wrap(self, addr: int, nbytes: int, dtype: torch.dtype, keepalive: Any) -> torch.Tensor:
         buf = (ctypes.c_uint8 * nbytes).from_address(addr)
         buf._tide_keepalive = keepalive  # the storage holds buf, buf holds the arena
@@ -266,6 +269,12 @@ class CudaBackend:
             if self._store_dir is not None:
                 shutil.rmtree(self._store_dir, ignore_errors=True)
                 self._store_dir = None
+
+    def drop_inputs_read(self) -> None:
+        """Drops the reduce-scatter inputs held for a read-done that has passed (every call
+        does so first; a kept communicator's model makes no more calls). Safe from a garbage
+        collection's finalizer: no call of a collected model can hold this queue's lock."""
+        self.released.reap()
 
     def wrap(self, addr: int, nbytes: int, dtype: torch.dtype, keepalive: Any) -> torch.Tensor:
         return torch.as_tensor(_CudaArray(addr, nbytes, keepalive), device=self.device).view(dtype)
