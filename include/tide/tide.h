@@ -196,7 +196,8 @@ tideResult_t tideGroupGetJson(tideGroup_t group, const char** json);
 tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                            void* stream);
 /* grads: one pointer per parameter (its unsharded gradient); out: this rank's
- * packed fp32 shard. out = (accumulate ? out : 0) + alpha * sum over ranks. */
+ * packed fp32 shard. out = (accumulate ? out : 0) + alpha * sum over ranks;
+ * alpha must be finite. */
 tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
                                float alpha, int accumulate, void* stream);
 /* Read-done point of the last tideReduceScatter this rank issued on `comm`:

@@ -581,6 +581,10 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     if (const char* why = heldGroup.problem()) return invalid("tideReduceScatter", why);
     if (!grads || !out) return invalid("tideReduceScatter", "null argument");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
+    // A NaN or infinite scale makes every output element NaN or infinite: a caller's mistake
+    // (e.g. a divide factor whose reciprocal overflows fp32), said here rather than in the shards.
+    if (!std::isfinite(alpha))
+      return invalid("tideReduceScatter", "alpha " + std::to_string(alpha) + " is not finite");
     std::vector<const void*> g(grads, grads + group->plan.group.params.size());
     // The sum kernels load and store whole elements: a misaligned address faults on a GPU.
     if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)

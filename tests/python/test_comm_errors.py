@@ -139,6 +139,26 @@ def test_misaligned_reduce_scatter_pointers_are_refused(tmp_path):
         comm.synchronize()
 
 
+def test_a_scale_that_is_not_finite_is_refused(tmp_path, rng):
+    """alpha NaN or infinite (1e39 is infinite in fp32, the C API's type) would turn every output
+    element NaN or infinite: refused before the call, the output left as it was."""
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4], [3]], dtype="fp32")
+        rng = np.random.default_rng(rng.seed_value)
+        out = rng.standard_normal(group.plan["group"]["out_bytes"] // 4).astype(np.float32)
+        before = out.copy()
+        grads = [rng.standard_normal(n).astype(np.float32) for n in (32, 3)]
+        ptrs = [g.ctypes.data for g in grads]
+        for alpha in (float("nan"), float("inf"), -float("inf"), 1e39):
+            with pytest.raises(_capi.TideError, match="alpha .* is not finite"):
+                comm.reduce_scatter(group, ptrs, out.ctypes.data, alpha=alpha)
+        assert np.array_equal(out, before)
+        comm.reduce_scatter(group, ptrs, out.ctypes.data, alpha=0.5)  # finite: runs
+        comm.synchronize()
+        want = 0.5 * np.concatenate([g.astype(np.float64) for g in grads])
+        np.testing.assert_allclose(out, want.astype(np.float32), rtol=0, atol=0)
+
+
 def test_groups_registered_after_the_first_collective_that_fit(tmp_path):
     with _comm(tmp_path, nodes=1, gpus=1) as comm:
         small = comm.register_group([[4, 4]])

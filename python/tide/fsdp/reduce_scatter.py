@@ -58,6 +58,9 @@ log = logging.getLogger("tide.fsdp")
 _active = threading.local()
 
 
+_FP32_MAX = torch.finfo(torch.float32).max
+
+
 def _power_of_two(x: float) -> bool:
     if x <= 0 or not math.isfinite(x):
         return False
@@ -300,6 +303,10 @@ def _scaling(tg, reduce_scatter_group, all_reduce_group, reduce_dtype, grad_dtyp
         alpha = 1.0
     elif gradient_divide_factor:
         scale = 1.0 / gradient_divide_factor
+        if not (math.isfinite(scale) and abs(scale) <= _FP32_MAX):
+            # The scale goes to the sum in fp32, where it would be infinite (the C API refuses
+            # that); stock multiplies by the same infinity, so the call is stock's alike.
+            return f"divide factor {gradient_divide_factor}: its reciprocal is not finite in fp32"
         if _power_of_two(scale) or grad_dtype != torch.float32:
             alpha = scale
         else:
