@@ -320,23 +320,37 @@ tideResult_t compareBeforeCall(tideComm_t comm, tideGroup* group, tide::capi::Ca
   return allGather ? requireSameLanding(comm, group, landingOffset) : tideSuccess;
 }
 
-// Why tideAllGather refuses this rank's shard (Communicator::shardProblem),
-// or "": against the scratch the first collective made, or, before it, the one
-// it will make where the arena can hold it (else that collective refuses the
-// call, on every rank).
+// The scratch the first collective made, or, before it, the one it will make where the
+// arena can hold it (kept in `prospective`), else nullptr: that collective refuses the
+// call, on every rank.
+const tide::collectives::ScratchLayout* currentOrProspectiveScratch(
+    const tideComm* comm, std::optional<tide::collectives::ScratchLayout>& prospective) {
+  if (comm->comm) return &comm->comm->layout();
+  try {
+    prospective = comm->scratchLayout();
+  } catch (const std::invalid_argument&) {
+    return nullptr;
+  }
+  return &*prospective;
+}
+
+// Why tideAllGather refuses this rank's shard (Communicator::shardProblem), or "",
+// against that scratch.
 std::string shardProblem(const tideComm* comm, const tideGroup* group, const void* shard, int64_t landingOffset) {
   tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
   std::optional<tide::collectives::ScratchLayout> prospective;
-  if (!comm->comm) {
-    try {
-      prospective = comm->scratchLayout();
-    } catch (const std::invalid_argument&) {
-    }
-  }
-  const tide::collectives::ScratchLayout* layout =
-      comm->comm ? &comm->comm->layout() : (prospective ? &*prospective : nullptr);
   return tide::collectives::Communicator::shardProblem(group->plan.group, shard, landingOffset, ep.arena(),
-                                                       ep.arenaBytes(), layout);
+                                                       ep.arenaBytes(), currentOrProspectiveScratch(comm, prospective));
+}
+
+// Why tideReduceScatter refuses this rank's gradients or output
+// (Communicator::reduceScatterBufferProblem), or "", against the same scratch.
+std::string reduceScatterBufferProblem(const tideComm* comm, const tideGroup* group,
+                                       const std::vector<const void*>& grads, const float* out) {
+  tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
+  std::optional<tide::collectives::ScratchLayout> prospective;
+  return tide::collectives::Communicator::reduceScatterBufferProblem(
+      group->plan.group, grads, out, ep.arena(), ep.arenaBytes(), currentOrProspectiveScratch(comm, prospective));
 }
 
 tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
@@ -596,6 +610,9 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
         return invalid("tideReduceScatter", "gradient of parameter " + std::to_string(p) + " is not " +
                                                 std::to_string(gradAlign) + "-byte aligned");
     }
+    // The buffers are this rank's own arguments: refused before the ranks compare (or count) the call.
+    if (const std::string why = reduceScatterBufferProblem(comm, group, g, out); !why.empty())
+      return invalid("tideReduceScatter", why);
     // (After the checks: a refused call must not size the scratch.)
     comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = compareBeforeCall(comm, group, tide::capi::CallKind::kReduceScatter, 0);

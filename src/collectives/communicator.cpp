@@ -137,6 +137,42 @@ std::string Communicator::shardProblem(const plan::GroupLayout& g, const void* s
          "for a shard already in its own landing rows (one node), or keep it outside the landing";
 }
 
+namespace {
+
+// Why a reduce-scatter buffer of `bytes` at `p` cannot serve, or "" (see
+// reduceScatterBufferProblem): parameter `param`'s gradient, or the output where param < 0.
+// Per call and parameter: no string is built unless there is a problem.
+std::string bufferProblem(int param, const void* p, int64_t bytes, const std::byte* arena, int64_t arenaBytes,
+                          const ScratchLayout* layout) {
+  const auto* at = static_cast<const std::byte*>(p);
+  if (!fabric::rangesMeet(at, bytes, arena, arenaBytes)) return "";  // the caller's own memory
+  const bool within = fabric::liesWithin(at, bytes, arena, arenaBytes);
+  const int64_t offset = at - arena;
+  if (within && (layout == nullptr || !layout->overlaps(offset, bytes))) return "";
+  const std::string what = param < 0 ? "out" : "the gradient of parameter " + std::to_string(param);
+  if (!within)
+    return what + (reinterpret_cast<std::uintptr_t>(at) >= reinterpret_cast<std::uintptr_t>(arena)
+                       ? " starts inside the arena and runs past its end"
+                       : " starts before the arena and runs into it");
+  return what + " overlaps the collectives' scratch in the arena (arena bytes [" + std::to_string(offset) + ", " +
+         std::to_string(offset + bytes) + ")), which the call itself rewrites: keep it in the arena's user area "
+         "(tideCommAlloc) or outside the arena";
+}
+
+}  // namespace
+
+std::string Communicator::reduceScatterBufferProblem(const plan::GroupLayout& g, const std::vector<const void*>& grads,
+                                                     const float* out, const std::byte* arena, int64_t arenaBytes,
+                                                     const ScratchLayout* layout) {
+  const int64_t item = plan::itemSize(g.gradDtype);
+  for (size_t p = 0; p < grads.size() && p < g.params.size(); ++p) {
+    std::string why = bufferProblem(static_cast<int>(p), grads[p], g.params[p].rows * g.params[p].rowElems * item,
+                                    arena, arenaBytes, layout);
+    if (!why.empty()) return why;
+  }
+  return bufferProblem(-1, out, g.outBytes(), arena, arenaBytes, layout);
+}
+
 uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {
   refuseIfUnusable();
   checkPlan(plan);
@@ -371,6 +407,10 @@ ReduceScatterEvents Communicator::reduceScatter(const plan::Plan& plan, const st
   checkPlan(plan);
   if (grads.size() != plan.group.params.size())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "one gradient pointer per parameter");
+  if (const std::string why =
+          reduceScatterBufferProblem(plan.group, grads, out, ep_.arena(), ep_.arenaBytes(), &layout_);
+      !why.empty())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, why);
   const uint64_t call = ++rsCalls_;
   return issueOrMarkUnusable("reduce_scatter#" + std::to_string(call),
                              [&] { return issueReduceScatter(plan, grads, out, alpha, accumulate); });

@@ -71,6 +71,13 @@ class Communicator {
   // nowhere and a retry pairs with the peers' call.
   static std::string shardProblem(const plan::GroupLayout& g, const void* shard, int64_t landingOffset,
                                   const std::byte* arena, int64_t arenaBytes, const ScratchLayout* layout);
+  // Why reduceScatter refuses `grads` or `out` (one rank's arguments: a buffer that
+  // shares bytes with the arena but does not lie inside it, or that meets `layout`'s
+  // scratch, which every call rewrites while it reads the gradients and before it
+  // writes the output), or "". Static, for the same reason as shardProblem.
+  static std::string reduceScatterBufferProblem(const plan::GroupLayout& g, const std::vector<const void*>& grads,
+                                                const float* out, const std::byte* arena, int64_t arenaBytes,
+                                                const ScratchLayout* layout);
 
   // out (this rank's packed fp32 shard, E elements) =
   //   (accumulate ? out : 0) + alpha * sum over ranks of grads[p] rows.

@@ -1,5 +1,6 @@
 // Communicator::shardProblem: which shard pointers TIDE-AG refuses before any
-// exchange. A shard that shares no byte with the arena is the caller's own
+// exchange; and Communicator::reduceScatterBufferProblem, the same for TIDE-RS's
+// gradients and output (at the end). A shard that shares no byte with the arena is the caller's own
 // memory wherever it sits; one that shares some must lie inside the arena and
 // outside this call's landing. Found by a TSan run (session 37), where the
 // arena and a test's shard vector came out adjacent and a shard starting
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "collectives/scratch_layout.hpp"
 #include "tide/plan.hpp"
 
 namespace tide::collectives {
@@ -61,6 +63,55 @@ TEST(ShardProblem, InPlaceNeedsOneNodeAndNothingElse) {
   const plan::Plan p = oneParamPlan();
   const Memory m(0, p.group.unshardedBytes(), 0);
   EXPECT_EQ(Communicator::shardProblem(p.group, nullptr, 0, m.arena(), m.arenaBytes, nullptr), "");
+}
+
+
+// TIDE-RS: gradients and output may sit outside the arena or in its user area, never across one
+// of its edges or in the scratch, which the call rewrites while it reads the gradients (a
+// probe in session 43 put one rank's output there: the other ranks' outputs came out wrong,
+// and every call returned success).
+struct ReduceScatterMemory {
+  // Two nodes of two GPUs: a scratch with staging and blocks (one GPU alone needs none).
+  plan::Plan plan = plan::makePlan(plan::Topology::make(2, 2), {{{64, 64}, plan::DType::kFP32}}, plan::DType::kFP32);
+  int64_t gradBytes = plan.group.params[0].rows * plan.group.params[0].rowElems * 4;  // fp32
+  int64_t outBytes = plan.group.outBytes();
+  int64_t userBytes = 2 * (gradBytes + outBytes);
+  ScratchLayout layout = ScratchLayout::forPlans({&plan}, userBytes);
+  Memory memory{gradBytes, userBytes + layout.bytes, gradBytes};
+
+  std::string problem(int64_t gradAt, int64_t outAt, bool withLayout = true) const {
+    const std::vector<const void*> grads = {memory.arena() + gradAt};
+    const auto* out = reinterpret_cast<const float*>(memory.arena() + outAt);
+    return Communicator::reduceScatterBufferProblem(plan.group, grads, out, memory.arena(), memory.arenaBytes,
+                                                    withLayout ? &layout : nullptr);
+  }
+};
+
+TEST(ReduceScatterBufferProblem, BuffersOutsideTheArenaOrInItsUserAreaServe) {
+  const ReduceScatterMemory m;
+  const int64_t end = m.memory.arenaBytes;
+  EXPECT_EQ(m.problem(-m.gradBytes, end), "") << "ending where the arena starts; starting where it ends";
+  EXPECT_EQ(m.problem(0, m.gradBytes), "") << "both in the user area";
+  EXPECT_EQ(m.problem(0, 0), "") << "in place: the output over the gradient, as NCCL allows";
+}
+
+TEST(ReduceScatterBufferProblem, BuffersAcrossAnEdgeOfTheArenaAreRefused) {
+  const ReduceScatterMemory m;
+  const int64_t end = m.memory.arenaBytes;
+  EXPECT_EQ(m.problem(0, end - 4), "out starts inside the arena and runs past its end");
+  EXPECT_EQ(m.problem(-m.gradBytes + 4, 0), "the gradient of parameter 0 starts before the arena and runs into it");
+}
+
+TEST(ReduceScatterBufferProblem, BuffersMeetingTheScratchAreRefused) {
+  const ReduceScatterMemory m;
+  const int64_t base = m.layout.base;
+  ASSERT_GT(m.layout.bytes, m.gradBytes);
+  EXPECT_NE(m.problem(0, base).find("out overlaps the collectives' scratch"), std::string::npos);
+  EXPECT_NE(m.problem(0, base - 4).find("out overlaps the collectives' scratch"), std::string::npos)
+      << "the output's last element in the scratch's first bytes";
+  EXPECT_NE(m.problem(base + m.layout.bytes - m.gradBytes, 0).find("the gradient of parameter 0 overlaps"),
+            std::string::npos);
+  EXPECT_EQ(m.problem(base, 0, /*withLayout=*/false), "") << "no scratch yet: nothing to meet";
 }
 
 }  // namespace

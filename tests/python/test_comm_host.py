@@ -203,6 +203,61 @@ def test_an_early_read_done_fails_the_overwrite_test(tmp_path, rng):
     assert any(v.endswith("parameters wrong") for v in verdicts.values()), verdicts
 
 
+def _buffers_in_the_scratch_rank(rank, store, seed, results):
+    """Gradients or outputs in the collectives' scratch (which each call rewrites while it
+    reads the gradients), or across the arena's end, are refused on the rank that passes
+    them, before the ranks compare the call: a retry with good buffers pairs with the
+    peers' and its outputs are the float64 sums. Before, an output in the scratch was
+    accepted and came out wrong on other ranks, every call reporting success."""
+    try:
+        from tide import _capi
+        from tide.comm import Communicator
+        from tide.plan import scratch_bytes
+
+        ranks, arena = 2, 1 << 20
+        shapes = [[64, 64]]
+        with Communicator(nodes=1, gpus_per_node=ranks, rank=rank, arena_bytes=arena, fabric="host",
+                          store_dir=store, timeout_s=20) as comm:
+            group = comm.register_group(shapes, dtype="fp32")
+            need = scratch_bytes([{"shapes": shapes, "dtype": "fp32", "nodes": 1, "gpus_per_node": ranks}])
+            scratch = (arena - need) // 4096 * 4096
+            assert need > 0, "two local ranks stage through the scratch"
+            offset, ptr = comm.alloc(4096)
+            base = ptr - offset  # the arena's first byte
+            rng = np.random.default_rng([seed, rank])
+            grad = rng.standard_normal(64 * 64).astype(np.float32)
+            out = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+            refused = []
+            for what, grad_ptr, out_ptr in (("out in the scratch", grad.ctypes.data, base + scratch),
+                                            ("gradient in the scratch", base + arena - grad.nbytes, out.ctypes.data),
+                                            ("out across the arena's end", grad.ctypes.data, base + arena - 8)):
+                try:
+                    comm.reduce_scatter(group, [grad_ptr], out_ptr)
+                    refused.append(f"{what}: accepted")
+                except _capi.TideError as e:
+                    refused.append(f"{what}: {e}")
+            comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)
+            comm.synchronize()
+            every = [np.random.default_rng([seed, r]).standard_normal(64 * 64).astype(np.float32) for r in range(ranks)]
+            want = np.sum([g.astype(np.float64) for g in every], axis=0).reshape(64, 64)[32 * rank:32 * (rank + 1)]
+            exact = np.array_equal(out, want.ravel().astype(np.float32))
+            results.put((rank, (refused, exact)))
+    except Exception:
+        results.put((rank, f"error: {traceback.format_exc()}"))
+
+
+def test_reduce_scatter_buffers_in_the_scratch_or_across_the_arena_are_refused(tmp_path, rng):
+    got, codes = run_ranks(_buffers_in_the_scratch_rank, 2, (str(tmp_path), rng.seed_value), timeout=120)
+    assert codes == [0, 0], (codes, got)
+    for rank, verdict in got:
+        assert not isinstance(verdict, str), verdict
+        refused, exact = verdict
+        assert "out overlaps the collectives' scratch" in refused[0], refused
+        assert "the gradient of parameter 0 overlaps the collectives' scratch" in refused[1], refused
+        assert "out starts inside the arena and runs past its end" in refused[2], refused
+        assert exact, f"rank {rank}: the retry's output is not the sum"
+
+
 def test_wait_inputs_read_before_any_reduce_scatter_is_refused(tmp_path):
     from tide import _capi
     from tide.comm import Communicator
