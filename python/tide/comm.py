@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import sys
 import threading
@@ -71,6 +72,7 @@ class Group:
 
     @property
     def plan(self) -> dict:
+        self._comm._refuse_if_closed("Group.plan")  # its handle died with the communicator
         raw = self._comm._copy_string(lambda out: _capi.library().tideGroupGetJson(self.handle, out))
         return json.loads(raw.decode())
 
@@ -185,19 +187,39 @@ class Communicator:
                                                   ctypes.byref(offset), ctypes.byref(ptr)))
         return offset.value, ptr.value
 
+    def _refuse_if_closed(self, call: str) -> None:
+        if not self.handle:
+            raise _capi.TideError(_capi.Result.INVALID_ARGUMENT, "closed", f"{call}: the communicator is closed")
+
+    def _check_group(self, group: Group, call: str) -> None:
+        """A group of this communicator, which is open. The C library knows handles by
+        address: a closed communicator's group could name a later one's (same address)."""
+        if group._comm is not self:
+            raise _capi.TideError(_capi.Result.INVALID_ARGUMENT, "bad_argument",
+                                  f"{call}: the group was registered on another communicator")
+        self._refuse_if_closed(call)
+
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
         """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
+        self._check_group(group, "all_gather")
         _check_pointers("shard_ptr", (shard_ptr, stream))
         _capi.check(self._lib.tideAllGather(self.handle, group.handle, shard_ptr,
                                             c_integer(landing_offset, "landing_offset", *INT64), stream))
 
     def reduce_scatter(self, group: Group, grad_ptrs: Sequence[int], out_ptr: int, *, alpha: float = 1.0,
                        accumulate: bool = False, stream: int = 0) -> None:
+        self._check_group(group, "reduce_scatter")
         if len(grad_ptrs) != group.num_params:
             raise ValueError(f"expected {group.num_params} gradient pointers, got {len(grad_ptrs)}")
+        if accumulate is not True and accumulate is not False:  # "no" would accumulate
+            raise TypeError(f"reduce_scatter: accumulate must be a bool, got {accumulate!r}")
+        alpha32 = ctypes.c_float(alpha).value  # what the C API receives
+        if not math.isfinite(alpha32) or (alpha32 == 0.0) != (alpha == 0.0):
+            raise ValueError(f"reduce_scatter: alpha {alpha!r} is {'0' if math.isfinite(alpha32) else alpha32} "
+                             f"in fp32, the sum's type")
         _check_pointers("grad_ptrs, out_ptr and stream", (*grad_ptrs, out_ptr, stream))
         arr = group._ptr_array(*grad_ptrs)
-        _capi.check(self._lib.tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha,
+        _capi.check(self._lib.tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha32,
                                                 1 if accumulate else 0, stream))
 
     def wait_inputs_read(self, stream: int = 0) -> None:

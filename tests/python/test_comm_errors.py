@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import re
+
 import numpy as np
 import pytest
 
@@ -77,6 +80,54 @@ def test_group_of_another_communicator_is_refused(tmp_path):
             b.all_gather(group, shard.ctypes.data, off)
         with pytest.raises(_capi.TideError, match="another communicator"):
             b.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data)
+        # The C API refuses it too (the binding refuses first): called directly.
+        with pytest.raises(_capi.TideError, match="tideAllGather: the group was registered on another"):
+            _capi.check(b._lib.tideAllGather(b.handle, group.handle, shard.ctypes.data, off, 0))
+        ptrs = (ctypes.c_void_p * 2)(*[g.ctypes.data for g in grads])
+        with pytest.raises(_capi.TideError, match="tideReduceScatter: the group was registered on another"):
+            _capi.check(b._lib.tideReduceScatter(b.handle, group.handle, ptrs, out.ctypes.data, 1.0, 0, 0))
+
+
+def test_a_closed_communicators_group_is_refused_not_taken_for_a_later_ones(tmp_path):
+    """The C library knows handles by address, so a communicator made after another closed may
+    get its address, and the closed one's group handle its group's: the binding refuses such a
+    group, and a closed communicator's calls, by name (before, the call ran the later group's
+    plan on buffers sized for the old one, and crashed)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = _comm(tmp_path / "a")
+    old_group = first.register_group([[8, 4]])
+    first.close()
+    with pytest.raises(_capi.TideError, match="all_gather: the communicator is closed"):
+        first.all_gather(old_group, 0, 0)
+    with pytest.raises(_capi.TideError, match="Group.plan: the communicator is closed"):
+        old_group.plan
+    with _comm(tmp_path / "b") as later:
+        group = later.register_group([[1000, 4]])
+        grads = [np.ones(32, dtype=np.uint16)]
+        out = np.zeros(32, dtype=np.float32)
+        with pytest.raises(_capi.TideError, match="reduce_scatter: the group was registered on another"):
+            later.reduce_scatter(old_group, [g.ctypes.data for g in grads], out.ctypes.data)
+        assert group.plan["group"]["out_bytes"] == 1000 * 4 * 4  # the later group is untouched
+
+
+def test_reduce_scatter_arguments_the_binding_would_change_are_refused(tmp_path):
+    """accumulate must be a bool ("no" is truthy), and alpha must survive fp32, the C API's
+    type, as neither 0 nor infinity unless it was one."""
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4]], dtype="fp32")
+        grads = [np.ones(32, dtype=np.float32)]
+        out = np.zeros(32, dtype=np.float32)
+        call = lambda **kw: comm.reduce_scatter(group, [grads[0].ctypes.data], out.ctypes.data, **kw)  # noqa: E731
+        with pytest.raises(TypeError, match="accumulate must be a bool, got 'no'"):
+            call(accumulate="no")
+        for alpha, says in ((1e-50, "alpha 1e-50 is 0 in fp32"), (1e39, "alpha 1e+39 is inf in fp32"),
+                            (float("nan"), "alpha nan is nan in fp32"), (-float("inf"), "alpha -inf is -inf")):
+            with pytest.raises(ValueError, match=re.escape(says)):
+                call(alpha=alpha)
+        call(alpha=0.0, accumulate=True)  # 0 stays 0: out + 0 * sum
+        comm.synchronize()
+        assert not out.any()
 
 
 def test_wrong_gradient_count_null_shard_and_bad_landing(tmp_path):
@@ -140,20 +191,20 @@ def test_misaligned_reduce_scatter_pointers_are_refused(tmp_path):
 
 
 def test_a_scale_that_is_not_finite_is_refused(tmp_path, rng):
-    """alpha NaN or infinite (1e39 is infinite in fp32, the C API's type) would turn every output
-    element NaN or infinite: refused before the call, the output left as it was."""
+    """alpha NaN or infinite would turn every output element NaN or infinite: the C API refuses
+    it before the call (called directly: the binding refuses first), the output left as it was."""
     with _comm(tmp_path) as comm:
         group = comm.register_group([[8, 4], [3]], dtype="fp32")
         rng = np.random.default_rng(rng.seed_value)
         out = rng.standard_normal(group.plan["group"]["out_bytes"] // 4).astype(np.float32)
         before = out.copy()
         grads = [rng.standard_normal(n).astype(np.float32) for n in (32, 3)]
-        ptrs = [g.ctypes.data for g in grads]
-        for alpha in (float("nan"), float("inf"), -float("inf"), 1e39):
+        ptrs = (ctypes.c_void_p * 2)(*[g.ctypes.data for g in grads])
+        for alpha in (float("nan"), float("inf"), -float("inf")):
             with pytest.raises(_capi.TideError, match="alpha .* is not finite"):
-                comm.reduce_scatter(group, ptrs, out.ctypes.data, alpha=alpha)
+                _capi.check(comm._lib.tideReduceScatter(comm.handle, group.handle, ptrs, out.ctypes.data, alpha, 0, 0))
         assert np.array_equal(out, before)
-        comm.reduce_scatter(group, ptrs, out.ctypes.data, alpha=0.5)  # finite: runs
+        comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data, alpha=0.5)  # finite: runs
         comm.synchronize()
         want = 0.5 * np.concatenate([g.astype(np.float64) for g in grads])
         np.testing.assert_allclose(out, want.astype(np.float32), rtol=0, atol=0)

@@ -37,9 +37,14 @@ def test_a_sum_forced_for_the_comms_leaves_the_divide_to_fsdp2():
     assert scaling(3.0, force_sum=True) == (1.0, None)
 
 
-@pytest.mark.parametrize("factor", [1e-40, 2.0**-200, -1e-45])
+@pytest.mark.parametrize("factor,in_fp32", [(1e-40, "inf"), (2.0**-200, "inf"), (-1e-45, "-inf"), (1e46, "0.0"),
+                                             (2.0**151, "0.0")])
 @pytest.mark.parametrize("grad_dtype", [torch.bfloat16, torch.float32])
-def test_a_reciprocal_beyond_fp32_runs_stock_with_the_reason(factor, grad_dtype):
+def test_a_reciprocal_beyond_fp32_runs_stock_with_the_reason(factor, in_fp32, grad_dtype):
     why = scaling(factor, grad_dtype)
-    assert isinstance(why, str) and "not finite in fp32" in why, why
-    assert math.isfinite(1.0 / factor)  # finite in Python's float64: only fp32 overflows
+    assert isinstance(why, str) and f"is {in_fp32} in fp32" in why, why
+    assert math.isfinite(1.0 / factor) and 1.0 / factor != 0  # float64 holds it: only fp32 cannot
+
+
+def test_a_reciprocal_in_fp32s_subnormals_is_kept():
+    assert scaling(1e40, torch.bfloat16) == (1e-40, None)  # 1e-40 is an fp32 subnormal, not 0

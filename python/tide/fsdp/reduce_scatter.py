@@ -44,6 +44,7 @@ makes that one call run stock, logged once per group.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import threading
@@ -56,9 +57,6 @@ from tide.fsdp import guards
 log = logging.getLogger("tide.fsdp")
 
 _active = threading.local()
-
-
-_FP32_MAX = torch.finfo(torch.float32).max
 
 
 def _power_of_two(x: float) -> bool:
@@ -303,10 +301,11 @@ def _scaling(tg, reduce_scatter_group, all_reduce_group, reduce_dtype, grad_dtyp
         alpha = 1.0
     elif gradient_divide_factor:
         scale = 1.0 / gradient_divide_factor
-        if not (math.isfinite(scale) and abs(scale) <= _FP32_MAX):
-            # The scale goes to the sum in fp32, where it would be infinite (the C API refuses
-            # that); stock multiplies by the same infinity, so the call is stock's alike.
-            return f"divide factor {gradient_divide_factor}: its reciprocal is not finite in fp32"
+        scale32 = ctypes.c_float(scale).value
+        if not math.isfinite(scale32) or scale32 == 0.0:
+            # The scale goes to the sum in fp32, where it would be infinite or 0 (the binding
+            # refuses both); stock scales by the same fp32 value, so the call is stock's alike.
+            return f"divide factor {gradient_divide_factor}: its reciprocal is {scale32} in fp32"
         if _power_of_two(scale) or grad_dtype != torch.float32:
             alpha = scale
         else:
