@@ -120,8 +120,12 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * order, count, mode, passes, waves, rounds, landing; not the rank-local CTA
  * budgets) fail that call on every rank, tideInvalidArgument with reason
  * "groups_differ", naming the ranks of each kind, and leave the communicator
- * unusable. Those calls (the first collective, and the first on a later group)
- * meet the other ranks on the host, so issue them in the same order relative
+ * unusable. The first collective also compares where each rank's user memory
+ * ends: where the scratch would not fit above it on some rank, it fails on
+ * every rank with reason "arena_too_small", naming those ranks (where it
+ * fits on no rank, every rank refuses as the communicator is made). Those
+ * calls (the first collective, and the first on a later group) meet the
+ * other ranks on the host, so issue them in the same order relative
  * to other host-blocking steps (another communicator's first collective, a
  * barrier) on every rank; other collectives only enqueue. On several nodes the groups of one
  * communicator share one Level 2 landing (plan option landing): a group

@@ -245,6 +245,40 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
   return tideSuccess;
 }
 
+// The first collective puts the scratch at the top of the arena, above user memory
+// (tideCommAlloc). Ranks whose allocations differ (the same calls on every rank are the
+// contract) may disagree on whether it fits: the one it does not fit would refuse the call
+// alone while its peers wait in the collective for it, until their deadline, never told why.
+// So the ranks compare where their user memory ends, and where it differs in that way all
+// refuse together, naming the ranks. Groups and arena sizes are equal on every rank by now.
+tideResult_t requireScratchAboveEveryRanksUserMemory(tideComm_t comm, const char* call) {
+  std::vector<const tide::plan::Plan*> plans;
+  for (const auto& g : comm->groups) plans.push_back(&g->plan);
+  const int64_t arena = comm->fabric.endpoint->arenaBytes();
+  const int64_t need = tide::collectives::ScratchLayout::forPlans(plans).bytes;
+  const std::vector<uint64_t> tops = exchangeOrMarkOutOfStep(
+      comm, {static_cast<uint64_t>(comm->userTop)},
+      std::string("comparing where user memory ends across ranks (at the first collective, ") + call + ")",
+      "where their user memory ends");
+  if (need > arena) return tideSuccess;  // refused alike on every rank when the communicator is made
+  const int64_t base = (arena - need) / 4096 * 4096;
+  std::string below, ends;
+  size_t ranksBelow = 0;
+  for (size_t r = 0; r < tops.size(); ++r) {
+    const auto top = static_cast<int64_t>(tops[r]);
+    ends += (r ? ", " : "") + std::to_string(r) + ": " + std::to_string(top);
+    if (top > base) below += (ranksBelow++ ? ", " : "") + std::to_string(r);
+  }
+  // Fits everywhere, or nowhere: then every rank refuses alike when the communicator is made.
+  if (ranksBelow == 0 || ranksBelow == tops.size()) return tideSuccess;
+  tide::capi::setLastError(tideInvalidArgument, "arena_too_small",
+                           std::string(call) + ": the collective scratch of " + std::to_string(need) +
+                               " bytes would start at arena offset " + std::to_string(base) +
+                               ", below where user memory ends on rank(s) " + below + " (user memory ends, per rank: " +
+                               ends + "; tideCommAlloc takes the same calls on every rank)");
+  return tideInvalidArgument;
+}
+
 // Every rank must pass the same landing offset to a group's all-gather
 // (landing_agreement.hpp): the ranks compare each (group, offset) pair at its
 // first use, and a difference fails the call on every rank that compared and sticks.
@@ -312,6 +346,7 @@ tideResult_t compareBeforeCall(tideComm_t comm, tideGroup* group, tide::capi::Ca
   const bool first = !comm->comm;
   if (first) {
     if (const tideResult_t r = requireSameGroups(comm, group, call); r != tideSuccess) return r;
+    if (const tideResult_t r = requireScratchAboveEveryRanksUserMemory(comm, call); r != tideSuccess) return r;
   }
   if (const tideResult_t r = requireSameCall(comm, kind, group, landingOffset); r != tideSuccess) return r;
   if (!first) {

@@ -236,6 +236,47 @@ def test_a_refused_call_does_not_size_the_scratch(tmp_path):
         assert "aligned" in aligned, detail
 
 
+def _one_rank_fills_its_arena(rank, store, results):
+    """Rank 1 allocates user memory up to its arena's end, where the scratch goes."""
+    try:
+        from tide import _capi
+        from tide.comm import Communicator
+
+        arena = 1 << 20
+        with Communicator(nodes=1, gpus_per_node=2, rank=rank, arena_bytes=arena, fabric="host",
+                          store_dir=store, timeout_s=20) as comm:
+            group = comm.register_group([[64, 64]], dtype="fp32")
+            landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+            if rank == 1:
+                comm.alloc(arena - group.plan["group"]["unsharded_bytes"])  # to the arena's end
+            shard = np.ones(64 * 32, dtype=np.float32)
+            start = time.monotonic()
+            try:
+                comm.all_gather(group, shard.ctypes.data, landing)
+                comm.synchronize()
+                results.put((rank, "not refused", ""))
+            except _capi.TideError as e:
+                results.put((rank, "refused", (e.reason, e.message, time.monotonic() - start)))
+    except Exception:  # noqa: BLE001 - reported to the test
+        results.put((rank, "error", traceback.format_exc()))
+
+
+def test_user_memory_where_one_ranks_scratch_goes_is_refused_on_every_rank(tmp_path):
+    """Ranks whose tideCommAlloc calls differ may disagree on whether the scratch fits above user
+    memory. Before, the rank it did not fit refused the first collective alone and its peer
+    waited in the collective until its deadline, told only that rank 1 never came; now the first
+    collective compares where user memory ends, and every rank refuses at once, naming rank 1."""
+    got, codes = run_ranks(_one_rank_fills_its_arena, 2, (str(tmp_path / "store"),), timeout=60)
+    assert codes == [0, 0], (codes, got)
+    assert sorted(r for r, _, _ in got) == [0, 1], got
+    for rank, what, detail in got:
+        assert what == "refused", (rank, what, detail)
+        reason, message, took = detail
+        assert reason == "arena_too_small", detail
+        assert "below where user memory ends on rank(s) 1 " in message, message
+        assert took < 10, f"rank {rank} refused only after {took:.1f} s (the deadline is 20 s)"
+
+
 def _mixed_landings(rank, store, collective_first, results):
     try:
         from tide.comm import Communicator
