@@ -324,7 +324,21 @@ def test_bootstrap_fails_on_the_callers_deadline(tmp_path):
     assert "timed out" in message and seconds < 30, (message, seconds)
     got, codes = run_ranks(_pair_rank, 2, (str(tmp_path),), timeout=90)
     verdicts = dict(got)
-    assert len(verdicts) == 2 and all("fresh one" in v for v in verdicts.values()), verdicts
+    assert len(verdicts) == 2 and all("each job a fresh store directory" in v for v in verdicts.values()), verdicts
+
+
+def _claims_rank_zero(rank, store, results):
+    _pair_rank(0, store, results)
+
+
+def test_two_processes_given_one_rank_are_told_so(tmp_path):
+    """Both processes of a two-rank job given rank 0: each waits for rank 1, which never comes, and
+    fails at its deadline with the causes that fit, two processes given the same rank among them
+    (it used to point at an earlier job's keys alone)."""
+    got, codes = run_ranks(_claims_rank_zero, 2, (str(tmp_path),), timeout=90)
+    assert codes == [0, 0], (codes, got)
+    assert len(got) == 2 and all("timed out" in v and "two processes given the same rank" in v
+                                 for _, v in got), got
 
 
 def _topology_rank(rank, store, results):

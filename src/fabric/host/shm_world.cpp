@@ -193,8 +193,10 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
       // Keys an earlier job left in the store (one that did not finish, or had other ranks)
       // misdirect this one: its ranks read a gone job's id or wait for keys nobody writes.
       const bool lost = fe->kind() == FabricError::Kind::kTimeout || fe->kind() == FabricError::Kind::kPeerFailure;
-      throw FabricError(fe->kind(), lost ? what + " (if an earlier job used this store directory, start each job "
-                                                  "with a fresh one)"
+      throw FabricError(fe->kind(), lost ? what + " (a rank that never started or was given another store "
+                                                  "directory, two processes given the same rank, or an earlier "
+                                                  "job's keys in this store directory: give each process its own "
+                                                  "rank, and each job a fresh store directory)"
                                          : what);
     }
     if (const auto* se = dynamic_cast<const std::system_error*>(&e)) throw std::system_error(se->code(), what);
