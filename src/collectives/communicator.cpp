@@ -178,7 +178,11 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   checkPlan(plan);
   const plan::GroupLayout& g = plan.group;
   if (!landingInArena(ep_.arenaBytes(), g, landingOffset) || layout_.overlaps(landingOffset, g.unshardedBytes()))
-    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "landing outside the arena's user area");
+    throw fabric::FabricError(
+        fabric::FabricError::Kind::kUsage,
+        "a landing of " + std::to_string(g.unshardedBytes()) + " bytes at arena offset " +
+            std::to_string(landingOffset) + " does not lie in the arena's user area [0, " +
+            std::to_string(layout_.base) + "), below the collectives' scratch (tideCommAlloc gives landings there)");
   if (const std::string why = shardProblem(g, shard, landingOffset, ep_.arena(), ep_.arenaBytes(), &layout_);
       !why.empty())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, why);

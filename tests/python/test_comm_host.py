@@ -241,6 +241,12 @@ def _buffers_in_the_scratch_rank(rank, store, seed, results):
             every = [np.random.default_rng([seed, r]).standard_normal(64 * 64).astype(np.float32) for r in range(ranks)]
             want = np.sum([g.astype(np.float64) for g in every], axis=0).reshape(64, 64)[32 * rank:32 * (rank + 1)]
             exact = np.array_equal(out, want.ravel().astype(np.float32))
+            # The same for an all-gather's landing: refused on every rank alike, saying where.
+            try:
+                comm.all_gather(group, grad[:32 * 64].ctypes.data, scratch - 4096)
+                refused.append("landing in the scratch: accepted")
+            except _capi.TideError as e:
+                refused.append(f"landing in the scratch: {e}")
             results.put((rank, (refused, exact)))
     except Exception:
         results.put((rank, f"error: {traceback.format_exc()}"))
@@ -255,6 +261,7 @@ def test_reduce_scatter_buffers_in_the_scratch_or_across_the_arena_are_refused(t
         assert "out overlaps the collectives' scratch" in refused[0], refused
         assert "the gradient of parameter 0 overlaps the collectives' scratch" in refused[1], refused
         assert "out starts inside the arena and runs past its end" in refused[2], refused
+        assert "does not lie in the arena's user area [0, " in refused[3], refused
         assert exact, f"rank {rank}: the retry's output is not the sum"
 
 
