@@ -58,6 +58,16 @@ struct tideComm {
   // training step pays for it, so it is measured always (two clock reads).
   tide::capi::CallTimer allGatherTime, reduceScatterTime;
 
+  std::vector<const tide::plan::Plan*> registeredPlans() const {
+    std::vector<const tide::plan::Plan*> plans;
+    for (const auto& g : groups) plans.push_back(&g->plan);
+    return plans;
+  }
+
+  // Where a scratch of `need` bytes starts in an arena of `arena` bytes (need <= arena):
+  // at the top, its base aligned down to 4096.
+  static int64_t scratchBase(int64_t arena, int64_t need) { return (arena - need) / 4096 * 4096; }
+
   // Scratch goes at the top of the arena, sized for every group registered so
   // far: the layout the first collective makes (or made). Throws where the
   // arena cannot hold it.
@@ -65,15 +75,14 @@ struct tideComm {
     using tide::collectives::ScratchLayout;
     if (comm) return comm->layout();
     if (groups.empty()) throw std::invalid_argument("register a group before the first collective");
-    std::vector<const tide::plan::Plan*> plans;
-    for (const auto& g : groups) plans.push_back(&g->plan);
+    const std::vector<const tide::plan::Plan*> plans = registeredPlans();
     const int64_t arena = fabric.endpoint->arenaBytes();
     const int64_t need = ScratchLayout::forPlans(plans).bytes;
     if (need > arena)
       throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: the collective scratch "
                                   "of the groups registered so far takes " + std::to_string(need) +
                                   " bytes (tideScratchBytes says how much an arena needs)");
-    const int64_t base = (arena - need) / 4096 * 4096;
+    const int64_t base = scratchBase(arena, need);
     if (base < userTop)
       throw std::invalid_argument("arena of " + std::to_string(arena) + " bytes is too small: user memory ends at " +
                                   std::to_string(userTop) + " (each tideCommAlloc starts at a multiple of 4096), and "
@@ -252,16 +261,14 @@ tideResult_t requireSameGroups(tideComm_t comm, const tideGroup* group, const ch
 // So the ranks compare where their user memory ends, and where it differs in that way all
 // refuse together, naming the ranks. Groups and arena sizes are equal on every rank by now.
 tideResult_t requireScratchAboveEveryRanksUserMemory(tideComm_t comm, const char* call) {
-  std::vector<const tide::plan::Plan*> plans;
-  for (const auto& g : comm->groups) plans.push_back(&g->plan);
   const int64_t arena = comm->fabric.endpoint->arenaBytes();
-  const int64_t need = tide::collectives::ScratchLayout::forPlans(plans).bytes;
+  const int64_t need = tide::collectives::ScratchLayout::forPlans(comm->registeredPlans()).bytes;
   const std::vector<uint64_t> tops = exchangeOrMarkOutOfStep(
       comm, {static_cast<uint64_t>(comm->userTop)},
       std::string("comparing where user memory ends across ranks (at the first collective, ") + call + ")",
       "where their user memory ends");
   if (need > arena) return tideSuccess;  // refused alike on every rank when the communicator is made
-  const int64_t base = (arena - need) / 4096 * 4096;
+  const int64_t base = tideComm::scratchBase(arena, need);
   std::string below, ends;
   size_t ranksBelow = 0;
   for (size_t r = 0; r < tops.size(); ++r) {
