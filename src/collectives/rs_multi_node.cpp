@@ -165,7 +165,13 @@ void Communicator::MultiNodeRs::readBlock(size_t j) {
   if (blk.remote >= 0) {
     const uint64_t k = sendBase_ + static_cast<uint64_t>(blk.remote);
     if (k >= static_cast<uint64_t>(nOut_)) {
-      if (!c_.injected(Fault::kReuseOutboxEarly)) {
+      // The fault skips only waits for this call's own sends: it races the
+      // refill against a send by holding back this call's first wave (see
+      // issueNextPart), so a block an earlier call on this bank sent has no
+      // held-back send to race, and skipping its wait would count a firing
+      // that changes no byte (tide bench then reported "NOT detected").
+      const bool sentThisCall = k - static_cast<uint64_t>(nOut_) >= sendBase_;
+      if (!(c_.injected(Fault::kReuseOutboxEarly) && sentThisCall)) {
         // The block this one reuses must be sent first, and its send issued
         // before this wait (rule I5): a small outbox (Slot-Reuse) reuses
         // blocks of this very pass.

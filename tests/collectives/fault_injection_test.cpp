@@ -25,13 +25,16 @@ struct FaultCase {
   plan::Mode mode;
 };
 
-// A run of two calls that injects c.fault on rank 0, with short deadlines.
+// A run of five calls that injects c.fault on rank 0, with short deadlines.
+// Five, not two: the reduce-scatter's two banks are then reused across calls,
+// where a fault must count no firing that changes nothing (reuse-outbox-early
+// once did, and `tide bench` reported it "NOT detected").
 HostRunOptions faultRun(const FaultCase& c, uint64_t seed) {
   HostRunOptions o = baseOptions(c.topo.m, c.topo.l, seed);
   o.specs = {{{64, 16}, DType::kBF16}, {{33}, DType::kBF16}};
   o.planOptions.rs.mode = c.mode;
   if (c.mode == plan::Mode::kSlotReuse) o.planOptions.rs.roundWidth = 1;
-  o.iters = 2;
+  o.iters = 5;
   o.timeoutSeconds = 1.0;
   o.fault = {c.fault, 0};
   return o;
