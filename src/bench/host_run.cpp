@@ -75,16 +75,19 @@ void refuseIfMemoryShort(const plan::GroupLayout& g, int64_t arenaBytes, bool ke
   for (const plan::ParamLayout& p : g.params) gradBytes += p.rows * p.rowElems * plan::itemSize(g.gradDtype);
   int64_t perRank = arenaBytes + g.shardBytes + gradBytes + g.outElems * int64_t{sizeof(float)};
   if (keepOutputs) perRank += g.unshardedBytes() + g.outElems * int64_t{sizeof(float)};
-  const int64_t need = n * perRank + g.outElems * int64_t{sizeof(double)};
+  // In double: ranks x bytes per rank can pass 2^63 (thousands of ranks of
+  // 2^40-element parameters), where int64 would wrap and let the run through.
+  const double need = static_cast<double>(n) * static_cast<double>(perRank) +
+                      static_cast<double>(g.outElems) * static_cast<double>(sizeof(double));
   const std::optional<int64_t> room = hostMemoryAvailable();
-  if (room && need > *room) {
+  if (room && need > static_cast<double>(*room)) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     char msg[320];
     std::snprintf(msg, sizeof msg,
                   "the host run needs about %.2f GiB of host memory (%lld ranks x %.3f GiB: arena, shard, "
                   "gradients, output) and %.2f GiB are available (MemAvailable, or the memory cgroup's limit): "
                   "choose fewer ranks or smaller parameters",
-                  static_cast<double>(need) / kGiB, static_cast<long long>(n), static_cast<double>(perRank) / kGiB,
+                  need / kGiB, static_cast<long long>(n), static_cast<double>(perRank) / kGiB,
                   static_cast<double>(*room) / kGiB);
     throw std::invalid_argument(msg);
   }

@@ -84,5 +84,22 @@ TEST(HostMemory, ARunNeedingMoreThanTheHostHasIsRefusedWithItsNeed) {
   }
 }
 
+TEST(HostMemory, ANeedPast2To63BytesIsRefusedNotWrapped) {
+  // 8192 ranks, each with 256 fp32 gradients of 2^40 elements (2^50 bytes): 2^63 bytes of
+  // gradients alone, which int64 arithmetic wrapped to a negative need that passed.
+  HostRunOptions o;
+  o.topo = plan::Topology::make(1024, 8);
+  o.specs.assign(256, plan::ParamSpec{{int64_t{1} << 40}, plan::DType::kBF16});
+  o.gradDtype = plan::DType::kFP32;
+  try {
+    runOnHost(o);
+    FAIL() << "a 2^63-byte host run was not refused";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("needs about"), std::string::npos) << what;
+    EXPECT_NE(what.find("8192 ranks"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace tide::bench
