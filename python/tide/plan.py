@@ -83,6 +83,8 @@ def scratch_bytes(groups: Sequence[Mapping[str, Any]]) -> int:
     """Arena bytes the collectives' scratch takes for these groups, as the library
     reserves it; each item holds build_plan_config's arguments (shapes=..., nodes=..., ...)."""
     configs, keep = [], []
+    if len(groups) == 0:
+        raise ValueError("scratch_bytes needs at least one group (the groups one communicator will register)")
     for g in groups:
         config, alive = build_plan_config(**g)
         configs.append(config)

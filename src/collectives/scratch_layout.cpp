@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace tide::collectives {
 namespace {
@@ -31,6 +32,14 @@ ScratchLayout ScratchLayout::forPlans(const std::vector<const plan::Plan*>& plan
   ScratchLayout s;
   bool multiNode = false;
   for (const plan::Plan* p : plans) {
+    // One communicator has one topology; sizes of groups planned for others mean nothing here.
+    if (p->group.topo.nodes != plans.front()->group.topo.nodes ||
+        p->group.topo.gpusPerNode != plans.front()->group.topo.gpusPerNode)
+      throw std::invalid_argument("groups of one communicator must share one topology: " +
+                                  std::to_string(plans.front()->group.topo.nodes) + " x " +
+                                  std::to_string(plans.front()->group.topo.gpusPerNode) + " and " +
+                                  std::to_string(p->group.topo.nodes) + " x " +
+                                  std::to_string(p->group.topo.gpusPerNode));
     s.stageBytes = std::max(s.stageBytes, p->ag.stageBytes);
     s.stagingSlotBytes = std::max(s.stagingSlotBytes, p->rs.stagingSlotBytes);
     s.stagingSlots = std::max(s.stagingSlots, p->rs.stagingSlots);

@@ -206,3 +206,17 @@ def test_a_dimension_count_out_of_range_names_the_parameter_and_the_limit():
         assert result != _capi.Result.SUCCESS
         error = _capi.library().tideGetLastError().decode()
         assert f"parameter 1: ndims {bad} outside 0..16" in error, error
+
+
+def test_scratch_bytes_refuses_groups_of_different_topologies():
+    from tide.plan import scratch_bytes
+    one = {"shapes": [[8]], "nodes": 2, "gpus_per_node": 2}
+    assert scratch_bytes([one, dict(one, shapes=[[64, 3]])]) > 0  # same topology: one communicator's groups
+    with pytest.raises(TideError, match=r"share one topology: 2 x 2 and 3 x 4"):
+        scratch_bytes([one, dict(one, nodes=3, gpus_per_node=4)])
+
+
+def test_scratch_bytes_of_no_group_is_refused_by_name():
+    from tide.plan import scratch_bytes
+    with pytest.raises(ValueError, match="at least one group"):
+        scratch_bytes([])
