@@ -24,6 +24,8 @@ from tide.plan_report import format_plan
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2  # also a rejected plan
 CUDA_JSON_DEFAULT = "tide_bench_cuda.json"  # where `tide bench --fabric cuda --json` writes without --json-out
+# `tide bench --fabric host`'s defaults of the options that have one (filled in by build_parser).
+HOST_DEFAULTS: dict[str, object] = {}
 
 
 class InputError(Exception):
@@ -74,9 +76,9 @@ def _add_plan_command(subparsers) -> None:
     cmd.add_argument("--wave-width", type=int, default=0, metavar="W",
                      help="contributor nodes per reduce-scatter wave (default: L)")
     cmd.add_argument("--round-width", type=int, default=0, metavar="K",
-                     help="rail transfers per network round (default: sizing solver)")
+                     help="rail transfers per network round, above M-1 taken as M-1 (default: sizing solver)")
     cmd.add_argument("--passes", type=int, default=1, metavar="N",
-                     help="reduce-scatter passes (default: 1)")
+                     help="reduce-scatter passes, 0 taken as 1 (default: 1)")
     cmd.add_argument("--landing", choices=sorted(LANDINGS), default="pull",
                      help="Level 2 landing across nodes: pull through peer addresses or push by copy engine "
                           "(default: pull)")
@@ -93,9 +95,18 @@ def _add_plan_command(subparsers) -> None:
     cmd.set_defaults(run=_run_plan)
 
 
+# Far above any shapes or calibration file (256 parameters of 16 extents are a few KiB), and
+# small enough that /dev/zero or a wrong path to a checkpoint is refused before it fills memory.
+_MAX_JSON_BYTES = 16 << 20
+
+
 def _read_json(path: Path, what: str):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_JSON_BYTES + 1)
+        if len(raw) > _MAX_JSON_BYTES:
+            raise InputError(f"{what} {path} is larger than {_MAX_JSON_BYTES >> 20} MiB: not a {what}")
+        return json.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits, too deep
@@ -159,8 +170,9 @@ def _add_bench_command(subparsers) -> None:
         description=(
             "Run both collectives on a fabric with fresh random inputs, check every output "
             "against an independent reference (byte-exact gather, float64 sums), and print "
-            "traffic, descriptors, rounds, waves, staging and time. Exits 1 when a check fails "
-            "or an injected fault is detected (with its message)."
+            "traffic, descriptors, rounds, waves, staging and time. Exits 1 when a check fails, "
+            "the run stops, an injected fault is detected (with its message) or one that acted "
+            "goes undetected; 2 for bad input, or a fault that never acted (nothing to act on)."
         ),
     )
     cmd.add_argument("--fabric", choices=["host", "cuda"], default="host",
@@ -174,11 +186,18 @@ def _add_bench_command(subparsers) -> None:
                           "python -m tide.bench.plot draws them")
     # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs):
     # every option below, with its default, as add_argument returned it.
+    # Their defaults are applied only on the host fabric (HOST_DEFAULTS): argparse's own default is
+    # None, so an option given with its default value (--mode in-place) still counts as given.
     host_only: dict[str, object] = {}
 
     def host_arg(*names, parser=cmd, **kw):
+        default = kw.pop("default", None)
+        if default is not None and kw.get("action") != "store_true" and "default" not in kw.get("help", ""):
+            kw["help"] = (kw["help"] + " " if "help" in kw else "") + f"(default {default})"
         action = parser.add_argument(*names, **kw)
         host_only[action.dest] = action.default
+        if default is not None and kw.get("action") != "store_true":
+            HOST_DEFAULTS[action.dest] = default
 
     host_arg("--list-faults", action="store_true", help="print the injectable faults and exit")
     source = cmd.add_mutually_exclusive_group()
@@ -189,9 +208,9 @@ def _add_bench_command(subparsers) -> None:
     host_arg("--dtype", choices=sorted(DTYPES), help="all-gather dtype of every parameter")
     host_arg("--grad-dtype", choices=sorted(DTYPES), help="gradient dtype")
     host_arg("--mode", choices=sorted(MODES), default="in-place")
-    host_arg("--wave-width", type=int, default=0, metavar="W")
-    host_arg("--round-width", type=int, default=0, metavar="K")
-    host_arg("--passes", type=int, default=1, metavar="N")
+    host_arg("--wave-width", type=int, default=0, metavar="W", help="as for tide plan (default: L)")
+    host_arg("--round-width", type=int, default=0, metavar="K", help="as for tide plan (default: sizing solver)")
+    host_arg("--passes", type=int, default=1, metavar="N", help="as for tide plan")
     host_arg("--landing", choices=sorted(LANDINGS), default="pull")
     host_arg("--rail-lane", action="store_true", help="as for tide plan")
     host_arg("--iters", type=int, default=5, metavar="N", help="calls of each collective")
@@ -199,7 +218,7 @@ def _add_bench_command(subparsers) -> None:
     host_arg("--inputs", choices=sorted(host_bench.INPUT_KINDS), default="normal")
     host_arg("--timeout", type=float, default=10.0, metavar="S", help="deadline of every wait")
     host_arg("--inject", metavar="FAULT", help="inject a fault (see --list-faults)")
-    host_arg("--fault-rank", type=int, default=0, metavar="R")
+    host_arg("--fault-rank", type=int, default=0, metavar="R", help="the rank the fault acts on, with --inject")
     host_arg("--rails", choices=host_bench.RAILS, default="one-sided",
              help="host fabric: rails as puts with signals (copy engines, default), as two-sided "
                   "send/recv, or as one-sided puts with counted signals and credits (NCCL host RMA); "
@@ -272,8 +291,13 @@ def _run_bench(args) -> int:
         missing.append("--preset or --shapes")
     if missing:
         raise InputError(f"missing {', '.join(missing)}")
-    if args.inject and args.inject not in host_bench.fault_names():
+    if args.inject is not None and args.inject not in host_bench.fault_names():
         raise InputError(f"unknown fault {args.inject!r} (see --list-faults)")
+    if args.fault_rank is not None and args.inject is None:
+        raise InputError("--fault-rank says which rank --inject's fault acts on: give --inject too")
+    for dest, default in HOST_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
     params, title = _plan_params(args)
     report = host_bench.run_host(
         params, nodes=args.nodes, gpus_per_node=args.gpus_per_node, iters=args.iters, seed=args.seed,
@@ -295,7 +319,7 @@ def _run_bench(args) -> int:
         return 0
     what = report["error"] or (
         f"all_gather {report['all_gather']['check']}, reduce_scatter {report['reduce_scatter']['check']}")
-    prefix = f"fault {args.inject} detected" if args.inject else "check failed"
+    prefix = f"fault {args.inject} detected" if args.inject else "run failed" if report["error"] else "check failed"
     _fail("tide bench", f"{prefix}: {what}", EXIT_FAILURE)
 
 

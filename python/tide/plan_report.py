@@ -38,7 +38,8 @@ def plan_rows(plan: dict) -> list[tuple[str, str, str]]:
     else:
         lane = "no (staged path; rail_lane / --rail-lane would put it on the lane)" \
             if topo["gpus_per_node"] == 1 and topo["nodes"] > 1 else "no (one GPU per node across nodes only)"
-        landing = rs["landing"] + (f" (push area {_mib(rs['push_area_bytes'])})" if rs["push_area_bytes"] else "")
+        landing = "none (one node: no Level 2)" if rs["landing"] == "none" else \
+            rs["landing"] + (f" (push area {_mib(rs['push_area_bytes'])})" if rs["push_area_bytes"] else "")
     ns = group["unsharded_bytes"]
     staging = _mib(rs["staging_bytes"]) + (f" ({_ns(rs['staging_bytes'] / ns)} NS)" if ns > 0 else "")
     return [

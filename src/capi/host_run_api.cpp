@@ -69,16 +69,18 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
     static constexpr const char* kInputNames[] = {"normal", "integer", "nonfinite"};
     j["inputs"] = kInputNames[options->inputKind];
     j["error"] = r.error;
-    j["all_gather"] = {{"check", r.allGather.ok ? "ok" : "failed"},
+    // "error": the run stopped before every output was compared, so its counts are what
+    // was found wrong until then, and no error figure is given (0 would read as exact).
+    const char* verdict = !r.error.empty() ? "error" : nullptr;
+    j["all_gather"] = {{"check", verdict ? verdict : r.allGather.ok ? "ok" : "failed"},
                        {"wrong_bytes", r.allGather.wrong},
                        {"seconds", r.allGather.seconds},
                        {"bytes", p.group.unshardedBytes()},
                        {"rounds", p.ag.rounds.size()},
                        {"descriptors", p.ag.descriptors},
                        {"traffic", statsJson(r.allGather.stats)}};
-    j["reduce_scatter"] = {{"check", r.reduceScatter.ok ? "ok" : "failed"},
+    j["reduce_scatter"] = {{"check", verdict ? verdict : r.reduceScatter.ok ? "ok" : "failed"},
                            {"wrong_elems", r.reduceScatter.wrong},
-                           {"max_rel_err", r.reduceScatter.maxRelErr},
                            {"exact", o.inputs == bench::InputKind::kInteger},
                            // nccl-tests' size for a reduce-scatter: every rank's output, here fp32.
                            {"bytes", p.group.outBytes() * o.topo.ranks()},
@@ -88,6 +90,7 @@ TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHost
                            {"level1_descriptors", p.rs.level1Descriptors},
                            {"staging_bytes", p.rs.stagingBytes},
                            {"traffic", statsJson(r.reduceScatter.stats)}};
+    if (!verdict) j["reduce_scatter"]["max_rel_err"] = r.reduceScatter.maxRelErr;
     *json = dupString(j.dump());
     if (!r.error.empty()) {
       capi::setLastError(tideTimeout, "fabric_failure", r.error);

@@ -45,10 +45,14 @@ Reason checkGroup(const std::vector<ParamSpec>& specs, std::string* detail) {
       return say(Reason::kMixedDtypes, name + " is " + dtypeName(s.dtype) + ", parameter 0 is " +
                                            dtypeName(specs[0].dtype));
     if (s.shape.empty()) return say(Reason::kZeroDimTensor, name + " is 0-d");
-    int64_t numel = 1;
+    // Extents first: a zero anywhere makes the tensor empty whatever the others are
+    // (a [2^40, 2, 0] shape is empty, not too large).
     for (int64_t d : s.shape) {
       if (d < 0) return say(Reason::kEmptyParam, name + " has a negative extent");
       if (d == 0) return say(Reason::kEmptyParam, name + " has zero elements");
+    }
+    int64_t numel = 1;
+    for (int64_t d : s.shape) {
       if (numel > kMaxElems / d) return say(Reason::kTooLarge, name + " has more than 2^40 elements");
       numel *= d;
     }

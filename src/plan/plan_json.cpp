@@ -46,7 +46,9 @@ std::string planToJson(const Plan& plan, int indent) {
                          {"rounds", rs.networkRounds},
                          {"outbox_blocks", rs.outboxBlocks},
                          {"spare_blocks", rs.spareBlocks},
-                         {"landing", landingName(rs.landing)},
+                         // "none" where nothing lands across nodes (one node, or the rail lane, which sums its inbox):
+                         // the option given then has no effect, and the plan says so rather than echo it.
+                         {"landing", g.topo.nodes > 1 && !rs.railLane ? landingName(rs.landing) : "none"},
                          {"push_area_bytes", rs.pushAreaBytes},
                          {"staging_slots", rs.stagingSlots},
                          {"sub_elems", rs.subElems},

@@ -99,7 +99,10 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
       throw PlanError(Reason::kTooLarge, std::to_string(int64_t{plan.wavesPerPass} * opt.passes) +
                                              " reduce-scatter waves (" + std::to_string(plan.wavesPerPass) +
                                              " per pass x " + std::to_string(opt.passes) + " passes), more than " +
-                                             std::to_string(kMaxWaves) + ": fewer passes or a wider wave");
+                                             std::to_string(kMaxWaves) + ": fewer passes" +
+                                             (plan.waveWidth < l ? std::string(" or a wider wave (at most L = ") +
+                                                                       std::to_string(l) + ")"
+                                                                 : std::string(" or fewer nodes")));
     const int total = plan.wavesPerPass * opt.passes;
     plan.bufferGenerations = total == 1 ? 1 : 2;
     for (int q = 0; q < opt.passes; ++q) {

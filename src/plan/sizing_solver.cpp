@@ -2,6 +2,7 @@
 // rule that doubles the round width k while per-round waits dominate.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -23,9 +24,12 @@ namespace {
 // A CTA count the solver computed, as an int: one past INT_MAX (or NaN) is no
 // plan to round into range, so the calibration is refused with what it asked for.
 int ctaCount(double ctas, const char* what) {
-  if (!(ctas <= static_cast<double>(std::numeric_limits<int>::max())))
-    throw PlanError(Reason::kBadCalibration, std::string("the calibration asks for ") + std::to_string(ctas) + " " +
-                                                 what + " CTAs, more than any GPU has (a rate per CTA far too low?)");
+  if (!(ctas <= static_cast<double>(std::numeric_limits<int>::max()))) {
+    char count[32];  // %g: a huge count in a few digits, not std::to_string's hundreds
+    std::snprintf(count, sizeof count, "%g", ctas);
+    throw PlanError(Reason::kBadCalibration, std::string("the calibration asks for ") + count + " " + what +
+                                                 " CTAs, more than any GPU has (a rate per CTA far too low?)");
+  }
   return std::max(1, static_cast<int>(ctas));
 }
 
@@ -74,6 +78,14 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
     return r;
   }
   r.nicSeconds = static_cast<double>(m - 1) * static_cast<double>(outBytes) / cal.nicBw;
+  // A rate that is positive and finite but tiny (a denormal) makes the wire
+  // time infinite, which the plan's JSON could only write as null.
+  if (!std::isfinite(r.nicSeconds)) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "the calibration's NIC rate (%g GB/s) makes the wire time of %lld bytes infinite",
+                  cal.nicBw / 1e9, static_cast<long long>(outBytes));
+    throw PlanError(Reason::kBadCalibration, msg);
+  }
   // Eq. 14: bound the final landing tail, capped by the fabric ceiling.
   const double capCtas = std::max(1.0, std::floor(cal.landCap / cal.landBwPerCta));
   const double perPass = static_cast<double>(outBytes) / passes;

@@ -407,21 +407,38 @@ TEST(HostCollectives, ScratchRefusesLayoutsPastSixtyFourBits) {
 // inbox unzeroed, which a pull landing reads, so the scratch refuses the mix;
 // one-node groups have no Level 2 and mix with either.
 TEST(HostCollectives, OneLandingDirectionPerCommunicator) {
-  const plan::Topology two = plan::Topology::make(2, 2), one = plan::Topology::make(1, 4);
+  // One topology, as in any communicator: a group with no Level 2 landing (the rail lane on one
+  // GPU per node) mixes with either direction; two directions do not mix.
+  const plan::Topology two = plan::Topology::make(2, 1);
   const std::vector<plan::ParamSpec> shapes = {{{64, 8}, DType::kBF16}, {{100}, DType::kBF16}};
   plan::PlanOptions push;
   push.rs.landing = plan::Landing::kPush;
+  plan::PlanOptions lanePush = push;
+  lanePush.ag.railLane = lanePush.rs.railLane = true;
   const plan::Plan pullPlan = plan::makePlan(two, shapes, DType::kBF16);
   const plan::Plan pushPlan = plan::makePlan(two, shapes, DType::kBF16, push);
-  const plan::Plan oneNode = plan::makePlan(one, shapes, DType::kBF16, push);
-  EXPECT_EQ(oneNode.rs.landing, plan::Landing::kPull);
+  const plan::Plan lane = plan::makePlan(two, shapes, DType::kBF16, lanePush);
+  EXPECT_EQ(lane.rs.landing, plan::Landing::kPull);
   EXPECT_THROW(collectives::ScratchLayout::forPlans({&pullPlan, &pushPlan}), std::invalid_argument);
-  const collectives::ScratchLayout pushed = collectives::ScratchLayout::forPlans({&oneNode, &pushPlan});
+  const collectives::ScratchLayout pushed = collectives::ScratchLayout::forPlans({&lane, &pushPlan});
   EXPECT_EQ(pushed.landing, plan::Landing::kPush);
   EXPECT_TRUE(pushed.fits(pushPlan));
   EXPECT_FALSE(pushed.fits(pullPlan));
-  EXPECT_EQ(pushed.bytes - collectives::ScratchLayout::forPlans({&oneNode, &pullPlan}).bytes,
+  EXPECT_EQ(pushed.bytes - collectives::ScratchLayout::forPlans({&lane, &pullPlan}).bytes,
             int64_t{pushed.generations} * pushed.blocksPerGeneration * pushed.blockBytes);  // independent of inboxBytes()
+}
+
+// Groups planned for different topologies cannot share a communicator's scratch.
+TEST(HostCollectives, OneTopologyPerCommunicator) {
+  const std::vector<plan::ParamSpec> shapes = {{{64, 8}, DType::kBF16}};
+  const plan::Plan a = plan::makePlan(plan::Topology::make(2, 2), shapes, DType::kBF16);
+  const plan::Plan b = plan::makePlan(plan::Topology::make(1, 4), shapes, DType::kBF16);
+  try {
+    (void)collectives::ScratchLayout::forPlans({&a, &b});
+    FAIL() << "groups of 2 x 2 and 1 x 4 were laid out together";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 x 2 and 1 x 4"), std::string::npos) << e.what();
+  }
 }
 
 // All-gather in place (no shard pointer: the shard already sits in the own

@@ -214,6 +214,7 @@ TEST(Layout, ContractRejections) {
   expectReason({ParamSpec{{0, 4}, DType::kBF16}}, Reason::kEmptyParam, "zero rows");
   expectReason({ok, ParamSpec{{4, 0}, DType::kBF16}}, Reason::kEmptyParam, "zero columns");
   expectReason({ok, ParamSpec{{4, 3, 0, 2}, DType::kBF16}}, Reason::kEmptyParam, "zero inner dim");
+  expectReason({ParamSpec{{int64_t{1} << 40, 2, 0}, DType::kBF16}}, Reason::kEmptyParam, "empty despite a huge extent");
   expectReason({ParamSpec{{1}, DType::kFP32}}, Reason::kOk, "one fp32 element");
   expectReason({ParamSpec{{3, 1, 1, 5}, DType::kBF16}}, Reason::kOk, "4-d");
 }

@@ -257,6 +257,31 @@ TEST(Solver, RejectsNonPositiveRates) {
   EXPECT_NO_THROW(Calibration{}.validate());
 }
 
+// Rates that are positive and finite but tiny: refused with a message a person can read, never an
+// infinite wire time (the plan's JSON can only write it as null) or a CTA count in hundreds of digits.
+TEST(Solver, RefusesTinyRatesReadably) {
+  const Topology t = Topology::make(1000, 8);
+  Calibration nic;
+  nic.nicBw = 5e-324;  // a denormal: the wire time of any byte is infinite
+  try {
+    solveSizing(t, 2, int64_t{1} << 30, 8, 1, nic);
+    FAIL() << "a wire time of infinity was planned";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kBadCalibration);
+    EXPECT_NE(std::string(e.what()).find("infinite"), std::string::npos) << e.what();
+  }
+  Calibration sum;
+  sum.sumBwPerCta = 1e-3;  // 1 mB/s per CTA: about 3.6e+14 CTAs
+  try {
+    solveSizing(t, 2, int64_t{1} << 30, 8, 1, sum);
+    FAIL() << "a sum CTA count past INT_MAX was planned";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kBadCalibration);
+    EXPECT_LT(std::string(e.what()).size(), 200u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("e+"), std::string::npos) << e.what();
+  }
+}
+
 // The bound covers the plan's own staging bytes (Area_RS in NS units, NS = N
 // ranks x E elements of the all-gather's type) for fp32 gradients, fp32
 // groups and push landing too, where the paper's bf16 / pull constants alone

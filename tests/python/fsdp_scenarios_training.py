@@ -201,7 +201,7 @@ def rail_lane_plan_option(ctx):
             assert g_lane["fqn"] == g_staged["fqn"]
             assert g_lane["plan"]["rs_rail_lane"] is True and g_staged["plan"]["rs_rail_lane"] is False, \
                 (g_lane["plan"], g_staged["plan"])
-            assert g_lane["plan"]["rs_landing"] == "pull", g_lane["plan"]  # no Level 2 landing on the lane
+            assert g_lane["plan"]["rs_landing"] == "none", g_lane["plan"]  # no Level 2 landing on the lane
             assert g_lane["plan"]["rs_staging_bytes"] < g_staged["plan"]["rs_staging_bytes"], \
                 (g_lane["fqn"], g_lane["plan"], g_staged["plan"])
         models = (stock, lane, staged)

@@ -176,6 +176,34 @@ def test_fault_with_nothing_to_act_on_is_not_a_miss(fault, setup):
     assert report["all_gather"]["check"] == "ok" and report["reduce_scatter"]["check"] == "ok", report
 
 
+@pytest.mark.parametrize("setup,code", [(FAULT_SETUP["reuse-outbox-early"], 1), (["-M", "2", "-L", "2"], 2)])
+def test_reuse_outbox_early_over_the_default_five_calls(setup, code):
+    """From the third call on, the banks' outbox blocks are ones an earlier call sent: the fault
+    once counted skipping their (long met) waits as firings, and the bench said "NOT detected"
+    (exit 1) where it acted on nothing. Now: detected where a call refills its own unsent block,
+    never acted (exit 2) where none does."""
+    r = run_tide("bench", "--fabric", "host", *setup, "--preset", "llama-tiny", "--timeout", "1",
+                 "--inject", "reuse-outbox-early")
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "NOT detected" not in r.stderr, r.stderr
+    assert ("fault reuse-outbox-early detected" if code == 1 else "never acted") in r.stderr, r.stderr
+
+
+def test_a_run_that_stops_reports_no_error_figure():
+    """A run that stops (here every wait's deadline is a nanosecond) compared no output: its checks
+    say "error", not "failed" next to zero wrong elements and an error of 0, and the message
+    says the run failed, with the deadline as given."""
+    r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--timeout", "1e-9",
+                 "--json")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    report = r.json()
+    assert report["error"], report
+    assert report["all_gather"]["check"] == report["reduce_scatter"]["check"] == "error", report
+    assert "max_rel_err" not in report["reduce_scatter"], report
+    assert r.stderr.startswith("tide bench: run failed: "), r.stderr
+    assert "timed out after 1e-09 s" in r.stderr, r.stderr
+
+
 def test_call_order_needs_two_groups():
     r = run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "call-order")
     assert r.returncode == 2
@@ -186,6 +214,11 @@ def test_bench_bad_input():
     assert run_tide("bench", "-M", "2", "--preset", "llama-tiny").returncode == 2
     assert run_tide("bench", "-M", "2", "-L", "9", "--preset", "llama-tiny").returncode == 2
     assert run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "nope").returncode == 2
+    # An empty fault name ran with no fault; a fault rank without a fault was ignored.
+    r = run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--inject", "")
+    assert r.returncode == 2 and "unknown fault ''" in r.stderr, (r.returncode, r.stderr)
+    r = run_tide("bench", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--fault-rank", "3")
+    assert r.returncode == 2 and "give --inject too" in r.stderr, (r.returncode, r.stderr)
 
 
 def test_host_fabric_refuses_cuda_only_options():
@@ -254,6 +287,11 @@ def test_cuda_fabric_refuses_host_only_options():
         assert option in r.stderr, (option, r.stderr)
     r = run("bench", "--fabric", "cuda", "--gpus", "0")
     assert r.returncode == 2 and "--gpus" in r.stderr, r.stderr
+    # Given with the host fabric's default value, an option is still given (it was let through).
+    r = run("bench", "--fabric", "cuda", "--mode", "in-place", "--iters", "5", "--fault-rank", "0")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    for option in ("--mode", "--iters", "--fault-rank"):
+        assert option in r.stderr, (option, r.stderr)
 
 
 def test_a_fault_needs_two_iterations():

@@ -67,7 +67,7 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, check_cal
         with Communicator(nodes=nodes, gpus_per_node=gpus, rank=rank, arena_bytes=1 << 22, fabric="host",
                           store_dir=store, timeout_s=20) as comm:
             group = comm.register_group(SHAPES, landing=landing)
-            assert group.plan["reduce_scatter"]["landing"] == (landing if nodes > 1 else "pull")
+            assert group.plan["reduce_scatter"]["landing"] == (landing if nodes > 1 else "none")
             plan = group.plan
             shard_bytes = plan["group"]["shard_bytes"]
             landing_off, landing_ptr = comm.alloc(plan["group"]["unsharded_bytes"])

@@ -344,7 +344,7 @@ def _lane_beside_push(rank, store, lane_first, seed, results):
 
 def test_a_rail_lane_group_registers_beside_push_landing_groups(tmp_path):
     """A rail-lane group has no Level 2 landing, so it mixes with push-landing groups (its plan
-    says pull): register refused the pair, in either order. Both run, with the same bits."""
+    says none): register refused the pair, in either order. Both run, with the same bits."""
     seed = int(np.random.default_rng().integers(1 << 31))
     for lane_first in (False, True):
         got, codes = run_ranks(_lane_beside_push, 2, (str(tmp_path / f"store{int(lane_first)}"), lane_first, seed),

@@ -162,7 +162,7 @@ def test_malformed_python_input(shapes, kwargs):
 
 def test_landing_direction_reaches_the_plan():
     """Push landing across nodes adds a push area the size of the inbox to the staging; one node
-    has no Level 2 and always pulls; an unknown direction is refused before the library."""
+    has no Level 2, so its plan says none; an unknown direction is refused before the library."""
     shapes = [[257, 64], [64], [1000]]
     pull = make_plan(shapes, nodes=2, gpus_per_node=4, passes=2)["reduce_scatter"]
     push = make_plan(shapes, nodes=2, gpus_per_node=4, passes=2, landing="push")["reduce_scatter"]
@@ -172,7 +172,7 @@ def test_landing_direction_reaches_the_plan():
     assert push["push_area_bytes"] == inbox > 0
     assert push["staging_bytes"] == pull["staging_bytes"] + inbox
     one_node = make_plan(shapes, nodes=1, gpus_per_node=4, landing="push")["reduce_scatter"]
-    assert (one_node["landing"], one_node["push_area_bytes"]) == ("pull", 0)
+    assert (one_node["landing"], one_node["push_area_bytes"]) == ("none", 0)
     with pytest.raises(PlanInputError, match="landing"):
         make_plan(shapes, nodes=2, gpus_per_node=4, landing="sideways")
 

@@ -5,6 +5,7 @@
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/random_bits.hpp"
+#include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -43,8 +44,8 @@ void CoResidentGroup::barrier(int rank) {
     broken_ = true;
     cv_.notify_all();
     throw FabricError(FabricError::Kind::kTimeout,
-                      "co-resident ranks: rank " + std::to_string(rank) + " waited " + std::to_string(timeout_) +
-                          " s at a host barrier; " + std::to_string(arrived_) + " of " + std::to_string(ranks_) +
+                      "co-resident ranks: rank " + std::to_string(rank) + " waited " + secondsText(timeout_) +
+                          " at a host barrier; " + std::to_string(arrived_) + " of " + std::to_string(ranks_) +
                           " ranks arrived");
   }
   if (broken_ && generation_ == generation)

@@ -16,6 +16,7 @@
 
 #include "fabric/random_bits.hpp"
 #include "tide/fabric.hpp"
+#include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
 namespace {
@@ -151,8 +152,8 @@ std::string FileStore::get(const std::string& key, double timeoutSeconds) {
   while (!tryRead(path, &value)) {
     if (Clock::now() > deadline)
       throw FabricError(FabricError::Kind::kTimeout, "file store " + dir_ + ": timed out after " +
-                                                          std::to_string(timeoutSeconds) +
-                                                          " s waiting for key '" + key + "'");
+                                                          secondsText(timeoutSeconds) +
+                                                          " waiting for key '" + key + "'");
     backOff(pause);
   }
   return value;
@@ -168,8 +169,8 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
     if (errno != EWOULDBLOCK && errno != EINTR) throwErrno("file store: cannot lock " + lock);
     if (Clock::now() > deadline)
       throw FabricError(FabricError::Kind::kTimeout, "file store " + dir_ + ": timed out after " +
-                                                          std::to_string(lockTimeoutSeconds_) +
-                                                          " s waiting for the lock of counter '" + key + "'");
+                                                          secondsText(lockTimeoutSeconds_) +
+                                                          " waiting for the lock of counter '" + key + "'");
     backOff(pause);
   }
   const std::string path = valuePath(key);

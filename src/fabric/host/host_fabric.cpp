@@ -10,6 +10,7 @@
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
 #include "fabric/process_liveness.hpp"
+#include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
 using Access = ProtocolChecker::Access;
@@ -442,7 +443,7 @@ void HostEndpoint::flushRails() {
         throw FabricError(FabricError::Kind::kPeerFailure, "rank " + std::to_string(rank_) + " in " + call +
                                                                ": stopped while " + what);
       fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
-                                            std::to_string(options_.timeoutSeconds) + " s " + what);
+                                            secondsText(options_.timeoutSeconds) + " " + what);
     };
     // Whatever ends the group, its undelivered sends are withdrawn with it.
     RailMailbox::GroupSends sends(box, rank_, options_.timeoutSeconds);
@@ -527,7 +528,7 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
       if (Clock::now() > end)
         fail(FabricError::Kind::kTimeout,
              "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +
-                 std::to_string(options_.timeoutSeconds) + " s waiting for " + awaited + " from rank " +
+                 secondsText(options_.timeoutSeconds) + " waiting for " + awaited + " from rank " +
                  std::to_string(peer) + " (counter " + std::to_string(id) + " = " +
                  std::to_string(ctr->load()) + ", needed " + std::to_string(value) + ")" + peersProgress());
       if (!mem_.doorbells.empty()) {

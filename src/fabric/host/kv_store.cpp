@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "tide/fabric.hpp"
+#include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
 
@@ -25,7 +26,7 @@ void storeBarrier(KeyValueStore& store, const std::string& key, int participants
     throw FabricError(FabricError::Kind::kTimeout,
                       "barrier '" + key + "': " + std::to_string(store.add(arrived, 0)) + " of " +
                           std::to_string(participants) + " arrived within " +
-                          std::to_string(timeoutSeconds) + " s (" + e.what() + ")");
+                          secondsText(timeoutSeconds) + " (" + e.what() + ")");
   }
 }
 
@@ -81,8 +82,8 @@ std::vector<uint64_t> storeAllGatherWords(KeyValueStore& store, const std::strin
   }
   if (!missing.empty())
     throw FabricError(FabricError::Kind::kTimeout, "all-gather '" + key + "': rank " + std::to_string(rank) +
-                                                       " waited " + std::to_string(timeoutSeconds) +
-                                                       " s and never heard from rank(s) " + missing);
+                                                       " waited " + secondsText(timeoutSeconds) +
+                                                       " and never heard from rank(s) " + missing);
   return all;
 }
 

@@ -8,6 +8,7 @@
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/protocol_checker.hpp"
+#include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
 
@@ -99,7 +100,7 @@ void HostEndpoint::flushRmaRails() {
                                                                      " from rank " + std::to_string(pc.peer));
             ep_.fail(FabricError::Kind::kTimeout, "rank " + std::to_string(ep_.rank_) + " in " + call_ +
                                                       ": timed out after " +
-                                                      std::to_string(ep_.options_.timeoutSeconds) + " s waiting for " +
+                                                      secondsText(ep_.options_.timeoutSeconds) + " waiting for " +
                                                       std::to_string(pc.count) + " " + what + " from rank " +
                                                       std::to_string(pc.peer) + state);
           }

@@ -13,6 +13,7 @@
 #include "fabric/host/failure_record.hpp"
 #include "fabric/process_liveness.hpp"
 #include "fabric/random_bits.hpp"
+#include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
 namespace {
@@ -264,7 +265,7 @@ std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine
   }
   if (!missing.empty())
     giveUp(FabricError::Kind::kTimeout,
-           "waited " + std::to_string(timeoutSeconds) + " s and never heard from rank(s) " + missing);
+           "waited " + secondsText(timeoutSeconds) + " and never heard from rank(s) " + missing);
   refuseIfJobFailed();  // every word came, but a peer gave up meanwhile: it will not run the collective
   return all;
 }
