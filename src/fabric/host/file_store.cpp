@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "fabric/random_bits.hpp"
-#include "tide/fabric.hpp"
 #include "fabric/seconds_text.hpp"
+#include "tide/fabric.hpp"
 
 namespace tide::fabric::host {
 namespace {

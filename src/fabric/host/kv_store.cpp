@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "tide/fabric.hpp"
 #include "fabric/seconds_text.hpp"
+#include "tide/fabric.hpp"
 
 namespace tide::fabric::host {
 
