@@ -24,8 +24,6 @@ from tide.plan_report import format_plan
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2  # also a rejected plan
 CUDA_JSON_DEFAULT = "tide_bench_cuda.json"  # where `tide bench --fabric cuda --json` writes without --json-out
-# `tide bench --fabric host`'s defaults of the options that have one (filled in by build_parser).
-HOST_DEFAULTS: dict[str, object] = {}
 
 
 class InputError(Exception):
@@ -185,10 +183,11 @@ def _add_bench_command(subparsers) -> None:
                      help=f"cuda: where --json writes the rows (default {CUDA_JSON_DEFAULT}); "
                           "python -m tide.bench.plot draws them")
     # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs):
-    # every option below, with its default, as add_argument returned it.
-    # Their defaults are applied only on the host fabric (HOST_DEFAULTS): argparse's own default is
-    # None, so an option given with its default value (--mode in-place) still counts as given.
+    # every option below, with argparse's default (None, or False for a flag). The host fabric's
+    # defaults (host_defaults) are applied only once the fabric is known to be the host's, so an
+    # option given with its default value (--mode in-place) still counts as given.
     host_only: dict[str, object] = {}
+    host_defaults: dict[str, object] = {}
 
     def host_arg(*names, parser=cmd, **kw):
         default = kw.pop("default", None)
@@ -197,7 +196,7 @@ def _add_bench_command(subparsers) -> None:
         action = parser.add_argument(*names, **kw)
         host_only[action.dest] = action.default
         if default is not None and kw.get("action") != "store_true":
-            HOST_DEFAULTS[action.dest] = default
+            host_defaults[action.dest] = default
 
     host_arg("--list-faults", action="store_true", help="print the injectable faults and exit")
     source = cmd.add_mutually_exclusive_group()
@@ -225,7 +224,7 @@ def _add_bench_command(subparsers) -> None:
                   "the last two are the paths across real nodes")
     cmd.add_argument("--json", action="store_true",
                      help="host: print the report as JSON; cuda: write the rows as JSON (see --json-out)")
-    cmd.set_defaults(run=_run_bench, host_only_defaults=host_only)
+    cmd.set_defaults(run=_run_bench, host_only_defaults=host_only, host_defaults=host_defaults)
 
 
 def _run_cuda_bench(args) -> int:
@@ -295,7 +294,7 @@ def _run_bench(args) -> int:
         raise InputError(f"unknown fault {args.inject!r} (see --list-faults)")
     if args.fault_rank is not None and args.inject is None:
         raise InputError("--fault-rank says which rank --inject's fault acts on: give --inject too")
-    for dest, default in HOST_DEFAULTS.items():
+    for dest, default in args.host_defaults.items():
         if getattr(args, dest) is None:
             setattr(args, dest, default)
     params, title = _plan_params(args)
