@@ -179,7 +179,9 @@ tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void
 /* Arena bytes the collectives' scratch takes for these groups (what the first
  * collective reserves at the arena's top, alignment included): size an arena
  * as user memory + this, counting each tideCommAlloc from a multiple of 4096
- * (every allocation but the last rounded up to 4096 bytes). */
+ * (every allocation but the last rounded up to 4096 bytes). The configs must
+ * share one topology, as one communicator's groups do (tideInvalidArgument
+ * otherwise), and count must be at least 1. */
 tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_t* bytes);
 tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t* config, tideGroup_t* group);
 /* The group's plan as JSON; the string lives as long as the group, which is

@@ -318,8 +318,11 @@ def _run_bench(args) -> int:
         return 0
     what = report["error"] or (
         f"all_gather {report['all_gather']['check']}, reduce_scatter {report['reduce_scatter']['check']}")
-    prefix = f"fault {args.inject} detected" if args.inject else "run failed" if report["error"] else "check failed"
-    _fail("tide bench", f"{prefix}: {what}", EXIT_FAILURE)
+    if args.inject and report["fault_firings"] > 0:
+        _fail("tide bench", f"fault {args.inject} detected: {what}", EXIT_FAILURE)
+    # A fault that never acted cannot be what failed: say what did (a deadline too short, say).
+    never = f" (the injected fault {args.inject} never acted)" if args.inject else ""
+    _fail("tide bench", f"{'run failed' if report['error'] else 'check failed'}{never}: {what}", EXIT_FAILURE)
 
 
 # ------------------------------------------------------------------ entry point

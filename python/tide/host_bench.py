@@ -33,8 +33,10 @@ def run_host(
     """Run both collectives `iters` times on fresh random inputs.
 
     Returns the report: `all_gather.check` / `reduce_scatter.check` are "ok"
-    only when every output matched; `error` holds a fabric failure (deadline,
-    peer failure), empty if none; `fault_firings` how often an injected fault
+    only when every output matched, "failed" when one did not, and "error" when
+    the run stopped first (then the `wrong_*` counts are what was found until
+    then, and `reduce_scatter.max_rel_err` is left out); `error` holds a fabric
+    failure (deadline, peer failure), empty if none; `fault_firings` how often an injected fault
     acted (0: this run gave it nothing to act on). rails: "one-sided" (puts and signals, as
     copy engines between reachable peers) or "two-sided" (every transfer is
     received by its peer, as NCCL send/recv across nodes) or "rma" (one-sided puts with counted

@@ -81,9 +81,11 @@ def make_plan(shapes: Sequence[Sequence[int] | Mapping[str, Any]], **options: An
 
 def scratch_bytes(groups: Sequence[Mapping[str, Any]]) -> int:
     """Arena bytes the collectives' scratch takes for these groups, as the library
-    reserves it; each item holds build_plan_config's arguments (shapes=..., nodes=..., ...)."""
+    reserves it; each item holds build_plan_config's arguments (shapes=..., nodes=..., ...).
+    The groups are one communicator's: at least one, all of one topology (TideError otherwise)."""
     configs, keep = [], []
-    if len(groups) == 0:
+    groups = list(groups)
+    if not groups:
         raise ValueError("scratch_bytes needs at least one group (the groups one communicator will register)")
     for g in groups:
         config, alive = build_plan_config(**g)

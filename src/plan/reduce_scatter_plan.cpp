@@ -44,6 +44,15 @@ std::vector<InboxBlock> waveWrites(const std::vector<int>& contributors, int nod
   return w;
 }
 
+// What would bring the wave count down, among what the caller can change.
+std::string lessWaves(int passes, int waveWidth, int l) {
+  std::string ways;
+  if (passes > 1) ways += "fewer passes";
+  if (waveWidth < l)
+    ways += std::string(ways.empty() ? "" : " or ") + "a wider wave (at most L = " + std::to_string(l) + ")";
+  return ways.empty() ? "fewer nodes" : ways;
+}
+
 }  // namespace
 
 int contributorIndex(int destNode, int srcNode, int nodes) {
@@ -99,10 +108,7 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
       throw PlanError(Reason::kTooLarge, std::to_string(int64_t{plan.wavesPerPass} * opt.passes) +
                                              " reduce-scatter waves (" + std::to_string(plan.wavesPerPass) +
                                              " per pass x " + std::to_string(opt.passes) + " passes), more than " +
-                                             std::to_string(kMaxWaves) + ": fewer passes" +
-                                             (plan.waveWidth < l ? std::string(" or a wider wave (at most L = ") +
-                                                                       std::to_string(l) + ")"
-                                                                 : std::string(" or fewer nodes")));
+                                             std::to_string(kMaxWaves) + ": " + lessWaves(opt.passes, plan.waveWidth, l));
     const int total = plan.wavesPerPass * opt.passes;
     plan.bufferGenerations = total == 1 ? 1 : 2;
     for (int q = 0; q < opt.passes; ++q) {

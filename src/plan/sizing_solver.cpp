@@ -78,12 +78,12 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
     return r;
   }
   r.nicSeconds = static_cast<double>(m - 1) * static_cast<double>(outBytes) / cal.nicBw;
-  // A rate that is positive and finite but tiny (a denormal) makes the wire
-  // time infinite, which the plan's JSON could only write as null.
+  // A rate that is positive and finite but tiny against the bytes to send
+  // makes the wire time infinite, which the plan's JSON could only write as null.
   if (!std::isfinite(r.nicSeconds)) {
     char msg[160];
-    std::snprintf(msg, sizeof msg, "the calibration's NIC rate (%g GB/s) makes the wire time of %lld bytes infinite",
-                  cal.nicBw / 1e9, static_cast<long long>(outBytes));
+    std::snprintf(msg, sizeof msg, "the calibration's NIC rate (%g B/s) makes the wire time of %g bytes infinite",
+                  cal.nicBw, static_cast<double>(m - 1) * static_cast<double>(outBytes));
     throw PlanError(Reason::kBadCalibration, msg);
   }
   // Eq. 14: bound the final landing tail, capped by the fabric ceiling.

@@ -405,7 +405,7 @@ TEST(HostCollectives, ScratchRefusesLayoutsPastSixtyFourBits) {
 
 // One Level 2 landing direction per communicator: a push landing leaves the
 // inbox unzeroed, which a pull landing reads, so the scratch refuses the mix;
-// one-node groups have no Level 2 and mix with either.
+// rail-lane groups have no Level 2 landing and mix with either direction.
 TEST(HostCollectives, OneLandingDirectionPerCommunicator) {
   // One topology, as in any communicator: a group with no Level 2 landing (the rail lane on one
   // GPU per node) mixes with either direction; two directions do not mix.

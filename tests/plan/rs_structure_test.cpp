@@ -274,9 +274,29 @@ TEST(RsPlanStructure, RefusesMoreWavesThanAPlanHolds) {
   } catch (const PlanError& e) {
     EXPECT_EQ(e.reason(), Reason::kTooLarge);
     EXPECT_NE(std::string(e.what()).find("8388608 reduce-scatter waves"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fewer passes or a wider wave (at most L = 2)"), std::string::npos)
+        << e.what();
   }
   opt.passes = 2;  // 2^18 waves: built
   EXPECT_EQ(makeRsPlan(g, opt).waves.size(), size_t{1} << 18);
+}
+
+// The refusal suggests only what would help: at the widest wave (W = L), fewer passes alone.
+// (Ranks are at most 2^20, so one pass never reaches 2^22 waves.)
+TEST(RsPlanStructure, TooManyWavesSuggestsOnlyWhatHelps) {
+  const GroupLayout g = makeGroupLayout(Topology::make(1 << 19, 2), {ParamSpec{{4}, DType::kBF16}}, DType::kBF16);
+  RsOptions opt;
+  opt.validate = false;
+  opt.passes = 64;  // 2^18 waves per pass at W = L = 2
+  try {
+    makeRsPlan(g, opt);
+    ADD_FAILURE() << "2^24 waves accepted";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kTooLarge);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(": fewer passes"), std::string::npos) << what;
+    EXPECT_EQ(what.find("wider wave"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

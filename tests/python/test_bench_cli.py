@@ -202,6 +202,11 @@ def test_a_run_that_stops_reports_no_error_figure():
     assert "max_rel_err" not in report["reduce_scatter"], report
     assert r.stderr.startswith("tide bench: run failed: "), r.stderr
     assert "timed out after 1e-09 s" in r.stderr, r.stderr
+    # With a fault that never acted (drop-credit on one node), the stop is not its detection.
+    r = run_tide("bench", "--fabric", "host", "-M", "1", "-L", "2", "--preset", "llama-tiny", "--timeout", "1e-9",
+                 "--inject", "drop-credit")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr.startswith("tide bench: run failed (the injected fault drop-credit never acted): "), r.stderr
 
 
 def test_call_order_needs_two_groups():

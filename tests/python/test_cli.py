@@ -369,6 +369,17 @@ def _table_value(text: str, quantity: str) -> str:
     raise AssertionError(f"no row {quantity!r} in\n{text}")
 
 
+def test_one_node_has_no_level_2_landing_whatever_was_asked():
+    """--landing push on one node: nothing lands across nodes, so the table and the JSON say none
+    (they echoed the request, or said pull)."""
+    args = ("plan", "--preset", "llama-tiny", "--nodes", 1, "--gpus-per-node", 8, "--landing", "push")
+    text = run_tide(*args)
+    assert text.returncode == 0, text.stderr
+    assert _table_value(text.stdout, "Level-2 landing") == "none (one node: no Level 2)", text.stdout
+    rs = run_tide(*args, "--json").json()["reduce_scatter"]
+    assert (rs["landing"], rs["push_area_bytes"]) == ("none", 0), rs
+
+
 def test_rail_lane_flag_llama_on_two_nodes_of_one():
     """The brief's example: Llama-3.1-8B's layer on 2 x 1 at four passes stages 104 MiB (0.25 NS)
     on the rail lane against 832 MiB (2 NS) on the staged path; the table says which path it is."""

@@ -335,7 +335,8 @@ def _lane_beside_push(rank, store, lane_first, seed, results):
                 outs[name] = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
                 comm.reduce_scatter(group, [g.ctypes.data for g in grads], outs[name].ctypes.data, alpha=0.5)
             comm.synchronize()
-            results.put((rank, "ok", (lane.plan["reduce_scatter"]["rail_lane"], staged.plan["reduce_scatter"]["landing"],
+            results.put((rank, "ok", (lane.plan["reduce_scatter"]["rail_lane"], lane.plan["reduce_scatter"]["landing"],
+                                      staged.plan["reduce_scatter"]["landing"],
                                       outs["staged"].tobytes() == outs["lane"].tobytes(),
                                       bool(np.isnan(outs["lane"]).any()))))
     except Exception:  # noqa: BLE001 - reported to the test
@@ -352,8 +353,8 @@ def test_a_rail_lane_group_registers_beside_push_landing_groups(tmp_path):
         assert codes == [0, 0], (codes, got)
         for rank, what, detail in got:
             assert what == "ok", detail
-            on_lane, staged_landing, same_bits, unwritten = detail
-            assert on_lane and staged_landing == "push", detail
+            on_lane, lane_landing, staged_landing, same_bits, unwritten = detail
+            assert on_lane and lane_landing == "none" and staged_landing == "push", detail
             assert same_bits and not unwritten, (seed, detail)
 
 

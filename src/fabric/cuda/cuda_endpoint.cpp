@@ -374,7 +374,7 @@ void CudaEndpoint::reportChoiceOnce() const {
   std::call_once(once, [this] {
     std::fprintf(stderr,
                  "[tide] cuda fabric: %d node(s) x %d GPU(s), rails: %s (%s), NCCL %s, "
-                 "%d of %d ranks load/store reachable, wait deadline %.1f s\n",
+                 "%d of %d ranks load/store reachable, wait deadline %g s\n",
                  topo_.nodes, topo_.gpusPerNode, railModeName(railMode_), railWhy_.c_str(),
                  comms_ != nullptr ? ncclVersionString(comms_->ncclVersion()).c_str() : "unused",
                  arena_->reachablePeers(), topo_.ranks(),

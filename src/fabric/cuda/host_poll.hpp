@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/seconds_text.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::cuda {
@@ -38,7 +39,7 @@ void pollUntilDone(Query&& query, double limitSeconds, std::chrono::microseconds
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limitSeconds)
       throw FabricError(FabricError::Kind::kTimeout,
-                        unfinished() + " within " + std::to_string(limitSeconds) + " s" + hint);
+                        unfinished() + " within " + secondsText(limitSeconds) + hint);
     if (polls < kYieldingPolls) {
       std::this_thread::yield();
     } else {

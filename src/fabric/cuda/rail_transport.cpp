@@ -24,7 +24,7 @@ SendRecvRails::SendRecvRails(ncclComm_t rail, double deadlineSeconds, int rank)
       groupEnd_(deadlineSeconds, [rank, deadlineSeconds](double seconds) {
         std::fprintf(stderr,
                      "[tide cuda fabric] FATAL: rank %d: issuing NCCL rail sends and receives (ncclGroupEnd) has not "
-                     "returned for %.1f s (deadline %.1f s): NCCL connects rail peers at their first transfers and "
+                     "returned for %.1f s (deadline %g s): NCCL connects rail peers at their first transfers and "
                      "waits for a peer that does not issue its side (alive but stuck, or out of step). Aborting the "
                      "process (fail stop).\n",
                      rank, seconds, deadlineSeconds);

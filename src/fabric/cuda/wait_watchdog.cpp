@@ -220,7 +220,7 @@ void WaitWatchdog::failStop(const Pending& p, double waited) {
   const std::string now = r.counter != nullptr ? "; counter is " + readCounter(r.counter) : "";
   std::fprintf(stderr,
                "[tide cuda fabric] FATAL: rank %d (device %d), call '%s', queue %d: wait for %s not satisfied "
-               "after %.1f s (deadline %.1f s)%s. A blocked GPU stream cannot be released: aborting the process "
+               "after %.1f s (deadline %g s)%s. A blocked GPU stream cannot be released: aborting the process "
                "(fail stop).\n",
                rank_, device_, r.call.c_str(), r.queue, r.awaited().c_str(), waited, timeout_, now.c_str());
   std::fflush(stderr);
@@ -241,7 +241,7 @@ void WaitWatchdog::failStopStalled(double seconds) const {
   // The watchdog's thread is the one blocked; this runs on the monitor's.
   std::fprintf(stderr,
                "[tide cuda fabric] FATAL: rank %d (device %d): the wait watchdog's own query of CUDA events or of "
-               "NCCL's asynchronous error has not returned for %.1f s (deadline %.1f s): the driver is blocked, as "
+               "NCCL's asynchronous error has not returned for %.1f s (deadline %g s): the driver is blocked, as "
                "behind a stream wait that never passes, and the waits it watches can no longer be timed. Aborting "
                "the process (fail stop).\n",
                rank_, device_, seconds, timeout_);
