@@ -165,7 +165,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
         }
         if (!o.accumulate || it == 0) {
           d.out.assign(static_cast<size_t>(g.outElems), 0.0f);
-          for (float& v : d.out) v = o.accumulate ? drawValue(rng, InputKind::kInteger) : std::nanf("");
+          for (float& v : d.out) v = o.accumulate ? drawValue(rng, InputKind::kInteger) : outputPoison();
         }
       }
       fabric::host::ProtocolChecker* checker = world.checker();

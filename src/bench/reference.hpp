@@ -23,6 +23,12 @@ std::vector<double> referenceShardSums(const plan::GroupLayout& g,
 int64_t wrongLandingBytes(const plan::GroupLayout& g, const std::vector<const uint8_t*>& shards,
                           const uint8_t* landing);
 
+// The poison an output holds before a reduce-scatter writes it: a NaN with a
+// payload no sum produces (arithmetic gives the default NaN, or an input's),
+// so an element left unwritten is caught even where the reference is NaN.
+inline constexpr uint32_t kOutputPoisonBits = 0x7FC0DEADu;
+float outputPoison();
+
 struct OutputCheck {
   int64_t wrong = 0;      // elements that missed
   double maxRelErr = 0;   // over the finite reference elements, misses included
@@ -30,8 +36,8 @@ struct OutputCheck {
 
 // `rank`'s reduce-scatter output `y` against alpha * referenceShardSums (+ `before`,
 // the output's prior contents, when accumulating; else null): NaN where the
-// reference is NaN, the same infinity, exact when `exact` (integer inputs), else
-// within 1e-5 * max(1, |reference|_inf).
+// reference is NaN (but never the poison, kOutputPoisonBits), the same infinity,
+// exact when `exact` (integer inputs), else within 1e-5 * max(1, |reference|_inf).
 OutputCheck checkShardOutput(const plan::GroupLayout& g, const std::vector<std::vector<const void*>>& grads, int rank,
                              float alpha, const float* before, const float* y, bool exact);
 

@@ -64,6 +64,23 @@ TEST(OutputCheck, MissesAreCountedAndTheirErrorReported) {
   EXPECT_GT(d.maxRelErr, 1e-2) << "the miss's error, not only the matched elements'";
 }
 
+// Where the reference is NaN any NaN the sum wrote matches, but not the poison the output held
+// before the call: an element left unwritten there passed when the poison was a plain NaN.
+TEST(OutputCheck, ThePoisonNeverMatchesEvenWhereTheReferenceIsNaN) {
+  TwoRankFp32Group t(std::random_device{}());
+  t.grads[1][4] = std::numeric_limits<float>::quiet_NaN();  // rank 0 owns element 4: its reference is NaN
+  std::vector<float> y = t.want;
+  y[4] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(t.check(y).wrong, 0) << "a NaN the sum wrote";
+  y[4] = bench::outputPoison();
+  EXPECT_EQ(t.check(y).wrong, 1) << "the poison, never written";
+  y[4] = std::numeric_limits<float>::quiet_NaN();
+  y[0] = bench::outputPoison();  // where a number belongs: a miss of infinite error
+  const bench::OutputCheck c = t.check(y);
+  EXPECT_EQ(c.wrong, 1);
+  EXPECT_TRUE(std::isinf(c.maxRelErr));
+}
+
 TEST(OutputCheck, ExactCheckRefusesTheLeastDifference) {
   const TwoRankFp32Group t(std::random_device{}(), /*integers=*/true);
   EXPECT_EQ(bench::checkShardOutput(t.g, t.ptrs, 0, 1.0f, nullptr, t.want.data(), true).wrong, 0);

@@ -256,7 +256,8 @@ def compare(a, b, what: str, tol: dict | None) -> None:
 def compare_models(ms, mt, what: str, tol: dict | None, grads: bool = False) -> None:
     """Parameters (or gradients) of both models, on every rank; raises on every rank if any differs."""
     def check():
-        for (name, ps), pt in zip(ms.named_parameters(), mt.parameters()):
+        # strict: a parameter one model lacks is a difference, not one left uncompared.
+        for (name, ps), pt in zip(ms.named_parameters(), mt.parameters(), strict=True):
             if grads:
                 if (ps.grad is None) != (pt.grad is None):
                     raise AssertionError(f"{what} {name}: grad presence differs")
@@ -291,14 +292,19 @@ def agree(check) -> None:
 
 
 def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=False, what="step", hsdp_ar_last=False,
-              keep_unsharded_first=False, before_micro=None, forward=None, set_to_none=True):
+              keep_unsharded_first=False, before_micro=None, forward=None, set_to_none=True, stock_rs_ok=False):
     """One optimizer step of both models over `micro` micro-batches; compares
     losses, accumulated gradients, and parameters after the step.
     before_micro(model, i): anything else to set before micro-batch i.
     forward(model, x): the step's forward (default model(x)), e.g. a method
     registered with register_fsdp_forward_method.
-    set_to_none: the optimizers' zero_grad(set_to_none=...) after the step."""
+    set_to_none: the optimizers' zero_grad(set_to_none=...) after the step.
+    Where TIDE runs groups of mt, the step must have run TIDE's all-gathers and
+    reduce-scatters, none of them handed back to stock at run time unless
+    stock_rs_ok: a stock call gives stock's bits, so the comparison alone
+    would pass without TIDE."""
     loss_fn = loss_fn or (lambda y: y.float().pow(2).mean())
+    before = stats(mt)
     forward = forward or (lambda model, x: model(x))
     losses = []
     for model in (ms, mt):
@@ -317,7 +323,19 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
             loss.backward()
             total.append(loss.detach())
         losses.append(torch.stack(total))
+    after = stats(mt)
     compare_and_step(ms, mt, opts, losses, what, tol, set_to_none=set_to_none)
+    # Every rank joins agree()'s all-reduce; one where TIDE runs no group (its install differed)
+    # has nothing to check.
+    ran = {k: after.get(k, 0) - before.get(k, 0) for k in ("all_gathers", "reduce_scatters", "rs_stock")}
+    agree(lambda: _check_tide_ran(ran, what, stock_rs_ok) if before or after else None)
+
+
+def _check_tide_ran(ran: dict, what: str, stock_rs_ok: bool) -> None:
+    if ran["all_gathers"] <= 0 or ran["reduce_scatters"] <= 0:
+        raise AssertionError(f"{what}: TIDE's groups ran no all-gather or no reduce-scatter in the step: {ran}")
+    if ran["rs_stock"] and not stock_rs_ok:
+        raise AssertionError(f"{what}: {ran['rs_stock']} reduce-scatter(s) of TIDE's groups ran stock: {ran}")
 
 
 def compare_and_step(ms, mt, opts, losses, what: str, tol, set_to_none=True):

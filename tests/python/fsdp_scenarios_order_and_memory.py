@@ -204,6 +204,7 @@ def grads_released_with_fsdp_state(ctx):
             _, _, rep, st = train(ctx, transformer, steps=2, micro=2, expect_groups=4,
                                   install_kw={"release_grads": release})
             assert rep["release_grads"] == release, rep
+            assert any(rel == release for rel, _ in seen), f"no TIDE reduce-scatter took gradients ({release})"
             retained = st.get("rs_inputs_retained", 0)
             assert (retained == st["reduce_scatters"] > 0) if release == "with-fsdp-state" else retained == 0, st
             # train() has uninstalled: every input is gone, the polled ones included.

@@ -490,6 +490,7 @@ def test_an_arena_smaller_than_the_scratch_says_so():
     with tempfile.TemporaryDirectory() as store:
         got, codes = run_ranks(_first_collective_in_an_arena_below_the_scratch, 2, (store,), timeout=60)
     assert codes == [0, 0], (codes, got)
+    assert sorted(r for r, _ in got) == [0, 1], got  # every rank reported
     for rank, outcome in got:
         assert outcome is not None and outcome[0] == _capi.Result.INVALID_ARGUMENT, (rank, outcome)
         assert "collective scratch" in outcome[1] and "tideScratchBytes" in outcome[1], outcome

@@ -255,6 +255,7 @@ def _buffers_in_the_scratch_rank(rank, store, seed, results):
 def test_reduce_scatter_buffers_in_the_scratch_or_across_the_arena_are_refused(tmp_path, rng):
     got, codes = run_ranks(_buffers_in_the_scratch_rank, 2, (str(tmp_path), rng.seed_value), timeout=120)
     assert codes == [0, 0], (codes, got)
+    assert sorted(r for r, _ in got) == [0, 1], got  # every rank reported
     for rank, verdict in got:
         assert not isinstance(verdict, str), verdict
         refused, exact = verdict

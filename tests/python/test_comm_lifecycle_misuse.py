@@ -134,8 +134,9 @@ def test_destroy_reports_the_collective_it_drained(tmp_path):
     discard that failure and return success, leaving nothing to report it: now it tears the
     communicator down all the same and returns the failure."""
     result, message, took = _rank0_outcome_after_rank1_idles(_destroy_after_unmatched_call, tmp_path, "raised")
-    assert result == _capi.Result.TIMEOUT and "all_gather#2" in message and "tideCommDestroy" in message, detail
-    assert took < 30, detail
+    assert result == _capi.Result.TIMEOUT and "all_gather#2" in message and "tideCommDestroy" in message, \
+        (result, message, took)
+    assert took < 30, (result, message, took)
 
 
 def _calls_after_a_failed_call(rank, store, results):
@@ -229,6 +230,7 @@ def test_a_refused_call_does_not_size_the_scratch(tmp_path):
     collective"). They are checked first now, and the larger group registers and gathers."""
     got, codes = run_ranks(_refused_then_register, 2, (str(tmp_path / "store"),), timeout=60)
     assert codes == [0, 0], (codes, got)
+    assert sorted(r for r, _, _ in got) == [0, 1], got  # every rank reported
     for rank, what, detail in got:
         assert what == "ok", detail
         landing, aligned = detail
@@ -310,6 +312,7 @@ def test_groups_with_different_landings_are_refused_at_register(tmp_path):
         got, codes = run_ranks(_mixed_landings, 2, (str(tmp_path / f"store{int(collective_first)}"),
                                                     collective_first), timeout=60)
         assert codes == [0, 0], (codes, got)
+        assert sorted(r for r, _, _ in got) == [0, 1], got  # every rank reported
         for rank, what, detail in got:
             assert what == "ok", detail
             assert "share one Level 2 landing" in detail and "push" in detail and "pull" in detail, detail
@@ -351,6 +354,7 @@ def test_a_rail_lane_group_registers_beside_push_landing_groups(tmp_path):
         got, codes = run_ranks(_lane_beside_push, 2, (str(tmp_path / f"store{int(lane_first)}"), lane_first, seed),
                                timeout=60)
         assert codes == [0, 0], (codes, got)
+        assert sorted(r for r, _, _ in got) == [0, 1], got  # every rank reported
         for rank, what, detail in got:
             assert what == "ok", detail
             on_lane, lane_landing, staged_landing, same_bits, unwritten = detail
