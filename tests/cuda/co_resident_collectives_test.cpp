@@ -74,6 +74,7 @@ using tide::collectives::ScratchLayout;
 using tide::fabric::Endpoint;
 using tide::bench::drawValue;
 using tide::bench::InputKind;
+using tide::bench::outputPoison;
 using tide::bench::storeValue;
 using tide::plan::DType;
 namespace plan = tide::plan;
@@ -132,7 +133,7 @@ std::vector<RankInputs> drawInputs(const plan::GroupLayout& g, const Case& c, st
       d.grads.push_back(std::move(grad));
     }
     d.out.resize(static_cast<size_t>(g.outElems));
-    for (float& v : d.out) v = c.accumulate ? drawValue(rng, InputKind::kInteger) : std::nanf("");
+    for (float& v : d.out) v = c.accumulate ? drawValue(rng, InputKind::kInteger) : outputPoison();
   }
   return in;
 }
