@@ -292,7 +292,7 @@ def agree(check) -> None:
 
 
 def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=False, what="step", hsdp_ar_last=False,
-              keep_unsharded_first=False, before_micro=None, forward=None, set_to_none=True, stock_rs_ok=False):
+              keep_unsharded_first=False, before_micro=None, forward=None, set_to_none=True):
     """One optimizer step of both models over `micro` micro-batches; compares
     losses, accumulated gradients, and parameters after the step.
     before_micro(model, i): anything else to set before micro-batch i.
@@ -300,9 +300,8 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
     registered with register_fsdp_forward_method.
     set_to_none: the optimizers' zero_grad(set_to_none=...) after the step.
     Where TIDE runs groups of mt, the step must have run TIDE's all-gathers and
-    reduce-scatters, none of them handed back to stock at run time unless
-    stock_rs_ok: a stock call gives stock's bits, so the comparison alone
-    would pass without TIDE."""
+    reduce-scatters, none of them handed back to stock at run time: a stock
+    call gives stock's bits, so the comparison alone would pass without TIDE."""
     loss_fn = loss_fn or (lambda y: y.float().pow(2).mean())
     before = stats(mt)
     forward = forward or (lambda model, x: model(x))
@@ -328,13 +327,13 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
     # Every rank joins agree()'s all-reduce; one where TIDE runs no group (its install differed)
     # has nothing to check.
     ran = {k: after.get(k, 0) - before.get(k, 0) for k in ("all_gathers", "reduce_scatters", "rs_stock")}
-    agree(lambda: _check_tide_ran(ran, what, stock_rs_ok) if before or after else None)
+    agree(lambda: _check_tide_ran(ran, what) if before or after else None)
 
 
-def _check_tide_ran(ran: dict, what: str, stock_rs_ok: bool) -> None:
+def _check_tide_ran(ran: dict, what: str) -> None:
     if ran["all_gathers"] <= 0 or ran["reduce_scatters"] <= 0:
         raise AssertionError(f"{what}: TIDE's groups ran no all-gather or no reduce-scatter in the step: {ran}")
-    if ran["rs_stock"] and not stock_rs_ok:
+    if ran["rs_stock"]:
         raise AssertionError(f"{what}: {ran['rs_stock']} reduce-scatter(s) of TIDE's groups ran stock: {ran}")
 
 
