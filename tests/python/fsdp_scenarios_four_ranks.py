@@ -187,11 +187,23 @@ def entry_points_on_hsdp_and_two_nodes(ctx):
 def scratch_estimate_is_enough(ctx):
     """An arena of exactly user memory + tide.plan.scratch_bytes (what the
     adapter sizes with) is enough: the library refuses the first collective
-    when the scratch does not fit. Several topologies and both modes."""
+    when the scratch does not fit. Several topologies and both modes; every
+    collective's result is checked (fresh random shards and gradients,
+    poisoned landings and outputs): landings byte for byte against every
+    rank's shard, reduce-scatter outputs against float64 sums."""
+    import random
+
+    import numpy as np
+    from landing_rows import landing_view, wrong_landing_bytes
+    from rs_reference import bf16_bits, rs_rel_errors
+
     from tide.fsdp.arena import align
     from tide.fsdp.backend import HostBackend
     from tide.plan import make_plan, scratch_bytes
 
+    box = [random.SystemRandom().randrange(1 << 31)]
+    dist.broadcast_object_list(box, src=0)  # one fresh draw per run, the same on every rank
+    seed = box[0]
     shapes = [[37, 5], [3], [64, 2, 3], [9, 7]]
     for (m, l), mode in (((2, 2), "in-place"), ((2, 2), "slot-reuse"), ((4, 1), "slot-reuse"), ((1, 4), "in-place")):
         sets = [shapes[:2], shapes]
@@ -202,14 +214,24 @@ def scratch_estimate_is_enough(ctx):
                                                              TIMEOUT_S)
         try:
             groups = [comm.register_group(s, dtype="bf16", mode=mode) for s in sets]
-            offsets = [comm.alloc(p["group"]["unsharded_bytes"])[0] for p in plans]
-            for s, g, p, off in zip(sets, groups, plans, offsets):
-                shard = torch.zeros(p["group"]["shard_bytes"], dtype=torch.uint8)
-                comm.all_gather(g, shard.data_ptr(), off)
-                grads = [torch.ones(list(shape), dtype=torch.bfloat16) for shape in s]
-                out = torch.zeros(p["group"]["out_bytes"] // 4)
-                comm.reduce_scatter(g, [t.data_ptr() for t in grads], out.data_ptr())
+            landings = [comm.alloc(p["group"]["unsharded_bytes"]) for p in plans]
+            for i, (s, g, p, (off, ptr)) in enumerate(zip(sets, groups, plans, landings, strict=True)):
+                what = f"M{m}L{l} {mode} group {i}"
+                draw = [seed, m, l, int(mode == "in-place"), i]
+                shards = [np.random.default_rng([*draw, r]).integers(0, 256, p["group"]["shard_bytes"], dtype=np.uint8)
+                          for r in range(ctx.world)]
+                grads = [[bf16_bits(np.random.default_rng([*draw, r, j]).standard_normal(int(np.prod(shape))))
+                          for j, shape in enumerate(s)] for r in range(ctx.world)]
+                landing = landing_view(ptr, p["group"]["unsharded_bytes"])
+                landing[:] = 0xA5
+                comm.all_gather(g, shards[ctx.rank].ctypes.data, off)
+                out = np.full(p["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+                comm.reduce_scatter(g, [t.ctypes.data for t in grads[ctx.rank]], out.ctypes.data, alpha=0.25)
                 comm.synchronize()
+                assert wrong_landing_bytes(p, landing, shards) == 0, (what, seed)
+                # Four bf16 terms summed in fp32: within a few fp32 ulps of the float64 sum.
+                errors = rs_rel_errors(p, out, grads, ctx.rank, 0.25)
+                assert max(errors) <= 1e-5, (what, seed, errors)
         finally:
             comm.close()
 

@@ -11,6 +11,7 @@ import traceback
 import numpy as np
 import pytest
 from landing_rows import landing_view, wrong_landing_bytes
+from rs_reference import bf16_bits, rs_rel_errors
 from spawned_ranks import run_ranks
 
 A = [[37, 5], [3]]
@@ -73,11 +74,6 @@ def test_ranks_that_register_different_groups_fail_alike(case, tmp_path):
         assert later_reason == "communicator_unusable" and "registered different groups" in later_message, v
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 def _local_choices_rank(rank, store, seed, results):
     """Ranks that pick their own sum and landing CTA budgets (rank-local work) still agree."""
     try:
@@ -87,23 +83,14 @@ def _local_choices_rank(rank, store, seed, results):
                           store_dir=store, timeout_s=5) as comm:
             group = comm.register_group(A, sum_ctas=rank + 1, landing_ctas=2 * rank + 1)
             plan = group.plan
-            grads = [_bf16(np.random.default_rng([seed, r]).standard_normal((RANKS, int(np.prod(s)))))
+            grads = [bf16_bits(np.random.default_rng([seed, r]).standard_normal((RANKS, int(np.prod(s)))))
                      for r, s in enumerate(A)]  # [param][rank]: every rank's gradients, drawn alike
             mine = [np.ascontiguousarray(g[rank]) for g in grads]
             out = np.full(plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)  # poisoned
             comm.reduce_scatter(group, [g.ctypes.data for g in mine], out.ctypes.data)
             comm.synchronize()
-            worst = 0.0
-            for i, p in enumerate(plan["group"]["param_layout"]):
-                k = p["shard_rows"] * p["row_elems"]
-                total = p["rows"] * p["row_elems"]
-                lo, hi = rank * k, min((rank + 1) * k, total)
-                ref = np.zeros(k)
-                as_f64 = (grads[i].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-                if hi > lo:
-                    ref[: hi - lo] = as_f64[:, lo:hi].sum(axis=0)
-                got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
-                worst = max(worst, float(np.max(np.abs(got - ref))) if np.all(np.isfinite(got)) else np.inf)
+            every_rank = [[g[r] for g in grads] for r in range(RANKS)]
+            worst = max(rs_rel_errors(plan, out, every_rank, rank, 1.0))
         results.put((rank, worst))
     except Exception:  # noqa: BLE001 - reported
         results.put((rank, traceback.format_exc()))

@@ -9,48 +9,16 @@ import traceback
 import numpy as np
 import pytest
 from landing_rows import landing_view, wrong_landing_bytes
+from rs_reference import bf16_bits, rs_rel_errors
 from spawned_ranks import run_ranks
 
 SHAPES = [[37, 5], [3], [64, 2, 3], [1, 7]]
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    """float32 -> bf16 bits (round to nearest even), as uint16."""
-    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def _bf16_to_f64(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
 def _inputs(rank: int, seed: int, n: int):
     rng = np.random.default_rng([seed, rank])
-    grads = [_bf16(rng.standard_normal(int(np.prod(s)))) for s in SHAPES]
+    grads = [bf16_bits(rng.standard_normal(int(np.prod(s)))) for s in SHAPES]
     return grads
-
-
-def _rs_rel_errors(plan, out: np.ndarray, all_grads, rank: int, alpha: float, before=None) -> list[float]:
-    """Per parameter: max |out - (alpha * float64 sum over ranks [+ before])| relative to
-    max(1, |reference|); inf where the output is not finite. `before`: the output's contents
-    before an accumulating call."""
-    errors = []
-    for i, p in enumerate(plan["group"]["param_layout"]):
-        k = p["shard_rows"] * p["row_elems"]
-        total = p["rows"] * p["row_elems"]
-        ref = np.zeros(k)
-        lo, hi = rank * k, min((rank + 1) * k, total)
-        if hi > lo:
-            ref[: hi - lo] = sum(_bf16_to_f64(g[i][lo:hi]) for g in all_grads)
-        ref *= alpha
-        if before is not None:
-            ref += before[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
-        got = out[p["out_offset"]:p["out_offset"] + k].astype(np.float64)
-        if not np.all(np.isfinite(got)):
-            errors.append(float("inf"))
-            continue
-        errors.append(float(np.max(np.abs(got - ref)) / max(1.0, np.max(np.abs(ref)))))
-    return errors
 
 
 def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, check_calls, errors):
@@ -92,7 +60,7 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, check_cal
                 assert wrong_landing_bytes(plan, landing, shards) == 0, f"AG call {call}"
                 # Reduce-scatter against a float64 sum over every rank's gradients.
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
-                for i, err in enumerate(_rs_rel_errors(plan, out, all_grads, rank, 0.5, before)):
+                for i, err in enumerate(rs_rel_errors(plan, out, all_grads, rank, 0.5, before)):
                     assert err <= 1e-5, f"RS param {i} (accumulate={accumulate}): max rel err {err}"
             # What the fabric did over both calls: every all-gather copies this rank's shard into all
             # n landings; rails carry bytes only across nodes; the host fabric builds no copy graphs.
@@ -174,7 +142,7 @@ def _read_done_rank(rank, nodes, gpus, store, seed, fault, results):
                     g[:] = 0x7FC0  # bf16 NaN: any read from here on shows up in the output
                 comm.synchronize()
                 all_grads = [_inputs(r, seed + call, n) for r in range(n)]
-                mismatches += sum(err > 1e-5 for err in _rs_rel_errors(plan, out, all_grads, rank, 1.0))
+                mismatches += sum(err > 1e-5 for err in rs_rel_errors(plan, out, all_grads, rank, 1.0))
             results.put((rank, "ok" if mismatches == 0 else f"{mismatches} parameters wrong"))
     except Exception:
         results.put((rank, f"error: {traceback.format_exc()}"))
