@@ -19,6 +19,7 @@
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/host_kernels.hpp"
+#include "host_run_helpers.hpp"
 
 namespace tide {
 namespace {
@@ -94,9 +95,9 @@ int64_t wrongOutputs(const plan::GroupLayout& g, const std::vector<RankGrads>& g
 // Reduce-scatters of `plans` in order, every call on a caller queue of its
 // own when `queuePerCall`; the net queues start late by `netDelay` seconds
 // (a slow network phase lets later calls' sums run ahead). Returns the wrong
-// output elements of every call (poisoned with NaN before it).
+// output elements of every call (poisoned before it). `seed` draws the gradients.
 std::vector<int64_t> reduceScatters(const plan::Topology& topo, const std::vector<const plan::Plan*>& plans,
-                                    bool queuePerCall, double netDelay, bool checkProtocol) {
+                                    bool queuePerCall, double netDelay, bool checkProtocol, uint64_t seed) {
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans(plans);
   fabric::host::HostOptions h;
   h.queues = collectives::kQueuesNeeded + static_cast<int>(plans.size());
@@ -105,12 +106,12 @@ std::vector<int64_t> reduceScatters(const plan::Topology& topo, const std::vecto
   fabric::host::HostWorld world(topo, layout.bytes, h);
   const int n = topo.ranks();
   auto [eps, comms] = decorate(world, layout);
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(seed);
   std::vector<std::vector<RankGrads>> grads;
   std::vector<std::vector<std::vector<float>>> outs;
   for (const plan::Plan* p : plans) {
     grads.push_back(drawGrads(p->group, rng));
-    outs.emplace_back(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(p->group.outElems), NAN));
+    outs.emplace_back(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(p->group.outElems), bench::outputPoison()));
   }
   if (netDelay > 0)
     for (int r = 0; r < n; ++r) world.endpoint(r).delay(collectives::kNetQueue, netDelay);
@@ -141,8 +142,10 @@ TEST(ConsecutiveCalls, GroupsWithDifferentOutboxDepths) {
   const plan::Plan a = plan::makePlan(topo, specs, DType::kBF16, inPlace);
   ASSERT_LT(b.rs.outboxBlocks, a.rs.outboxBlocks) << "the premise: two outbox depths";
   for (const bool check : {true, false}) {
-    SCOPED_TRACE(check ? "protocol checker" : "outputs, net queues 0.5 s late");
-    const std::vector<int64_t> wrong = reduceScatters(topo, {&b, &a, &a}, true, check ? 0 : 0.5, check);
+    const uint64_t seed = test::freshSeed();
+    SCOPED_TRACE(std::string(check ? "protocol checker" : "outputs, net queues 0.5 s late") +
+                 " seed=" + std::to_string(seed));
+    const std::vector<int64_t> wrong = reduceScatters(topo, {&b, &a, &a}, true, check ? 0 : 0.5, check, seed);
     EXPECT_EQ(wrong, std::vector<int64_t>(3, 0));
   }
 }
@@ -159,8 +162,9 @@ TEST(ConsecutiveCalls, GroupsWithDifferentStagingSlots) {
   const plan::Plan b = plan::makePlan(topo, specs, DType::kBF16, one);
   const plan::Plan a = plan::makePlan(topo, specs, DType::kBF16, three);
   for (const bool check : {true, false}) {
-    SCOPED_TRACE(check ? "protocol checker" : "outputs");
-    EXPECT_EQ(reduceScatters(topo, {&b, &b, &b, &a}, false, 0, check), std::vector<int64_t>(4, 0));
+    const uint64_t seed = test::freshSeed();
+    SCOPED_TRACE(std::string(check ? "protocol checker" : "outputs") + " seed=" + std::to_string(seed));
+    EXPECT_EQ(reduceScatters(topo, {&b, &b, &b, &a}, false, 0, check, seed), std::vector<int64_t>(4, 0));
   }
 }
 
@@ -181,23 +185,28 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
   fabric::host::HostWorld world(topo, arenaBytes, h);
   auto [eps, comms] = decorate(world, layout);
   const size_t s = static_cast<size_t>(p.group.shardBytes);
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   std::vector<std::vector<uint8_t>> shards(2, std::vector<uint8_t>(s));
-  for (int r = 0; r < 2; ++r)
-    for (size_t i = 0; i < s; ++i) shards[static_cast<size_t>(r)][i] = static_cast<uint8_t>(0x11 * (r + 1) + i);
+  for (auto& shard : shards)
+    for (uint8_t& x : shard) x = static_cast<uint8_t>(rng());
 
   // Refused before it starts: still usable, and the next all-gather is right.
   const std::byte* pastTheEnd = world.endpoint(0).arena() + arenaBytes - static_cast<int64_t>(s / 2);
   expectRefused([&] { comms[0]->allGather(p, pastTheEnd, landing); }, fabric::FabricError::Kind::kUsage,
                 "runs past its end", "a shard running past the arena was accepted");
   EXPECT_NO_THROW(comms[0]->refuseIfUnusable());
-  std::memset(world.endpoint(1).arena() + landing, 0xA5, static_cast<size_t>(p.group.unshardedBytes()));
+  for (int r = 0; r < 2; ++r)
+    std::memset(world.endpoint(r).arena() + landing, 0xA5, static_cast<size_t>(p.group.unshardedBytes()));
   for (int r = 0; r < 2; ++r) comms[static_cast<size_t>(r)]->allGather(p, shards[static_cast<size_t>(r)].data(), landing);
   for (int r = 0; r < 2; ++r) world.endpoint(r).synchronizeAll();
-  for (int src = 0; src < 2; ++src) {
-    const std::byte* got = world.endpoint(1).arena() + landing + p.group.landing(0, src);
-    EXPECT_EQ(std::memcmp(got, shards[static_cast<size_t>(src)].data(), static_cast<size_t>(p.group.params[0].shardBytes)), 0)
-        << "rank " << src << "'s shard in rank 1's landing";
-  }
+  const std::vector<const uint8_t*> owners = {shards[0].data(), shards[1].data()};
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(bench::wrongLandingBytes(p.group, owners,
+                                       reinterpret_cast<const uint8_t*>(world.endpoint(r).arena() + landing)),
+              0)
+        << "rank " << r << "'s landing";
 
   // Fails midway (its first copy): says so, and every later call is refused.
   eps[0]->failCopyAfter(0);
@@ -210,7 +219,9 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
                   "an unusable communicator issued an all-gather");
   std::vector<float> out(static_cast<size_t>(p.group.outElems));
   std::vector<uint16_t> grad(static_cast<size_t>(p.group.params[0].rows * p.group.params[0].rowElems));
-  EXPECT_THROW(comms[0]->reduceScatter(p, {grad.data()}, out.data(), 1.0f, false), fabric::FabricError);
+  expectRefused([&] { comms[0]->reduceScatter(p, {grad.data()}, out.data(), 1.0f, false); },
+                fabric::FabricError::Kind::kUnusable, "Destroy the communicator on every rank",
+                "an unusable communicator issued a reduce-scatter");
 }
 
 // An all-gather across nodes with a head split at byte 0 waited forever for a
@@ -230,7 +241,9 @@ TEST(ConsecutiveCalls, AllGathersOfTwoGroupsOnQueuesOfTheirOwnAcrossNodes) {
   fabric::host::HostWorld world(topo, landB + b.group.unshardedBytes(), h);
   const int n = topo.ranks();
   auto [eps, comms] = decorate(world, layout);
-  std::mt19937_64 rng(std::random_device{}());
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const plan::Plan* plans[4] = {&a, &b, &a, &b};
   const int64_t lands[4] = {landA, landB, landA, landB};
   std::vector<std::vector<std::vector<uint8_t>>> shards(4);
@@ -240,8 +253,11 @@ TEST(ConsecutiveCalls, AllGathersOfTwoGroupsOnQueuesOfTheirOwnAcrossNodes) {
       for (uint8_t& x : shards[static_cast<size_t>(c)].back()) x = static_cast<uint8_t>(rng());
     }
   }
-  // Calls 1 and 2 (groups a, b), then 3 and 4 over the same landings: each on its own queue.
+  // Calls 1 and 2 (groups a, b), then 3 and 4 over the same landings: each on its own queue,
+  // every rank's landing poisoned first (calls 1 and 2 are synchronized before 3 and 4 start).
   for (int c = 0; c < 4; ++c) {
+    for (int r = 0; r < n; ++r)
+      std::memset(world.endpoint(r).arena() + lands[c], 0xA5, static_cast<size_t>(plans[c]->group.unshardedBytes()));
     for (int r = 0; r < n; ++r) {
       eps[static_cast<size_t>(r)]->bindCaller(collectives::kQueuesNeeded + c);
       comms[static_cast<size_t>(r)]->allGather(*plans[c], shards[static_cast<size_t>(c)][static_cast<size_t>(r)].data(),
@@ -270,7 +286,9 @@ TEST(ConsecutiveCalls, AllGathersOfTwoGroupsOnQueuesOfTheirOwnAcrossNodes) {
 // landed there before the fill. Returns the landing bytes that differ from
 // their owners' shards.
 // `ranks` on one node; `peersOneQueue`: ranks other than 0 issue both calls on one queue.
-int64_t wrongBytesWithUnorderedCallers(bool signalsOnCallerQueue, int ranks = 2, bool peersOneQueue = false) {
+// `seed` draws the shards.
+int64_t wrongBytesWithUnorderedCallers(uint64_t seed, bool signalsOnCallerQueue, int ranks = 2,
+                                       bool peersOneQueue = false) {
   const plan::Topology topo = plan::Topology::make(1, ranks);
   const plan::Plan p = plan::makePlan(topo, {{{96, 40}, DType::kBF16}, {{33}, DType::kBF16}}, DType::kBF16, {});
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&p});
@@ -284,7 +302,7 @@ int64_t wrongBytesWithUnorderedCallers(bool signalsOnCallerQueue, int ranks = 2,
   auto [eps, comms] = decorate(world, layout);
   if (signalsOnCallerQueue)
     for (auto& ep : eps) ep->mergeQueue(collectives::kSignalQueue, collectives::kCallerQueue);
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(seed);
   std::vector<std::vector<std::vector<uint8_t>>> shards(2);  // [call][rank]
   for (auto& call : shards)
     for (int r = 0; r < n; ++r) {
@@ -333,14 +351,16 @@ std::string protocolErrorOf(const std::function<void()>& run) {
 // sessions 27-29): there a signal writes its value, so rank 0's late call 1
 // took the counter back from 2 to 1, under the peers' wait for 2.
 TEST(ConsecutiveCalls, PeersOnOneCallerQueueAndRankZeroOnTwo) {
-  EXPECT_EQ(wrongBytesWithUnorderedCallers(false, 3, true), 0);
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  EXPECT_EQ(wrongBytesWithUnorderedCallers(seed, false, 3, true), 0);
 }
 
 // The same with the old order rebuilt: the counter going back is refused.
 // A test of its own because the old order races on purpose, so that
 // tools/run_sanitizers.sh can leave it out of the TSan run and keep the one above.
 TEST(ConsecutiveCalls, PeersOnOneCallerQueueAndRankZeroOnTwoOldOrderRefused) {
-  const std::string err = protocolErrorOf([] { wrongBytesWithUnorderedCallers(true, 3, true); });
+  const std::string err = protocolErrorOf([] { wrongBytesWithUnorderedCallers(test::freshSeed(), true, 3, true); });
   EXPECT_NE(err.find("must come in value order"), std::string::npos)
       << "the old order's counter going back was not refused: '" << err << "'";
 }
@@ -351,13 +371,15 @@ TEST(ConsecutiveCalls, PeersOnOneCallerQueueAndRankZeroOnTwoOldOrderRefused) {
 // old order fails the job here whatever the timing (it once took a lost race
 // to show as wrong bytes).
 TEST(ConsecutiveCalls, LandingFreeSignalsKeepCallOrderAcrossCallerQueues) {
-  EXPECT_EQ(wrongBytesWithUnorderedCallers(false), 0);
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  EXPECT_EQ(wrongBytesWithUnorderedCallers(seed, false), 0);
 }
 
 // The old order rebuilt: refused. A test of its own for the same reason as
 // PeersOnOneCallerQueueAndRankZeroOnTwoOldOrderRefused (it races on purpose).
 TEST(ConsecutiveCalls, LandingFreeSignalsOnTheCallerQueueRefused) {
-  const std::string err = protocolErrorOf([] { wrongBytesWithUnorderedCallers(true); });
+  const std::string err = protocolErrorOf([] { wrongBytesWithUnorderedCallers(test::freshSeed(), true); });
   EXPECT_NE(err.find("a signal of 1 to counter"), std::string::npos)
       << "signals on the caller's queue passed: the test shows nothing ('" << err << "')";
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/host_run.hpp"
+#include "bench/reference.hpp"
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/host_kernels.hpp"
@@ -171,6 +172,8 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
     hopt.timeoutSeconds = 20;
     hopt.checkProtocol = true;
     fabric::host::HostWorld world(topo, end, hopt);
+    for (int r = 0; r < n; ++r)  // the landings poisoned: an unwritten byte fails the comparison below
+      std::memset(world.endpoint(r).arena() + layout.bytes, 0xA5, static_cast<size_t>(end - layout.bytes));
     // Inputs per (rank, group): shard bytes and bf16 gradients of small integers (exact sums).
     std::vector<std::vector<std::vector<uint8_t>>> shards(static_cast<size_t>(n));
     // [rank][group][param] -> bf16 bits
@@ -188,7 +191,7 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
           for (auto& v : g.back()) v = fabric::host::floatToBf16(static_cast<float>(static_cast<int>(rng() % 9) - 4));
         }
         gradsBf16[r].push_back(std::move(g));
-        outs[r].emplace_back(static_cast<size_t>(p.group.outElems), std::nanf(""));
+        outs[r].emplace_back(static_cast<size_t>(p.group.outElems), bench::outputPoison());
       }
     }
     auto gradPtrs = [&](int r, int gi) {
@@ -238,6 +241,7 @@ struct ReadDoneRun {
   bool raised = false;
   std::string error;
   int64_t wrong = 0;
+  int64_t firings = 0;  // times the injected fault acted, over every rank
 };
 
 ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::Fault fault, uint64_t seed,
@@ -261,7 +265,7 @@ ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::F
         v = fabric::host::floatToBf16(static_cast<float>(static_cast<int>(rng() % 9) - 4));
     }
     ref[r] = grads[r];
-    outs[r].assign(static_cast<size_t>(g.outElems), std::nanf(""));
+    outs[r].assign(static_cast<size_t>(g.outElems), bench::outputPoison());
   }
   fabric::host::HostOptions hopt;
   hopt.queues = collectives::kQueuesNeeded;
@@ -298,6 +302,7 @@ ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::F
       res.raised = true;
       res.error = e.what();
     }
+    for (const auto& c : comms) res.firings += c->faultFirings();
   }
   if (res.raised) return res;
   for (int r = 0; r < n; ++r)
@@ -327,6 +332,7 @@ TEST(HostCollectives, GradientsMayBeReusedAtReadDone) {
         const ReadDoneRun r = overwriteGradientsAtReadDone(t, mode, collectives::Fault::kNone, seed, lane);
         EXPECT_FALSE(r.raised) << r.error;
         EXPECT_EQ(r.wrong, 0);
+        EXPECT_EQ(r.firings, 0);
       }
 }
 
@@ -337,7 +343,12 @@ TEST(HostCollectives, EarlyReadDoneIsCaughtByTheReuseTest) {
                  " seed=" + std::to_string(seed));
     const ReadDoneRun r =
         overwriteGradientsAtReadDone(t, plan::Mode::kInPlace, collectives::Fault::kReleaseGradsEarly, seed, lane);
+    EXPECT_GT(r.firings, 0) << "the fault never acted";
     EXPECT_TRUE(r.raised || r.wrong > 0) << "gradients overwritten before their reads passed silently";
+    // Caught by the checker, not by some other error (a deadline, say).
+    if (r.raised) {
+      EXPECT_NE(r.error.find("protocol violation"), std::string::npos) << r.error;
+    }
   }
 }
 

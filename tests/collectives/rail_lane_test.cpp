@@ -7,6 +7,7 @@
 // in the other inbox generation, with the same bits.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "bench/host_run.hpp"
+#include "bench/reference.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/counter_ids.hpp"
 #include "fabric/host/host_fabric.hpp"
@@ -353,7 +355,7 @@ TEST(RailLane, LostSignalEndsAtTheDeadline) {
       comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout));
       g0[r].assign(64 * 16, fabric::host::floatToBf16(1.0f + static_cast<float>(r)));
       g1[r].assign(33, fabric::host::floatToBf16(-2.0f));
-      out[r].assign(static_cast<size_t>(pl.group.outElems), std::nanf(""));
+      out[r].assign(static_cast<size_t>(pl.group.outElems), bench::outputPoison());
     }
     std::string error;
     try {
@@ -402,10 +404,14 @@ TEST(RailLane, EdgeShapesBitForBit) {
 
 // Lane and staged plans of one group's shapes on one communicator (its
 // staged groups landing by push), called on the same inputs in alternating
-// order: equal bit for bit on signed zeros, subnormals, NaN payloads, infinities.
+// order: each within the float64 reference (outputs poisoned where not
+// accumulating), and equal bit for bit on signed zeros, subnormals, NaN
+// payloads, infinities.
 TEST(RailLane, LaneAndStagedInterleavedOnOneCommunicator) {
+  // The last two cancel everything smaller in an fp32 sum, which the float64 reference keeps: the
+  // rounds that draw them check bit equality and that every element was written, not the reference.
   const float specials[] = {-0.0f, 0.0f, 1e-40f, -1e-40f, std::nanf("0x123"), INFINITY, -INFINITY, 3.5f, -2.25f,
-                            1e30f, -1e30f, 65504.0f};
+                            65504.0f, 1e30f, -1e30f};
   const uint64_t seed = freshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -440,17 +446,22 @@ TEST(RailLane, LaneAndStagedInterleavedOnOneCommunicator) {
           comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout,
                                                                       collectives::FaultConfig{}, issue));
         const plan::GroupLayout& g = plans[0].group;
-        for (int round = 0; round < 4; ++round) {
+        for (int round = 0; round < 8; ++round) {
+          const bool huge = round >= 4;
+          const size_t kinds = std::size(specials) - (huge ? 0 : 2);
           std::vector<std::vector<std::vector<uint16_t>>> grads(static_cast<size_t>(m));
           for (int r = 0; r < m; ++r)
             for (const auto& P : g.params) {
               grads[r].emplace_back(static_cast<size_t>(P.rows * P.rowElems));
-              for (auto& v : grads[r].back()) v = fabric::host::floatToBf16(specials[rng() % std::size(specials)]);
+              for (auto& v : grads[r].back()) v = fabric::host::floatToBf16(specials[rng() % kinds]);
             }
           const float alpha = round % 2 ? -0.5f : 1.0f;
-          const bool accumulate = round >= 2;
-          std::vector<float> init(static_cast<size_t>(g.outElems));
-          for (auto& v : init) v = specials[rng() % std::size(specials)];
+          const bool accumulate = round % 4 >= 2;
+          // Accumulating rounds add into special values; the others write over the poison, so an
+          // element no path writes fails the reference check.
+          std::vector<float> init(static_cast<size_t>(g.outElems), bench::outputPoison());
+          if (accumulate)
+            for (auto& v : init) v = specials[rng() % kinds];
           std::vector<std::vector<std::vector<float>>> outs(4, std::vector<std::vector<float>>(m, init));  // [plan][rank]
           const int order[4] = {round % 2, 1 - round % 2, 2 + round % 2, 3 - round % 2};
           for (int r = 0; r < m; ++r) {
@@ -459,7 +470,24 @@ TEST(RailLane, LaneAndStagedInterleavedOnOneCommunicator) {
             for (int v : order) comms[r]->reduceScatter(plans[v], ptrs, outs[v][r].data(), alpha, accumulate);
           }
           for (int r = 0; r < m; ++r) ASSERT_NO_THROW(world.endpoint(r).synchronizeAll());
+          std::vector<std::vector<const void*>> gradPtrs(static_cast<size_t>(m));
+          for (int r = 0; r < m; ++r)
+            for (auto& x : grads[r]) gradPtrs[r].push_back(x.data());
           for (int r = 0; r < m; ++r) {
+            for (int v = 0; v < 4; ++v) {
+              if (huge) {  // every element written: none still holds the poison
+                int64_t unwritten = 0;
+                for (float y : outs[v][r]) unwritten += std::bit_cast<uint32_t>(y) == bench::kOutputPoisonBits;
+                EXPECT_EQ(0, unwritten) << "round " << round << " rank " << r << " plan " << v;
+                continue;
+              }
+              // Against the float64 reference, NaN and infinities included.
+              const bench::OutputCheck c = bench::checkShardOutput(plans[v].group, gradPtrs, r, alpha,
+                                                                   accumulate ? init.data() : nullptr,
+                                                                   outs[v][r].data(), false);
+              EXPECT_EQ(0, c.wrong) << "round " << round << " rank " << r << " plan " << v
+                                    << " (max rel err " << c.maxRelErr << ")";
+            }
             EXPECT_EQ(0, std::memcmp(outs[0][r].data(), outs[1][r].data(), outs[0][r].size() * 4))
                 << "round " << round << " rank " << r << " (3 passes)";
             EXPECT_EQ(0, std::memcmp(outs[2][r].data(), outs[3][r].data(), outs[2][r].size() * 4))

@@ -427,13 +427,13 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
         }
         gradsRef[c].push_back(gr);
         grads[c].push_back(std::move(gr));
-        outSnap[c].emplace_back(static_cast<size_t>(g.outElems), std::nanf(""));
+        outSnap[c].emplace_back(static_cast<size_t>(g.outElems), bench::outputPoison());
       }
     }
     if (!k.allGather && k.reuses < 0) {
       std::vector<std::vector<float>>& init = initial[static_cast<size_t>(k.slot)];
       for (int r = 0; r < n; ++r) {
-        init.emplace_back(static_cast<size_t>(g.outElems), std::nanf(""));
+        init.emplace_back(static_cast<size_t>(g.outElems), bench::outputPoison());
         if (k.accumulate)
           for (float& v : init.back())
             v = bench::drawValue(rng, exact ? bench::InputKind::kInteger : bench::InputKind::kRandomNormal);
@@ -444,7 +444,7 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
   int64_t maxOut = 0;
   for (const GroupDraw& g : d.groups) maxOut = std::max(maxOut, g.plan.group.outElems);
   const std::vector<uint8_t> poisonBytes(static_cast<size_t>(maxUnsharded), uint8_t{0xA5});
-  const std::vector<float> poisonFloats(static_cast<size_t>(maxOut), std::nanf(""));
+  const std::vector<float> poisonFloats(static_cast<size_t>(maxOut), bench::outputPoison());
 
   fabric::host::HostOptions h;
   h.queues = hostQueues(d.streams);

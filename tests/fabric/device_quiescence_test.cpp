@@ -26,7 +26,8 @@ class OperationInFlight {
           inside_.set_value();
           leave_.get_future().wait();
         }) {
-    inside_.get_future().wait();
+    if (inside_.get_future().wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+      ADD_FAILURE() << "the operation did not get inside device " << device << "'s gate within 10 s";
   }
   ~OperationInFlight() { release(); }
   void release() {

@@ -149,11 +149,16 @@ TEST(HostWorldArenas, RangesRunningPastAnArenaAreRefused) {
   Endpoint& ep = world.endpoint(0);
   std::byte* mine = ep.arena();
   std::byte* peer = ep.peerArena(1);
-  std::vector<std::byte> user(64, std::byte{7});
+  // Distinct bytes both ways: into the peer arena's last 64 bytes, and back out of this arena's.
+  std::vector<std::byte> user(64), back(64, std::byte{0xA5});
+  for (size_t i = 0; i < user.size(); ++i) user[i] = static_cast<std::byte>(0x31 + 3 * i);
+  for (int64_t i = 0; i < 64; ++i) mine[kArena - 64 + i] = static_cast<std::byte>(0xC0 ^ i);
   ep.copy(0, {CopyOp{peer + kArena - 64, user.data(), 64, 1, 0, 0}});   // ends at the peer arena's end
-  ep.copy(0, {CopyOp{user.data(), mine + kArena - 64, 64, 1, 0, 0}});
+  ep.copy(0, {CopyOp{back.data(), mine + kArena - 64, 64, 1, 0, 0}});
   ep.synchronizeAll();
-  EXPECT_EQ(user[0], std::byte{0});  // read back from the (zeroed) arena
+  EXPECT_EQ(0, std::memcmp(peer + kArena - 64, user.data(), 64)) << "the copy into the peer arena's end";
+  for (int64_t i = 0; i < 64; ++i)
+    EXPECT_EQ(back[static_cast<size_t>(i)], static_cast<std::byte>(0xC0 ^ i)) << "byte " << i << " read back";
   auto refused = [&](auto&& issue, const std::string& words) {
     try {
       issue();
@@ -240,8 +245,10 @@ TEST(FailureRecord, OneWholeMessageWins) {
     for (size_t r = 0; r < seen.size(); ++r)
       threads.emplace_back([&, r] {
         while (!go.load()) std::this_thread::yield();
-        while (!jobFailed(&state)) std::this_thread::yield();
-        seen[r] = firstFailure(state, buffer);
+        // Bounded: should no writer win, the reader gives up and the checks below fail, not hang.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!jobFailed(&state) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        seen[r] = jobFailed(&state) ? firstFailure(state, buffer) : "(no failure recorded within 10 s)";
       });
     go = true;
     for (auto& t : threads) t.join();

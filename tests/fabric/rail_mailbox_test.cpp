@@ -87,7 +87,9 @@ TEST(RailMailbox, AGroupEndingWhileItsSendIsCopiedWaitsForTheCopy) {
         } catch (const std::runtime_error&) {
         }
       });
-      while (!copying) std::this_thread::yield();
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!copying && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      if (!copying) ADD_FAILURE() << "the receiver's copy never started within 10 s";
     }
     EXPECT_TRUE(copyOver) << (copyFails ? "failing" : "delivering") << " copy: the group ended during it";
     receiver.join();

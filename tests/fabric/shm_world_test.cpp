@@ -383,7 +383,7 @@ int runCheckedRank(const RankJob& job, int rank) {
     // Poison this rank's landing; peers write into it only after every rank
     // has poisoned its own.
     std::memset(ep.arena() + landing, 0xA5, static_cast<size_t>(g.unshardedBytes()));
-    std::vector<float> out(static_cast<size_t>(g.outElems), std::nanf(""));
+    std::vector<float> out(static_cast<size_t>(g.outElems), bench::outputPoison());
     fabric::host::storeBarrier(store, "test/poisoned/" + std::to_string(call), job.topo.ranks(), kStoreWaitSeconds);
 
     comm.allGather(pl, in.shards[static_cast<size_t>(rank)].data(), landing);

@@ -324,8 +324,16 @@ def step_both(ms, mt, opts, xs, *, loss_fn=None, tol, micro=1, no_sync_first=Fal
         losses.append(torch.stack(total))
     after = stats(mt)
     compare_and_step(ms, mt, opts, losses, what, tol, set_to_none=set_to_none)
-    # Every rank joins agree()'s all-reduce; one where TIDE runs no group (its install differed)
-    # has nothing to check.
+    check_tide_ran(before, after, what)
+
+
+def check_tide_ran(before: dict, after: dict, what: str) -> None:
+    """Between two stats(mt) taken around a step, TIDE's groups ran all-gathers and reduce-scatters,
+    none handed back to stock at run time (a stock call gives stock's bits, so a comparison with
+    stock alone would pass without TIDE). For steps a scenario drives itself; step_both checks its
+    own. Every rank must call it (agree()'s all-reduce); one where TIDE runs no group (its install
+    differed on purpose) has nothing to check: scenarios that expect every group on TIDE say so
+    with assert_all_tide."""
     ran = {k: after.get(k, 0) - before.get(k, 0) for k in ("all_gathers", "reduce_scatters", "rs_stock")}
     agree(lambda: _check_tide_ran(ran, what) if before or after else None)
 

@@ -13,8 +13,8 @@ import logging
 import tide.fsdp
 import torch
 from fsdp_scenario_kit import (
-    BF16, FP32, Block, Model, assert_all_tide, batches, checkpointed_transformer, compare, compare_and_step,
-    compare_models, device_type,
+    BF16, FP32, Block, Model, assert_all_tide, batches, check_tide_ran, checkpointed_transformer, compare,
+    compare_and_step, compare_models, device_type,
     fsdp_params_of, gathers_pending_at_post_backward, install, local, make_pair, mesh_1d, optimizers, stats, step_both, tight,
     transformer,
 )
@@ -109,6 +109,7 @@ def backward_twice_through_a_retained_graph(ctx):
             for s in range(3):
                 x = batches(ctx, 1, seed=10 + s)[0]
                 once = []
+                before = stats(mt)
                 for m in (ms, mt):
                     loss = _loss(m(x))
                     loss.backward(retain_graph=True)
@@ -119,6 +120,7 @@ def backward_twice_through_a_retained_graph(ctx):
                 # The scenario's premise: stock's second backward accumulated one more backward's gradients.
                 for n, p in ms.named_parameters():
                     compare(local(p.grad), 2 * once[0][n], f"{what} stock {n}: twice one backward", FP32)
+                check_tide_ran(before, stats(mt), what)
                 for o in opts:
                     o.step()
                     o.zero_grad()
@@ -157,11 +159,13 @@ def two_forwards_one_backward(ctx):
             xs = batches(ctx, 2, seed=20 + s)
             what = f"{label} {mode} step {s}"
             losses = []
+            before = stats(mt)
             for m in (ms, mt):
                 loss = _loss(m(xs[0])) + _loss(m(xs[1]))
                 loss.backward()
                 losses.append(loss.detach())
             assert not pending, f"{what}: backward ran before its gather was waited for: {pending}"
+            check_tide_ran(before, stats(mt), what)
             compare_and_step(ms, mt, opts, losses, what, tol)
         resharded = stats(mt).get("resharded_in_backward", 0)
         assert (resharded > 0) == (build is frozen_input_layer_transformer), stats(mt)
@@ -215,7 +219,7 @@ def gradients_zeroed_in_place(ctx):
     for mode, micro, no_sync_first, mp_policy in cases:
         what = f"{mode} micro={micro} no_sync_first={no_sync_first} bf16={mp_policy is not None}"
         ms, mt, opts = _installed_pair(ctx, transformer, mode, 4, mp_policy=mp_policy)
-        tol = tight(ctx, FP32) if mp_policy is None else BF16
+        tol = tight(ctx, FP32 if mp_policy is None else BF16)
         kept = None
         for s in range(3):
             step_both(ms, mt, opts, batches(ctx, micro, seed=40 + s), tol=tol, micro=micro,
@@ -269,11 +273,12 @@ def eval_between_no_sync_micro_batches(ctx):
     for mode, last_raf, mp_policy in cases:
         what = f"{mode} last_raf={last_raf} bf16={mp_policy is not None}"
         ms, mt, opts = _installed_pair(ctx, transformer, mode, 4, last_raf=last_raf, mp_policy=mp_policy)
-        tol = tight(ctx, FP32) if mp_policy is None else BF16
+        tol = tight(ctx, FP32 if mp_policy is None else BF16)
         for s in range(3):
             xs = batches(ctx, 2, seed=60 + s)
             x_eval = batches(ctx, 1, seed=65 + s)[0]
             losses, evals = [], []
+            before = stats(mt)
             for m in (ms, mt):
                 m.set_requires_gradient_sync(False)
                 first = _loss(m(xs[0]))
@@ -287,6 +292,7 @@ def eval_between_no_sync_micro_batches(ctx):
                 last.backward()
                 losses.append(torch.stack([first.detach(), last.detach()]))
             step_what = f"{what} step {s}"
+            check_tide_ran(before, stats(mt), step_what)
             compare(evals[0], evals[1], f"{step_what} evaluation", tol)
             compare_and_step(ms, mt, opts, losses, step_what, tol)
         assert tide.fsdp.uninstall(mt)

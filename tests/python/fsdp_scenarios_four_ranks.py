@@ -8,8 +8,9 @@ import torch
 import torch.distributed as dist
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    BF16, FP32, LinearModel, TIMEOUT_S, assert_all_tide, batches, compare_models, device_type, install, int_loss,
-    make_pair, mesh_1d, mesh_hsdp, optimizers, step_both, sum_reduction, tide_groups, train, transformer,
+    BF16, FP32, LinearModel, TIMEOUT_S, assert_all_tide, batches, check_tide_ran, compare_models, device_type, install,
+    int_loss, make_pair, mesh_1d, mesh_hsdp, optimizers, stats, step_both, sum_reduction, tide_groups, train,
+    transformer,
 )
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
@@ -174,8 +175,10 @@ def entry_points_on_hsdp_and_two_nodes(ctx):
             for s, drive in enumerate(drives):
                 what = f"{mode} topology={topology} hsdp={topology is None} {drive.__name__}"
                 xs = batches(ctx, 2, seed=s)
+                before = stats(mt)
                 for m in (ms, mt):
                     drive(m, xs)
+                check_tide_ran(before, stats(mt), what)
                 compare_models(ms, mt, what, FP32, grads=True)
                 for o in opts:
                     o.step()

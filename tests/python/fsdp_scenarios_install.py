@@ -18,7 +18,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide,
+    BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide, check_tide_ran,
     batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d, mesh_hsdp,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
@@ -146,7 +146,7 @@ def divide_factors(ctx):
         ms.set_gradient_divide_factor(factor)
         ms.set_force_sum_reduction_for_comms(True)
         mt.set_gradient_divide_factor(factor)
-        install(mt, ctx)
+        assert_all_tide(install(mt, ctx), 4)
         opts = [torch.optim.SGD(ms.parameters(), lr=0.05), torch.optim.SGD(mt.parameters(), lr=0.05)]
         for s in range(2):
             step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tol, what=f"factor {factor} step {s}")
@@ -174,7 +174,7 @@ def hooks(ctx):
     seen = [[], []]
     for i, m in enumerate((ms, mt)):
         m.blocks[1].fc1.weight.register_post_accumulate_grad_hook(lambda p, i=i: seen[i].append(local(p.grad).sum()))
-    install(mt, ctx)
+    assert_all_tide(install(mt, ctx), 4)
     opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
     for s in range(2):
         step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
@@ -271,7 +271,7 @@ def premul_on_shared_gradient_storage(ctx):
                 m.set_force_sum_reduction_for_comms(True)
             for m in fsdp_modules(mt):
                 m.set_gradient_divide_factor(factor)
-            install(mt, ctx, mode=mode)
+            assert_all_tide(install(mt, ctx, mode=mode), 3)
             step_both(ms, mt, optimizers(ms, mt, "sgd", 0.05), batches(ctx, 1, seed=3), tol=FP32,
                       what=f"factor {factor} {mode}")
             assert tide.fsdp.uninstall(mt)
@@ -368,9 +368,11 @@ def ignored_params_left_alone(ctx):
         tol = tight(ctx, FP32)
         for s in range(3):
             x = batches(ctx, 1, seed=s)[0]
+            before = stats(mt)
             for m in (ms, mt):
                 m(x).float().pow(2).mean().backward()
                 average_ignored_grads(m)
+            check_tide_ran(before, stats(mt), f"{mode} step {s}")
             compare_models(ms, mt, f"{mode} step {s}", tol, grads=True)
             for o in opts:
                 o.step()
