@@ -17,11 +17,17 @@ def bf16_bits_to_f64(bits: np.ndarray) -> np.ndarray:
     return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-def rs_rel_errors(plan: dict, out: np.ndarray, all_grads, rank: int, alpha: float, before=None) -> list[float]:
+def fp32_to_f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32).astype(np.float64)
+
+
+def rs_rel_errors(plan: dict, out: np.ndarray, all_grads, rank: int, alpha: float, before=None,
+                  to_f64=bf16_bits_to_f64) -> list[float]:
     """Per parameter of `plan`'s group: max |out - (alpha * float64 sum over ranks [+ before])|
     relative to max(1, |reference|); inf where the output is not finite (an unwritten NaN poison
-    fails here). all_grads[r][i]: rank r's bf16 bits of parameter i, flat. `out`: this rank's fp32
-    output; `before`: its contents before an accumulating call."""
+    fails here). all_grads[r][i]: rank r's gradient of parameter i, flat: bf16 bits, or fp32 with
+    to_f64=fp32_to_f64. `out`: this rank's fp32 output; `before`: its contents before an
+    accumulating call."""
     errors = []
     for i, p in enumerate(plan["group"]["param_layout"]):
         k = p["shard_rows"] * p["row_elems"]
@@ -29,7 +35,7 @@ def rs_rel_errors(plan: dict, out: np.ndarray, all_grads, rank: int, alpha: floa
         ref = np.zeros(k)
         lo, hi = rank * k, min((rank + 1) * k, total)
         if hi > lo:
-            ref[: hi - lo] = sum(bf16_bits_to_f64(g[i][lo:hi]) for g in all_grads)
+            ref[: hi - lo] = sum(to_f64(g[i][lo:hi]) for g in all_grads)
         ref *= alpha
         if before is not None:
             ref += before[p["out_offset"]:p["out_offset"] + k].astype(np.float64)

@@ -12,6 +12,7 @@ import traceback
 import numpy as np
 import pytest
 from landing_rows import landing_view, wrong_landing_bytes
+from rs_reference import fp32_to_f64, rs_rel_errors
 from spawned_ranks import run_ranks
 
 SHAPES = [[37, 5], [3]]
@@ -38,12 +39,19 @@ def _gather(comm, group, region, seed, call, rank):
     return wrong_landing_bytes(group.plan, landing, shards)
 
 
-def _reduce_scatter(comm, group, rank):
-    grads = [np.random.default_rng([rank, p]).standard_normal(int(np.prod(s))).astype(np.float32)
-             for p, s in enumerate(SHAPES)]
+def _reduce_scatter(comm, group, seed, call, rank):
+    """One reduce-scatter of fresh random fp32 gradients into a poisoned output, which must hold
+    the float64 sum of both ranks' gradients (within fp32 rounding)."""
+    def grads_of(r):
+        return [np.random.default_rng([seed, call, r, p]).standard_normal(int(np.prod(s))).astype(np.float32)
+                for p, s in enumerate(SHAPES)]
+
+    grads = grads_of(rank)
     out = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
     comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data)
     comm.synchronize()
+    errors = rs_rel_errors(group.plan, out, [grads_of(r) for r in range(2)], rank, 1.0, to_f64=fp32_to_f64)
+    assert max(errors) <= 1e-6, (call, errors)
 
 
 def _swapping_rank(rank, store, seed, swap, results):
@@ -57,7 +65,7 @@ def _swapping_rank(rank, store, seed, swap, results):
             n = groups[0].plan["group"]["unsharded_bytes"]
             regions = [[comm.alloc(n), comm.alloc(n)] for _ in groups]
             wrong = [_gather(comm, groups[g], regions[g][i], seed, 2 * g + i, rank) for g in (0, 1) for i in (0, 1)]
-            _reduce_scatter(comm, groups[0], rank)
+            _reduce_scatter(comm, groups[0], seed, 4, rank)
             verdicts = []
             for _ in range(2):  # the parting call, then one on the communicator it left unusable
                 try:
@@ -68,7 +76,7 @@ def _swapping_rank(rank, store, seed, swap, results):
                     elif rank == 0:  # kinds
                         _gather(comm, groups[0], regions[0][0], seed, 9, rank)
                     else:
-                        _reduce_scatter(comm, groups[0], rank)
+                        _reduce_scatter(comm, groups[0], seed, 9, rank)
                     verdicts.append(("completed", ""))
                 except TideError as e:
                     verdicts.append((e.reason, e.message))
@@ -171,7 +179,7 @@ def test_a_call_refused_for_its_shard_is_counted_nowhere(check, tmp_path, rng):
     assert codes == [0, 0] and verdicts == {0: ["bad_argument", 0], 1: [0]}, (codes, verdicts)
 
 
-def _parting_on_something_new_rank(rank, store, part, results):
+def _parting_on_something_new_rank(rank, store, part, seed, results):
     """After one agreed all-gather (group 0, region 0), rank 0 issues a call that is new to it (group 0
     at region 1, or a group registered since) while rank 1 repeats a known one or reduce-scatters."""
     try:
@@ -181,15 +189,15 @@ def _parting_on_something_new_rank(rank, store, part, results):
             group = comm.register_group(SHAPES, grad_dtype="fp32")
             n = group.plan["group"]["unsharded_bytes"]
             regions = [comm.alloc(n), comm.alloc(n)]
-            _gather(comm, group, regions[0], 1, 0, rank)
+            assert _gather(comm, group, regions[0], seed, 0, rank) == 0
             later = comm.register_group(SHAPES, grad_dtype="fp32")  # fits the scratch sized for the first
             try:
                 if rank == 0:
-                    _gather(comm, later if part == "group" else group, regions[1], 1, 1, rank)
+                    _gather(comm, later if part == "group" else group, regions[1], seed, 1, rank)
                 elif part == "kind":
-                    _reduce_scatter(comm, group, rank)
+                    _reduce_scatter(comm, group, seed, 1, rank)
                 else:
-                    _gather(comm, group, regions[0], 1, 1, rank)
+                    _gather(comm, group, regions[0], seed, 1, rank)
                 results.put((rank, ("completed", "")))
             except TideError as e:
                 results.put((rank, (e.reason, e.message)))
@@ -198,12 +206,13 @@ def _parting_on_something_new_rank(rank, store, part, results):
 
 
 @pytest.mark.parametrize("part", ["landing", "kind", "group"])
-def test_a_call_new_to_one_rank_is_compared_as_a_call(part, tmp_path):
+def test_a_call_new_to_one_rank_is_compared_as_a_call(part, tmp_path, rng):
     """Whether a rank compares a landing or the groups depends on its own calls; the call comparison
     comes first, so ranks whose calls differ meet in it and are named by their calls (they once met
     in different exchanges, failing with different reasons, one told its peer passed an offset where
     it had issued a reduce-scatter)."""
-    got, codes = run_ranks(_parting_on_something_new_rank, 2, (str(tmp_path), part), timeout=60)
+    got, codes = run_ranks(_parting_on_something_new_rank, 2, (str(tmp_path), part, rng.randrange(1 << 30)),
+                           timeout=60)
     verdicts = dict(got)
     assert codes == [0, 0] and len(verdicts) == 2, (codes, verdicts)
     rank0 = f"call 1, all-gather of group {1 if part == 'group' else 0} (landing digest"

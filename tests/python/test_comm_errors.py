@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 import pytest
+from landing_rows import landing_view, wrong_landing_bytes
+from rs_reference import bf16_bits, rs_rel_errors
 
 from tide import _capi
 from tide.comm import Communicator
@@ -111,13 +113,16 @@ def test_a_closed_communicators_group_is_refused_not_taken_for_a_later_ones(tmp_
         assert group.plan["group"]["out_bytes"] == 1000 * 4 * 4  # the later group is untouched
 
 
-def test_reduce_scatter_arguments_the_binding_would_change_are_refused(tmp_path):
+def test_reduce_scatter_arguments_the_binding_would_change_are_refused(tmp_path, rng):
     """accumulate must be a bool ("no" is truthy), and alpha must survive fp32, the C API's
-    type, as neither 0 nor infinity unless it was one."""
+    type, as neither 0 nor infinity unless it was one. An alpha of 0 is kept: accumulating adds
+    nothing (the output keeps its bits), and without accumulating the output is all zeros."""
+    rng = np.random.default_rng(rng.seed_value)
     with _comm(tmp_path) as comm:
         group = comm.register_group([[8, 4]], dtype="fp32")
-        grads = [np.ones(32, dtype=np.float32)]
-        out = np.zeros(32, dtype=np.float32)
+        grads = [rng.standard_normal(32).astype(np.float32)]
+        out = rng.standard_normal(32).astype(np.float32)
+        before = out.copy()
         call = lambda **kw: comm.reduce_scatter(group, [grads[0].ctypes.data], out.ctypes.data, **kw)  # noqa: E731
         with pytest.raises(TypeError, match="accumulate must be a bool, got 'no'"):
             call(accumulate="no")
@@ -125,9 +130,14 @@ def test_reduce_scatter_arguments_the_binding_would_change_are_refused(tmp_path)
                             (float("nan"), "alpha nan is nan in fp32"), (-float("inf"), "alpha -inf is -inf")):
             with pytest.raises(ValueError, match=re.escape(says)):
                 call(alpha=alpha)
+        assert np.array_equal(out, before)  # every refusal left the output alone
         call(alpha=0.0, accumulate=True)  # 0 stays 0: out + 0 * sum
         comm.synchronize()
-        assert not out.any()
+        assert out.tobytes() == before.tobytes()
+        out[:] = np.nan  # poison: an unwritten element stays NaN
+        call(alpha=0.0, accumulate=False)
+        comm.synchronize()
+        assert np.all(out == 0), out
 
 
 def test_wrong_gradient_count_null_shard_and_bad_landing(tmp_path):
@@ -175,19 +185,23 @@ def test_shard_overlapping_its_landing_is_refused(tmp_path, rng):
         assert comm.stats["all_gather_calls"] == 1
 
 
-def test_misaligned_reduce_scatter_pointers_are_refused(tmp_path):
+def test_misaligned_reduce_scatter_pointers_are_refused(tmp_path, rng):
     """The sum kernels load and store whole elements: on a GPU a misaligned one faults."""
+    rng = np.random.default_rng(rng.seed_value)
     with _comm(tmp_path) as comm:
         group = comm.register_group([[8, 4], [3]])  # bf16 gradients
-        out = np.zeros(group.plan["group"]["out_bytes"] // 4 + 1, dtype=np.float32)
-        grads = [np.ones(n + 1, dtype=np.uint16) for n in (32, 3)]
+        out = np.full(group.plan["group"]["out_bytes"] // 4 + 1, np.nan, dtype=np.float32)  # poisoned
+        grads = [bf16_bits(rng.standard_normal(n + 1)) for n in (32, 3)]  # one spare element each
         ptrs = [g.ctypes.data for g in grads]
         with pytest.raises(_capi.TideError, match="out is not 4-byte aligned"):
             comm.reduce_scatter(group, ptrs, out.ctypes.data + 2)
         with pytest.raises(_capi.TideError, match="parameter 1 is not 2-byte aligned"):
             comm.reduce_scatter(group, [ptrs[0], ptrs[1] + 1], out.ctypes.data)
+        assert np.isnan(out).all()  # refused before anything was written
         comm.reduce_scatter(group, ptrs, out.ctypes.data)  # aligned: runs
         comm.synchronize()
+        # One rank: its output is its own gradients, in fp32 (exact from bf16).
+        assert max(rs_rel_errors(group.plan, out, [grads], 0, 1.0)) == 0.0
 
 
 def test_a_scale_that_is_not_finite_is_refused(tmp_path, rng):
@@ -210,13 +224,17 @@ def test_a_scale_that_is_not_finite_is_refused(tmp_path, rng):
         np.testing.assert_allclose(out, want.astype(np.float32), rtol=0, atol=0)
 
 
-def test_groups_registered_after_the_first_collective_that_fit(tmp_path):
+def test_groups_registered_after_the_first_collective_that_fit(tmp_path, rng):
+    rng = np.random.default_rng(rng.seed_value)
     with _comm(tmp_path, nodes=1, gpus=1) as comm:
         small = comm.register_group([[4, 4]])
-        off, _ = comm.alloc(small.plan["group"]["unsharded_bytes"])
-        shard = np.arange(small.plan["group"]["shard_bytes"], dtype=np.uint8)
+        off, ptr = comm.alloc(small.plan["group"]["unsharded_bytes"])
+        landing = landing_view(ptr, small.plan["group"]["unsharded_bytes"])
+        landing[:] = 0xA5
+        shard = rng.integers(0, 256, small.plan["group"]["shard_bytes"], dtype=np.uint8)
         comm.all_gather(small, shard.ctypes.data, off)
         comm.synchronize()
+        assert wrong_landing_bytes(small.plan, landing, [shard]) == 0
         # One rank uses no staging and no blocks, so any later group fits.
         later = comm.register_group([[64, 64]])
         assert later.plan["group"]["params"] == 1
@@ -450,11 +468,14 @@ def test_arena_sizing_counts_allocations_from_4k_boundaries(tmp_path):
                           store_dir=str(tmp_path / f"store{arena}"), timeout_s=5) as comm:
             group = comm.register_group(shapes)
             comm.alloc(200)
-            landing, _ = comm.alloc(200)
-            shard = np.zeros(32, dtype=np.uint16)
+            landing, ptr = comm.alloc(200)
+            shard = np.random.default_rng().integers(0, 256, 64, dtype=np.uint8)  # 32 bf16 elements
             if fits:
+                view = landing_view(ptr, group.plan["group"]["unsharded_bytes"])
+                view[:] = 0xA5
                 comm.all_gather(group, shard.ctypes.data, landing)
                 comm.synchronize()
+                assert wrong_landing_bytes(group.plan, view, [shard]) == 0
             else:
                 with pytest.raises(_capi.TideError, match="user memory ends at 4296.*would start at 4096"):
                     comm.all_gather(group, shard.ctypes.data, landing)

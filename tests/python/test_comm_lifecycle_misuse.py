@@ -17,6 +17,7 @@ import traceback
 
 import numpy as np
 import pytest
+from landing_rows import landing_view, wrong_landing_bytes
 from rs_reference import bf16_bits, rs_rel_errors
 from spawned_ranks import run_ranks
 
@@ -197,7 +198,21 @@ def test_calls_after_issued_work_failed_are_refused(tmp_path):
     assert synced is not None and synced[0] == _capi.Result.TIMEOUT and "all_gather#2" in synced[1], synced
 
 
-def _refused_then_register(rank, store, results):
+def _gather_checked(comm, group, seed: int, ranks: int, rank: int) -> int:
+    """One all-gather of fresh random shards (every rank's drawn from `seed`) into a fresh, poisoned
+    landing: the landing's wrong bytes."""
+    size = group.plan["group"]["unsharded_bytes"]
+    offset, ptr = comm.alloc(size)
+    landing = landing_view(ptr, size)
+    landing[:] = 0xA5
+    shards = [np.random.default_rng([seed, r]).integers(0, 256, group.plan["group"]["shard_bytes"], dtype=np.uint8)
+              for r in range(ranks)]
+    comm.all_gather(group, shards[rank].ctypes.data, offset)
+    comm.synchronize()
+    return wrong_landing_bytes(group.plan, landing, shards)
+
+
+def _refused_then_register(rank, store, seed, results):
     try:
         from tide.comm import Communicator
 
@@ -215,26 +230,24 @@ def _refused_then_register(rank, store, results):
                 except _capi.TideError as e:
                     refusals.append(e.message)
             big = comm.register_group([[2048, 2048]])  # more scratch than `small` alone: accepted
-            landing, _ = comm.alloc(big.plan["group"]["unsharded_bytes"])
-            shard = np.random.default_rng(rank).integers(0, 256, big.plan["group"]["shard_bytes"], dtype=np.uint8)
-            comm.all_gather(big, shard.ctypes.data, landing)
-            comm.synchronize()
-            results.put((rank, "ok", refusals))
+            wrong = _gather_checked(comm, big, seed, 2, rank)
+            results.put((rank, "ok", (refusals, wrong)))
     except Exception:  # noqa: BLE001 - reported to the test
         results.put((rank, "error", traceback.format_exc()))
 
 
-def test_a_refused_call_does_not_size_the_scratch(tmp_path):
+def test_a_refused_call_does_not_size_the_scratch(tmp_path, rng):
     """Calls refused for their arguments (a landing outside the arena, a misaligned gradient)
     before any collective ran used to make the communicator and size its scratch for the groups
     so far: a larger group registered next was refused ("register every group before the first
     collective"). They are checked first now, and the larger group registers and gathers."""
-    got, codes = run_ranks(_refused_then_register, 2, (str(tmp_path / "store"),), timeout=60)
+    got, codes = run_ranks(_refused_then_register, 2, (str(tmp_path / "store"), rng.randrange(1 << 30)), timeout=60)
     assert codes == [0, 0], (codes, got)
     assert sorted(r for r, _, _ in got) == [0, 1], got  # every rank reported
     for rank, what, detail in got:
         assert what == "ok", detail
-        landing, aligned = detail
+        (landing, aligned), wrong = detail
+        assert wrong == 0, (rank, wrong)  # the larger group gathers right
         assert "landing offset" in landing and "outside the arena" in landing, detail
         assert "aligned" in aligned, detail
 
@@ -280,43 +293,42 @@ def test_user_memory_where_one_ranks_scratch_goes_is_refused_on_every_rank(tmp_p
         assert took < 10, f"rank {rank} refused only after {took:.1f} s (the deadline is 20 s)"
 
 
-def _mixed_landings(rank, store, collective_first, results):
+def _mixed_landings(rank, store, collective_first, seed, results):
     try:
         from tide.comm import Communicator
 
         with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=1 << 24, fabric="host",
                           store_dir=store, timeout_s=5) as comm:
             pull = comm.register_group([[64, 64]], dtype="fp32")
-            landing, _ = comm.alloc(pull.plan["group"]["unsharded_bytes"])
-            shard = np.random.default_rng(rank).standard_normal(64 * 64 // 2).astype(np.float32)
+            wrong = []
             if collective_first:
-                comm.all_gather(pull, shard.ctypes.data, landing)
-                comm.synchronize()
+                wrong.append(_gather_checked(comm, pull, seed, 2, rank))
             try:
                 comm.register_group([[64, 64]], dtype="fp32", landing="push")
                 refusal = "not refused"
             except _capi.TideError as e:
                 refusal = e.message
-            comm.all_gather(pull, shard.ctypes.data, landing)  # the communicator is still usable
-            comm.synchronize()
-            results.put((rank, "ok", refusal))
+            wrong.append(_gather_checked(comm, pull, seed + 1, 2, rank))  # the communicator is still usable
+            results.put((rank, "ok", (refusal, wrong)))
     except Exception:  # noqa: BLE001 - reported to the test
         results.put((rank, "error", traceback.format_exc()))
 
 
-def test_groups_with_different_landings_are_refused_at_register(tmp_path):
+def test_groups_with_different_landings_are_refused_at_register(tmp_path, rng):
     """One communicator holds one Level 2 landing. A push group after a pull group was accepted
     and made every later collective fail (before the first collective), or was refused blaming
     the scratch's size (after it). Now tideGroupRegister refuses it, naming both landings, and
     the pull group goes on working."""
     for collective_first in (False, True):
         got, codes = run_ranks(_mixed_landings, 2, (str(tmp_path / f"store{int(collective_first)}"),
-                                                    collective_first), timeout=60)
+                                                    collective_first, rng.randrange(1 << 30)), timeout=60)
         assert codes == [0, 0], (codes, got)
         assert sorted(r for r, _, _ in got) == [0, 1], got  # every rank reported
         for rank, what, detail in got:
             assert what == "ok", detail
-            assert "share one Level 2 landing" in detail and "push" in detail and "pull" in detail, detail
+            refusal, wrong = detail
+            assert "share one Level 2 landing" in refusal and "push" in refusal and "pull" in refusal, refusal
+            assert wrong == [0] * (1 + collective_first), (rank, wrong)  # every gather landed right
 
 
 def _lane_beside_push(rank, store, lane_first, seed, results):
