@@ -76,7 +76,11 @@ constexpr int kFaultBase = 20;
 constexpr uint8_t kPoisonByte = 0xEE;
 constexpr uint32_t kPoisonFloat = 0x7fbadbadu;
 
+// Value stream `stream` of this run (runSeed mixed in; the same on every rank for one stream).
+uint64_t streamSeed(uint64_t stream) { return runSeed() * 1000003ull + stream; }
+
 struct Args {
+  uint64_t seed = std::random_device{}();
   int ranks = 1;
   int nodes = 1;
   std::string rails = "auto";
@@ -743,8 +747,8 @@ void testSum(Ctx& c) {
   c.ep.setCallContext("sum#0");
   int cases = 0;
   const std::vector<int64_t> elemsList = {1, 7, 8, 1000, 4099, 65536 + 3};
-  uint64_t seed = 1000 + static_cast<uint64_t>(c.rank);
-  ValueGen pick(77 + static_cast<uint64_t>(c.rank), 0);
+  uint64_t seed = streamSeed(1000 + static_cast<uint64_t>(c.rank));
+  ValueGen pick(streamSeed(77 + static_cast<uint64_t>(c.rank)), 0);
   for (bool bf16 : {true, false})
     for (int k : {1, 2, 3, 4, 7, 8, 9, 16})
       for (int variant = 0; variant < 4; ++variant) {
@@ -787,7 +791,7 @@ void testSum(Ctx& c) {
 // ------------------------------------------------------------------ land
 
 std::vector<float> pullData(int owner) {
-  ValueGen gen(5000 + static_cast<uint64_t>(owner));
+  ValueGen gen(streamSeed(5000 + static_cast<uint64_t>(owner)));
   return gen.fp32s(static_cast<size_t>(kPullElems));
 }
 
@@ -798,7 +802,7 @@ void testLand(Ctx& c) {
   c.ep.barrier();
   c.ep.setCallContext("land#0");
   int cases = 0;
-  ValueGen gen(9000 + static_cast<uint64_t>(c.rank));
+  ValueGen gen(streamSeed(9000 + static_cast<uint64_t>(c.rank)));
   for (int k : {1, 2, 3, 5, 8, 9})
     for (int variant = 0; variant < 4; ++variant) {
       const int64_t elems = std::vector<int64_t>{1, 1001, 4096, 300001}[static_cast<size_t>(variant)];
@@ -886,7 +890,10 @@ void testStallRefused(Ctx& c) {
   c.ep.setCallContext("after_refused_stall#0");
   c.ep.signal(1, c.rank, kFaultBase + 7, 1);
   c.ep.wait(1, kFaultBase + 7, 1, c.rank, "own signal after a refused stall");
+  const auto before = std::chrono::steady_clock::now();
   c.ep.synchronize(1);  // returns at once: no stall was armed
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+  TCHECK(took < 0.5, "synchronize after a refused stall took " + std::to_string(took) + " s: the 1 s stall was armed");
 }
 
 void testLostSignal(Ctx& c) {
@@ -1209,9 +1216,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--perf") a.perf = true;
     else if (k == "--no-freed-replay") a.freedReplay = false;
     else if (k == "--no-graph-cap") a.graphCap = false;
+    else if (k == "--seed") a.seed = std::stoull(next());
     else {
       std::fprintf(stderr, "usage: %s --ranks N --nodes M [--rails auto|send-recv|rma] [--timeout-case] [--perf] "
-                           "[--no-freed-replay] [--no-graph-cap]\n", argv[0]);
+                           "[--no-freed-replay] [--no-graph-cap] [--seed S]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -1228,8 +1236,9 @@ Args parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace tide::test;
   const Args a = parse(argc, argv);
-  std::printf("tide_cuda_fabric_test: %d rank(s), %d node(s) x %d, rails %s\n", a.ranks, a.nodes,
-              a.ranks / a.nodes, a.rails.c_str());
+  runSeed() = a.seed;  // before the ranks fork: each inherits it
+  std::printf("tide_cuda_fabric_test: %d rank(s), %d node(s) x %d, rails %s, seed %llu (replay with --seed)\n",
+              a.ranks, a.nodes, a.ranks / a.nodes, a.rails.c_str(), static_cast<unsigned long long>(a.seed));
   std::fflush(stdout);
   const int failedRanks =
       launchRanks(a.ranks, 70, [&](int rank, const ncclUniqueId& id) { return rankMain(a, rank, id); });

@@ -67,10 +67,19 @@ class ValueGen {
   int specialEvery_;
 };
 
-// Byte i of what `writer` sends in test `tag`: anything that tells writers apart.
+// The run's seed, set once by a test's main before its ranks start (forked ranks inherit it):
+// the patterns below and the value streams seeded from it differ from run to run. Printed, so
+// that a failing run can be replayed with it.
+inline uint64_t& runSeed() {
+  static uint64_t seed = 0;
+  return seed;
+}
+
+// Byte i of what `writer` sends in test `tag` in this run: anything that tells writers apart.
 inline uint8_t patternByte(int writer, int tag, int64_t i) {
   uint64_t h = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull ^
-               (static_cast<uint64_t>(writer + 1) << 40) ^ (static_cast<uint64_t>(tag) << 52);
+               (static_cast<uint64_t>(writer + 1) << 40) ^ (static_cast<uint64_t>(tag) << 52) ^
+               runSeed() * 0xd6e8feb86659fd93ull;
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 32;

@@ -18,6 +18,7 @@ Exits non-zero on any failure.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -90,6 +91,14 @@ def gather_np(arr: np.ndarray) -> list[np.ndarray]:
     return objs
 
 
+# The output poison: a NaN whose payload no sum produces (src/bench/reference.hpp's kOutputPoisonBits).
+OUTPUT_POISON_BITS = 0x7FC0DEAD
+
+
+def poisoned_output(elems: int, device) -> torch.Tensor:
+    return torch.full((elems,), OUTPUT_POISON_BITS, dtype=torch.int32, device=device).view(torch.float32)
+
+
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Bitwise equal, every NaN equal to every NaN (payloads differ between CPU and GPU)."""
     nan = np.isnan(a) & np.isnan(b)
@@ -128,6 +137,13 @@ def main() -> int:
         dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, n = dist.get_rank(), dist.get_world_size()
     dev = torch.device("cuda", local)
+    # One fresh seed per run for every input below, rank 0's (TIDE_TEST_SEED replays a run).
+    seed = [(int(os.environ["TIDE_TEST_SEED"]) if os.environ.get("TIDE_TEST_SEED")
+             else random.SystemRandom().randrange(2**31)) if rank == 0 else None]
+    dist.broadcast_object_list(seed)
+    seed = int(seed[0])
+    if rank == 0:
+        print(f"check_collectives: seed {seed} (replay with TIDE_TEST_SEED={seed})", flush=True)
     torch.cuda.set_stream(torch.cuda.Stream())
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
@@ -164,11 +180,11 @@ def main() -> int:
         for case, (vname, kind, alpha, accumulate) in enumerate(cases):
             group = groups[vname]
             name = f"{tag}/{vname}/{kind}/alpha={alpha}/acc={accumulate}"
-            g = torch.Generator(device=dev).manual_seed(7000 + 31 * case + rank)
+            g = torch.Generator(device=dev).manual_seed(seed * 1000 + 7000 + 31 * case + rank)
             shard = torch.randint(0, 256, (plan["shard_bytes"],), generator=g, device=dev, dtype=torch.uint8)
-            grads = make_grads(kind, rank, case, dev)
+            grads = make_grads(kind, rank, seed * 1000 + case, dev)
             out0 = torch.randn(plan["out_bytes"] // 4, generator=g, device=dev) if accumulate else \
-                torch.full((plan["out_bytes"] // 4,), float("nan"), device=dev)
+                poisoned_output(plan["out_bytes"] // 4, dev)
             results = []
             for repeat in range(3):
                 landing.fill_(0xA5)
@@ -224,6 +240,9 @@ def main() -> int:
                 ok &= bool(np.all(yd[inf] == ref[inf]))
             if not ok:
                 failures.append(f"{name}: RS differs from the float64 reference")
+            unwritten = int(np.count_nonzero(y.view(np.uint32) == OUTPUT_POISON_BITS))
+            if unwritten:  # caught even where the reference is NaN
+                failures.append(f"{name}: RS left {unwritten} output elements unwritten (the poison)")
             # Bit for bit against the host fabric on the same inputs (rank 0 runs it).
             grads_np = [np.split(all_grads[u], np.cumsum([int(np.prod(s)) for s in SHAPES])[:-1]) for u in range(n)]
             outs = gather_np(y)
@@ -279,6 +298,8 @@ def main() -> int:
         flat = [f for fs in all_failures for f in fs]
         for f in flat:
             print("FAIL", f)
+        if flat:
+            print(f"check_collectives: seed {seed} (replay with TIDE_TEST_SEED={seed})")
         gpus = torch.cuda.device_count() if args.ipc or args.host_per_rank else n
         print(f"check_collectives: {'FAILED' if flat else 'all checks passed'} ({n} rank(s) on {min(n, gpus)} GPU(s))")
         return 1 if flat else 0
