@@ -103,7 +103,9 @@ TEST(Faults, CallOrderDiffersBetweenRanks) {
   fabric::host::HostWorld world(topo, landB + b.group.unshardedBytes(), hopt);
   std::vector<std::unique_ptr<collectives::Communicator>> comms;
   std::vector<std::vector<uint8_t>> shardA, shardB;
-  std::mt19937_64 rng(freshSeed());
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int r = 0; r < topo.ranks(); ++r) {
     comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout));
     shardA.emplace_back(static_cast<size_t>(a.group.shardBytes));

@@ -237,7 +237,9 @@ TEST(RmaRails, GroupsOfManyTransfersEachWayLandWhole) {
   ho.rails = fabric::host::HostRails::kRma;
   ho.checkProtocol = true;
   fabric::host::HostWorld world(plan::Topology::make(2, 1), 1 << 16, ho);
-  std::mt19937_64 rng(freshSeed());
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   constexpr int kMessages = 5, kBytes = 1024;
   for (int round = 1; round <= 3; ++round) {
     // Each message's bytes, drawn fresh, and in its sender's arena (RMA puts read only from there).

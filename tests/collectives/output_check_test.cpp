@@ -41,7 +41,9 @@ struct TwoRankFp32Group {
 };
 
 TEST(OutputCheck, CorrectOutputPasses) {
-  const TwoRankFp32Group t(std::random_device{}());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const TwoRankFp32Group t(seed);
   ASSERT_EQ(t.want.size(), 9u);
   const bench::OutputCheck c = t.check(t.want);
   EXPECT_EQ(c.wrong, 0);
@@ -49,7 +51,9 @@ TEST(OutputCheck, CorrectOutputPasses) {
 }
 
 TEST(OutputCheck, MissesAreCountedAndTheirErrorReported) {
-  const TwoRankFp32Group t(std::random_device{}());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const TwoRankFp32Group t(seed);
   std::vector<float> y = t.want;
   y[2] += 3.0f;  // off by far more than the tolerance
   y[5] = std::numeric_limits<float>::quiet_NaN();  // an unwritten or poisoned element
@@ -67,7 +71,9 @@ TEST(OutputCheck, MissesAreCountedAndTheirErrorReported) {
 // Where the reference is NaN any NaN the sum wrote matches, but not the poison the output held
 // before the call: an element left unwritten there passed when the poison was a plain NaN.
 TEST(OutputCheck, ThePoisonNeverMatchesEvenWhereTheReferenceIsNaN) {
-  TwoRankFp32Group t(std::random_device{}());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TwoRankFp32Group t(seed);
   t.grads[1][4] = std::numeric_limits<float>::quiet_NaN();  // rank 0 owns element 4: its reference is NaN
   std::vector<float> y = t.want;
   y[4] = std::numeric_limits<float>::quiet_NaN();
@@ -82,7 +88,9 @@ TEST(OutputCheck, ThePoisonNeverMatchesEvenWhereTheReferenceIsNaN) {
 }
 
 TEST(OutputCheck, ExactCheckRefusesTheLeastDifference) {
-  const TwoRankFp32Group t(std::random_device{}(), /*integers=*/true);
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const TwoRankFp32Group t(seed, /*integers=*/true);
   EXPECT_EQ(bench::checkShardOutput(t.g, t.ptrs, 0, 1.0f, nullptr, t.want.data(), true).wrong, 0);
   std::vector<float> y = t.want;
   y[0] = std::nextafter(y[0], std::numeric_limits<float>::infinity());

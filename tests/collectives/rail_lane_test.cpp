@@ -245,7 +245,9 @@ TEST(RailLane, AllGatherLaneAloneSendsNoStageCredit) {
     }
     std::vector<std::unique_ptr<collectives::Communicator>> comms;
     for (int r = 0; r < m; ++r) comms.push_back(std::make_unique<collectives::Communicator>(world.endpoint(r), layout));
-    std::mt19937_64 rng(freshSeed());
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
     std::string error;
     int64_t wrong = 0;
     try {

@@ -555,6 +555,7 @@ TEST(SharedWorldGather, EveryRankGetsEveryRanksWordsOfEachGather) {
   TempDir dir;
   const plan::Topology topo = plan::Topology::make(1, 3);
   const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   auto wordsOf = [seed](int rank, int gather) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(rank * 100 + gather));
     return std::vector<uint64_t>{rng(), rng(), ~uint64_t{0} - static_cast<uint64_t>(gather)};
@@ -919,7 +920,9 @@ TEST(FileStore, AllGatherWordsGivesEveryRanksWordsInRankOrder) {
   TempDir dir;
   constexpr int kRanks = 3;
   constexpr size_t kWords = 2;
-  std::mt19937_64 rng(std::random_device{}());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   std::vector<std::vector<uint64_t>> mine(kRanks, std::vector<uint64_t>(kWords));
   for (auto& w : mine)
     for (uint64_t& x : w) x = rng();  // full 64-bit words: the text encoding must keep every bit
