@@ -296,7 +296,8 @@ def run_scenarios(names: list[str], rank: int, world: int, device, module=S) -> 
 
     tmp = [tempfile.mkdtemp(prefix="tide-cuda-smoke-") if rank == 0 else None]
     dist.broadcast_object_list(tmp, src=0)  # one directory for the checkpoint round trip
-    ctx = fsdp_harness.Context(rank, world, tmp[0], fsdp_harness.capture_logs(), device=str(device))
+    ctx = fsdp_harness.Context(rank, world, tmp[0], fsdp_harness.capture_logs(), device=str(device),
+                               seed=fsdp_harness.run_seed())
     failed = []
 
     def report(name, ok, tb, seconds):

@@ -84,6 +84,27 @@ class Context:
     tmp: str
     logs: LogCapture
     device: str = "cpu"  # where the scenarios place models and data ("cuda:<i>" in the CUDA smoke)
+    seed: int = 0  # the run's seed (run_seed): weights and batches are drawn from it
+
+
+SEED_VARIABLE = "TIDE_TEST_SEED"
+
+
+def run_seed() -> int:
+    """One fresh seed per run, the same on every rank (rank 0 draws it; TIDE_TEST_SEED replays a
+    run). Collective over the default process group."""
+    import random
+
+    import torch.distributed as dist
+
+    box = [int(os.environ[SEED_VARIABLE]) if os.environ.get(SEED_VARIABLE) else
+           random.SystemRandom().randrange(2**31)]
+    dist.broadcast_object_list(box, src=0)
+    return int(box[0])
+
+
+def seed_note(seed: int) -> str:
+    return f"(run seed {seed}: replay with {SEED_VARIABLE}={seed})"
 
 
 def capture_logs() -> LogCapture:
@@ -110,7 +131,7 @@ def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
         except ScenarioSkipped as e:
             report(name, True, SKIPPED + str(e), time.perf_counter() - start)
         except Exception:
-            report(name, False, traceback.format_exc(), time.perf_counter() - start)
+            report(name, False, f"{traceback.format_exc()}{seed_note(ctx.seed)}", time.perf_counter() - start)
         uninstall_all_tide()
         dist.barrier()
 
@@ -126,7 +147,7 @@ def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: 
         logs = capture_logs()
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg-init", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=180))
-        run_scenarios(scenarios, names, Context(rank, world, tmp, logs),
+        run_scenarios(scenarios, names, Context(rank, world, tmp, logs, seed=run_seed()),
                       lambda name, ok, tb, seconds: results.put((name, rank, ok, tb, seconds)))
     except Exception:
         results.put(("<job>", rank, False, traceback.format_exc(), 0.0))

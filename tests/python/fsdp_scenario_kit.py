@@ -208,11 +208,11 @@ def shard(model: nn.Module, mesh, *, mp_policy=None, raf=None, placement=None, l
 
 
 def make_pair(build, ctx, mesh, *, dtype=None, integer=False, shard_fn=None, **shard_kw):
-    """Two models of the same weights (stock, then the one TIDE goes on), built on the CPU
-    and sharded on `mesh` by `shard` (shard_kw), or by shard_fn(model, mesh)."""
+    """Two models of the same weights (stock, then the one TIDE goes on), drawn from the run's
+    seed, built on the CPU and sharded on `mesh` by `shard` (shard_kw), or by shard_fn(model, mesh)."""
     out = []
     for _ in range(2):
-        torch.manual_seed(1234)
+        torch.manual_seed(ctx.seed)
         m = build()  # on the CPU, so both devices draw the same weights
         if integer:
             with torch.no_grad():
@@ -225,8 +225,13 @@ def make_pair(build, ctx, mesh, *, dtype=None, integer=False, shard_fn=None, **s
     return out
 
 
+def data_generator(ctx, seed: int) -> torch.Generator:
+    """This rank's stream `seed` of the run's data: distinct per rank, per seed and per run."""
+    return torch.Generator().manual_seed((ctx.seed * 1_000_003 + 1000 * seed + ctx.rank) % 2**63)
+
+
 def batches(ctx, n: int, *, d_in: int = 7, rows: int = 6, integer=False, dtype=torch.float32, seed: int = 0):
-    g = torch.Generator().manual_seed(1000 * seed + ctx.rank)
+    g = data_generator(ctx, seed)
     device = ctx.device
     if integer:
         return [torch.randint(-1, 2, (rows, d_in), generator=g).to(device, dtype) for _ in range(n)]

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
     BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
-    assert_all_tide, batches, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
+    assert_all_tide, batches, data_generator, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
     compare_and_step, collective_device, device_type, fsdp_modules, fsdp_params_of, install, int_loss, local,
     make_pair, mesh_1d, optimizers, shard, stats, step_both, sum_reduction, tide_groups, tight, train, transformer,
 )
@@ -711,7 +711,7 @@ class TokenLM(nn.Module):
 
 
 def token_batch(ctx, step: int, vocab: int = 11) -> torch.Tensor:
-    g = torch.Generator().manual_seed(100 * step + ctx.rank)
+    g = data_generator(ctx, 100 * step)
     return torch.randint(0, vocab, (6, 5), generator=g).to(ctx.device)
 
 
