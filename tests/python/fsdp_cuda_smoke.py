@@ -255,8 +255,9 @@ def main() -> int:
 # loaded that way, gradient dtypes that differ between ranks after a no-sync micro-batch, an uninstall or a
 # layout setter between a forward and its backward, ranks that install differently (their comparison over NCCL),
 # the fallbacks for CPU offload, fp16, all-gather extensions and tensor parallelism, a torch too old or lacking an
-# attribute, Slot-Reuse freeing the gradients before its collective, and both collectives on the rail lane
-# (topology (2, 1); the CPU suite runs it in test_fsdp_rail_lane.py, outside its two-rank list).
+# attribute, Slot-Reuse freeing the gradients before its collective, the sharded gradients held to a float64
+# mean of the ranks' unsharded ones (not to stock), and both collectives on the rail lane (topology (2, 1);
+# the CPU suite runs it in test_fsdp_rail_lane.py, outside its two-rank list).
 # Ordered from plain training to the adapter's own machinery.
 CUDA_SCENARIOS = [
     "transformer_bf16_mixed_precision", "bf16_params_slot_reuse", "integer_exact_bf16",
@@ -285,7 +286,7 @@ CUDA_SCENARIOS = [
     "bad_arguments_on_one_rank",
     "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
     "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
-    "rail_lane_plan_option",
+    "reduce_scatter_against_float64", "rail_lane_plan_option",
 ]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fsdp_scenario_kit
 import fsdp_scenarios_entry_points
 import fsdp_scenarios_fallbacks
+import fsdp_scenarios_float64
 import fsdp_scenarios_four_ranks
 import fsdp_scenarios_install
 import fsdp_scenarios_order_and_memory
@@ -23,7 +24,8 @@ import fsdp_scenarios_schedule
 import fsdp_scenarios_training
 
 _MODULES = (fsdp_scenarios_training, fsdp_scenarios_schedule, fsdp_scenarios_install, fsdp_scenarios_four_ranks,
-            fsdp_scenarios_order_and_memory, fsdp_scenarios_entry_points, fsdp_scenarios_fallbacks, fsdp_scenario_kit)
+            fsdp_scenarios_order_and_memory, fsdp_scenarios_entry_points, fsdp_scenarios_fallbacks, fsdp_scenarios_float64,
+            fsdp_scenario_kit)
 
 
 def __getattr__(name: str):
@@ -65,6 +67,7 @@ TWO_RANKS = [
     "bad_arguments_on_one_rank",
     "groups_offloaded_fp16_or_extended_stay_stock", "tensor_parallel_group_stays_stock", "torch_too_old_stays_stock",
     "fsdp_objects_missing_an_attribute_stay_stock", "slot_reuse_frees_gradients_before_the_collective",
+    "reduce_scatter_against_float64",
 ]
 ONE_RANK = ["one_rank_stays_stock", "shard_group_of_one"]
 # Run again with every call compared across the ranks (TIDE_CHECK_CALLS=1; test_fsdp_checked_calls.py on
@@ -84,4 +87,5 @@ FOUR_RANKS = [
     "prefetch_inversion", "read_done_release", "params_smaller_than_world", "fsdp4_experts_on_a_sub_mesh",
     "entry_points_on_hsdp_and_two_nodes", "reshard_to_a_smaller_mesh_stays_stock", "skipped_blocks_hold_no_slot",
     "hsdp_one_replica_installs_differently", "installs_that_differ_by_sub_mesh_stay_in_step",
+    "reduce_scatter_against_float64",
 ]
