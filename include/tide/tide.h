@@ -30,9 +30,11 @@ typedef enum { tideInPlace = 0, tideSlotReuse = 1 } tideMode_t;
 typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
 
 /* A collective that fails after it has started (some of its work enqueued,
- * its peers counting it) leaves its communicator unusable: every later call
- * returns tideInternalError, reason "communicator_unusable"; destroy the
- * communicator on every rank and make a new one. That holds as well for a
+ * its peers counting it) leaves its communicator unusable: every later
+ * collective (tideAllGather, tideReduceScatter) returns tideInternalError,
+ * reason "communicator_unusable"; destroy the communicator on every rank and
+ * make a new one. The other calls still answer (tideCommSynchronize returns a
+ * failure its queues hold), so that the caller can see what happened first. That holds as well for a
  * collective whose enqueued work fails later, before any synchronize saw it
  * (the host fabric: a wait past its deadline, a peer's recorded failure); the
  * CUDA fabric ends the process on such a failure instead (fail stop). */
@@ -173,7 +175,8 @@ tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* config, const char* sto
  * that drain (a peer that never made it) is returned after the teardown,
  * which happens all the same. A call another thread has inside finishes
  * first; calls still waiting for the communicator are refused
- * (tideInvalidArgument, "destroyed"). NULL is a no-op. */
+ * (tideInvalidArgument, reason "bad_argument", the message saying it was
+ * destroyed). NULL is a no-op. */
 tideResult_t tideCommDestroy(tideComm_t comm);
 tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* offset, void** ptr);
 /* Arena bytes the collectives' scratch takes for these groups (what the first

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import numbers
+import operator
 import os
 import sys
 import threading
@@ -52,13 +54,32 @@ def _destroy_left_open(lib, handle) -> None:
 _POINTER_END = 1 << 64
 
 
-def _check_pointers(what: str, values: Sequence[int]) -> None:
-    """ctypes keeps the low 64 bits of an int passed as a pointer: 2**64 would
-    arrive as NULL (for a shard, "in place") and -5 as 0xff...fb. Refused
-    instead; per collective call, so one pass in C-implemented builtins."""
-    if min(values) < 0 or max(values) >= _POINTER_END:
-        bad = next(v for v in values if not 0 <= v < _POINTER_END)
-        raise ValueError(f"{what}: {bad} is not an address (0 <= pointer < 2**64)")
+def _addresses(what: str, values: Sequence[Any]) -> Sequence[int]:
+    """`values` as addresses (or stream handles) ctypes passes unchanged. ctypes keeps the low 64
+    bits of an int passed as a pointer: 2**64 would arrive as NULL (for a shard, "in place") and
+    -5 as 0xff...fb; and a bool passes as 0 or 1 (False as an in-place shard, True as CUDA's legacy
+    stream). Refused instead, naming the argument; numpy integers are taken as ints. The common
+    case (plain ints in range) costs one pass in C-implemented builtins, per collective call."""
+    if values and set(map(type, values)) == {int} and min(values) >= 0 and max(values) < _POINTER_END:
+        return values
+    out = []
+    for i, v in enumerate(values):
+        name = what if len(values) == 1 else f"{what}[{i}]"
+        if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+            raise TypeError(f"{name}: {v!r} is not an address (an int)")
+        v = operator.index(v)
+        if not 0 <= v < _POINTER_END:
+            raise ValueError(f"{name}: {v} is not an address (0 <= pointer < 2**64)")
+        out.append(v)
+    return out
+
+
+def _real(what: str, value: Any) -> float:
+    """A real number argument (seconds, a scale), refused by name when it is a bool (True would
+    mean 1) or not a number at all."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {value!r}")
+    return float(value)
 
 
 class Group:
@@ -97,7 +118,8 @@ class Communicator:
                                   gpusPerNode=c_integer(gpus_per_node, "gpus_per_node", *INT32),
                                   rank=c_integer(rank, "rank", *INT32),
                                   arenaBytes=c_integer(arena_bytes, "arena_bytes", *INT64),
-                                  timeoutSeconds=timeout_s, device=c_integer(device, "device", *INT32))
+                                  timeoutSeconds=_real("timeout_s", timeout_s),
+                                  device=c_integer(device, "device", *INT32))
         handle = _capi.CommHandle()
         lib = _capi.library()
         if fabric == "cuda":
@@ -171,6 +193,7 @@ class Communicator:
 
     def register_group(self, shapes: Sequence[Sequence[int] | Mapping[str, Any]], **plan_options: Any) -> Group:
         """Register a parameter group (same order on every rank, before the first collective)."""
+        self._refuse_if_closed("register_group")
         config, _keepalive = build_plan_config(shapes, nodes=self.nodes, gpus_per_node=self.gpus_per_node,
                                                **plan_options)
         handle = _capi.GroupHandle()
@@ -182,6 +205,7 @@ class Communicator:
 
     def alloc(self, nbytes: int) -> tuple[int, int]:
         """Symmetric memory in the arena: (offset, local address); same calls on every rank."""
+        self._refuse_if_closed("alloc")
         offset, ptr = ctypes.c_int64(), ctypes.c_void_p()
         _capi.check(_capi.library().tideCommAlloc(self.handle, c_integer(nbytes, "nbytes", *INT64),
                                                   ctypes.byref(offset), ctypes.byref(ptr)))
@@ -194,6 +218,8 @@ class Communicator:
     def _check_group(self, group: Group, call: str) -> None:
         """A group of this communicator, which is open. The C library knows handles by
         address: a closed communicator's group could name a later one's (same address)."""
+        if not isinstance(group, Group):
+            raise TypeError(f"{call}: group must be a Group from register_group, got {type(group).__name__}")
         if group._comm is not self:
             raise _capi.TideError(_capi.Result.INVALID_ARGUMENT, "bad_argument",
                                   f"{call}: the group was registered on another communicator")
@@ -202,7 +228,8 @@ class Communicator:
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
         """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
         self._check_group(group, "all_gather")
-        _check_pointers("shard_ptr", (shard_ptr, stream))
+        (shard_ptr,) = _addresses("all_gather: shard_ptr", (shard_ptr,))
+        (stream,) = _addresses("all_gather: stream", (stream,))
         _capi.check(self._lib.tideAllGather(self.handle, group.handle, shard_ptr,
                                             c_integer(landing_offset, "landing_offset", *INT64), stream))
 
@@ -213,11 +240,13 @@ class Communicator:
             raise ValueError(f"expected {group.num_params} gradient pointers, got {len(grad_ptrs)}")
         if accumulate is not True and accumulate is not False:  # "no" would accumulate
             raise TypeError(f"reduce_scatter: accumulate must be a bool, got {accumulate!r}")
-        alpha32 = ctypes.c_float(alpha).value  # what the C API receives
+        alpha32 = ctypes.c_float(_real("reduce_scatter: alpha", alpha)).value  # what the C API receives
         if not math.isfinite(alpha32) or (alpha32 == 0.0) != (alpha == 0.0):
             raise ValueError(f"reduce_scatter: alpha {alpha!r} is {'0' if math.isfinite(alpha32) else alpha32} "
                              f"in fp32, the sum's type")
-        _check_pointers("grad_ptrs, out_ptr and stream", (*grad_ptrs, out_ptr, stream))
+        grad_ptrs = _addresses("reduce_scatter: grad_ptrs", grad_ptrs)
+        (out_ptr,) = _addresses("reduce_scatter: out_ptr", (out_ptr,))
+        (stream,) = _addresses("reduce_scatter: stream", (stream,))
         arr = group._ptr_array(*grad_ptrs)
         _capi.check(self._lib.tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha32,
                                                 1 if accumulate else 0, stream))
@@ -231,9 +260,12 @@ class Communicator:
         call waits for that point; the host does not block. Host fabric: the
         host blocks until then (`stream` ignored). The output is final only
         once the reduce-scatter completes (synchronize(), or its stream)."""
+        self._refuse_if_closed("wait_inputs_read")
+        (stream,) = _addresses("wait_inputs_read: stream", (stream,))
         _capi.check(self._lib.tideCommWaitInputsRead(self.handle, stream))
 
     def synchronize(self) -> None:
+        self._refuse_if_closed("synchronize")
         _capi.check(self._lib.tideCommSynchronize(self.handle))
 
     @property
@@ -241,6 +273,7 @@ class Communicator:
         """How this rank's rails travel, chosen at run time, and why, e.g.
         "copy-engine (every rail peer is load/store reachable)" or
         "nccl-send-recv (host RMA unavailable: ...)"."""
+        self._refuse_if_closed("rails")
         return self._copy_string(lambda out: _capi.library().tideCommGetRails(self.handle, out)).decode()
 
     @property
@@ -253,6 +286,7 @@ class Communicator:
         and reduce_scatter_calls (successful calls) with the host time spent
         inside them, all_gather_host_ns and reduce_scatter_host_ns (on CUDA
         the enqueue; the device work runs later)."""
+        self._refuse_if_closed("stats")
         out = _capi.CommStats()
         _capi.check(_capi.library().tideCommGetStats(self.handle, ctypes.byref(out)))
         return {name: getattr(out, name) for name, _ in _capi.CommStats._fields_}
@@ -262,6 +296,7 @@ class Communicator:
         allocator: the CUDA fabric's ncclMemAlloc window (arena, counters,
         alignment; torch.cuda.memory_reserved() does not count it), the host
         fabric's shared-memory segment."""
+        self._refuse_if_closed("reserved_bytes")
         out = ctypes.c_int64()
         _capi.check(_capi.library().tideCommReservedBytes(self.handle, ctypes.byref(out)))
         return out.value

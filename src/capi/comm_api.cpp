@@ -19,6 +19,7 @@
 #include "capi/plan_config.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/counter_ids.hpp"
+#include "fabric/seconds_text.hpp"
 #include "plan/plan_json.hpp"
 
 struct tideGroup {
@@ -376,6 +377,14 @@ const tide::collectives::ScratchLayout* currentOrProspectiveScratch(
   return &*prospective;
 }
 
+// Why tideAllGather refuses this rank's landing (Communicator::landingProblem), or "",
+// against that scratch.
+std::string landingProblem(const tideComm* comm, const tideGroup* group, int64_t landingOffset) {
+  std::optional<tide::collectives::ScratchLayout> prospective;
+  return tide::collectives::Communicator::landingProblem(comm->fabric.endpoint->arenaBytes(), group->plan.group,
+                                                         landingOffset, currentOrProspectiveScratch(comm, prospective));
+}
+
 // Why tideAllGather refuses this rank's shard (Communicator::shardProblem), or "",
 // against that scratch.
 std::string shardProblem(const tideComm* comm, const tideGroup* group, const void* shard, int64_t landingOffset) {
@@ -422,8 +431,8 @@ std::string configProblem(const tideCommConfig_t* cfg) {
   if (cfg->arenaBytes <= 0 || cfg->arenaBytes > kMaxArenaBytes)
     return "arenaBytes " + std::to_string(cfg->arenaBytes) + " outside 1.." + std::to_string(kMaxArenaBytes);
   if (!std::isfinite(cfg->timeoutSeconds) || cfg->timeoutSeconds < 0 || cfg->timeoutSeconds > kMaxTimeoutSeconds)
-    return "timeoutSeconds " + std::to_string(cfg->timeoutSeconds) + " outside 0 (the default).." +
-           std::to_string(kMaxTimeoutSeconds);
+    return "timeoutSeconds " + tide::fabric::secondsText(cfg->timeoutSeconds) + " outside 0 (the default).." +
+           tide::fabric::secondsText(kMaxTimeoutSeconds);
   return "";
 }
 
@@ -437,12 +446,13 @@ tideResult_t noCudaFabric(const char* call) {
 // or the store directory), the CUDA fabric where it needs one, the topology,
 // then the fabric `make` builds.
 template <class Make>
-tideResult_t initComm(const char* call, const tideCommConfig_t* cfg, const void* source, tideComm_t* out,
-                      bool needsCuda, Make&& make) {
+tideResult_t initComm(const char* call, const tideCommConfig_t* cfg, const void* source, const char* sourceName,
+                      tideComm_t* out, bool needsCuda, Make&& make) {
   return guarded(call, [&]() -> tideResult_t {
-    if (!out || !source) return invalid(call, "null argument");
+    if (!out) return invalid(call, "null comm (the handle to fill)");
+    *out = nullptr;  // first: a refused call leaves no stale handle behind
+    if (!source) return invalid(call, std::string("null ") + sourceName);
     if (const std::string problem = configProblem(cfg); !problem.empty()) return invalid(call, problem);
-    *out = nullptr;
     if (needsCuda && !tide::capi::cudaFabricBuilt()) return noCudaFabric(call);
     tide::plan::Topology::make(cfg->nodes, cfg->gpusPerNode);
     const tide::collectives::IssueOptions issue = tideComm::issueFromEnv();
@@ -468,18 +478,18 @@ TIDE_API tideResult_t tideGetUniqueId(tideUniqueId_t* id) {
 }
 
 TIDE_API tideResult_t tideCommInitCuda(const tideCommConfig_t* cfg, const tideUniqueId_t* id, tideComm_t* out) {
-  return initComm("tideCommInitCuda", cfg, id, out, /*needsCuda=*/true, [&] {
+  return initComm("tideCommInitCuda", cfg, id, "unique id", out, /*needsCuda=*/true, [&] {
     return tide::capi::makeCudaFabric(*cfg, *id, kQueues, tide::collectives::ids::kEnd);
   });
 }
 
 TIDE_API tideResult_t tideCommInitHost(const tideCommConfig_t* cfg, const char* storeDir, tideComm_t* out) {
-  return initComm("tideCommInitHost", cfg, storeDir, out, /*needsCuda=*/false,
+  return initComm("tideCommInitHost", cfg, storeDir, "storeDir", out, /*needsCuda=*/false,
                   [&] { return tide::capi::makeHostFabric(*cfg, storeDir, kQueues); });
 }
 
 TIDE_API tideResult_t tideCommInitCudaIpc(const tideCommConfig_t* cfg, const char* storeDir, tideComm_t* out) {
-  return initComm("tideCommInitCudaIpc", cfg, storeDir, out, /*needsCuda=*/true, [&] {
+  return initComm("tideCommInitCudaIpc", cfg, storeDir, "storeDir", out, /*needsCuda=*/true, [&] {
     return tide::capi::makeCudaIpcFabric(*cfg, storeDir, kQueues, tide::collectives::ids::kEnd);
   });
 }
@@ -516,7 +526,8 @@ TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* off
   return guarded("tideCommAlloc", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommAlloc", why);
-    if (!offset || bytes <= 0) return invalid("tideCommAlloc", "null offset or bytes <= 0");
+    if (!offset) return invalid("tideCommAlloc", "null offset");
+    if (bytes <= 0) return invalid("tideCommAlloc", "bytes " + std::to_string(bytes) + " is not positive");
     const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
     const int64_t limit = comm->comm ? comm->comm->layout().base : comm->fabric.endpoint->arenaBytes();
     if (bytes > limit - at)  // not at + bytes: a huge request must not wrap into range
@@ -531,7 +542,9 @@ TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* off
 
 TIDE_API tideResult_t tideScratchBytes(const tidePlanConfig_t* configs, int count, int64_t* bytes) {
   return guarded("tideScratchBytes", [&]() -> tideResult_t {
-    if (!configs || count < 1 || !bytes) return invalid("tideScratchBytes", "null configs/bytes or count < 1");
+    if (!configs) return invalid("tideScratchBytes", "null configs");
+    if (!bytes) return invalid("tideScratchBytes", "null bytes");
+    if (count < 1) return invalid("tideScratchBytes", "count " + std::to_string(count) + " is below 1");
     std::vector<tide::plan::Plan> plans;
     for (int i = 0; i < count; ++i) {
       tide::capi::PlanInputs in = tide::capi::parsePlanConfig(&configs[i]);
@@ -549,11 +562,14 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
   return guarded("tideGroupRegister", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideGroupRegister", why);
-    if (!config || !out) return invalid("tideGroupRegister", "null argument");
+    if (!out) return invalid("tideGroupRegister", "null out");
     *out = nullptr;
+    if (!config) return invalid("tideGroupRegister", "null config");
     const tide::plan::Topology& t = comm->fabric.endpoint->topology();
     if (config->nodes != t.nodes || config->gpusPerNode != t.gpusPerNode)
-      return invalid("tideGroupRegister", "the group's topology differs from the communicator's");
+      return invalid("tideGroupRegister", "the group's topology " + std::to_string(config->nodes) + " x " +
+                                              std::to_string(config->gpusPerNode) + " differs from the communicator's " +
+                                              std::to_string(t.nodes) + " x " + std::to_string(t.gpusPerNode));
     tide::capi::PlanInputs in = tide::capi::parsePlanConfig(config);
     auto g = std::make_unique<tideGroup>();
     g->owner = comm;
@@ -587,7 +603,7 @@ TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
   return guarded("tideGroupGetJson", [&]() -> tideResult_t {
     const HeldGroup heldGroup(group);
     if (const char* why = heldGroup.problem()) return invalid("tideGroupGetJson", why);
-    if (!json) return invalid("tideGroupGetJson", "null argument");
+    if (!json) return invalid("tideGroupGetJson", "null json");
     *json = group->json.c_str();
     return tideSuccess;
   });
@@ -607,12 +623,8 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
     if (const char* why = heldGroup.problem()) return invalid("tideAllGather", why);
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
     // (Before the first collective makes the communicator: a refused call must not size the scratch.)
-    if (!tide::collectives::Communicator::landingInArena(comm->fabric.endpoint->arenaBytes(), group->plan.group,
-                                                         landingOffset))
-      return invalid("tideAllGather", "landing offset " + std::to_string(landingOffset) + " for " +
-                                          std::to_string(group->plan.group.unshardedBytes()) +
-                                          " bytes lies outside the arena of " +
-                                          std::to_string(comm->fabric.endpoint->arenaBytes()));
+    if (const std::string why = landingProblem(comm, group, landingOffset); !why.empty())
+      return invalid("tideAllGather", why);
     // The shard is this rank's own argument: refused before the ranks compare (or count) the call.
     if (const std::string why = shardProblem(comm, group, shard, landingOffset); !why.empty())
       return invalid("tideAllGather", why);
@@ -635,7 +647,8 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     if (const char* why = held.problem()) return invalid("tideReduceScatter", why);
     const HeldGroup heldGroup(group);
     if (const char* why = heldGroup.problem()) return invalid("tideReduceScatter", why);
-    if (!grads || !out) return invalid("tideReduceScatter", "null argument");
+    if (!grads) return invalid("tideReduceScatter", "null grads");
+    if (!out) return invalid("tideReduceScatter", "null out");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
     // A NaN or infinite scale makes every output element NaN or infinite: a caller's mistake
     // (e.g. a divide factor whose reciprocal overflows fp32), said here rather than in the shards.
@@ -699,7 +712,7 @@ TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
   return guarded("tideCommReservedBytes", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommReservedBytes", why);
-    if (!bytes) return invalid("tideCommReservedBytes", "null argument");
+    if (!bytes) return invalid("tideCommReservedBytes", "null bytes");
     *bytes = comm->fabric.reservedBytes;
     return tideSuccess;
   });
@@ -709,7 +722,7 @@ TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
   return guarded("tideCommGetRails", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommGetRails", why);
-    if (!name) return invalid("tideCommGetRails", "null argument");
+    if (!name) return invalid("tideCommGetRails", "null name");
     if (comm->rails.empty()) comm->rails = comm->fabric.endpoint->railsDescription();
     *name = comm->rails.c_str();
     return tideSuccess;
@@ -720,7 +733,7 @@ TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) 
   return guarded("tideCommGetStats", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommGetStats", why);
-    if (!stats) return invalid("tideCommGetStats", "null argument");
+    if (!stats) return invalid("tideCommGetStats", "null stats");
     const tide::fabric::Stats s = comm->fabric.endpoint->stats();
     *stats = tideCommStats_t{.copyBytes = s.copyBytes,
                              .copyDescriptors = s.copyOps,

@@ -27,8 +27,10 @@ char* dupString(const std::string& s) {
 TIDE_API tideResult_t tideHostRun(const tidePlanConfig_t* config, const tideHostRunOptions_t* options, char** json) {
   using namespace tide;
   return capi::guarded("tideHostRun", [&]() -> tideResult_t {
-    if (!config || !options || !json) return capi::invalid("tideHostRun", "null argument");
+    if (!json) return capi::invalid("tideHostRun", "null json");
     *json = nullptr;
+    if (!config) return capi::invalid("tideHostRun", "null config");
+    if (!options) return capi::invalid("tideHostRun", "null options");
     if (options->iters < 1) return capi::invalid("tideHostRun", "iters must be >= 1");
     if (options->inputKind < 0 || options->inputKind > 2) return capi::invalid("tideHostRun", "unknown input kind");
     if (!(options->timeoutSeconds > 0 && options->timeoutSeconds <= 1e6))  // NaN and infinity fail too

@@ -107,6 +107,18 @@ bool Communicator::landingInArena(int64_t arenaBytes, const plan::GroupLayout& g
   return landingOffset >= 0 && g.unshardedBytes() <= arenaBytes && landingOffset <= arenaBytes - g.unshardedBytes();
 }
 
+std::string Communicator::landingProblem(int64_t arenaBytes, const plan::GroupLayout& g, int64_t landingOffset,
+                                         const ScratchLayout* layout) {
+  if (!landingInArena(arenaBytes, g, landingOffset))
+    return "landing offset " + std::to_string(landingOffset) + " for " + std::to_string(g.unshardedBytes()) +
+           " bytes lies outside the arena of " + std::to_string(arenaBytes) + " bytes";
+  if (layout != nullptr && layout->overlaps(landingOffset, g.unshardedBytes()))
+    return "a landing of " + std::to_string(g.unshardedBytes()) + " bytes at arena offset " +
+           std::to_string(landingOffset) + " does not lie in the arena's user area [0, " + std::to_string(layout->base) +
+           "), below the collectives' scratch (tideCommAlloc gives landings there)";
+  return "";
+}
+
 std::string Communicator::shardProblem(const plan::GroupLayout& g, const void* shard, int64_t landingOffset,
                                        const std::byte* arena, int64_t arenaBytes, const ScratchLayout* layout) {
   // In place (shard == nullptr): this rank's shard already sits in its own
@@ -177,12 +189,8 @@ uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int6
   refuseIfUnusable();
   checkPlan(plan);
   const plan::GroupLayout& g = plan.group;
-  if (!landingInArena(ep_.arenaBytes(), g, landingOffset) || layout_.overlaps(landingOffset, g.unshardedBytes()))
-    throw fabric::FabricError(
-        fabric::FabricError::Kind::kUsage,
-        "a landing of " + std::to_string(g.unshardedBytes()) + " bytes at arena offset " +
-            std::to_string(landingOffset) + " does not lie in the arena's user area [0, " +
-            std::to_string(layout_.base) + "), below the collectives' scratch (tideCommAlloc gives landings there)");
+  if (const std::string why = landingProblem(ep_.arenaBytes(), g, landingOffset, &layout_); !why.empty())
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage, why);
   if (const std::string why = shardProblem(g, shard, landingOffset, ep_.arena(), ep_.arenaBytes(), &layout_);
       !why.empty())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, why);

@@ -64,6 +64,12 @@ class Communicator {
   // (allGather also keeps it off the scratch). Static: the C API checks a call
   // before its first collective makes the communicator and sizes the scratch.
   static bool landingInArena(int64_t arenaBytes, const plan::GroupLayout& g, int64_t landingOffset);
+  // Why allGather refuses a landing at `landingOffset` (outside the arena, or
+  // meeting `layout`'s scratch where `layout` is not null), or "". Static, for
+  // the same reason: a refused call must not make the communicator (and so fix
+  // the scratch's size) first.
+  static std::string landingProblem(int64_t arenaBytes, const plan::GroupLayout& g, int64_t landingOffset,
+                                    const ScratchLayout* layout);
   // Why allGather refuses `shard` (one rank's argument: in place across
   // nodes, a shard in the arena that runs past it or meets the landing or
   // `layout`'s scratch, where `layout` is not null), or "". Static: the C API

@@ -522,20 +522,67 @@ def test_pointers_beyond_64_bits_or_negative_are_refused(tmp_path):
     place") and a negative address as a huge one, read later by the copy queues."""
     with _comm(tmp_path) as comm:
         group = comm.register_group([[8, 4]], dtype="fp32")
-        off, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
+        off, ptr = comm.alloc(group.plan["group"]["unsharded_bytes"])
         shard = np.zeros(32, dtype=np.float32)
         out = np.zeros(group.plan["group"]["out_bytes"] // 4, dtype=np.float32)
         grad = np.zeros(32, dtype=np.float32)
         for bad in (1 << 64, shard.ctypes.data + (1 << 64), -5):
-            with pytest.raises(ValueError, match="not an address"):
+            with pytest.raises(ValueError, match="all_gather: shard_ptr: .* not an address"):
                 comm.all_gather(group, bad, off)
-            with pytest.raises(ValueError, match="not an address"):
+            with pytest.raises(ValueError, match=r"reduce_scatter: grad_ptrs: .* not an address"):
                 comm.reduce_scatter(group, [bad], out.ctypes.data)
-            with pytest.raises(ValueError, match="not an address"):
+            with pytest.raises(ValueError, match="reduce_scatter: out_ptr: .* not an address"):
                 comm.reduce_scatter(group, [grad.ctypes.data], bad)
-            with pytest.raises(ValueError, match="not an address"):
+            with pytest.raises(ValueError, match="all_gather: stream: .* not an address"):
                 comm.all_gather(group, shard.ctypes.data, off, stream=bad)
+            with pytest.raises(ValueError, match="wait_inputs_read: stream: .* not an address"):
+                comm.wait_inputs_read(stream=bad)
+        # A bool would pass as 0 or 1 (False: an in-place shard; True: CUDA's legacy stream), None
+        # failed inside the check; both refused by name, before the call.
+        for bad in (False, True, None, "0", 1.0):
+            with pytest.raises(TypeError, match="all_gather: shard_ptr: .* is not an address"):
+                comm.all_gather(group, bad, off)
+            with pytest.raises(TypeError, match="reduce_scatter: stream: .* is not an address"):
+                comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data, stream=bad)
+        with pytest.raises(TypeError, match="all_gather: group must be a Group from register_group, got NoneType"):
+            comm.all_gather(None, shard.ctypes.data, off)
+        with pytest.raises(TypeError, match="reduce_scatter: alpha must be a real number, got True"):
+            comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data, alpha=True)
         assert comm.stats["all_gather_calls"] == 0 and comm.stats["reduce_scatter_calls"] == 0
+        # numpy integers are addresses like ints: both collectives run, and (one rank) the landing
+        # holds the shard and the output the gradient.
+        shard[:] = np.arange(32, dtype=np.float32) + 0.5
+        grad[:] = np.arange(32, dtype=np.float32) - 7.25
+        landing = landing_view(ptr, group.plan["group"]["unsharded_bytes"])
+        landing[:] = 0xA5
+        out[:] = np.nan
+        comm.all_gather(group, np.int64(shard.ctypes.data), np.int64(off), stream=np.uint64(0))
+        comm.reduce_scatter(group, [np.uint64(grad.ctypes.data)], np.int64(out.ctypes.data))
+        comm.synchronize()
+        assert landing.tobytes() == shard.tobytes() and np.array_equal(out, grad)
+        assert comm.stats["all_gather_calls"] == 1 and comm.stats["reduce_scatter_calls"] == 1
+
+
+def test_calls_on_a_closed_communicator_say_it_is_closed(tmp_path):
+    """Each said "null communicator" (an argument the caller never passed) or failed elsewhere."""
+    comm = _comm(tmp_path)
+    comm.close()
+    for name, call in (("synchronize", comm.synchronize), ("alloc", lambda: comm.alloc(64)),
+                       ("stats", lambda: comm.stats), ("rails", lambda: comm.rails),
+                       ("register_group", lambda: comm.register_group([[8]])),
+                       ("reserved_bytes", comm.reserved_bytes), ("wait_inputs_read", comm.wait_inputs_read)):
+        with pytest.raises(_capi.TideError, match=f"^{name}: the communicator is closed"):
+            call()
+
+
+def test_bad_timeout_types_are_refused_by_name(tmp_path):
+    for bad in (True, "5", None):
+        with pytest.raises(TypeError, match=f"timeout_s must be a real number, got {re.escape(repr(bad))}"):
+            Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                         store_dir=str(tmp_path / "store"), timeout_s=bad)
+    with pytest.raises(_capi.TideError, match=r"timeoutSeconds -1e-07 s outside 0 \(the default\)..1e\+06 s"):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                     store_dir=str(tmp_path / "store"), timeout_s=-1e-7)
 
 
 def test_a_dropped_communicator_with_groups_is_destroyed_at_once(tmp_path):

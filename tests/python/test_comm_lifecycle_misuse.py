@@ -222,8 +222,10 @@ def _refused_then_register(rank, store, seed, results):
             shard = np.zeros(small.plan["group"]["shard_bytes"], dtype=np.uint8)
             grads = [np.zeros(64 * 64, dtype=np.uint16)]
             refusals = []
+            top = (1 << 24) - small.plan["group"]["unsharded_bytes"]  # where the scratch will lie
             for call in (lambda: comm.all_gather(small, shard.ctypes.data, 1 << 40),
-                         lambda: comm.reduce_scatter(small, [grads[0].ctypes.data + 1], 0x1000)):
+                         lambda: comm.reduce_scatter(small, [grads[0].ctypes.data + 1], 0x1000),
+                         lambda: comm.all_gather(small, shard.ctypes.data, top)):
                 try:
                     call()
                     refusals.append("not refused")
@@ -237,19 +239,21 @@ def _refused_then_register(rank, store, seed, results):
 
 
 def test_a_refused_call_does_not_size_the_scratch(tmp_path, rng):
-    """Calls refused for their arguments (a landing outside the arena, a misaligned gradient)
-    before any collective ran used to make the communicator and size its scratch for the groups
-    so far: a larger group registered next was refused ("register every group before the first
-    collective"). They are checked first now, and the larger group registers and gathers."""
+    """Calls refused for their arguments (a landing outside the arena, a misaligned gradient, a
+    landing where the scratch will lie) before any collective ran used to make the communicator
+    and size its scratch for the groups so far: a larger group registered next was refused
+    ("register every group before the first collective"). They are checked first now, and the
+    larger group registers and gathers."""
     got, codes = run_ranks(_refused_then_register, 2, (str(tmp_path / "store"), rng.randrange(1 << 30)), timeout=60)
     assert codes == [0, 0], (codes, got)
     assert sorted(r for r, _, _ in got) == [0, 1], got  # every rank reported
     for rank, what, detail in got:
         assert what == "ok", detail
-        (landing, aligned), wrong = detail
+        (landing, aligned, in_scratch), wrong = detail
         assert wrong == 0, (rank, wrong)  # the larger group gathers right
         assert "landing offset" in landing and "outside the arena" in landing, detail
         assert "aligned" in aligned, detail
+        assert "does not lie in the arena's user area" in in_scratch, detail
 
 
 def _one_rank_fills_its_arena(rank, store, results):
