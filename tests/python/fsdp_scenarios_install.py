@@ -778,7 +778,10 @@ def refusals(ctx):
     assert_all_tide(install(mt, ctx), 4)
     tide.fsdp.uninstall(mt)
     for bad, word in (({"topology": (3,)}, "topology"), ({"topology": "ab"}, "topology"),
-                      ({"plan_options": {"bogus": 1}}, "bogus"), ({"timeout_s": "x"}, "timeout_s"),
+                      ({"plan_options": {"bogus": 1}}, "bogus"),
+                      # A bad value's name or type is refused up front, whatever groups are eligible.
+                      ({"plan_options": {"landing": "sideways"}}, "unknown landing 'sideways'"),
+                      ({"plan_options": {"rail_lane": "yes"}}, "rail_lane must be True or False"),
                       ({"timeout_s": -1}, "timeout_s"), ({"timeout_s": float("nan")}, "timeout_s"),
                       ({"timeout_s": float("inf")}, "timeout_s"), ({"timeout_s": 10**400}, "timeout_s"),
                       # Out of range for the plan library: raised, not every group left stock.
@@ -792,20 +795,27 @@ def refusals(ctx):
             assert word in str(e), (bad, e)
     for bad, word in (({"ring": "no"}, "ring"), ({"check_read_done": "false"}, "check_read_done"),
                       ({"adopt": None}, "adopt"), ({"invert_prefetch": 1}, "invert_prefetch"),
-                      ({"plan_options": "passes"}, "plan_options")):
+                      ({"plan_options": "passes"}, "plan_options"), ({"timeout_s": "x"}, "timeout_s"),
+                      ({"plan_options": {1: 2, "passes": 3}}, "plan_options keys")):
         try:
             tide.fsdp.install(mt, **{"timeout_s": TIMEOUT_S, **bad})
             raise AssertionError(f"install accepted {bad}")
         except TypeError as e:
             assert word in str(e), (bad, e)
     for call in (lambda: tide.fsdp.install(None), lambda: tide.fsdp.install(torch.zeros(2)),
-                 lambda: tide.fsdp.report(None), lambda: tide.fsdp.uninstall("model")):
+                 lambda: tide.fsdp.report(None), lambda: tide.fsdp.uninstall("model"),
+                 lambda: tide.fsdp.arena_bytes("model")):
         try:
             call()
             raise AssertionError("a model that is not a module was accepted")
         except TypeError as e:
             assert "torch.nn.Module" in str(e), e
     assert tide.fsdp.report(mt, echo=False)["installed"] is False
+    try:  # "no" is truthy: it printed the table
+        tide.fsdp.report(mt, echo="no")
+        raise AssertionError("report accepted echo='no'")
+    except TypeError as e:
+        assert "echo must be True or False" in str(e), e
     try:  # print's file: a stream; a path string raised AttributeError from inside print
         tide.fsdp.report(mt, file="report.txt")
         raise AssertionError("report accepted a file name for its stream")

@@ -49,8 +49,12 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         CUDA fabric bootstrapped through CUDA IPC: ranks may share a GPU, e.g.
         FSDP2 on gloo with several processes per GPU in tests); default: from
         the groups' device ("host" or "cuda").
-    topology: (nodes, gpus_per_node) of each shard group; default: one node
-        on the host fabric, the local world size on CUDA.
+    topology: (nodes, gpus_per_node) of each shard group; default
+        (backend.default_topology): on the host fabric nodes of up to 8
+        ranks; on CUDA nodes of the local world size (LOCAL_WORLD_SIZE, else
+        the visible GPUs); either way at most 8 per node, and the largest
+        count that divides the shard group (a warning says so on CUDA when
+        that is not the local world size).
     ring: lay groups out in two ring slots (App. F); False gives every group
         its own region.
     adopt: keep sharded parameters that need no cast in the arena (zero-copy
@@ -231,7 +235,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
                 inst.tide_groups.extend(ctx.groups)
         if refused_options:
             e = refused_options[0]
-            raise ValueError(f"tide.fsdp.install: plan_options {dict(plan_options)}: "
+            raise ValueError(f"tide.fsdp.install: plan_options {dict(given['plan_options'] or {})}: "
                              f"{getattr(e, 'message', e)}") from e
 
         inst.inversion = _inversion_status(mode, invert_prefetch)
@@ -294,8 +298,8 @@ def _checked_arguments(*, mode, topology, ring, adopt, invert_prefetch, check_re
                         ("check_read_done", check_read_done)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {value!r}")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
+        raise TypeError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
     if not 0 <= timeout_s <= _MAX_TIMEOUT_S:  # (also False for NaN; ints of any size compare exactly)
         raise ValueError(f"timeout_s must be in 0 (the fabric's default) .. {_MAX_TIMEOUT_S:g} seconds, "
                          f"got {timeout_s!r}")
@@ -303,14 +307,25 @@ def _checked_arguments(*, mode, topology, ring, adopt, invert_prefetch, check_re
         raise TypeError(f"plan_options must be a mapping of make_plan options, got {type(plan_options).__name__}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    names = [k for k in (plan_options or {}) if not isinstance(k, str)]
+    if names:
+        raise TypeError(f"plan_options keys must be option names (str), got {names!r}")
     fit_passes = "passes" not in (plan_options or {})
-    plan_options = {"passes": DEFAULT_PASSES, **(plan_options or {})}
+    given_options = dict(plan_options or {})
+    plan_options = {"passes": DEFAULT_PASSES, **given_options}
     owned = sorted(set(plan_options) & _ADAPTER_PLAN_ARGS)
     if owned:
         raise ValueError(f"plan_options cannot set {owned}: the adapter derives them from the model")
     unknown = sorted(set(plan_options) - _PLAN_OPTIONS)
     if unknown:
         raise ValueError(f"plan_options has no {unknown} (it takes {sorted(_PLAN_OPTIONS)})")
+    # The values' types and names now, on every rank, whatever groups turn out eligible (before,
+    # a bad one went unnoticed where no group was, or raised only after communicators were made).
+    # Ranges that depend on a group's shapes and topology are the plan library's, per group.
+    try:
+        build_plan_config([[1]], nodes=1, gpus_per_node=1, **given_options)
+    except (PlanInputError, TypeError) as e:
+        raise (TypeError if isinstance(e, TypeError) else ValueError)(f"plan_options {given_options}: {e}") from e
     if topology is not None:  # numpy integers too (numbers.Integral), as plain ints from here on
         if not (isinstance(topology, (tuple, list)) and len(topology) == 2 and
                 all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in topology)):
@@ -330,7 +345,11 @@ def _arguments_refusal(error: Exception | None) -> tuple[str, str] | None:
 
 def _watch_layout_setters(model: torch.nn.Module, inst) -> None:
     """Wraps _LAYOUT_SETTERS on the model's FSDP modules (those this torch
-    has): after the stock setter, TIDE is laid out again if needed."""
+    has): after the stock setter, TIDE is laid out again if needed. The
+    wrapped setters are collective over the model's process groups (the ranks
+    decide a new layout together), as install() is: every rank calls them
+    alike, as SPMD training does; one rank alone waits for its peers until the
+    process group's timeout (README)."""
     it = guards.internals()
     for module in model.modules():
         if it.get_module_fsdp_state(module) is None:
@@ -547,6 +566,13 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     fab = _backend.fabric_for(fabric, first.device)
     world = first.world_size
     nodes, gpus = topology if topology is not None else _backend.default_topology(world, fab)
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    if topology is None and fab != "host" and local.isdigit() and gpus != min(int(local), world):
+        # Not a node per host (more than 8, or not dividing the group): said, since a wrong guess is
+        # only refused later, if at all.
+        log.warning("tide.fsdp: a shard group of %d ranks runs as %d node(s) of %d GPUs, not LOCAL_WORLD_SIZE=%s "
+                    "(at most 8 per node, dividing the group); install(topology=...) to choose", world, nodes,
+                    gpus, local)
     tide_groups = []
     refused_here = False
     for info in infos:
@@ -828,7 +854,9 @@ def uninstall(model: torch.nn.Module) -> bool:
     """Restore stock FSDP2 for `model` (between steps). The arena is released
     once nothing views it any more (CUDA: now if no rank views it, else at a
     later tide.fsdp.release_kept_arenas(); arena_lifetime). Returns False if
-    TIDE was not installed."""
+    install() was not called on `model` (or it was uninstalled since); True
+    otherwise, also where every group had stayed stock (install still
+    wrapped the model's layout setters and zero_grad, which this restores)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     inst = registry.installed.get(model)

@@ -17,6 +17,8 @@ def arena_bytes(model: torch.nn.Module) -> int:
     ncclMemAlloc symmetric window per shard group; host fabric: one
     shared-memory segment per shard group). 0 when TIDE is not installed.
     See arena.py for why the arena is not allocated through torch."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     inst = registry.installed.get(model)
     return sum(c.reserved_bytes for c in inst.contexts) if inst is not None else 0
 
@@ -29,6 +31,8 @@ def report(model: torch.nn.Module, *, echo: bool = True, file=None) -> dict:
     ("options"). Printed as a table when echo is True."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(echo, bool):
+        raise TypeError(f"echo must be True or False, got {echo!r}")
     if file is not None and not callable(getattr(file, "write", None)):
         raise TypeError(f"file must be a text stream with write() (as print's), got {type(file).__name__}")
     inst = registry.installed.get(model)
