@@ -13,6 +13,7 @@ from rs_reference import bf16_bits, rs_rel_errors
 
 from tide import _capi
 from tide.comm import Communicator
+from tide.plan import build_plan_config
 
 
 def _comm(tmp_path, arena=1 << 20, nodes=1, gpus=1, rank=0):
@@ -603,3 +604,40 @@ def test_a_dropped_communicator_with_groups_is_destroyed_at_once(tmp_path):
         assert not finalizer.alive, "the communicator waited for the cyclic collector"
     finally:
         gc.enable()
+
+
+def test_c_api_refusals_name_the_argument(tmp_path):
+    """Called directly (the binding refuses most of these first): each refusal names the null or
+    bad argument, and a refused tideCommInit* leaves no stale handle behind."""
+    lib = _capi.library()
+
+    def said(result) -> str:
+        assert result == _capi.Result.INVALID_ARGUMENT, result
+        return lib.tideGetLastError().decode()
+
+    config = _capi.CommConfig(nodes=1, gpusPerNode=1, rank=0, arenaBytes=1 << 20, timeoutSeconds=5.0, device=-1)
+    store = str(tmp_path / "store").encode()
+    assert said(lib.tideCommInitHost(ctypes.byref(config), store, None)) == \
+        "tideCommInitHost: null comm (the handle to fill)"
+    assert said(lib.tideCommInitHost(ctypes.byref(config), None, ctypes.byref(_capi.CommHandle()))) == \
+        "tideCommInitHost: null storeDir"
+    stale = _capi.CommHandle(0xDEADBEEF)
+    bad = _capi.CommConfig(nodes=1, gpusPerNode=1, rank=3, arenaBytes=1 << 20, timeoutSeconds=5.0, device=-1)
+    assert "rank 3 outside 0..0" in said(lib.tideCommInitHost(ctypes.byref(bad), store, ctypes.byref(stale)))
+    assert not stale.value, "a refused init left the caller's handle as it was"
+    with _comm(tmp_path) as comm:
+        group = comm.register_group([[8, 4]], dtype="fp32")
+        offset = ctypes.c_int64()
+        assert said(lib.tideCommAlloc(comm.handle, 0, ctypes.byref(offset), None)) == \
+            "tideCommAlloc: bytes 0 is not positive"
+        assert said(lib.tideCommAlloc(comm.handle, 64, None, None)) == "tideCommAlloc: null offset"
+        grad = np.zeros(32, dtype=np.float32)
+        ptrs = (ctypes.c_void_p * 1)(grad.ctypes.data)
+        assert said(lib.tideReduceScatter(comm.handle, group.handle, ptrs, None, 1.0, 0, None)) == \
+            "tideReduceScatter: null out"
+        assert said(lib.tideReduceScatter(comm.handle, group.handle, None, grad.ctypes.data, 1.0, 0, None)) == \
+            "tideReduceScatter: null grads"
+        other, _keep = build_plan_config([[8, 4]], nodes=2, gpus_per_node=1)
+        message = said(lib.tideGroupRegister(comm.handle, ctypes.byref(other), ctypes.byref(_capi.GroupHandle())))
+        assert "the group's topology 2 x 1 differs from the communicator's 1 x 1" in message, message
+        assert comm.stats["reduce_scatter_calls"] == 0
