@@ -17,7 +17,8 @@ import tide.fsdp
 import torch
 import torch.distributed as dist
 from fsdp_scenario_kit import (
-    agree, assert_all_tide, batches, check_tide_ran, fsdp_params_of, install, local, make_pair, mesh_1d, stats, transformer,
+    agree, assert_all_tide, batches, check_tide_ran, fsdp_params_of, install, local, make_pair, mesh_1d, mesh_hsdp, stats,
+    transformer,
 )
 from tide.fsdp import guards
 from torch.distributed.fsdp import MixedPrecisionPolicy
@@ -56,8 +57,10 @@ def _my_rows(full: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 
 def worst_against_float64(ctx, model, calls, bf16_result: bool) -> tuple[float, int]:
-    """(the worst |sharded grad - float64 mean| over its bound, parameters checked). Collective:
-    every rank gathers every call's gradients in the same order."""
+    """(the worst |sharded grad - float64 mean| over its bound, parameters checked). The mean is
+    over every rank of the job (on HSDP the replicas' all-reduce joins the shard group's
+    reduce-scatter), this rank's rows those of its place in its shard group. Collective: every
+    rank gathers every call's gradients in the same order."""
     world = ctx.world
     want: dict[int, torch.Tensor] = {}   # id(FSDPParam) -> float64 reference rows, summed over calls
     bound: dict[int, torch.Tensor] = {}  # the rounding bound per element
@@ -68,15 +71,17 @@ def worst_against_float64(ctx, model, calls, bf16_result: bool) -> tuple[float, 
             dist.all_gather(every, g.float().contiguous())  # bf16 -> fp32 is exact
             total = sum(x.double() for x in every) / world
             magnitude = sum(x.double().abs() for x in every) / world
-            rows, scale = _my_rows(total, ctx.rank, world), _my_rows(magnitude, ctx.rank, world)
+            place, shards = fp.mesh_info.shard_mesh_rank, fp.mesh_info.shard_mesh_size
+            rows, scale = _my_rows(total, place, shards), _my_rows(magnitude, place, shards)
             key = id(fp)
             params[key] = fp
             want[key] = want.get(key, 0) + rows
             # world fp32 additions (and the division by a power of two, exact), a margin of 4; a bf16
-            # result is rounded once per reduction (then added to the sharded gradient, in bf16).
+            # result is rounded once per reduction, then (HSDP) once more in FSDP2's bf16 all-reduce
+            # of the replicas' partial sums, each at most `scale`, and added to the sharded gradient.
             bound[key] = bound.get(key, 0) + 4 * world * FP32_ROUNDING * scale
             if bf16_result:
-                bound[key] = bound[key] + 2 * BF16_ROUNDING * rows.abs()
+                bound[key] = bound[key] + 2 * BF16_ROUNDING * (scale + rows.abs())
     worst = 0.0
     for key, fp in params.items():
         got = local(fp.sharded_param.grad)
@@ -92,21 +97,24 @@ def worst_against_float64(ctx, model, calls, bf16_result: bool) -> tuple[float, 
 def reduce_scatter_against_float64(ctx):
     """fp32, bf16 compute with fp32 reduction, and bf16 parameters (a bf16 reduction); both modes;
     one node and two; one and two micro-batches per step (the second accumulates into the first's
-    sharded gradients). Every parameter of every group checked every step."""
+    sharded gradients); on four ranks also HSDP on a 2 x 2 mesh (TIDE's reduce-scatter over each
+    shard group of two, then FSDP2's all-reduce across the replicas). Every parameter of every
+    group checked every step."""
     bf16_compute = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     precisions = {"fp32": ({}, False), "bf16 compute": ({"mp_policy": bf16_compute}, False),
                   "bf16 params": ({"dtype": torch.bfloat16}, True)}
-    topologies = (None, (2, ctx.world // 2))
-    for (label, (kw, bf16_result)), mode, topology in ((p, m, t) for p in precisions.items() for m in MODES
-                                                        for t in topologies):
+    layouts = [("1-D", None), ("1-D", (2, ctx.world // 2))] + ([("HSDP 2x2", None)] if ctx.world == 4 else [])
+    for (label, (kw, bf16_result)), mode, (mesh_kind, topology) in (
+            (p, m, t) for p in precisions.items() for m in MODES for t in layouts):
         dtype = kw.get("dtype")
         shard_kw = {k: v for k, v in kw.items() if k != "dtype"}
-        _, mt = make_pair(transformer, ctx, mesh_1d(ctx), dtype=dtype, **shard_kw)
+        mesh = mesh_hsdp(ctx) if mesh_kind.startswith("HSDP") else mesh_1d(ctx)
+        _, mt = make_pair(transformer, ctx, mesh, dtype=dtype, **shard_kw)
         assert_all_tide(install(mt, ctx, mode=mode, topology=topology), 4)
         opt = torch.optim.SGD(mt.parameters(), lr=0.05)
         n = len(fsdp_params_of(mt))
         for step, micro in enumerate((1, 2, 1)):
-            what = f"{label} {mode} topology={topology} step {step} micro={micro}"
+            what = f"{label} {mode} {mesh_kind} topology={topology} step {step} micro={micro}"
             before = stats(mt)
             with captured_reduce_inputs(mt) as calls:
                 for x in batches(ctx, micro, dtype=dtype or torch.float32, seed=300 + step):
