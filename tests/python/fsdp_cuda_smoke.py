@@ -63,8 +63,11 @@ BF16 = {"rtol": 3e-2, "atol": 3e-2}
 
 
 class Ctx:
-    def __init__(self, rank, world, device):
-        self.rank, self.world, self.device = rank, world, device
+    """What the kit's make_pair and batches read: the rank, the world, the device and the run's seed
+    (fsdp_harness.run_seed)."""
+
+    def __init__(self, rank, world, device, seed):
+        self.rank, self.world, self.device, self.seed = rank, world, device, seed
 
 
 def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None, steps=4, micro=1, raf=None,
@@ -175,7 +178,7 @@ def main() -> int:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device)
-    ctx = Ctx(rank, world, device)
+    ctx = Ctx(rank, world, device, fsdp_harness.run_seed())  # every rank, after the process group is up
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     configs = {
         "fp32 in-place": dict(mode="in-place", tol=FP32),
@@ -213,18 +216,18 @@ def main() -> int:
             verdict = f"PASS {st}"
         except Exception:
             failed += 1
-            verdict = "FAIL\n" + traceback.format_exc()
+            verdict = "FAIL\n" + traceback.format_exc() + fsdp_harness.seed_note(ctx.seed)
         dist.barrier()
         print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
     if args.sweep:
         os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
-        failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, module=fsdp_random_configs)
+        failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, ctx.seed, module=fsdp_random_configs)
     else:
         names = chosen or {2: CUDA_SCENARIOS, 1: S.ONE_RANK, 4: S.FOUR_RANKS}.get(world, [])
         names = names[part - 1::parts]
         if parts > 1:
             print(f"[rank {rank}] part {part}/{parts}: {len(names)} scenarios", flush=True)
-        failed += run_scenarios(names, rank, world, device)
+        failed += run_scenarios(names, rank, world, device, ctx.seed)
     dist.destroy_process_group()
     return 1 if failed else 0
 
@@ -290,15 +293,14 @@ CUDA_SCENARIOS = [
 ]
 
 
-def run_scenarios(names: list[str], rank: int, world: int, device, module=S) -> int:
+def run_scenarios(names: list[str], rank: int, world: int, device, seed: int, module=S) -> int:
     """Runs `module`'s (default fsdp_scenarios) functions with models and data on `device` through the CPU suite's
     runner; one line per scenario; returns the number that failed on this rank."""
     import tempfile
 
     tmp = [tempfile.mkdtemp(prefix="tide-cuda-smoke-") if rank == 0 else None]
     dist.broadcast_object_list(tmp, src=0)  # one directory for the checkpoint round trip
-    ctx = fsdp_harness.Context(rank, world, tmp[0], fsdp_harness.capture_logs(), device=str(device),
-                               seed=fsdp_harness.run_seed())
+    ctx = fsdp_harness.Context(rank, world, tmp[0], fsdp_harness.capture_logs(), device=str(device), seed=seed)
     failed = []
 
     def report(name, ok, tb, seconds):
