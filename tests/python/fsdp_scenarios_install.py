@@ -830,6 +830,8 @@ def refusals(ctx):
     # Installed already: the same options again say nothing; other options are not applied, and say so.
     since = len(ctx.logs.messages(logging.WARNING))
     install(mt, ctx)
+    # The same choice spelled otherwise (empty plan_options for None) says nothing either.
+    install(mt, ctx, plan_options={})
     assert not [m for m in ctx.logs.messages(logging.WARNING)[since:] if "already installed" in m]
     rep = install(mt, ctx, mode="slot-reuse", ring=False)
     assert rep["mode"] == "in-place", rep["mode"]

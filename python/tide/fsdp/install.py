@@ -125,7 +125,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
             raise bad_arguments
         if seen:
             before = registry.installed[model].options
-            ignored = {k: v for k, v in given.items() if before.get(k) != v}
+            ignored = {k: v for k, v in given.items() if not _same_choice(k, before.get(k), v)}
             if ignored:  # said at the default log level: these options do not take effect
                 log.warning("tide.fsdp: already installed on this model with %s; not applied: %s (uninstall() "
                             "first to change options)", {k: before.get(k) for k in ignored}, ignored)
@@ -336,6 +336,17 @@ def _checked_arguments(*, mode, topology, ring, adopt, invert_prefetch, check_re
     if fabric is not None and fabric not in _backend.FABRICS:
         raise ValueError(f"fabric must be one of {_backend.FABRICS} or None, got {fabric!r}")
     return plan_options, fit_passes, topology
+
+
+def _same_choice(name: str, before: Any, now: Any) -> bool:
+    """Whether two values of install() argument `name` choose the same: a topology as a list or a
+    tuple, and plan_options None or empty, are one choice (a second install warned of them as
+    not applied)."""
+    if name == "topology" and before is not None and now is not None:
+        return list(before) == list(now)
+    if name == "plan_options":
+        return dict(before or {}) == dict(now or {})
+    return before == now
 
 
 def _arguments_refusal(error: Exception | None) -> tuple[str, str] | None:
