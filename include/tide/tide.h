@@ -34,8 +34,9 @@ typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
  * collective (tideAllGather, tideReduceScatter) returns tideInternalError,
  * reason "communicator_unusable"; destroy the communicator on every rank and
  * make a new one. The other calls still answer (tideCommSynchronize returns a
- * failure its queues hold), so that the caller can see what happened first. That holds as well for a
- * collective whose enqueued work fails later, before any synchronize saw it
+ * failure its queues hold), so that the caller can see what happened first.
+ * That holds as well for a collective whose enqueued work fails later, before
+ * any synchronize saw it
  * (the host fabric: a wait past its deadline, a peer's recorded failure); the
  * CUDA fabric ends the process on such a failure instead (fail stop). */
 /* Thread-local message of this thread's last call: empty when it succeeded

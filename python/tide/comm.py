@@ -74,6 +74,11 @@ def _addresses(what: str, values: Sequence[Any]) -> Sequence[int]:
     return out
 
 
+def _address(what: str, value: Any) -> int:
+    """One address or stream handle, checked as _addresses does."""
+    return _addresses(what, (value,))[0]
+
+
 def _real(what: str, value: Any) -> float:
     """A real number argument (seconds, a scale), refused by name when it is a bool (True would
     mean 1) or not a number at all."""
@@ -228,8 +233,8 @@ class Communicator:
     def all_gather(self, group: Group, shard_ptr: int, landing_offset: int, stream: int = 0) -> None:
         """shard_ptr 0 (one node only): this rank's shard is already in its own landing rows."""
         self._check_group(group, "all_gather")
-        (shard_ptr,) = _addresses("all_gather: shard_ptr", (shard_ptr,))
-        (stream,) = _addresses("all_gather: stream", (stream,))
+        shard_ptr = _address("all_gather: shard_ptr", shard_ptr)
+        stream = _address("all_gather: stream", stream)
         _capi.check(self._lib.tideAllGather(self.handle, group.handle, shard_ptr,
                                             c_integer(landing_offset, "landing_offset", *INT64), stream))
 
@@ -245,8 +250,8 @@ class Communicator:
             raise ValueError(f"reduce_scatter: alpha {alpha!r} is {'0' if math.isfinite(alpha32) else alpha32} "
                              f"in fp32, the sum's type")
         grad_ptrs = _addresses("reduce_scatter: grad_ptrs", grad_ptrs)
-        (out_ptr,) = _addresses("reduce_scatter: out_ptr", (out_ptr,))
-        (stream,) = _addresses("reduce_scatter: stream", (stream,))
+        out_ptr = _address("reduce_scatter: out_ptr", out_ptr)
+        stream = _address("reduce_scatter: stream", stream)
         arr = group._ptr_array(*grad_ptrs)
         _capi.check(self._lib.tideReduceScatter(self.handle, group.handle, arr, out_ptr, alpha32,
                                                 1 if accumulate else 0, stream))
@@ -261,7 +266,7 @@ class Communicator:
         host blocks until then (`stream` ignored). The output is final only
         once the reduce-scatter completes (synchronize(), or its stream)."""
         self._refuse_if_closed("wait_inputs_read")
-        (stream,) = _addresses("wait_inputs_read: stream", (stream,))
+        stream = _address("wait_inputs_read: stream", stream)
         _capi.check(self._lib.tideCommWaitInputsRead(self.handle, stream))
 
     def synchronize(self) -> None:

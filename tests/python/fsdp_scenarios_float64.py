@@ -23,7 +23,6 @@ from fsdp_scenario_kit import (
 from tide.fsdp import guards
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
-MODES = ("in-place", "slot-reuse")
 FP32_ROUNDING = 2.0 ** -24  # unit roundoff: round to nearest errs by at most this, relative
 BF16_ROUNDING = 2.0 ** -8
 
@@ -105,7 +104,7 @@ def reduce_scatter_against_float64(ctx):
                   "bf16 params": ({"dtype": torch.bfloat16}, True)}
     layouts = [("1-D", None), ("1-D", (2, ctx.world // 2))] + ([("HSDP 2x2", None)] if ctx.world == 4 else [])
     for (label, (kw, bf16_result)), mode, (mesh_kind, topology) in (
-            (p, m, t) for p in precisions.items() for m in MODES for t in layouts):
+            (p, m, t) for p in precisions.items() for m in tide.fsdp.MODES for t in layouts):
         dtype = kw.get("dtype")
         shard_kw = {k: v for k, v in kw.items() if k != "dtype"}
         mesh = mesh_hsdp(ctx) if mesh_kind.startswith("HSDP") else mesh_1d(ctx)

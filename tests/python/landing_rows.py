@@ -21,3 +21,17 @@ def wrong_landing_bytes(plan: dict, landing: np.ndarray, shards: list[np.ndarray
             want = shards[src][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]]
             wrong += int(np.count_nonzero(landing[at:at + p["shard_bytes"]] != want))
     return wrong
+
+
+def gather_fresh_shards(comm, group, region: tuple[int, int], draw: list[int], ranks: int, rank: int) -> int:
+    """One all-gather of `group` into `region` ((offset, address) from Communicator.alloc), poisoned
+    first, of random shards (rank r's drawn from numpy's default_rng([*draw, r]), so every rank knows
+    them all): the landing's wrong bytes."""
+    size = group.plan["group"]["unsharded_bytes"]
+    landing = landing_view(region[1], size)
+    landing[:] = 0xA5
+    shards = [np.random.default_rng([*draw, r]).integers(0, 256, group.plan["group"]["shard_bytes"], dtype=np.uint8)
+              for r in range(ranks)]
+    comm.all_gather(group, shards[rank].ctypes.data, region[0])
+    comm.synchronize()
+    return wrong_landing_bytes(group.plan, landing, shards)

@@ -11,7 +11,7 @@ import traceback
 
 import numpy as np
 import pytest
-from landing_rows import landing_view, wrong_landing_bytes
+from landing_rows import gather_fresh_shards
 from rs_reference import fp32_to_f64, rs_rel_errors
 from spawned_ranks import run_ranks
 
@@ -29,14 +29,7 @@ def _communicator(rank, store, check_calls=True):
 
 def _gather(comm, group, region, seed, call, rank):
     """One all-gather of fresh random shards into `region` (poisoned first); the landing's wrong bytes."""
-    n = group.plan["group"]["unsharded_bytes"]
-    landing = landing_view(region[1], n)
-    landing[:] = 0xA5
-    shards = [np.random.default_rng([seed, call, r]).integers(0, 256, group.plan["group"]["shard_bytes"],
-                                                               dtype=np.uint8) for r in range(2)]
-    comm.all_gather(group, shards[rank].ctypes.data, region[0])
-    comm.synchronize()
-    return wrong_landing_bytes(group.plan, landing, shards)
+    return gather_fresh_shards(comm, group, region, [seed, call], 2, rank)
 
 
 def _reduce_scatter(comm, group, seed, call, rank):

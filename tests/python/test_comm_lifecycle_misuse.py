@@ -17,7 +17,7 @@ import traceback
 
 import numpy as np
 import pytest
-from landing_rows import landing_view, wrong_landing_bytes
+from landing_rows import gather_fresh_shards
 from rs_reference import bf16_bits, rs_rel_errors
 from spawned_ranks import run_ranks
 
@@ -201,15 +201,8 @@ def test_calls_after_issued_work_failed_are_refused(tmp_path):
 def _gather_checked(comm, group, seed: int, ranks: int, rank: int) -> int:
     """One all-gather of fresh random shards (every rank's drawn from `seed`) into a fresh, poisoned
     landing: the landing's wrong bytes."""
-    size = group.plan["group"]["unsharded_bytes"]
-    offset, ptr = comm.alloc(size)
-    landing = landing_view(ptr, size)
-    landing[:] = 0xA5
-    shards = [np.random.default_rng([seed, r]).integers(0, 256, group.plan["group"]["shard_bytes"], dtype=np.uint8)
-              for r in range(ranks)]
-    comm.all_gather(group, shards[rank].ctypes.data, offset)
-    comm.synchronize()
-    return wrong_landing_bytes(group.plan, landing, shards)
+    region = comm.alloc(group.plan["group"]["unsharded_bytes"])
+    return gather_fresh_shards(comm, group, region, [seed], ranks, rank)
 
 
 def _refused_then_register(rank, store, seed, results):

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import logging
 import os
 import shutil
 import tempfile
@@ -399,7 +400,15 @@ def default_topology(world_size: int, fabric: str) -> tuple[int, int]:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or torch.cuda.device_count() or 1
     else:
         local = 8
+    wanted = min(local, world_size)
     local = max(1, min(local, 8, world_size))
     while world_size % local:
         local -= 1
+    if fabric != "host" and local != wanted:
+        # Not a node per host (more than 8, or not dividing the group): said, since a wrong guess is
+        # only refused later, if at all.
+        logging.getLogger("tide.fsdp").warning(
+            "tide.fsdp: a shard group of %d ranks runs as %d node(s) of %d GPUs, not %d per node (at most 8 per "
+            "node, dividing the group); install(topology=...) to choose", world_size, world_size // local, local,
+            wanted)
     return world_size // local, local

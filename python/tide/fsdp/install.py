@@ -577,13 +577,6 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     fab = _backend.fabric_for(fabric, first.device)
     world = first.world_size
     nodes, gpus = topology if topology is not None else _backend.default_topology(world, fab)
-    local = os.environ.get("LOCAL_WORLD_SIZE", "")
-    if topology is None and fab != "host" and local.isdigit() and gpus != min(int(local), world):
-        # Not a node per host (more than 8, or not dividing the group): said, since a wrong guess is
-        # only refused later, if at all.
-        log.warning("tide.fsdp: a shard group of %d ranks runs as %d node(s) of %d GPUs, not LOCAL_WORLD_SIZE=%s "
-                    "(at most 8 per node, dividing the group); install(topology=...) to choose", world, nodes,
-                    gpus, local)
     tide_groups = []
     refused_here = False
     for info in infos:
