@@ -387,7 +387,8 @@ std::vector<ValidationIssue> validateRsPlan(const Topology& topo, const RsPlan& 
 
 // ---------------------------------------------------------------- memory model
 
-// Eqs. 10-12 and Sec. 5.4, in units of NS (one unsharded group, N x S bytes).
+// Eqs. 10-12 and Sec. 5.4, in units of NS (one unsharded group, N x S bytes),
+// for the plan's pass count.
 struct MemoryModel {
   double rsAreaBound = 0;     // Eq. 10 bound in NS units
   double rsAreaInPlace = 0;   // Eq. 11
@@ -411,10 +412,12 @@ struct MemoryModel {
 // group do not fit its slot and count as In-Place's. An fp32 group (agItemSize 4) doubles NS itself, so
 // every fp32 term halves in NS units and FSDP2 holds 3 NS.
 // The rail lane (railLane) holds only its inbox generations, in the gradient
-// dtype; the all-gather's lane (agRailLane) has no receive stage.
+// dtype; the all-gather's lane (agRailLane) has no receive stage. The paper's
+// equations are for one pass (the default); P passes divide every staging term
+// by P, the spares being min(P, 2) blocks per bank.
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
                         int stagingSlots, Mode mode, int gradItemSize = 2, Landing landing = Landing::kPull,
-                        int agItemSize = 2, bool railLane = false, bool agRailLane = false);
+                        int agItemSize = 2, bool railLane = false, bool agRailLane = false, int passes = 1);
 
 // ---------------------------------------------------------------- whole plan
 

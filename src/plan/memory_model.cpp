@@ -3,14 +3,20 @@
 // S_fp32 = (4 / agItemSize) S: 2S for the paper's bf16 groups, S for fp32 ones.
 // Gradients of gradItemSize bytes scale the staging slots and In-Place's live
 // gradients; the ring slots hold the group itself, so they stay 2 NS.
+// The paper states Eqs. 10-12 for a one-pass pipeline; with P passes every
+// staging slot, inbox and outbox block holds one pass's sub-chunk, 1/P of it,
+// and the spares are min(P, 2) per bank (RsPlan::spareBlocks).
+#include <algorithm>
+
 #include "tide/plan.hpp"
 
 namespace tide::plan {
 
 MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int roundWidth,
                         int stagingSlots, Mode mode, int gradItemSize, Landing landing, int agItemSize,
-                        bool railLane, bool agRailLane) {
+                        bool railLane, bool agRailLane, int passes) {
   const double m = nodes;
+  const double perPass = 1.0 / std::max(passes, 1);
   const double l = gpusPerNode;
   const double fp32PerAgByte = 4.0 / agItemSize;
   const double perFp32 = fp32PerAgByte / (m * l);  // one S_fp32 in NS units
@@ -20,20 +26,22 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   // ((L-1)/L of an output chunk in bf16), and there is no inbox or spare.
   // The paper's bf16 slot doubles for fp32 gradients, and a push landing
   // adds a push area the size of the inbox (RsPlan::pushAreaBytes): without
-  // them the bound sat below the plan's own staging bytes.
+  // them the bound sat below the plan's own staging bytes. One GPU per node
+  // has no local peers, so nothing to stage (RsPlan::stagingSlotBytes is 0).
   const bool multiNode = nodes > 1;
   const double gradScale = gradItemSize / 2.0;  // gradient bytes per bf16 byte (Eq. 10's slot is bf16)
-  const double slot = (multiNode ? l / 2.0 : (l - 1.0) / (2.0 * l)) * gradScale;
+  const double slot = (multiNode ? (gpusPerNode > 1 ? l / 2.0 : 0.0) : (l - 1.0) / (2.0 * l)) * gradScale;
   const double inbox = multiNode ? l * bufferGenerations : 0.0;
   const double pushArea = multiNode && landing == Landing::kPush ? inbox : 0.0;
+  const double spares = multiNode ? 2.0 * std::min(std::max(passes, 1), 2) : 0.0;
   auto area = [&](double outbox) {
-    return (slot * stagingSlots + inbox + pushArea + 2.0 * outbox + (multiNode ? 2.0 : 0.0)) * perFp32;
+    return (slot * stagingSlots + inbox + pushArea + 2.0 * outbox + spares) * perFp32 * perPass;
   };
   MemoryModel mm;
   if (railLane) {
     // App. F's lane: the inbox generations only, L rows in the gradient dtype;
     // the gradients themselves are the senders' outbox, in both modes.
-    mm.rsAreaInPlace = mm.rsAreaSlotReuse = bufferGenerations * l * perFp32 * gradItemSize / 4.0;
+    mm.rsAreaInPlace = mm.rsAreaSlotReuse = bufferGenerations * l * perFp32 * gradItemSize / 4.0 * perPass;
   } else {
     mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);               // Eq. 11
     mm.rsAreaSlotReuse = area(nodes > 1 ? 2.0 * roundWidth : 0);  // Eq. 12 (n_out <= 2k)

@@ -146,7 +146,7 @@ Plan makePlan(const Topology& topo, const std::vector<ParamSpec>& specs, DType g
   countLevel1Descriptors(plan.group, plan.rs);
   plan.memory = memoryModel(plan.group.topo.nodes, plan.group.topo.gpusPerNode, plan.rs.bufferGenerations, plan.rs.roundWidth,
                             plan.rs.stagingSlots, plan.rs.mode, itemSize(plan.group.gradDtype), plan.rs.landing,
-                            itemSize(plan.group.agDtype), plan.rs.railLane, plan.ag.railLane);
+                            itemSize(plan.group.agDtype), plan.rs.railLane, plan.ag.railLane, plan.rs.passes);
   // The closed form counts a sub-chunk as E / (L * passes) elements; the plan
   // rounds it up to a multiple of 8 (reduce_scatter_plan.cpp), up to 7 more
   // elements per staging row and block.

@@ -62,10 +62,11 @@ TEST(RailLanePlan, KeepsTheWavesAndStagesOnlyItsInbox) {
     EXPECT_EQ(lane.rs.blockBytes, row);
     EXPECT_EQ(lane.rs.stagingBytes, int64_t{lane.rs.bufferGenerations} * row);
     EXPECT_LT(lane.rs.stagingBytes, staged.rs.stagingBytes);
-    // The model bounds what the lane stages, and is the inbox alone: generations x S_grad.
+    // The model bounds what the lane stages, and is the inbox alone: generations x one pass's S_grad.
     const double ns = static_cast<double>(lane.group.unshardedBytes());
     EXPECT_LE(static_cast<double>(lane.rs.stagingBytes) / ns, lane.memory.rsAreaBound + 1e-12);
-    const double inbox = lane.rs.bufferGenerations * static_cast<double>(tide_test::refItemSize(grad)) / (2.0 * m);
+    const double inbox =
+        lane.rs.bufferGenerations * static_cast<double>(tide_test::refItemSize(grad)) / (2.0 * m * opt.rs.passes);
     EXPECT_NEAR(lane.memory.rsAreaInPlace, inbox, 1e-12);
     EXPECT_NEAR(lane.memory.rsAreaSlotReuse, inbox, 1e-12);
   }
@@ -88,6 +89,18 @@ TEST(RailLanePlan, MeetsTheStagingTargetOnTwoNodesOfOneGpu) {
   EXPECT_NEAR(static_cast<double>(staged.rs.stagingBytes) / ns, 2.0, 1e-3);
   EXPECT_NEAR(static_cast<double>(lane.rs.stagingBytes) / ns, 0.25, 1e-3);
   EXPECT_LE(static_cast<double>(lane.rs.stagingBytes) / ns, 0.6);
+  // The memory model at four passes (README), with both collectives on the lane as the C API and
+  // `tide plan --rail-lane` set them: live TIDE 3.25 NS (two ring slots, no receive stage, the inbox,
+  // the previous layer's gradients) and 2.25 for Slot-Reuse, against the staged path's 6.0 and 5.5
+  // (its receive stage, 2.0 and 2.5 NS of staging) and FSDP2's 4.0.
+  PlanOptions both = opt;
+  both.ag.railLane = true;
+  const Plan lanes = planFor(2, 1, llama, DType::kBF16, both, true);
+  EXPECT_NEAR(lanes.memory.tideLiveInPlace, 3.25, 1e-3);
+  EXPECT_NEAR(lanes.memory.tideLiveSlotReuse, 2.25, 1e-3);
+  EXPECT_NEAR(staged.memory.tideLiveInPlace, 6.0, 1e-3);
+  EXPECT_NEAR(staged.memory.tideLiveSlotReuse, 5.5, 1e-3);
+  EXPECT_EQ(staged.memory.fsdp2Live, 4.0);
 }
 
 TEST(RailLanePlan, AllGatherKeepsTheRoundsWithoutAStage) {

@@ -85,12 +85,16 @@ def _check_memory_model(plan: dict, m: int, l: int) -> None:
     grad_item = {"bf16": 2, "fp32": 4}[plan["group"]["grad_dtype"]]
     fp32_shard = 4.0 / item / (m * l)
     multi = m > 1
-    # Eq. 10's bf16 staging slot (one node: a row per sender), twice as large for fp32 gradients.
-    slot = (l / 2 if multi else (l - 1) / (2 * l)) * grad_item / 2
+    # Eq. 10's bf16 staging slot (one node: a row per sender; one GPU per node: none), twice as large
+    # for fp32 gradients.
+    slot = (((l / 2) if l > 1 else 0) if multi else (l - 1) / (2 * l)) * grad_item / 2
+    # The paper's equations are for one pass: each pass's sub-chunk is 1/passes of the shard, and
+    # each outbox bank has min(passes, 2) spares.
+    passes = rs["passes"]
 
     def area(outbox_blocks: float) -> float:
         return (slot * rs["staging_slots"] + l * rs["buffer_generations"] + 2 * outbox_blocks
-                + (2 if multi else 0)) * fp32_shard
+                + (2 * min(passes, 2) if multi else 0)) * fp32_shard / passes
 
     in_place = area(m - 1 if multi else 0)                        # Eq. 11
     slot_reuse = area(2 * rs["round_width"] if multi else 0)      # Eq. 12
@@ -190,10 +194,11 @@ def test_shapes_file_name_that_is_not_utf8(tmp_path):
     assert b"shapes-\\xff.json" in proc.stdout, proc.stdout[:300]
 
 
-@pytest.mark.parametrize("dtype,grad_dtype,nodes", [("fp32", "bf16", 2), ("fp32", "fp32", 4), ("bf16", "fp32", 1)])
-def test_dtype_options(dtype, grad_dtype, nodes):
+@pytest.mark.parametrize("dtype,grad_dtype,nodes,passes",
+                         [("fp32", "bf16", 2, 1), ("fp32", "fp32", 4, 4), ("bf16", "fp32", 1, 3), ("bf16", "bf16", 3, 6)])
+def test_dtype_options(dtype, grad_dtype, nodes, passes):
     result = run_tide("plan", "--preset", "llama3.1-8b", "-M", nodes, "-L", 8, "--dtype", dtype,
-                      "--grad-dtype", grad_dtype, "--json")
+                      "--grad-dtype", grad_dtype, "--passes", passes, "--json")
     assert result.returncode == 0, result.stderr
     plan = result.json()
     assert (plan["group"]["dtype"], plan["group"]["grad_dtype"]) == (dtype, grad_dtype)
