@@ -44,6 +44,8 @@ class PlanError : public std::runtime_error {
 };
 
 inline constexpr int kMaxParams = 256;
+// Largest sum or landing CTA budget a plan takes (RsOptions::sumCtas, landingCtas).
+inline constexpr int kMaxCtaBudget = 1024;
 inline constexpr int kMaxGpusPerNode = 8;
 
 // ---------------------------------------------------------------- topology

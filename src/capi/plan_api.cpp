@@ -22,10 +22,12 @@ namespace {
 // the parameters FSDP2 shards a handful).
 constexpr int kMaxDims = 16;
 
-plan::DType toDtype(tideDataType_t t) {
+// `field` names the config field in the refusal (a parameter's dtype or gradDtype).
+plan::DType toDtype(tideDataType_t t, const std::string& field) {
   if (t == tideBF16) return plan::DType::kBF16;
   if (t == tideFP32) return plan::DType::kFP32;
-  throw plan::PlanError(plan::Reason::kUnsupportedDtype, "unknown dtype code " + std::to_string(static_cast<int>(t)));
+  throw plan::PlanError(plan::Reason::kUnsupportedDtype,
+                        field + ": unknown dtype code " + std::to_string(static_cast<int>(t)) + " (tideBF16 or tideFP32)");
 }
 
 }  // namespace
@@ -50,17 +52,21 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
                                   " outside 0.." + std::to_string(kMaxDims));
     if (nd > 0 && !config->dims) throw std::invalid_argument("parameter " + std::to_string(p) + ": null dims");
     in.specs[p].shape.assign(config->dims + at, config->dims + at + nd);
-    in.specs[p].dtype = toDtype(config->dtypes[p]);
+    in.specs[p].dtype = toDtype(config->dtypes[p], "dtypes[" + std::to_string(p) + "]");
     at += static_cast<size_t>(nd);
   }
-  if (config->mode != tideInPlace && config->mode != tideSlotReuse) throw std::invalid_argument("unknown mode");
+  if (config->mode != tideInPlace && config->mode != tideSlotReuse)
+    throw std::invalid_argument("unknown mode " + std::to_string(static_cast<int>(config->mode)) +
+                                " (tideInPlace or tideSlotReuse)");
   in.options.rs.mode = config->mode == tideSlotReuse ? Mode::kSlotReuse : Mode::kInPlace;
   in.options.rs.waveWidth = config->waveWidth;
   in.options.rs.roundWidth = config->roundWidth;
   in.options.rs.passes = config->passes == 0 ? 1 : config->passes;
   in.options.rs.sumCtas = config->sumCtas;
   in.options.rs.landingCtas = config->landingCtas;
-  if (config->landing != tideLandPull && config->landing != tideLandPush) throw std::invalid_argument("unknown landing");
+  if (config->landing != tideLandPull && config->landing != tideLandPush)
+    throw std::invalid_argument("unknown landing " + std::to_string(static_cast<int>(config->landing)) +
+                                " (tideLandPull or tideLandPush)");
   in.options.rs.landing = config->landing == tideLandPush ? plan::Landing::kPush : plan::Landing::kPull;
   if (config->railLane != 0 && config->railLane != 1)
     throw PlanError(Reason::kBadOption, "railLane must be 0 or 1, got " + std::to_string(config->railLane));
@@ -76,7 +82,7 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
     // Calibration::validate, which refuses a negative, NaN or infinite rate (it became the default).
     if (c->fabricBw != 0) in.options.rs.calibration.fabricBw = c->fabricBw;
   }
-  in.gradDtype = toDtype(config->gradDtype);
+  in.gradDtype = toDtype(config->gradDtype, "gradDtype");
   return in;
 }
 

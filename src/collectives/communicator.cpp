@@ -182,7 +182,16 @@ std::string Communicator::reduceScatterBufferProblem(const plan::GroupLayout& g,
                                     arena, arenaBytes, layout);
     if (!why.empty()) return why;
   }
-  return bufferProblem(-1, out, g.outBytes(), arena, arenaBytes, layout);
+  if (std::string why = bufferProblem(-1, out, g.outBytes(), arena, arenaBytes, layout); !why.empty()) return why;
+  // No reduce-scatter in place: the sums write the output while the Level 1
+  // pushes and rail sends still read the gradients (a probe with out = a
+  // rank's gradient came out wrong in some calls, every call returning success).
+  for (size_t p = 0; p < grads.size() && p < g.params.size(); ++p)
+    if (fabric::rangesMeet(out, g.outBytes(), grads[p], g.params[p].rows * g.params[p].rowElems * item))
+      return "out overlaps the gradient of parameter " + std::to_string(p) +
+             ": the call writes out while it still reads the gradients (no reduce-scatter in place); give out "
+             "memory of its own";
+  return "";
 }
 
 uint64_t Communicator::allGather(const plan::Plan& plan, const void* shard, int64_t landingOffset) {

@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "tide/plan.hpp"
 
@@ -76,11 +77,16 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
     throw PlanError(Reason::kBadOption, "wave width must be in 1..L=" + std::to_string(l) +
                                             " (0: L), got " + std::to_string(opt.waveWidth));
   if (opt.roundWidth < 0)
-    throw PlanError(Reason::kBadOption, "round width must be >= 1, got " + std::to_string(opt.roundWidth));
+    throw PlanError(Reason::kBadOption, "round width must be >= 1 (0: the solver's), got " +
+                                            std::to_string(opt.roundWidth));
   if (opt.stagingSlots < 1 || opt.stagingSlots > 16)
-    throw PlanError(Reason::kBadOption, "staging slots must be in 1..16");
-  if (opt.sumCtas < 0 || opt.landingCtas < 0)
-    throw PlanError(Reason::kBadOption, "CTA budgets must be >= 0");
+    throw PlanError(Reason::kBadOption, "staging slots must be in 1..16, got " + std::to_string(opt.stagingSlots));
+  // The kernels cap their grids at the work, so a larger budget only misleads the plan's readers
+  // (the paper's budgets are 4-16 sum and 1-4 landing CTAs; a GPU has a few hundred SMs).
+  for (const auto& [name, ctas] : {std::pair<const char*, int>{"sum CTAs", opt.sumCtas}, {"landing CTAs", opt.landingCtas}})
+    if (ctas < 0 || ctas > kMaxCtaBudget)
+      throw PlanError(Reason::kBadOption, std::string(name) + " must be in 1.." + std::to_string(kMaxCtaBudget) +
+                                              " (0: the solver's), got " + std::to_string(ctas));
 
   RsPlan plan;
   plan.mode = opt.mode;

@@ -5,18 +5,29 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "tide/plan.hpp"
 
 namespace tide::plan {
 
 void Calibration::validate() const {
-  if (!(nicBw > 0) || !(fabricBw > 0) || !(sumBwPerCta > 0) || !(landBwPerCta > 0) || !(landCap > 0) ||
-      !(roundWait >= 0) || !(skew > 0) || !(tail > 0) || maxRoundWidth < 1)
+  // Each field by its name (tide.make_plan's key in parentheses, in GB/s or ms there).
+  const std::pair<const char*, double> positive[] = {
+      {"nicBw (nic_gbps)", nicBw},           {"fabricBw (fabric_gbps)", fabricBw},
+      {"sumBwPerCta (sum_gbps_per_cta)", sumBwPerCta}, {"landBwPerCta (land_gbps_per_cta)", landBwPerCta},
+      {"landCap (land_cap_gbps)", landCap},  {"skew", skew},
+      {"tail", tail}};
+  for (const auto& [name, v] : positive)
+    if (!(v > 0) || !std::isfinite(v))
+      throw PlanError(Reason::kBadCalibration,
+                      std::string("calibration ") + name + " must be positive and finite, got " + std::to_string(v));
+  if (!(roundWait >= 0) || !std::isfinite(roundWait))
+    throw PlanError(Reason::kBadCalibration, "calibration roundWait (round_wait_ms) must be finite and >= 0, got " +
+                                                 std::to_string(roundWait));
+  if (maxRoundWidth < 1)
     throw PlanError(Reason::kBadCalibration,
-                    "calibration rates must be positive (nic, sum, landing, ceiling), round wait >= 0");
-  for (double v : {nicBw, fabricBw, sumBwPerCta, landBwPerCta, landCap, roundWait, skew, tail})
-    if (!std::isfinite(v)) throw PlanError(Reason::kBadCalibration, "calibration values must be finite");
+                    "calibration maxRoundWidth must be >= 1, got " + std::to_string(maxRoundWidth));
 }
 
 namespace {
@@ -92,7 +103,10 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   double tailCtas = std::ceil(perPass / (cal.tail * r.nicSeconds * cal.landBwPerCta) - 1e-9);
   if (!(tailCtas >= 1)) tailCtas = 1;  // no bytes to land (0 / 0)
   r.landingCtas = ctaCount(std::min(capCtas, tailCtas), "landing");
-  // k starts at min(2, M-1) and doubles up to k_max while waits dominate.
+  // k starts at min(2, M-1) and doubles up to k_max while waits dominate. App. G
+  // states the rule at one pass (N_rounds(M-1, k, W) t_rnd > 0.1 t_NIC); a call of
+  // P passes waits P times as many rounds against the same t_NIC, so all of them
+  // count here (at one pass the two agree).
   const int kMax = std::max(1, std::min(cal.maxRoundWidth, m - 1));
   int k = std::min(2, kMax);
   while (k < kMax) {

@@ -92,7 +92,42 @@ TEST(ReduceScatterBufferProblem, BuffersOutsideTheArenaOrInItsUserAreaServe) {
   const int64_t end = m.memory.arenaBytes;
   EXPECT_EQ(m.problem(-m.gradBytes, end), "") << "ending where the arena starts; starting where it ends";
   EXPECT_EQ(m.problem(0, m.gradBytes), "") << "both in the user area";
-  EXPECT_EQ(m.problem(0, 0), "") << "in place: the output over the gradient, as NCCL allows";
+}
+
+// The sums write the output while the gradients are still read (Level 1 pushes, rail sends): an
+// output sharing a byte with any gradient is refused, wherever the two lie, naming the parameter.
+TEST(ReduceScatterBufferProblem, AnOutputOverAGradientIsRefused) {
+  const ReduceScatterMemory m;
+  const std::string want = "out overlaps the gradient of parameter 0";
+  EXPECT_EQ(m.problem(0, 0).rfind(want, 0), 0u) << m.problem(0, 0);
+  EXPECT_EQ(m.problem(0, m.gradBytes - 4).rfind(want, 0), 0u) << "the output's first element on the gradient's last";
+  EXPECT_EQ(m.problem(m.outBytes - 4, 0).rfind(want, 0), 0u) << "the gradient's first element on the output's last";
+  EXPECT_EQ(m.problem(m.outBytes, 0), "") << "the gradient right after the output";
+  EXPECT_EQ(m.problem(0, m.gradBytes), "") << "the output right after the gradient";
+  // Outside the arena too (the caller's own memory): NCCL's in-place convention, the output on this
+  // rank's rows of its gradient, is refused like any other overlap.
+  std::vector<float> host(static_cast<size_t>(m.gradBytes / 4));
+  const std::vector<const void*> grads = {host.data()};
+  for (const int64_t at : {int64_t{0}, m.gradBytes / 4 - m.outBytes / 4}) {
+    const std::string why = Communicator::reduceScatterBufferProblem(
+        m.plan.group, grads, host.data() + at, m.memory.arena(), m.memory.arenaBytes, &m.layout);
+    EXPECT_EQ(why.rfind(want, 0), 0u) << "output at element " << at << ": " << why;
+  }
+  // Parameter 1 of two, with parameter 0's gradient elsewhere.
+  const plan::Plan two =
+      plan::makePlan(plan::Topology::make(2, 2), {{{64, 64}, plan::DType::kFP32}, {{32}, plan::DType::kFP32}},
+                     plan::DType::kFP32);
+  std::vector<float> g0(64 * 64), g1(32);
+  std::vector<float> out(static_cast<size_t>(two.group.outBytes() / 4));
+  const std::vector<const void*> twoGrads = {g0.data(), g1.data()};
+  EXPECT_EQ(Communicator::reduceScatterBufferProblem(two.group, twoGrads, out.data(), m.memory.arena(),
+                                                     m.memory.arenaBytes, nullptr),
+            "");
+  const std::vector<const void*> onOut = {g0.data(), out.data() + 1};
+  EXPECT_EQ(Communicator::reduceScatterBufferProblem(two.group, onOut, out.data(), m.memory.arena(),
+                                                     m.memory.arenaBytes, nullptr)
+                .rfind("out overlaps the gradient of parameter 1", 0),
+            0u);
 }
 
 TEST(ReduceScatterBufferProblem, BuffersAcrossAnEdgeOfTheArenaAreRefused) {

@@ -3,6 +3,8 @@
 // independent transcription of its equations.
 #include <cmath>
 #include <functional>
+#include <tuple>
+#include <utility>
 
 #include "test_util.hpp"
 
@@ -255,6 +257,56 @@ TEST(Solver, RejectsNonPositiveRates) {
     EXPECT_TRUE(throwsReason([&] { makeRsPlan(g, opt); }, Reason::kBadCalibration));
   }
   EXPECT_NO_THROW(Calibration{}.validate());
+}
+
+// Each refusal names the field and its value (one message for every field once said "calibration
+// rates must be positive (nic, sum, landing, ceiling)", whichever was wrong, or even fabricBw).
+TEST(Solver, ARefusedCalibrationNamesItsField) {
+  const std::vector<std::pair<std::function<void(Calibration&)>, std::string>> edits{
+      {[](Calibration& c) { c.nicBw = 0; }, "calibration nicBw (nic_gbps) must be positive and finite, got 0"},
+      {[](Calibration& c) { c.fabricBw = std::nan(""); }, "calibration fabricBw (fabric_gbps) must be positive"},
+      {[](Calibration& c) { c.sumBwPerCta = -1; }, "calibration sumBwPerCta (sum_gbps_per_cta) must be positive"},
+      {[](Calibration& c) { c.landBwPerCta = 0; }, "calibration landBwPerCta (land_gbps_per_cta) must be positive"},
+      {[](Calibration& c) { c.landCap = HUGE_VAL; }, "calibration landCap (land_cap_gbps) must be positive and finite"},
+      {[](Calibration& c) { c.roundWait = -1e-3; }, "calibration roundWait (round_wait_ms) must be finite and >= 0"},
+      {[](Calibration& c) { c.maxRoundWidth = 0; }, "calibration maxRoundWidth must be >= 1, got 0"}};
+  for (const auto& [edit, want] : edits) {
+    Calibration cal;
+    edit(cal);
+    try {
+      cal.validate();
+      ADD_FAILURE() << "accepted: " << want;
+    } catch (const PlanError& e) {
+      EXPECT_EQ(e.reason(), Reason::kBadCalibration);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
+// CTA budgets: 0 is the solver's, 1..kMaxCtaBudget the caller's; anything else is refused naming the budget.
+TEST(Solver, CtaBudgetsOutsideTheirRangeAreRefusedByName) {
+  const GroupLayout g = makeGroupLayout(Topology::make(2, 8), {ParamSpec{{64, 8}, DType::kBF16}}, DType::kBF16);
+  for (const auto& [sum, land, want] :
+       std::vector<std::tuple<int, int, std::string>>{{-1, 0, "sum CTAs must be in 1..1024 (0: the solver's), got -1"},
+                                                      {kMaxCtaBudget + 1, 0, "sum CTAs must be in 1..1024"},
+                                                      {0, -3, "landing CTAs must be in 1..1024 (0: the solver's), got -3"},
+                                                      {4, 1 << 30, "landing CTAs must be in 1..1024"}}) {
+    RsOptions opt;
+    opt.sumCtas = sum;
+    opt.landingCtas = land;
+    try {
+      makeRsPlan(g, opt);
+      ADD_FAILURE() << "accepted: " << want;
+    } catch (const PlanError& e) {
+      EXPECT_EQ(e.reason(), Reason::kBadOption);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  RsOptions most;
+  most.sumCtas = most.landingCtas = kMaxCtaBudget;
+  const RsPlan plan = makeRsPlan(g, most);
+  EXPECT_EQ(plan.sumCtas, kMaxCtaBudget);
+  EXPECT_EQ(plan.landingCtas, kMaxCtaBudget);
 }
 
 // Rates that are positive and finite but tiny: refused with a message a person can read, never an

@@ -108,6 +108,29 @@ def test_the_c_api_refuses_a_bad_rate(field, value):
     assert _create_through_the_c_api(**{field: value}) == (_capi.Result.INVALID_ARGUMENT, "bad_calibration")
 
 
+def test_the_c_api_names_a_bad_dtype_mode_or_landing():
+    """A C caller's unknown enum value is refused naming the field and the value."""
+    lib = _capi.library()
+
+    def create(dtype=0, grad=0, mode=0, landing=0) -> tuple[int, str]:
+        ndims, dims, dtypes = (ctypes.c_int * 2)(1, 1), (ctypes.c_int64 * 2)(64, 64), (ctypes.c_int * 2)(0, dtype)
+        config = _capi.PlanConfig(nodes=2, gpusPerNode=2, numParams=2, ndims=ndims, dims=dims, dtypes=dtypes,
+                                  gradDtype=grad, mode=mode, landing=landing)
+        handle = ctypes.c_void_p()
+        result = lib.tidePlanCreate(ctypes.byref(config), ctypes.byref(handle))
+        if result == _capi.Result.SUCCESS:
+            lib.tidePlanDestroy(handle)
+            return result, ""
+        return result, lib.tideGetLastError().decode()
+
+    assert create() == (_capi.Result.SUCCESS, "")
+    for kwargs, want in (({"dtype": 7}, "dtypes[1]: unknown dtype code 7"),
+                         ({"grad": 9}, "gradDtype: unknown dtype code 9"),
+                         ({"mode": 5}, "unknown mode 5"), ({"landing": 3}, "unknown landing 3")):
+        result, message = create(**kwargs)
+        assert result != _capi.Result.SUCCESS and want in message, (kwargs, message)
+
+
 def test_the_c_api_takes_fabric_rate_zero_as_the_default():
     assert _create_through_the_c_api(fabricBw=0.0) == (_capi.Result.SUCCESS, "")
     assert _create_through_the_c_api(fabricBw=390e9) == (_capi.Result.SUCCESS, "")

@@ -48,7 +48,8 @@ struct RankMemory {
   // Per rank, for the message of a wait that times out (which names the peer
   // it waited for, often itself stuck behind the rank at fault): the calls
   // each rank has entered (setCallContext) and its process id (0: this
-  // process). Empty: no such summary.
+  // process, or one of another pid namespace, which is not asked about).
+  // Empty: no such summary.
   std::vector<std::atomic<uint64_t>*> callsEntered;
   std::vector<int> pids;
 };

@@ -25,7 +25,8 @@ using Clock = std::chrono::steady_clock;
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 constexpr uint64_t kSegmentMagic = 0x31'4D'48'53'45'44'49'54;  // "TIDESHM1" little-endian
-constexpr uint32_t kLayoutVersion = 4;  // 2: the topology's node count; 3: pid and calls entered; 4: words board
+constexpr uint32_t kLayoutVersion = 5;  // 2: the topology's node count; 3: pid and calls entered; 4: words board;
+                                        // 5: the pid's namespace
 constexpr int64_t kPageBytes = 4096;
 constexpr size_t kJobIdBytes = 32;
 static_assert(kJobIdChars < kJobIdBytes);
@@ -38,7 +39,8 @@ struct SegmentHeader {
   int32_t rank;
   int32_t ranks;
   int32_t nodes;  // M of the topology (ranks = M x L): ranks that agree on N but not on M x L must not meet
-  int32_t pid;    // the owner's process (RankMemory::pids)
+  int32_t pid;    // the owner's process (RankMemory::pids), in the owner's pid namespace:
+  uint64_t pidNamespace;  // its inode (currentPidNamespace; 0: unknown)
   std::atomic<uint64_t> callsEntered;  // RankMemory::callsEntered (lock-free, so shared across processes)
   int64_t arenaBytes;
   int64_t countersOffset;
@@ -95,6 +97,16 @@ std::string randomJobId() {
 
 SegmentHeader* headerOf(const ShmSegment& s) { return reinterpret_cast<SegmentHeader*>(s.data()); }
 
+// The owner's pid where this process may ask about it (processGone), else 0:
+// its own segment, and a peer in another pid namespace (or one that could not
+// be told), whose pid names another process here or none, so that a late peer
+// would be taken for an exited one. Such peers are waited for until the deadline.
+int32_t askablePid(const SegmentHeader& h) {
+  const uint64_t ns = currentPidNamespace();
+  if (ns == 0 || h.pidNamespace != ns || h.pid == static_cast<int32_t>(::getpid())) return 0;
+  return h.pid;
+}
+
 ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int nodes, int64_t arenaBytes) {
   const SegmentLayout l = segmentLayout(arenaBytes, rank == 0);
   ShmSegment seg = ShmSegment::create(shmSegmentName(jobId, rank, ::getpid()), static_cast<size_t>(l.total));
@@ -113,6 +125,7 @@ ShmSegment createSegment(const std::string& jobId, int rank, int ranks, int node
   h.ranks = ranks;
   h.nodes = nodes;
   h.pid = static_cast<int32_t>(::getpid());
+  h.pidNamespace = currentPidNamespace();
   h.callsEntered.store(0);
   h.wordsPublished.store(0);
   h.arenaBytes = arenaBytes;
@@ -248,9 +261,9 @@ std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine
       refuseIfJobFailed();
       const auto now = Clock::now();
       if (now >= nextLivenessCheck) {
-        if (h.pid > 0 && h.pid != static_cast<int32_t>(::getpid()) && processGone(h.pid))
+        if (const int32_t pid = askablePid(h); pid > 0 && processGone(pid))
           giveUp(FabricError::Kind::kPeerFailure, "the process of rank " + std::to_string(peer) + " (pid " +
-                                                      std::to_string(h.pid) + ") has exited");
+                                                      std::to_string(pid) + ") has exited");
         nextLivenessCheck = now + std::chrono::milliseconds(100);
       }
       if (now >= deadline) break;
@@ -336,7 +349,7 @@ RankMemory SharedWorld::rankMemory(int64_t arenaBytes) const {
     mem.arenas.push_back(seg.data() + h.arenaOffset);
     mem.counters.push_back(reinterpret_cast<std::atomic<uint64_t>*>(seg.data() + h.countersOffset));
     mem.callsEntered.push_back(&headerOf(seg)->callsEntered);
-    mem.pids.push_back(h.pid == static_cast<int32_t>(::getpid()) ? 0 : h.pid);
+    mem.pids.push_back(askablePid(h));
   }
   ControlBlock* control = controlOf(segments_[0]);
   mem.failed = &control->failed;
