@@ -108,6 +108,39 @@ TEST(HostWorldFailure, LongDelaysAndStallsEndOnceTheJobFails) {
   }
 }
 
+// A queue whose task waits for a phase of another queue (waitEvent) finishes
+// nothing while that phase runs: a host wait on it once failed the job when
+// the phase, progressing task by task, outlasted the stall limit (2 T + 1 s).
+// Progress of any queue now counts; a single task that outlasts the limit
+// with nothing else finishing is still a stall, reported with the call.
+TEST(HostWorldProgress, AWaitOnALongProgressingPhaseIsNoStall) {
+  HostOptions o;
+  o.timeoutSeconds = 0.1;  // stall limit 1.2 s
+  HostWorld world(plan::Topology::make(1, 1), 1 << 12, o);
+  Endpoint& ep = world.endpoint(0);
+  ep.setCallContext("long_phase#1");
+  for (int i = 0; i < 20; ++i) ep.delay(1, 0.1);  // 2 s of phase, a task every 0.1 s
+  const uint64_t phaseEnd = ep.record(1);
+  ep.waitEvent(0, 1, phaseEnd);
+  const uint64_t after = ep.record(0);
+  const auto start = Clock::now();
+  EXPECT_NO_THROW(ep.synchronizeEvent(0, after));
+  EXPECT_NO_THROW(ep.synchronize(0));
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - start).count(), 1.9);
+
+  ep.setCallContext("one_long_task#2");
+  ep.delay(0, 3.0);  // one task past the limit, nothing else finishing
+  try {
+    ep.synchronize(0);
+    ADD_FAILURE() << "a queue that finished nothing for 3 s passed";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kTimeout) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no task of any queue finished within 1.2 s"), std::string::npos) << what;
+    EXPECT_NE(what.find("(in one_long_task#2)"), std::string::npos) << what;
+  }
+}
+
 // Two-sided rails: a send whose group gave up (its receiver came too late)
 // is withdrawn with it. Its source is the caller's again once the caller hears
 // of the failure (here it is reused at once), so a receiver that comes later

@@ -140,6 +140,32 @@ Clock::duration HostEndpoint::drainStallLimit() const {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(2 * options_.timeoutSeconds + 1.0));
 }
 
+std::string HostEndpoint::drainStallText() const {
+  return secondsText(2 * options_.timeoutSeconds + 1.0);  // drainStallLimit()
+}
+
+std::string HostEndpoint::callText() const {
+  std::lock_guard<std::mutex> lock(callMu_);
+  return call_.empty() ? std::string() : " (in " + call_ + ")";
+}
+
+uint64_t HostEndpoint::tasksCompleted() const {
+  uint64_t total = 0;
+  for (const auto& q : queues_) total += q->completed();
+  return total;
+}
+
+bool HostEndpoint::waitWhileProgressing(const WorkQueue& wq, uint64_t seq) const {
+  uint64_t seen = tasksCompleted();
+  for (;;) {
+    if (wq.waitCompleted(seq, drainStallLimit())) return true;
+    if (wq.stopping() || stopping_) return false;
+    const uint64_t now = tasksCompleted();
+    if (now == seen) return false;  // a whole stall limit without any queue finishing a task
+    seen = now;
+  }
+}
+
 void HostEndpoint::fail(FabricError::Kind kind, const std::string& message) {
   if (mem_.failed) recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes, message);
   throw FabricError(kind, message);
@@ -602,7 +628,7 @@ void HostEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   submit(q, "wait for queue " + std::to_string(srcQueue), [this, src, event, call, srcQueue](int task) {
     // The source queue's own waits carry deadlines and say what they waited
     // for; give them time to expire first so their message is the one seen.
-    if (!src->waitCompleted(event, drainStallLimit()) && (stopping_ || src->stopping()))
+    if (!waitWhileProgressing(*src, event) && (stopping_ || src->stopping()))
       throw FabricError(FabricError::Kind::kPeerFailure,
                         "rank " + std::to_string(rank_) + " in " + call + ": the endpoint is shutting down");
     if (src->completed() < event)
@@ -617,9 +643,10 @@ void HostEndpoint::synchronize(int q) {
   flushRails();
   WorkQueue& wq = queue(q);
   const uint64_t target = wq.submitted();
-  if (!wq.waitCompleted(target, drainStallLimit()))
+  if (!waitWhileProgressing(wq, target))
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": queue " + std::to_string(q) +
-                                          " did not drain: no task finished within its deadline");
+                                          " did not drain: no task of any queue finished within " +
+                                          drainStallText() + callText());
   if (wq.failure()) std::rethrow_exception(wq.failure());
   if (checker_) checker_->hostSynchronized(checker_->tid(rank_, q));
 }
@@ -628,10 +655,11 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
   flushRails();
   WorkQueue& wq = queue(q);
   requireLiveEvent(q, event);
-  if (!wq.waitCompleted(event, drainStallLimit()))
+  if (!waitWhileProgressing(wq, event))
     fail(FabricError::Kind::kTimeout, "rank " + std::to_string(rank_) + ": event " + std::to_string(event) +
                                           " of queue " + std::to_string(q) +
-                                          " did not complete: no task finished within its deadline");
+                                          " did not complete: no task of any queue finished within " +
+                                          drainStallText() + callText());
   // A task after the event that failed is later work's failure (the next call or synchronize
   // reports it); tasks skipped after an earlier failure count as completed, so that one is this event's.
   if (const std::exception_ptr failed = wq.failureUpTo(event)) std::rethrow_exception(failed);

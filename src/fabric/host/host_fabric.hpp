@@ -144,6 +144,14 @@ class HostEndpoint final : public Endpoint {
   std::chrono::steady_clock::time_point deadline() const;
   // How long a host wait on a queue may see no task finish (2 T + 1 s).
   std::chrono::steady_clock::duration drainStallLimit() const;
+  // Waits until `wq` has completed task `seq`; false once no queue of this
+  // endpoint finished a task for drainStallLimit() (or `wq` is stopping). Any
+  // queue's progress counts: a queue whose task waits for a phase of another
+  // (waitEvent) completes nothing while that one works through the phase.
+  bool waitWhileProgressing(const WorkQueue& wq, uint64_t seq) const;
+  uint64_t tasksCompleted() const;  // over every queue
+  std::string drainStallText() const;  // drainStallLimit() as messages print it
+  std::string callText() const;        // " (in CALL)" for the last call context, or 
   void checkRailPeer(int peer, int64_t dstOffset, int64_t bytes, const char* what) const;
   // Two-sided rails: the rail puts and receives enqueued back to back run as
   // one queue task (an NCCL group): all sends posted, every receive taken in
@@ -186,7 +194,7 @@ class HostEndpoint final : public Endpoint {
   // Throws a usage FabricError unless `event` of queue q is one of the last
   // kEventWindow events recorded (0, no event, passes).
   void requireLiveEvent(int q, uint64_t event) const;
-  std::mutex callMu_;
+  mutable std::mutex callMu_;
   std::string call_ = "(no call)";
   mutable std::mutex statsMu_;
   Stats stats_;
