@@ -206,6 +206,10 @@ TEST(HostWorldArenas, RangesRunningPastAnArenaAreRefused) {
   refused([&] { ep.copy(0, {CopyOp{user.data(), mine + 100, 32, 2, kArena - 120, 32}}); },
           "copy source at offset 100 of rank 0's arena runs");
   refused([&] { ep.zero(0, mine + kArena - 8, 9); }, "zeroed range");
+  // Negative extents, refused at issue (they once reached memmove and memset as huge sizes: a crash).
+  refused([&] { ep.zero(0, mine, -1); }, "zeroing -1 bytes (negative)");
+  refused([&] { ep.copy(0, {CopyOp{mine, user.data(), -16, 1, 0, 0}}); }, "copy of width -16 and 1 rows");
+  refused([&] { ep.copy(0, {CopyOp{mine, user.data(), 16, -2, 16, 16}}); }, "neither may be negative");
   ep.synchronizeAll();
 }
 

@@ -180,6 +180,13 @@ void HostEndpoint::failStopOnError(F&& body) {
     if (e.kind() != FabricError::Kind::kPeerFailure && mem_.failed)
       recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes, e.what());
     throw;
+  } catch (const std::exception& e) {
+    // Not the fabric's own (an allocation that failed, say): the peers must hear of it too,
+    // not wait for it until their deadline.
+    if (mem_.failed)
+      recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes,
+                         "rank " + std::to_string(rank_) + ": a queue task failed: " + e.what());
+    throw;
   }
 }
 
@@ -272,6 +279,11 @@ void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, in
 
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   for (const CopyOp& op : ops) {
+    // Refused here, at issue: a negative extent would reach memmove as a huge size_t.
+    if (op.width < 0 || op.rows < 0)
+      throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": copy of width " +
+                                                       std::to_string(op.width) + " and " + std::to_string(op.rows) +
+                                                       " rows: neither may be negative");
     checkArenaSpan(op.src, op.width, op.rows, op.srcPitch, "copy source");
     checkArenaSpan(op.dst, op.width, op.rows, op.dstPitch, "copy destination");
   }
@@ -341,6 +353,9 @@ void HostEndpoint::land(int q, const LandOp& op) {
 }
 
 void HostEndpoint::zero(int q, void* dst, int64_t bytes) {
+  if (bytes < 0)
+    throw FabricError(FabricError::Kind::kUsage,
+                      "rank " + std::to_string(rank_) + ": zeroing " + std::to_string(bytes) + " bytes (negative)");
   checkArenaSpan(dst, bytes, 1, 0, "zeroed range");
   flushRails();
   submit(q, "zero", [this, dst, bytes](int task) {
@@ -545,7 +560,7 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
     std::lock_guard<std::mutex> lock(callMu_);
     call = call_;
   }
-  std::string awaited = what;
+  std::string awaited = what != nullptr ? what : "";
   submit(q, "wait for " + awaited, [this, ctr, value, peer, call, awaited, id](int task) {
     const auto end = deadline();
     int spins = 0;
