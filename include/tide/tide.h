@@ -207,7 +207,9 @@ tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard
                            void* stream);
 /* grads: one pointer per parameter (its unsharded gradient); out: this rank's
  * packed fp32 shard. out = (accumulate ? out : 0) + alpha * sum over ranks;
- * alpha must be finite. */
+ * alpha must be finite. out must not share a byte with any gradient (the
+ * sums write it while the gradients are still read; no reduce-scatter in
+ * place): refused, tideInvalidArgument. */
 tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* const* grads, float* out,
                                float alpha, int accumulate, void* stream);
 /* Read-done point of the last tideReduceScatter this rank issued on `comm`:

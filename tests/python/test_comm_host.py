@@ -198,7 +198,9 @@ def _buffers_in_the_scratch_rank(rank, store, seed, results):
             refused = []
             for what, grad_ptr, out_ptr in (("out in the scratch", grad.ctypes.data, base + scratch),
                                             ("gradient in the scratch", base + arena - grad.nbytes, out.ctypes.data),
-                                            ("out across the arena's end", grad.ctypes.data, base + arena - 8)):
+                                            ("out across the arena's end", grad.ctypes.data, base + arena - 8),
+                                            ("out over its rows of the gradient", grad.ctypes.data,
+                                             grad.ctypes.data + rank * out.nbytes)):
                 try:
                     comm.reduce_scatter(group, [grad_ptr], out_ptr)
                     refused.append(f"{what}: accepted")
@@ -230,7 +232,8 @@ def test_reduce_scatter_buffers_in_the_scratch_or_across_the_arena_are_refused(t
         assert "out overlaps the collectives' scratch" in refused[0], refused
         assert "the gradient of parameter 0 overlaps the collectives' scratch" in refused[1], refused
         assert "out starts inside the arena and runs past its end" in refused[2], refused
-        assert "does not lie in the arena's user area [0, " in refused[3], refused
+        assert "out overlaps the gradient of parameter 0" in refused[3], refused
+        assert "does not lie in the arena's user area [0, " in refused[4], refused
         assert exact, f"rank {rank}: the retry's output is not the sum"
 
 
