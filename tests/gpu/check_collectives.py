@@ -124,6 +124,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.ipc and args.host_per_rank:
         parser.error("--ipc and --host-per-rank exclude each other")
+    # No NVLink multicast on these machines: torch's NCCL communicator is made below, before TIDE's
+    # own refusal could act, so a setting that would allow multicast ends the run here.
+    if os.environ.setdefault("NCCL_NVLS_ENABLE", "0") != "0":
+        sys.exit(f"refusing to run: NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']}, must be 0 (no NVLink multicast)")
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if args.host_per_rank:

@@ -112,8 +112,12 @@ def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None,
 
 
 def main() -> int:
-    for var in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
-        os.environ.setdefault(var, "0" if var == "NCCL_NVLS_ENABLE" else "1")
+    # No NVLink multicast on these machines: torch's own NCCL communicator is made below, before TIDE
+    # could refuse, so a setting that would allow multicast ends the run here.
+    if os.environ.setdefault("NCCL_NVLS_ENABLE", "0") != "0":
+        sys.exit(f"refusing to run: NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']}, must be 0 (no NVLink multicast)")
+    for var in ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        os.environ.setdefault(var, "1")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ipc", action="store_true",
                         help="ranks may share GPUs: gloo, and TIDE on the CUDA fabric over CUDA IPC ranks")
