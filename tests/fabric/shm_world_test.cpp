@@ -608,6 +608,33 @@ TEST(SharedWorldGather, APeerThatNeverGathersTimesOutNamingIt) {
   EXPECT_FALSE(hung);
 }
 
+// Ranks out of step gather different numbers of words: each refuses (naming
+// the peer and both counts) or hears of the other's refusal, instead of
+// reading n words of which some were an earlier gather's.
+TEST(SharedWorldGather, ADifferentWordCountIsRefused) {
+  TempDir dir;
+  const plan::Topology topo = plan::Topology::make(1, 2);
+  Ranks ranks(2, [&](int rank) {
+    FileStore store(dir.path());
+    SharedWorld world(topo, rank, 1 << 16, store);
+    world.gatherWords({7, 8, 9}, 10.0);  // in step: fills the board's slot 0 with three words each
+    world.gatherWords({1}, 10.0);
+    try {
+      // Slot 0 again: rank 1's stale third word would have been read as its own.
+      world.gatherWords(rank == 0 ? std::vector<uint64_t>{5, 6, 0} : std::vector<uint64_t>{5, 6}, 10.0);
+    } catch (const FabricError& e) {
+      const std::string what = e.what();
+      const bool named = what.find("gathered 2 words where this rank gathered 3") != std::string::npos ||
+                         what.find("gathered 3 words where this rank gathered 2") != std::string::npos;
+      return named ? kExitOk : kExitMismatch;
+    }
+    return kExitMismatch;
+  });
+  bool hung = false;
+  for (const ChildExit& e : ranks.wait(30.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
+  EXPECT_FALSE(hung);
+}
+
 // Ranks in containers of their own share /dev/shm but not a pid namespace: a
 // peer's pid names another process there, or none, so a rank once took a late
 // peer of another namespace for an exited one and failed the job. Rank 0 runs

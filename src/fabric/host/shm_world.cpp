@@ -25,8 +25,8 @@ using Clock = std::chrono::steady_clock;
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 constexpr uint64_t kSegmentMagic = 0x31'4D'48'53'45'44'49'54;  // "TIDESHM1" little-endian
-constexpr uint32_t kLayoutVersion = 5;  // 2: the topology's node count; 3: pid and calls entered; 4: words board;
-                                        // 5: the pid's namespace
+constexpr uint32_t kLayoutVersion = 6;  // 2: the topology's node count; 3: pid and calls entered; 4: words board;
+                                        // 5: the pid's namespace; 6: the words' count
 constexpr int64_t kPageBytes = 4096;
 constexpr size_t kJobIdBytes = 32;
 static_assert(kJobIdChars < kJobIdBytes);
@@ -53,6 +53,7 @@ struct SegmentHeader {
   // owner reaches gather n + 2 only after every peer published n + 1, which
   // each does after it has read the owner's words of gather n.
   std::atomic<uint64_t> wordsPublished;
+  uint64_t wordCount[2];  // how many words each slot holds: ranks must gather alike
   uint64_t words[2][SharedWorld::kMaxGatherWords];
 };
 static_assert(sizeof(SegmentHeader) <= 4096, "the header stays within its page");
@@ -231,6 +232,7 @@ std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine
   const uint64_t gather = gathers_++;
   SegmentHeader& own = *headerOf(segments_[static_cast<size_t>(rank_)]);
   std::copy(mine.begin(), mine.end(), own.words[gather % 2]);
+  own.wordCount[gather % 2] = n;
   own.wordsPublished.store(gather + 1, std::memory_order_release);
   ControlBlock* control = controlOf(segments_[0]);
   const std::string who = "host fabric: rank " + std::to_string(rank_) + ": a gather over the ranks: ";
@@ -274,6 +276,12 @@ std::vector<uint64_t> SharedWorld::gatherWords(const std::vector<uint64_t>& mine
       missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
       continue;
     }
+    // A peer gathering another number of words is out of step with this rank (not read as n words,
+    // some of them an earlier gather's).
+    if (h.wordCount[gather % 2] != n)
+      giveUp(FabricError::Kind::kUsage, "rank " + std::to_string(peer) + " gathered " +
+                                            std::to_string(h.wordCount[gather % 2]) + " words where this rank gathered " +
+                                            std::to_string(n) + ": the ranks' calls are out of step");
     std::copy(h.words[gather % 2], h.words[gather % 2] + n, all.begin() + static_cast<std::ptrdiff_t>(peer * n));
   }
   if (!missing.empty())
