@@ -284,3 +284,58 @@ def test_rail_lane_registration_refused_leaves_its_row_out(rng, monkeypatch):
     assert len(ctx.skipped) == 1 and ctx.skipped[0].startswith(f"tide_rs_M{m}L1_lane: ") and message in ctx.skipped[0]
     names = [s.name for s in collectives.tide_systems(ctx)]
     assert not any(n.endswith("_lane") for n in names) and f"tide_rs_M{m}L1_netlanding" in names, names
+
+
+# ------------------------------------------------------------------ issue 4's targets
+
+
+def _target_rows(times: dict[str, float], group: str = "llama3.1-8b-layer", wrong: tuple = ()) -> list[dict]:
+    return [{"system": s, "group": group, "time_us": us, "wrong": 3 if s in wrong else 0} for s, us in times.items()]
+
+
+def test_issue4_targets_come_from_the_fixed_rows_on_both_sides_of_each_limit():
+    """Each target from its own rows (tide_ag, tide_rs and their baselines on the Llama group), recomputed
+    here; a value just inside its limit meets it, just outside misses; another group's rows and other TIDE
+    variants (a faster tide_rs_ctas4) never stand in."""
+    rng = random.Random()
+    stock_ag, stock_rs = rng.uniform(500, 2000), rng.uniform(1000, 4000)
+    for inside in (True, False):
+        eps = -1e-3 if inside else 1e-3
+        ag = stock_ag * (0.55 + eps)
+        ce = ag / (0.8 + eps)  # tide_ag / nccl_ce_ag = 0.8 + eps
+        ceiling = ag * (0.9 - eps)  # ce_peer_write / tide_ag = 0.9 - eps
+        rs = stock_rs * (0.35 + eps)
+        rows = _target_rows({"tide_ag": ag, "stock_ag": stock_ag, "nccl_ce_ag": ce, "ce_peer_write": ceiling,
+                             "tide_rs": rs, "stock_rs": stock_rs, "tide_rs_ctas4": rs / 10})
+        rows += _target_rows({"tide_ag": 1.0, "tide_rs": 1.0}, group="32MiB-P16")
+        interference = [{"system": "tide_ag", "group": "llama3.1-8b-layer", "slowdown_pct": 2.0 + 100 * eps,
+                         "overlapped": 40},
+                        {"system": "tide_rs", "group": "llama3.1-8b-layer", "slowdown_pct": 5.0 + 100 * eps,
+                         "overlapped": 40},
+                        {"system": "tide_rs_ctas4", "group": "llama3.1-8b-layer", "slowdown_pct": 0.0,
+                         "overlapped": 40}]
+        staging = [{"topology": [2, 1], "group": "llama3.1-8b-layer", "ratio_to_NS": 0.0},
+                   {"topology": [1, 2], "group": "llama3.1-8b-layer", "ratio_to_NS": 0.6 + eps}]
+        got = collectives.issue4_targets(rows, interference, staging)
+        want = {"ag_time_vs_stock": ag / stock_ag, "ag_time_vs_nccl_ce_with_copy_out": ag / ce,
+                "ag_share_of_ce_ceiling": ceiling / ag, "rs_time_vs_stock": rs / stock_rs,
+                "gemm_slowdown_pct_during_ag": 2.0 + 100 * eps, "gemm_slowdown_pct_during_rs": 5.0 + 100 * eps,
+                "rs_staging_vs_NS": 0.6 + eps}
+        assert set(got) == set(want)
+        for name, value in want.items():
+            assert got[name]["value"] == pytest.approx(value, rel=1e-12), name
+            assert got[name]["met"] is inside, (name, got[name])
+
+
+def test_issue4_targets_name_what_is_missing():
+    """A row with wrong outputs, an unmeasured baseline, too few overlapped GEMMs: missing, not met."""
+    rows = _target_rows({"tide_ag": 100.0, "stock_ag": 400.0, "tide_rs": 50.0, "stock_rs": 400.0},
+                        wrong=("tide_rs",))
+    interference = [{"system": "tide_ag", "group": "llama3.1-8b-layer", "slowdown_pct": 1.0, "overlapped": 19}]
+    got = collectives.issue4_targets(rows, interference, [])
+    assert got["ag_time_vs_stock"]["met"] is True
+    assert got["ag_time_vs_nccl_ce_with_copy_out"] == {"missing": "nccl_ce_ag not measured"}
+    assert got["rs_time_vs_stock"] == {"missing": "tide_rs had wrong outputs"}
+    assert "at least 20 overlapped GEMMs" in got["gemm_slowdown_pct_during_ag"]["missing"]
+    assert got["rs_staging_vs_NS"] == {"missing": "no one-node staging row"}
+    assert all("met" not in v for k, v in got.items() if k != "ag_time_vs_stock")

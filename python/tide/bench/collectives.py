@@ -931,6 +931,54 @@ def row_for(system: System, group: Group, ms: float, wrong: int, host_us: float)
             "host_us": host_us}
 
 
+# Issue 4's targets, each computed from fixed rows of the Llama-3.1-8B layer group (the time and the
+# interference of one configuration: tide_ag and tide_rs, the solver's plans), so that no target is
+# met by a row picked after the fact.
+TARGET_GROUP = "llama3.1-8b-layer"
+TARGETS = (
+    # name, numerator system, denominator system, source, comparison, limit
+    ("ag_time_vs_stock", "tide_ag", "stock_ag", "time", "<=", 0.55),
+    ("ag_time_vs_nccl_ce_with_copy_out", "tide_ag", "nccl_ce_ag", "time", "<=", 0.8),
+    ("ag_share_of_ce_ceiling", "ce_peer_write", "tide_ag", "time", ">=", 0.9),  # ceiling time / TIDE time
+    ("rs_time_vs_stock", "tide_rs", "stock_rs", "time", "<=", 0.35),
+    ("gemm_slowdown_pct_during_ag", "tide_ag", None, "interference", "<=", 2.0),
+    ("gemm_slowdown_pct_during_rs", "tide_rs", None, "interference", "<=", 5.0),
+    ("rs_staging_vs_NS", "tide_rs", None, "staging", "<=", 0.6),
+)
+
+
+def issue4_targets(rows: list[dict], interference: list[dict], staging: list[dict]) -> dict:
+    """{target: {"value", "limit", "met"} or {"missing": why}} from the run's rows alone."""
+    times = {r["system"]: r["time_us"] for r in rows if r["group"] == TARGET_GROUP and r.get("wrong", 0) == 0}
+    wrong = {r["system"] for r in rows if r["group"] == TARGET_GROUP and r.get("wrong", 0) != 0}
+    slow = {r["system"]: r["slowdown_pct"] for r in interference
+            if r["group"] == TARGET_GROUP and r.get("overlapped", 0) >= 20}
+    # The one-node plan's staging (tide_rs runs the communicator's first topology, one node).
+    stage = next((s["ratio_to_NS"] for s in staging if s["group"] == TARGET_GROUP and s["topology"][0] == 1
+                  and "variant" not in s), None)
+    out: dict[str, dict] = {}
+    for name, num, den, source, cmp, limit in TARGETS:
+        if source == "time":
+            missing = [s for s in (num, den) if s not in times]
+            if missing:
+                why = ", ".join(f"{s} {'had wrong outputs' if s in wrong else 'not measured'}" for s in missing)
+                out[name] = {"missing": why}
+                continue
+            value = times[num] / times[den]
+        elif source == "interference":
+            if num not in slow:
+                out[name] = {"missing": f"no interference row of {num} with at least 20 overlapped GEMMs"}
+                continue
+            value = slow[num]
+        else:
+            if stage is None:
+                out[name] = {"missing": "no one-node staging row"}
+                continue
+            value = stage
+        out[name] = {"value": value, "limit": limit, "met": value <= limit if cmp == "<=" else value >= limit}
+    return out
+
+
 _T0 = time.monotonic()
 
 
@@ -1110,11 +1158,15 @@ def main():
             log(f" {r['system']:>17} {r['group']:>18} {r['gemm_during_us']:>9.1f} {r['slowdown_pct']:>8.1f}% "
                 f"{r['overlapped']:>10}{few}")
 
+    targets = issue4_targets(rows, interference, staging)
+    for name, v in targets.items():
+        log(f"# target {name:>34}: " + (f"missing ({v['missing']})" if "missing" in v else
+                                         f"{v['value']:.3f} against {v['limit']}: {'met' if v['met'] else 'MISSED'}"))
     # Written before tear-down, so that a hang there cannot lose the numbers.
     if args.json and dist.get_rank() == 0:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped,
-                       "footprint": footprint, "staging": staging,
+                       "footprint": footprint, "staging": staging, "targets": targets,
                        "gemm_launch": gemm_launch}, f, indent=1)
     runners.clear()
     for comm in comms.values():
