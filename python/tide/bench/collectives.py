@@ -358,13 +358,28 @@ class CePeerWrite(Runner):
                 raise RuntimeError(f"rank {peer} is not load/store reachable")
             self.targets.append(base + me * self.bytes)
         self.src = comm.send.data_ptr()
+        # One stream per peer beyond the first, forked from and joined back to the caller's: on one
+        # stream the N-1 copies would run one after another, a ceiling below what TIDE's several
+        # queues reach on more than two GPUs.
+        self.streams = [torch.cuda.Stream() for _ in self.targets[1:]]
+        self.fork = torch.cuda.Event()
+        self.joins = [torch.cuda.Event() for _ in self.streams]
 
     def run(self):
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        caller = torch.cuda.current_stream()
         lib = self.comm.native.lib
-        for dst in self.targets:
+        if self.streams:
+            self.fork.record(caller)
+        for i, dst in enumerate(self.targets):
+            side = caller if i == 0 else self.streams[i - 1]
+            if i > 0:
+                side.wait_event(self.fork)
+            stream = ctypes.c_void_p(side.cuda_stream)
             self.comm.native.check(lib.tbn_copy(ctypes.c_void_p(dst), ctypes.c_void_p(self.src), self.bytes, stream),
                                    "peer copy")
+        for side, done in zip(self.streams, self.joins):
+            done.record(side)
+            caller.wait_event(done)
 
     def wrong(self) -> int:
         me = dist.get_rank()
