@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -33,7 +34,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arena-mib", type=int, default=800)
     args = p.parse_args()
-    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    if os.environ.get("NCCL_NVLS_ENABLE") != "0":  # TIDE refuses a 0 set during the process
+        sys.exit("probe_comm_memory: export NCCL_NVLS_ENABLE=0 before starting (no NVLink multicast)")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
     torch.cuda.set_device(device)

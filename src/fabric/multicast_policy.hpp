@@ -14,7 +14,24 @@ namespace tide::fabric {
 // are the variables' values (null: unset).
 std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNvlsEnable);
 
-// The same for this process's environment.
+// The variable's value in a NUL-separated environment block ("NAME=value\0..."),
+// as /proc/self/environ holds the environment the process started with, or
+// null when the block does not set it.
+const char* environValue(const std::string& block, const char* name);
+
+// The refusal with the value the process started with as well
+// (`ncclNvlsEnableAtStart`, null: not set then; `startKnown` false: the start
+// environment could not be read, and only the current value counts). A value
+// of 0 set during the process may come after NCCL read the variable for an
+// earlier communicator (torch's), whose setting NCCL then keeps for TIDE's:
+// with multicast allowed, NCCL would create a multicast object in TIDE's
+// communicator's initialization, before any check after it could refuse, and
+// before NCCL 2.29 nothing can ask NCCL afterwards. So 0 must be there from
+// the start (or the user opts in).
+std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNvlsEnable,
+                             const char* ncclNvlsEnableAtStart, bool startKnown);
+
+// The same for this process's environment, now and at its start (/proc/self/environ).
 std::string multicastRefusalFromEnv();
 
 // Why a TIDE NCCL communicator that NCCL reports as multicast capable

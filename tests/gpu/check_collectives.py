@@ -126,8 +126,10 @@ def main() -> int:
         parser.error("--ipc and --host-per-rank exclude each other")
     # No NVLink multicast on these machines: torch's NCCL communicator is made below, before TIDE's
     # own refusal could act, so a setting that would allow multicast ends the run here.
-    if os.environ.setdefault("NCCL_NVLS_ENABLE", "0") != "0":
-        sys.exit(f"refusing to run: NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']}, must be 0 (no NVLink multicast)")
+    # (Exported by whoever starts the process: TIDE's CUDA fabric refuses a 0 set during it.)
+    if os.environ.get("NCCL_NVLS_ENABLE") != "0":
+        sys.exit(f"refusing to run: NCCL_NVLS_ENABLE is {os.environ.get('NCCL_NVLS_ENABLE', 'unset')}; export "
+                 "NCCL_NVLS_ENABLE=0 before starting (no NVLink multicast)")
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if args.host_per_rank:

@@ -74,16 +74,29 @@ def _refused_unless_zero(value: str, out) -> None:
 def check_multicast_rule() -> list[str]:
     failures = []
     ctx = mp.get_context("spawn")
-    for value, want in (("00", "refused"), ("0", "accepted")):
+    # (value set in the child, whether the child starts with NCCL_NVLS_ENABLE=0, verdict, words of a refusal):
+    # a 0 set only during the process is refused too, since NCCL may have read the variable before.
+    for value, zero_at_start, want, words in (("00", True, "refused", "NCCL_NVLS_ENABLE"),
+                                              ("0", True, "accepted", ""),
+                                              ("0", False, "refused", "when the process started")):
         out = ctx.Queue()
         p = ctx.Process(target=_refused_unless_zero, args=(value, out))
-        p.start()
+        saved = os.environ.pop("NCCL_NVLS_ENABLE", None)
+        if zero_at_start:
+            os.environ["NCCL_NVLS_ENABLE"] = "0"
+        try:
+            p.start()  # the child's start environment is this one's now
+        finally:
+            os.environ.pop("NCCL_NVLS_ENABLE", None)
+            if saved is not None:
+                os.environ["NCCL_NVLS_ENABLE"] = saved
         p.join(120)
         verdict, message = out.get(timeout=5) if not out.empty() else ("no answer", f"exit code {p.exitcode}")
-        ok = verdict == want and (want != "refused" or "NCCL_NVLS_ENABLE" in message)
-        print(f"NCCL_NVLS_ENABLE={value!r}: {verdict} {message[:160]} -> {'ok' if ok else 'FAIL'}", flush=True)
+        ok = verdict == want and words in message
+        what = f"NCCL_NVLS_ENABLE={value!r} ({'0' if zero_at_start else 'unset'} at the start)"
+        print(f"{what}: {verdict} {message[:200]} -> {'ok' if ok else 'FAIL'}", flush=True)
         if not ok:
-            failures.append(f"NCCL_NVLS_ENABLE={value}: {verdict} (wanted {want})")
+            failures.append(f"{what}: {verdict} (wanted {want})")
     return failures
 
 

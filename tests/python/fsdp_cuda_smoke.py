@@ -114,8 +114,10 @@ def run(ctx, device, *, mode, mp_policy=None, tol, integer=False, topology=None,
 def main() -> int:
     # No NVLink multicast on these machines: torch's own NCCL communicator is made below, before TIDE
     # could refuse, so a setting that would allow multicast ends the run here.
-    if os.environ.setdefault("NCCL_NVLS_ENABLE", "0") != "0":
-        sys.exit(f"refusing to run: NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']}, must be 0 (no NVLink multicast)")
+    # (Exported by whoever starts the process: TIDE's CUDA fabric refuses a 0 set during it.)
+    if os.environ.get("NCCL_NVLS_ENABLE") != "0":
+        sys.exit(f"refusing to run: NCCL_NVLS_ENABLE is {os.environ.get('NCCL_NVLS_ENABLE', 'unset')}; export "
+                 "NCCL_NVLS_ENABLE=0 before starting (no NVLink multicast)")
     for var in ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
         os.environ.setdefault(var, "1")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -195,14 +195,12 @@ def setup(args) -> tuple[Env, bool]:
     want_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if want_cuda:
         # Never NVLink multicast (the team's shared/DESIGN.md): NCCL, torch symmetric memory and NVSHMEM off it.
-        # NCCL reads NCCL_NVLS_ENABLE once, at the process's first communicator: with the
-        # caller's process group already up, setting it here could no longer reach NCCL.
-        if os.environ.get("NCCL_NVLS_ENABLE") != "0" and dist.is_initialized():
-            raise SystemExit("fsdp_steps: NCCL_NVLS_ENABLE must be 0 before the process group is created "
+        # NCCL reads NCCL_NVLS_ENABLE once, at the process's first communicator, and TIDE's CUDA fabric
+        # refuses a 0 that was not there when the process started (it cannot know whether NCCL read it
+        # before): it must be exported by whoever starts the process.
+        if os.environ.get("NCCL_NVLS_ENABLE") != "0":
+            raise SystemExit("fsdp_steps: export NCCL_NVLS_ENABLE=0 before starting the process "
                              f"(it is {os.environ.get('NCCL_NVLS_ENABLE', 'unset')})")
-        if os.environ.get("NCCL_NVLS_ENABLE", "0") != "0":
-            print(f"fsdp_steps: NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']} overridden to 0", flush=True)
-        os.environ["NCCL_NVLS_ENABLE"] = "0"
         os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
         os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
         os.environ.pop("TIDE_ENABLE_MULTICAST", None)
