@@ -121,6 +121,13 @@ RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena)
   // any other kind of window (tide_nccl_rma_probe).
   TIDE_NCCL_CHECK(ncclCommWindowRegister(data_, arena_.base(), static_cast<size_t>(arena_.windowBytes()), &window_,
                                          NCCL_WIN_COLL_SYMMETRIC));
+  // NCCL answers success with no window where the communicator has no symmetric memory support:
+  // said here, not at the first put of a collective.
+  if (window_ == nullptr)
+    throw FabricError(FabricError::Kind::kDevice,
+                      "cuda fabric: NCCL registered no window for the RMA rails (ncclCommWindowRegister returned "
+                      "success and a null window: the rail communicator has no symmetric memory support); "
+                      "TIDE_FABRIC_RAILS=send-recv takes the two-sided rails instead");
 }
 
 RmaRails::~RmaRails() {

@@ -157,13 +157,26 @@ void WaitWatchdog::run() {
 }
 
 bool WaitWatchdog::poll(Pending& p, std::chrono::steady_clock::time_point now) {
-  if (cudaEventQuery(p.passed) == cudaSuccess) return true;
+  // Anything but "not ready" is an error of the device (a sticky one, such as a kernel's illegal
+  // address, answers every query from then on): said now, by name, not T to 2T + 10 s later as a
+  // wait that never passed.
+  auto failOn = [&](cudaError_t e, const char* which) {
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+      failStopOnError(std::string("querying the event ") + which + " the wait reported " + cudaGetErrorName(e) +
+                          " (" + cudaGetErrorString(e) + ")",
+                      p);
+  };
+  const cudaError_t passed = cudaEventQuery(p.passed);
+  if (passed == cudaSuccess) return true;
+  failOn(passed, "after");
   if (!p.head) {
     p.head = true;
     p.headSince = now;
   }
   if (!p.running) {
-    if (cudaEventQuery(p.started) != cudaSuccess) {
+    const cudaError_t started = cudaEventQuery(p.started);
+    failOn(started, "before");
+    if (started != cudaSuccess) {
       // The work between the stream's previous wait and this one (copies,
       // kernels, waits on other queues' events) has not finished. A wait on
       // another queue that blocks it is reported by its own deadline first;
