@@ -548,6 +548,13 @@ TEST(SharedWorldBootstrap, MissingPeerTimesOutAndLeavesNothing) {
   }
 }
 
+// Every rank's process exited with kExitOk within `seconds`, none hung.
+void expectEveryRankOk(Ranks& ranks, double seconds) {
+  bool hung = false;
+  for (const ChildExit& e : ranks.wait(seconds, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
+  EXPECT_FALSE(hung);
+}
+
 // Three processes gather words five times (more than the board's two slots,
 // with ranks racing ahead): every rank gets every rank's words of that gather,
 // in rank order, and the store directory is not needed any more.
@@ -577,9 +584,7 @@ TEST(SharedWorldGather, EveryRankGetsEveryRanksWordsOfEachGather) {
     }
     return kExitOk;
   });
-  bool hung = false;
-  for (const ChildExit& e : ranks.wait(30.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
-  EXPECT_FALSE(hung);
+  expectEveryRankOk(ranks, 30.0);
 }
 
 // Rank 1 of two never gathers: rank 0's gather times out on its deadline, naming rank 1.
@@ -603,9 +608,7 @@ TEST(SharedWorldGather, APeerThatNeverGathersTimesOutNamingIt) {
     }
     return kExitMismatch;
   });
-  bool hung = false;
-  for (const ChildExit& e : ranks.wait(30.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
-  EXPECT_FALSE(hung);
+  expectEveryRankOk(ranks, 30.0);
 }
 
 // Ranks out of step gather different numbers of words: each refuses (naming
@@ -630,9 +633,7 @@ TEST(SharedWorldGather, ADifferentWordCountIsRefused) {
     }
     return kExitMismatch;
   });
-  bool hung = false;
-  for (const ChildExit& e : ranks.wait(30.0, &hung)) EXPECT_TRUE(e.exited && e.code == kExitOk) << e.code;
-  EXPECT_FALSE(hung);
+  expectEveryRankOk(ranks, 30.0);
 }
 
 // Ranks in containers of their own share /dev/shm but not a pid namespace: a

@@ -86,18 +86,25 @@ def test_non_positive_calibration_is_refused():
 def _create_through_the_c_api(**calibration) -> tuple[int, str]:
     """tidePlanCreate of one 4096 x 4096 bf16 parameter on 1 x 8 ranks, with the paper's calibration
     but for `calibration`'s fields, bypassing make_plan's own checks: (result, reason)."""
-    lib = _capi.library()
     fields = dict(nicBw=47.5e9, sumBwPerCta=99e9, landBwPerCta=21e9, landCap=90e9, roundWait=1.3e-3, fabricBw=0.0)
     cal = _capi.Calibration(**{**fields, **calibration})
     ndims, dims, dtypes = (ctypes.c_int * 1)(2), (ctypes.c_int64 * 2)(4096, 4096), (ctypes.c_int * 1)(0)
     config = _capi.PlanConfig(nodes=1, gpusPerNode=8, numParams=1, ndims=ndims, dims=dims, dtypes=dtypes,
                               gradDtype=0, mode=0, calibration=ctypes.pointer(cal), landing=0)
+    result, _, reason = _plan_create(config)
+    return result, reason
+
+
+def _plan_create(config) -> tuple[int, str, str]:
+    """tidePlanCreate of `config` straight through the C API: (result, message, reason), the
+    message and reason empty on success (the plan is destroyed again)."""
+    lib = _capi.library()
     handle = ctypes.c_void_p()
     result = lib.tidePlanCreate(ctypes.byref(config), ctypes.byref(handle))
     if result == _capi.Result.SUCCESS:
         lib.tidePlanDestroy(handle)
-        return result, ""
-    return result, lib.tideGetLastReason().decode()
+        return result, "", ""
+    return result, lib.tideGetLastError().decode(), lib.tideGetLastReason().decode()
 
 
 @pytest.mark.parametrize("field", ["fabricBw", "nicBw"])
@@ -110,18 +117,12 @@ def test_the_c_api_refuses_a_bad_rate(field, value):
 
 def test_the_c_api_names_a_bad_dtype_mode_or_landing():
     """A C caller's unknown enum value is refused naming the field and the value."""
-    lib = _capi.library()
-
     def create(dtype=0, grad=0, mode=0, landing=0) -> tuple[int, str]:
         ndims, dims, dtypes = (ctypes.c_int * 2)(1, 1), (ctypes.c_int64 * 2)(64, 64), (ctypes.c_int * 2)(0, dtype)
         config = _capi.PlanConfig(nodes=2, gpusPerNode=2, numParams=2, ndims=ndims, dims=dims, dtypes=dtypes,
                                   gradDtype=grad, mode=mode, landing=landing)
-        handle = ctypes.c_void_p()
-        result = lib.tidePlanCreate(ctypes.byref(config), ctypes.byref(handle))
-        if result == _capi.Result.SUCCESS:
-            lib.tidePlanDestroy(handle)
-            return result, ""
-        return result, lib.tideGetLastError().decode()
+        result, message, _ = _plan_create(config)
+        return result, message
 
     assert create() == (_capi.Result.SUCCESS, "")
     for kwargs, want in (({"dtype": 7}, "dtypes[1]: unknown dtype code 7"),
