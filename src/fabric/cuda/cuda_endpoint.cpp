@@ -48,8 +48,15 @@ double envSeconds(const char* name, double fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
-  // As the C API's timeouts: positive and at most 1e6 s, so a deadline stays finite (inf and nan fall back).
-  return (end != v && s > 0 && s <= 1e6) ? s : fallback;
+  // As the C API's timeouts: positive and at most 1e6 s, so a deadline stays finite. Anything else
+  // (inf, nan, "10s", "ten") keeps the fallback, and says so: a fallback is never silent. Not refused:
+  // one rank failing here would leave its peers waiting in the bootstrap until their deadline.
+  if (end != v && *end == '\0' && s > 0 && s <= 1e6) return s;
+  static std::atomic<bool> warned{false};  // once per process, not at every read
+  if (!warned.exchange(true))
+    std::fprintf(stderr, "[tide] cuda fabric: warning: %s='%s' is not a number of seconds in (0, 1e6]; the wait "
+               "deadline stays %g s\n", name, v, fallback);
+  return fallback;
 }
 
 // The wait deadline of in-stream waits (the watchdog's).
