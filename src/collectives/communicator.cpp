@@ -177,9 +177,9 @@ std::string Communicator::reduceScatterBufferProblem(const plan::GroupLayout& g,
                                                      const float* out, const std::byte* arena, int64_t arenaBytes,
                                                      const ScratchLayout* layout) {
   const int64_t item = plan::itemSize(g.gradDtype);
+  auto gradBytes = [&](size_t p) { return g.params[p].rows * g.params[p].rowElems * item; };
   for (size_t p = 0; p < grads.size() && p < g.params.size(); ++p) {
-    std::string why = bufferProblem(static_cast<int>(p), grads[p], g.params[p].rows * g.params[p].rowElems * item,
-                                    arena, arenaBytes, layout);
+    std::string why = bufferProblem(static_cast<int>(p), grads[p], gradBytes(p), arena, arenaBytes, layout);
     if (!why.empty()) return why;
   }
   if (std::string why = bufferProblem(-1, out, g.outBytes(), arena, arenaBytes, layout); !why.empty()) return why;
@@ -187,7 +187,7 @@ std::string Communicator::reduceScatterBufferProblem(const plan::GroupLayout& g,
   // pushes and rail sends still read the gradients (a probe with out = a
   // rank's gradient came out wrong in some calls, every call returning success).
   for (size_t p = 0; p < grads.size() && p < g.params.size(); ++p)
-    if (fabric::rangesMeet(out, g.outBytes(), grads[p], g.params[p].rows * g.params[p].rowElems * item))
+    if (fabric::rangesMeet(out, g.outBytes(), grads[p], gradBytes(p)))
       return "out overlaps the gradient of parameter " + std::to_string(p) +
              ": the call writes out while it still reads the gradients (no reduce-scatter in place); give out "
              "memory of its own";

@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <optional>
+
+#include "fabric/small_file.hpp"
 
 namespace tide::fabric {
 
@@ -15,17 +16,20 @@ bool optedIn(const char* tideEnableMulticast) {
   return tideEnableMulticast != nullptr && std::strcmp(tideEnableMulticast, "1") == 0;
 }
 
+// A variable's value as the refusals print it: 'value', or unset.
+std::string quotedOrUnset(const char* value) {
+  if (value == nullptr) return "unset";
+  std::string quoted = "'";  // appended: GCC 12 misreads "'" + std::string(...) as an overlapping copy
+  quoted.append(value).append("'");
+  return quoted;
+}
+
 }  // namespace
 
 std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNvlsEnable) {
   if (optedIn(tideEnableMulticast)) return "";
   if (ncclNvlsEnable != nullptr && std::strcmp(ncclNvlsEnable, "0") == 0) return "";
-  std::string now = "unset";
-  if (ncclNvlsEnable != nullptr) {  // appended: GCC 12 misreads "'" + std::string(...) as an overlapping copy
-    now = "'";
-    now.append(ncclNvlsEnable).append("'");
-  }
-  return "NCCL_NVLS_ENABLE is " + now +
+  return "NCCL_NVLS_ENABLE is " + quotedOrUnset(ncclNvlsEnable) +
          ": TIDE lets NCCL use NVLink multicast only with TIDE_ENABLE_MULTICAST=1. Set NCCL_NVLS_ENABLE=0 "
          "before the process creates its first NCCL communicator (NCCL reads it once per process, so setting "
          "it later does not reach a communicator torch already made)";
@@ -43,7 +47,7 @@ const char* environValue(const std::string& block, const char* name) {
   const std::string key = std::string(name) + "=";
   for (size_t at = 0; at < block.size();) {
     const size_t end = std::min(block.find('\0', at), block.size());
-    if (block.compare(at, key.size(), key) == 0 && end - at >= key.size()) return block.c_str() + at + key.size();
+    if (block.compare(at, key.size(), key) == 0) return block.c_str() + at + key.size();  // (key has no NUL)
     at = end + 1;
   }
   return nullptr;
@@ -54,12 +58,7 @@ std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNv
   if (std::string why = multicastRefusal(tideEnableMulticast, ncclNvlsEnable); !why.empty()) return why;
   if (optedIn(tideEnableMulticast) || !startKnown) return "";
   if (ncclNvlsEnableAtStart != nullptr && std::strcmp(ncclNvlsEnableAtStart, "0") == 0) return "";
-  std::string then = "unset";
-  if (ncclNvlsEnableAtStart != nullptr) {
-    then = "'";
-    then.append(ncclNvlsEnableAtStart).append("'");
-  }
-  return "NCCL_NVLS_ENABLE is 0 now but was " + then +
+  return "NCCL_NVLS_ENABLE is 0 now but was " + quotedOrUnset(ncclNvlsEnableAtStart) +
          " when the process started: NCCL reads it once per process, at its first NCCL communicator (torch's, "
          "say), which may have come before it was set, and would then let TIDE's communicator use NVLink "
          "multicast. Export NCCL_NVLS_ENABLE=0 before starting the process (or set TIDE_ENABLE_MULTICAST=1 to "
@@ -67,13 +66,11 @@ std::string multicastRefusal(const char* tideEnableMulticast, const char* ncclNv
 }
 
 std::string multicastRefusalFromEnv() {
-  // (std::string's stream reads the whole block, NULs included; /proc files report size 0.)
-  std::ifstream in("/proc/self/environ", std::ios::binary);
-  std::string block;
-  const bool startKnown = static_cast<bool>(in);
-  if (startKnown) block.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  // Read without iostreams (small_file.hpp: they crashed inside processes carrying PyTorch's libstdc++);
+  // a block cut at 1 MiB that misses the variable refuses, the safe side.
+  const std::optional<std::string> block = readSmallFile("/proc/self/environ", 1 << 20);
   return multicastRefusal(std::getenv("TIDE_ENABLE_MULTICAST"), std::getenv("NCCL_NVLS_ENABLE"),
-                          environValue(block, "NCCL_NVLS_ENABLE"), startKnown);
+                          block ? environValue(*block, "NCCL_NVLS_ENABLE") : nullptr, block.has_value());
 }
 
 }  // namespace tide::fabric

@@ -16,7 +16,8 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
                         int stagingSlots, Mode mode, int gradItemSize, Landing landing, int agItemSize,
                         bool railLane, bool agRailLane, int passes) {
   const double m = nodes;
-  const double perPass = 1.0 / std::max(passes, 1);
+  const int p = std::max(passes, 1);
+  const double perPass = 1.0 / p;
   const double l = gpusPerNode;
   const double fp32PerAgByte = 4.0 / agItemSize;
   const double perFp32 = fp32PerAgByte / (m * l);  // one S_fp32 in NS units
@@ -33,7 +34,7 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
   const double slot = (multiNode ? (gpusPerNode > 1 ? l / 2.0 : 0.0) : (l - 1.0) / (2.0 * l)) * gradScale;
   const double inbox = multiNode ? l * bufferGenerations : 0.0;
   const double pushArea = multiNode && landing == Landing::kPush ? inbox : 0.0;
-  const double spares = multiNode ? 2.0 * std::min(std::max(passes, 1), 2) : 0.0;
+  const double spares = multiNode ? 2.0 * std::min(p, 2) : 0.0;
   auto area = [&](double outbox) {
     return (slot * stagingSlots + inbox + pushArea + 2.0 * outbox + spares) * perFp32 * perPass;
   };

@@ -141,7 +141,7 @@ Clock::duration HostEndpoint::drainStallLimit() const {
 }
 
 std::string HostEndpoint::drainStallText() const {
-  return secondsText(2 * options_.timeoutSeconds + 1.0);  // drainStallLimit()
+  return secondsText(std::chrono::duration<double>(drainStallLimit()).count());
 }
 
 std::string HostEndpoint::callText() const {
