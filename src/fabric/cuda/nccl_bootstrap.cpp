@@ -26,6 +26,7 @@
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/cuda/device_scope.hpp"
 #include "fabric/cuda/host_poll.hpp"
+#include "fabric/gather_frames.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
 #include "fabric/fnv1a.hpp"
 #include "fabric/multicast_policy.hpp"
@@ -118,7 +119,7 @@ NcclComms::NcclComms(const ncclUniqueId& id, const plan::Topology& topo, int ran
     // Allocated once, here, large enough for gatherWords: a cudaFree later, with
     // the collectives' stream waits in flight, would wait for the whole device,
     // and they for this rank.
-    scratchWords_ = (static_cast<size_t>(ranks_) + 1) * kMaxGatherWords;
+    scratchWords_ = (static_cast<size_t>(ranks_) + 1) * kGatherFrameWords;
     TIDE_CUDA_CHECK(cudaMalloc(&scratch_, scratchWords_ * sizeof(uint64_t)));
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -386,13 +387,15 @@ void NcclComms::release() noexcept {
 std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine, uint64_t* dev,
                                      size_t devWords, cudaStream_t stream, double deadlineSeconds,
                                      const std::string& what) {
-  const size_t n = mine.size();
-  std::vector<uint64_t> all(static_cast<size_t>(ranks) * n);
-  if (n == 0) return all;
-  if (all.size() + n > devWords)
-    throw FabricError(FabricError::Kind::kUsage, "cuda fabric: " + what + ": " + std::to_string(n) +
-                                                     " words per rank exceed the gather buffer");
-  TIDE_CUDA_CHECK(cudaMemcpyAsync(dev, mine.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+  // One frame of the same size from every rank, whatever it gathers (gather_frames.hpp).
+  const std::vector<uint64_t> frame = gatherFrame(mine, "cuda fabric: " + what);
+  const size_t n = frame.size();
+  std::vector<uint64_t> frames(static_cast<size_t>(ranks) * n);
+  if (frames.size() + n > devWords)
+    throw FabricError(FabricError::Kind::kUsage, "cuda fabric: " + what + ": the gather buffer holds " +
+                                                     std::to_string(devWords) + " words, too few for " +
+                                                     std::to_string(ranks) + " ranks' frames");
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(dev, frame.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
   TIDE_NCCL_ISSUE(ncclAllGather(dev, dev + n, n, ncclUint64, comm, stream));
   awaitCommReady(comm, deadlineSeconds, what);  // the all-gather is on the stream before the copy behind it
   // Drained under the deadline before the copy back: a copy into pageable
@@ -400,9 +403,9 @@ std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vect
   // joins it would block without one.
   awaitNcclStream(stream, {comm}, deadlineSeconds, what);
   TIDE_CUDA_CHECK(
-      cudaMemcpyAsync(all.data(), dev + n, all.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+      cudaMemcpyAsync(frames.data(), dev + n, frames.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
   awaitNcclStream(stream, {comm}, deadlineSeconds, what);
-  return all;
+  return wordsOfGatheredFrames(frames, ranks, mine.size(), "cuda fabric: " + what);
 }
 
 LsaTeam discoverLsaTeam(ncclComm_t comm, int rank, int ranks, uint64_t* dev, size_t devWords, cudaStream_t stream,

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/gather_frames.hpp"
 #include "tide/plan.hpp"
 
 namespace tide::fabric::cuda {
@@ -77,12 +78,12 @@ class NcclComms {
   // every rank, different for every other communicator (the arena's tag nonce).
   uint64_t idDigest() const { return idDigest_; }
 
-  // Every rank's `mine` (the same length on every rank, at most
-  // kMaxGatherWords), rank-major: an all-gather on the world communicator,
+  // Every rank's `mine` (the same length on every rank, else every rank
+  // fails alike; at most kMaxGatherWords), rank-major: an all-gather on the world communicator,
   // under the deadline, through a buffer allocated at construction (no
   // cudaFree while collectives run). On failure (`what` names it) the
   // communicators are marked broken.
-  static constexpr size_t kMaxGatherWords = 4;
+  static constexpr size_t kMaxGatherWords = kGatherFrameWords - 1;
   std::vector<uint64_t> gatherWords(const std::vector<uint64_t>& mine, const std::string& what);
   // Host-side barrier over the world communicator (a one-int all-reduce).
   // Past the deadline, or on an NCCL error, it throws and marks the
@@ -138,7 +139,7 @@ class NcclComms {
   ncclComm_t rail_ = nullptr;
   ncclComm_t railCredit_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  // Device scratch for bootstrap collectives and gatherWords: (ranks + 1) x kMaxGatherWords words.
+  // Device scratch for bootstrap collectives and gatherWords: (ranks + 1) x kGatherFrameWords words.
   uint64_t* scratch_ = nullptr;
   size_t scratchWords_ = 0;
   LsaTeam lsa_;
@@ -173,9 +174,10 @@ void awaitNcclStream(cudaStream_t stream, std::initializer_list<ncclComm_t> comm
 
 // Every rank's `mine` (the same length on every rank), rank-major: a
 // collective all-gather on `comm` through `dev` (device memory of `devWords`
-// words: (ranks + 1) x mine.size() at least), awaited under `deadlineSeconds`
-// (FabricError as awaitNcclStream's, naming `what`). On failure the gather
-// may still be in flight: the caller aborts `comm` before freeing `dev`.
+// words: (ranks + 1) x kGatherFrameWords at least), awaited under
+// `deadlineSeconds` (FabricError as awaitNcclStream's, naming `what`). Ranks
+// that bring different counts fail alike with a usage error (gather_frames.hpp). On failure the
+// gather may still be in flight: the caller aborts `comm` before freeing `dev`.
 std::vector<uint64_t> allGatherWords(ncclComm_t comm, int ranks, const std::vector<uint64_t>& mine, uint64_t* dev,
                                      size_t devWords, cudaStream_t stream, double deadlineSeconds,
                                      const std::string& what);
