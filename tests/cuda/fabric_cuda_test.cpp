@@ -1153,8 +1153,8 @@ int stalledProbeCase() {
 // communicator (the same tag nonce), not another communicator's rank r.
 class ArenaWithGivenPeers final : public fabric::cuda::DeviceArena {
  public:
-  ArenaWithGivenPeers(int rank, uint64_t nonce, cudaStream_t s)
-      : DeviceArena(kMiB, 4, kDeviceMemoryAlign), rank_(rank) {
+  ArenaWithGivenPeers(int rank, uint64_t nonce, cudaStream_t s, double setupDeadlineSeconds = 30)
+      : DeviceArena(kMiB, 4, kDeviceMemoryAlign, setupDeadlineSeconds), rank_(rank) {
     allocateDeviceMemory();
     initCountersAndTag(rank, nonce, s);
   }
@@ -1195,6 +1195,44 @@ int arenaTagCase() {
     TCHECK(!otherRank.empty(), "rank 0's arena passed as rank 1's");
   }
   TCUDA(cudaStreamDestroy(s));
+  return failures() == 0 ? 0 : 1;
+}
+
+// Arena setup on a blocked stream (a stream wait that nothing satisfies yet)
+// fails within its deadline, naming the step, instead of hanging; the arena's
+// memory stays allocated, and the stream runs on once released.
+int arenaSetupDeadlineCase() {
+  TCUDA(cudaSetDevice(0));
+  cudaStream_t blocked = nullptr;
+  cudaStream_t releaser = nullptr;
+  TCUDA(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
+  TCUDA(cudaStreamCreateWithFlags(&releaser, cudaStreamNonBlocking));
+  uint64_t* gate = nullptr;
+  TCUDA(cudaMalloc(&gate, sizeof(uint64_t)));
+  TCUDA(cudaMemset(gate, 0, sizeof(uint64_t)));
+  TCUDA(cudaDeviceSynchronize());
+  fabric::cuda::StreamMemOps::get().waitGeq(blocked, gate, 1);
+  std::string error;
+  fabric::FabricError::Kind kind = fabric::FabricError::Kind::kUsage;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ArenaWithGivenPeers arena(0, std::random_device{}(), blocked, 1.0);
+  } catch (const fabric::FabricError& e) {
+    error = e.what();
+    kind = e.kind();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fabric::cuda::StreamMemOps::get().write(releaser, gate, 1);
+  TCUDA(cudaStreamSynchronize(blocked));
+  std::printf("arena setup deadline case: %s after %.2f s: %s\n", error.empty() ? "NO ERROR" : "refused", seconds,
+              error.c_str());
+  TCHECK(kind == fabric::FabricError::Kind::kTimeout, "expected a timeout: '" + error + "'");
+  TCHECK(error.find("zeroing the arena's counters and writing its tag did not finish within 1 s") != std::string::npos,
+         "message lacks the step: '" + error + "'");
+  TCHECK(seconds < 10, "the setup wait took " + std::to_string(seconds) + " s against a 1 s deadline");
+  TCUDA(cudaStreamDestroy(blocked));
+  TCUDA(cudaStreamDestroy(releaser));
+  TCUDA(cudaFree(gate));
   return failures() == 0 ? 0 : 1;
 }
 
@@ -1247,6 +1285,7 @@ int main(int argc, char** argv) {
   if (a.timeoutCase && errorProbeCase() != 0) rc = 1;
   if (a.timeoutCase && stalledProbeCase() != 0) rc = 1;
   if (arenaTagCase() != 0) rc = 1;  // last: CUDA in this process, and forks above
+  if (arenaSetupDeadlineCase() != 0) rc = 1;
   std::printf("tide_cuda_fabric_test: %s\n", rc == 0 ? "PASS" : "FAIL");
   return rc;
 }

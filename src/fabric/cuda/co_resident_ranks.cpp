@@ -92,7 +92,7 @@ std::unique_ptr<DeviceArena> CoResidentGroup::makeArena(int rank, int64_t userBy
 
 CoResidentArena::CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters,
                                  cudaStream_t stream)
-    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign) {
+    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign, group.timeoutSeconds()) {
   allocateDeviceMemory();
   try {
     initCountersAndTag(rank, group.arenaNonce(), stream);

@@ -36,6 +36,7 @@ class CoResidentGroup final : public LocalGroup {
 
   int ranks() const override { return ranks_; }
   int device() const override { return device_; }
+  double timeoutSeconds() const { return timeout_; }
   // Drawn when the group is made: its arenas' tag nonce (device_arena.hpp).
   uint64_t arenaNonce() const { return nonce_; }
   // One stream for every rank's control work (arena setup, counter reads,

@@ -207,7 +207,7 @@ void CudaEndpoint::startOverNccl(const CudaFabricOptions& options, const ncclUni
   if (railMode_ == RailMode::kSendRecv)
     sendRecv_ = std::make_unique<SendRecvRails>(comms_->rail(), comms_->deadlineSeconds(), rank_);
 #if TIDE_HAVE_NCCL_RMA
-  if (railMode_ == RailMode::kRma) rma_ = std::make_unique<RmaRails>(comms_->rail(), comms_->railCredit(), *arena_);
+  if (railMode_ == RailMode::kRma) rma_ = std::make_unique<RmaRails>(comms_->rail(), comms_->railCredit(), *arena_, comms_->deadlineSeconds(), rank_);
 #endif
 
   startWatchdog(options);

@@ -1,8 +1,11 @@
 #include "fabric/cuda/device_arena.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/host_poll.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -24,9 +27,10 @@ uint64_t tagOf(int rank, uint64_t nonce) { return kTagMagic ^ mix(nonce) ^ stati
 
 }  // namespace
 
-DeviceArena::DeviceArena(int64_t userBytes, int numCounters, int64_t align)
-    : userBytes_(userBytes), numCounters_(numCounters) {
+DeviceArena::DeviceArena(int64_t userBytes, int numCounters, int64_t align, double setupDeadlineSeconds)
+    : setupDeadlineSeconds_(setupDeadlineSeconds), userBytes_(userBytes), numCounters_(numCounters) {
   if (userBytes < 0 || numCounters < 1) throwUsage("arena size and counter count must be positive");
+  if (!(setupDeadlineSeconds > 0)) throwUsage("the arena's setup deadline must be positive");
   counterOffset_ = roundUp(userBytes_, align);
   tagOffset_ = roundUp(counterOffset_ + 8 * static_cast<int64_t>(numCounters_), 256);
   windowBytes_ = roundUp(tagOffset_ + 64, align);
@@ -39,7 +43,8 @@ void DeviceArena::allocateDeviceMemory() {
 }
 
 void DeviceArena::freeDeviceMemory() noexcept {
-  if (base_ != nullptr) cudaFree(base_);
+  // A free would also wait for the whole device, blocked as it is.
+  if (base_ != nullptr && !keepAfterTimeout()) cudaFree(base_);
   base_ = nullptr;
 }
 
@@ -47,17 +52,39 @@ void DeviceArena::initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stre
   nonce_ = nonce;
   TIDE_CUDA_CHECK(cudaMemsetAsync(base_ + counterOffset_, 0, static_cast<size_t>(windowBytes_ - counterOffset_), stream));
   const uint64_t tag = tagOf(rank, nonce_);
+  // From pageable memory: the call returns once `tag` is staged, so only the wait below can block.
   TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, &tag, sizeof(tag), cudaMemcpyHostToDevice, stream));
-  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  awaitSetup(rank, stream, "zeroing the arena's counters and writing its tag");
+}
+
+void DeviceArena::awaitSetup(int rank, cudaStream_t stream, const std::string& what) const {
+  try {
+    pollUntilDone([&] { return cudaStreamQuery(stream); }, setupDeadlineSeconds_, std::chrono::microseconds(200),
+                  [&] { return "cuda fabric: rank " + std::to_string(rank) + ": " + what + " did not finish"; },
+                  " (the device is blocked; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
+  } catch (const FabricError& e) {
+    if (e.kind() == FabricError::Kind::kTimeout) setupTimedOut_ = true;
+    throw;
+  }
+}
+
+bool DeviceArena::keepAfterTimeout() const noexcept {
+  if (setupTimedOut_)
+    std::fprintf(stderr, "[tide cuda fabric] an arena whose setup timed out stays allocated until the process exits "
+                         "(its setup's copies may still run)\n");
+  return setupTimedOut_;
 }
 
 void DeviceArena::verifyPeers(int rank, cudaStream_t stream) const {
   for (size_t r = 0; r < peers_.size(); ++r) {
     std::byte* peer = peers_[r];
     if (peer == nullptr) continue;
+    // The word beside this rank's tag (the tag's 64 bytes hold 8): written by this rank only.
+    std::byte* readBack = base_ + tagOffset_ + sizeof(uint64_t);
+    TIDE_CUDA_CHECK(cudaMemcpyAsync(readBack, peer + tagOffset_, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
+    awaitSetup(rank, stream, "reading rank " + std::to_string(r) + "'s arena tag through its peer address");
     uint64_t tag = 0;
-    TIDE_CUDA_CHECK(cudaMemcpyAsync(&tag, peer + tagOffset_, sizeof(tag), cudaMemcpyDeviceToHost, stream));
-    TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    TIDE_CUDA_CHECK(cudaMemcpyAsync(&tag, readBack, sizeof(tag), cudaMemcpyDeviceToHost, stream));
     if (tag != tagOf(static_cast<int>(r), nonce_))
       throw FabricError(kDeviceErrorKind, "cuda fabric: rank " + std::to_string(rank) + ": peer address of rank " +
                                               std::to_string(r) + " does not reach that rank's arena of this communicator");

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tide::fabric::cuda {
@@ -40,12 +41,14 @@ class DeviceArena {
   // cudaMalloc's granularity, for arenas in plain device memory.
   static constexpr int64_t kDeviceMemoryAlign = 4096;
 
-  // Lays the window out; `align` is the allocation's granularity.
-  DeviceArena(int64_t userBytes, int numCounters, int64_t align);
+  // Lays the window out; `align` is the allocation's granularity. The setup's
+  // waits on the device (initCountersAndTag, verifyPeers) fail with a
+  // FabricError past `setupDeadlineSeconds`.
+  DeviceArena(int64_t userBytes, int numCounters, int64_t align, double setupDeadlineSeconds);
   // The window as plain device memory of the current GPU (cudaMalloc), and its release.
   void allocateDeviceMemory();
   void freeDeviceMemory() noexcept;
-  // Zeroes the counters and writes `rank`'s tag (synchronous on `stream`).
+  // Zeroes the counters and writes `rank`'s tag (awaited on `stream`, under the setup deadline).
   // The tag mixes in `nonce`, which every rank of one communicator shares and
   // another communicator's arena (in this process or another job) does not
   // (a digest of the NCCL unique id, or drawn for a test group): a peer
@@ -53,9 +56,21 @@ class DeviceArena {
   // fails verifyPeers instead of passing it.
   void initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stream);
   // Reads every reachable rank's tag through its peer address: proves the
-  // mapping (throws FabricError naming `rank` and the peer otherwise).
+  // mapping (throws FabricError naming `rank` and the peer otherwise). Each
+  // tag is copied device to device beside this rank's own, awaited under the
+  // setup deadline, then read: a copy straight into pageable host memory
+  // would block inside the CUDA call, where no deadline reaches.
   void verifyPeers(int rank, cudaStream_t stream) const;
+  // Waits for `stream` under the setup deadline (FabricError naming `rank`
+  // and `what`). Past it the setup's copies may still be queued: the memory
+  // is then kept allocated (keepAfterTimeout()), not freed under them.
+  void awaitSetup(int rank, cudaStream_t stream, const std::string& what) const;
+  // Whether a setup wait timed out, said on stderr when so: the releases ask it before freeing.
+  bool keepAfterTimeout() const noexcept;
+  double setupDeadlineSeconds() const { return setupDeadlineSeconds_; }
 
+  double setupDeadlineSeconds_ = 0;
+  mutable bool setupTimedOut_ = false;
   int64_t userBytes_ = 0;
   int numCounters_ = 0;
   int64_t counterOffset_ = 0;

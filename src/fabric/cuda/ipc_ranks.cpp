@@ -35,7 +35,7 @@ std::unique_ptr<DeviceArena> IpcGroup::makeArena(int rank, int64_t userBytes, in
 }
 
 IpcArena::IpcArena(IpcGroup& group, int rank, int64_t userBytes, int numCounters, cudaStream_t stream)
-    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign), rank_(rank) {
+    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign, group.timeoutSeconds()), rank_(rank) {
   allocateDeviceMemory();
   peers_.assign(static_cast<size_t>(group.ranks()), nullptr);
   try {

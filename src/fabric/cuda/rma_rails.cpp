@@ -1,6 +1,7 @@
 #include "fabric/cuda/rma_rails.hpp"
 
 #include "fabric/cuda/nccl_runtime.hpp"
+#include "fabric/fail_stop_deadline.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -115,12 +116,23 @@ class NcclRmaOps final : public RmaRailOps {
 
 }  // namespace
 
-RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena)
-    : data_(data), credit_(credit), arena_(arena) {
+namespace {
+const char* const kRegistrationHint =
+    "a rail peer never made the same collective call; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline";
+}  // namespace
+
+RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena, double deadlineSeconds, int rank)
+    : data_(data), credit_(credit), arena_(arena), deadlineSeconds_(deadlineSeconds), rank_(rank) {
   // Symmetric: NCCL 2.30 refuses a put whose source or destination lies in
-  // any other kind of window (tide_nccl_rma_probe).
-  TIDE_NCCL_CHECK(ncclCommWindowRegister(data_, arena_.base(), static_cast<size_t>(arena_.windowBytes()), &window_,
-                                         NCCL_WIN_COLL_SYMMETRIC));
+  // any other kind of window (tide_nccl_rma_probe). Collective on a blocking
+  // communicator: nothing can time it from inside.
+  const ncclResult_t registered = callUnderFailStopDeadline(
+      deadlineSeconds_, "[tide cuda fabric] rank " + std::to_string(rank_),
+      "ncclCommWindowRegister of the arena on the rail communicator (RMA rails)", kRegistrationHint, [&] {
+        return ncclCommWindowRegister(data_, arena_.base(), static_cast<size_t>(arena_.windowBytes()), &window_,
+                                      NCCL_WIN_COLL_SYMMETRIC);
+      });
+  TIDE_NCCL_CHECK(registered);
   // NCCL answers success with no window where the communicator has no symmetric memory support:
   // said here, not at the first put of a collective.
   if (window_ == nullptr)
@@ -131,7 +143,10 @@ RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena)
 }
 
 RmaRails::~RmaRails() {
-  if (window_ != nullptr) ncclCommWindowDeregister(data_, window_);
+  if (window_ == nullptr) return;
+  callUnderFailStopDeadline(deadlineSeconds_, "[tide cuda fabric] rank " + std::to_string(rank_),
+                            "ncclCommWindowDeregister of the RMA rails' window", kRegistrationHint,
+                            [&] { return ncclCommWindowDeregister(data_, window_); });
 }
 
 void RmaRails::joinQueue(int queue, cudaStream_t stream) {

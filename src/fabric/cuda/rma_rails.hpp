@@ -58,8 +58,10 @@ class RmaRails {
  public:
   // Collective over `data`: registers the arena there, the window the puts
   // target. `data` and `credit` join the same ranks (the rail), each created
-  // with RMA contexts (ncclConfig_t::numRmaCtx >= 1).
-  RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena);
+  // with RMA contexts (ncclConfig_t::numRmaCtx >= 1). `data` is blocking: the
+  // registration, and the deregistration in the destructor, run under a
+  // fail-stop deadline of `deadlineSeconds` (fail_stop_deadline.hpp); `rank` names this rank.
+  RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena, double deadlineSeconds, int rank);
   ~RmaRails();
   // The communicators are broken (NcclComms::markBroken): the destructor
   // leaves the window to the abort instead of deregistering it collectively.
@@ -86,6 +88,8 @@ class RmaRails {
   ncclComm_t credit_;
   DeviceArena& arena_;
   ncclWindow_t window_ = nullptr;
+  double deadlineSeconds_;
+  int rank_;
   int queue_ = -1;
   cudaStream_t stream_ = nullptr;
   RmaRendezvous group_;

@@ -8,7 +8,7 @@
 namespace tide::fabric::cuda {
 
 SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCounters, cudaStream_t stream)
-    : DeviceArena(userBytes, numCounters, NCCL_WIN_REQUIRED_ALIGNMENT), comms_(comms) {
+    : DeviceArena(userBytes, numCounters, NCCL_WIN_REQUIRED_ALIGNMENT, comms.deadlineSeconds()), comms_(comms) {
   try {
     void* ptr = nullptr;
     TIDE_NCCL_CHECK(ncclMemAlloc(&ptr, static_cast<size_t>(windowBytes_)));
@@ -29,7 +29,7 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
 
     peers_.assign(static_cast<size_t>(comms_.ranks()), nullptr);
     const LsaTeam& team = comms_.lsaTeam();
-    const std::vector<void*> lsa = resolveLsaBases(window_, team.size, stream);
+    const std::vector<void*> lsa = resolveLsaBases(window_, team.size, stream, comms_.deadlineSeconds());
     for (int i = 0; i < team.size; ++i) peers_[static_cast<size_t>(team.first + i)] = static_cast<std::byte*>(lsa[static_cast<size_t>(i)]);
     comms_.barrier();  // every tag is written before anyone reads one
     // Also proves that our LSA team is NCCL's.
@@ -51,7 +51,7 @@ void SymmetricArena::release() noexcept {
   cudaSetDevice(comms_.device());
   // A broken communicator is aborted next: no call on it that a gone peer would have to join.
   if (window_ != nullptr && !comms_.broken()) ncclCommWindowDeregister(comms_.windowComm(), window_);
-  if (base_ != nullptr) ncclMemFree(base_);
+  if (base_ != nullptr && !keepAfterTimeout()) ncclMemFree(base_);
   window_ = nullptr;
   base_ = nullptr;
 }

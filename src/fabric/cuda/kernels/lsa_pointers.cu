@@ -3,7 +3,11 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <chrono>
+#include <string>
+
 #include "fabric/cuda/cuda_check.hpp"
+#include "fabric/cuda/host_poll.hpp"
 #include "fabric/cuda/nccl_runtime.hpp"
 
 namespace tide::fabric::cuda {
@@ -17,10 +21,11 @@ __global__ void lsaBasesKernel(ncclWindow_t window, int lsaSize, void** out) {
 }  // namespace
 #endif
 
-std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_t stream) {
+std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_t stream, double deadlineSeconds) {
   std::vector<void*> bases(static_cast<size_t>(lsaSize), nullptr);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
   (void)stream;
+  (void)deadlineSeconds;
   // Looked up, not linked: an NCCL older than these headers (PyTorch's 2.28.9)
   // lacks it, and a link would keep libtide from loading at all there, host
   // fabric included. The 2.28 device-side query cannot stand in: its window
@@ -52,10 +57,16 @@ std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_
   TIDE_CUDA_CHECK(cudaMalloc(&dev, bases.size() * sizeof(void*)));
   lsaBasesKernel<<<1, 1, 0, stream>>>(window, lsaSize, dev);
   cudaError_t err = cudaGetLastError();
+  // Awaited under the deadline before the copy into pageable memory, which
+  // would block inside the CUDA call. Past it the kernel may still run: `dev`
+  // is left allocated (cudaFree would wait for the device).
+  if (err == cudaSuccess)
+    pollUntilDone([&] { return cudaStreamQuery(stream); }, deadlineSeconds, std::chrono::microseconds(200),
+                  [] { return std::string("cuda fabric: the kernel reading the LSA peer addresses did not finish"); },
+                  " (the device is blocked; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
   if (err == cudaSuccess)
     err = cudaMemcpyAsync(bases.data(), dev, bases.size() * sizeof(void*), cudaMemcpyDeviceToHost,
                           stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   cudaFree(dev);
   TIDE_CUDA_CHECK(err);
 #endif

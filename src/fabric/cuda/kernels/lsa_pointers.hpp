@@ -12,8 +12,9 @@
 
 namespace tide::fabric::cuda {
 
-// Base address (offset 0) of `window` at LSA ranks 0..lsaSize-1.
-std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_t stream);
+// Base address (offset 0) of `window` at LSA ranks 0..lsaSize-1; the 2.28
+// kernel is awaited under `deadlineSeconds` (FabricError past it).
+std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_t stream, double deadlineSeconds);
 
 // True when `window` is a real symmetric window (device-resident handle), not
 // the local-registration handle NCCL 2.28 returns when symmetric memory is
