@@ -224,6 +224,13 @@ class Endpoint {
   // synchronize or a destroy, would meet no peer's transfers and hang them
   // (or this rank) to the deadline.
   virtual void discardDeferredRails() {}
+  // A call failed midway on this rank (its issue threw after the call took its
+  // number): its peers wait for work this rank will never issue. A fabric
+  // whose ranks share a job failure record (the host fabric) records
+  // `message` there, so that they stop at their next wait, naming it, rather
+  // than at their deadline. The CUDA fabric has no such record: its peers'
+  // waits end at their deadline (the wait watchdog).
+  virtual void recordCallFailure(const std::string& /*message*/) {}
 
   // Fault-injection hook: q idles for `seconds` before its next op (the host
   // fabric gives up early, as its waits do, once it stops or the job fails).

@@ -127,11 +127,14 @@ class Communicator {
     } catch (const fabric::FabricError& e) {
       ep_.discardDeferredRails();
       unusable_ = name + " failed midway: " + e.what();
+      // A peer's failure is the job's already; this rank's own is told to them.
+      if (e.kind() != fabric::FabricError::Kind::kPeerFailure) ep_.recordCallFailure(unusable_);
       throw fabric::FabricError(e.kind(), std::string(e.what()) + " [" + name +
                                               " failed midway: this communicator is unusable from here on]");
     } catch (const std::exception& e) {
       ep_.discardDeferredRails();
       unusable_ = name + " failed midway: " + e.what();
+      ep_.recordCallFailure(unusable_);
       throw;
     }
   }

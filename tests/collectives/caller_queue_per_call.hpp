@@ -70,6 +70,7 @@ class CallerQueuePerCall final : public fabric::Endpoint {
   void resetStats() override { e_.resetStats(); }
   void setFabricFaults(const fabric::FabricFaults& f) override { e_.setFabricFaults(f); }
   std::string failureOfIssuedWork() const override { return e_.failureOfIssuedWork(); }
+  void recordCallFailure(const std::string& m) override { e_.recordCallFailure(m); }
   void discardDeferredRails() override {
     ++discards_;
     e_.discardDeferredRails();

@@ -6,6 +6,8 @@
 // threads; the protocol checker and exact integer outputs as references.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -214,6 +216,18 @@ TEST(ConsecutiveCalls, ACallFailingMidwayLeavesTheCommunicatorUnusable) {
   expectRefused(gatherAgain, fabric::FabricError::Kind::kDevice, "all_gather#2 failed midway",
                 "the injected copy failure did not surface");
   EXPECT_EQ(eps[0]->discards(), 1) << "the failed call's deferred rail group was kept, to be issued later";
+  // Its peer, at its own call #2, hears of it from the job's failure record
+  // and refuses naming it, not at its deadline with a timeout.
+  const auto peerStart = std::chrono::steady_clock::now();
+  expectRefused(
+      [&] {
+        comms[1]->allGather(p, shards[1].data(), landing);
+        world.endpoint(1).synchronizeAll();
+      },
+      fabric::FabricError::Kind::kUnusable, "the job failed: rank 0: all_gather#2 failed midway: injected",
+      "rank 1 completed an all-gather that rank 0 never issued");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - peerStart).count(), h.timeoutSeconds)
+      << "rank 1 waited out its deadline";
   for (int call = 0; call < 2; ++call)
     expectRefused(gatherAgain, fabric::FabricError::Kind::kUnusable, "Destroy the communicator on every rank",
                   "an unusable communicator issued an all-gather");

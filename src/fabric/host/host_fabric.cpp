@@ -681,6 +681,12 @@ void HostEndpoint::synchronizeEvent(int q, uint64_t event) {
   if (checker_) checker_->hostJoinEvent(checker_->tid(rank_, q), event);
 }
 
+void HostEndpoint::recordCallFailure(const std::string& message) {
+  if (mem_.failed)
+    recordFirstFailure(*mem_.failed, mem_.failure, RankMemory::kFailureBytes,
+                       "rank " + std::to_string(rank_) + ": " + message);
+}
+
 void HostEndpoint::discardDeferredRails() {
   rmaGroup_.discard();
   railGroup_.clear();

@@ -102,6 +102,7 @@ class HostEndpoint final : public Endpoint {
   void synchronizeAll() override;
   std::string failureOfIssuedWork() const override;
   void discardDeferredRails() override;
+  void recordCallFailure(const std::string& message) override;
   void synchronizeEvent(int q, uint64_t event) override;
   uint64_t counterValue(int id) override;
   Stats stats() const override;
