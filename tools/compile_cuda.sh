@@ -7,7 +7,8 @@
 # from nvidia-nccl-cu13 wheels, installed under build/nccl-wheels only (pip
 # --target), so that neither `pip install .` nor the CPU build of run_tests.sh
 # finds NCCL and builds a libtide with the CUDA fabric for the CPU tests:
-#   2.28.9, the GPU machines' NCCL (PyTorch 2.11's wheel): every target;
+#   2.28.9, the GPU machines' NCCL (PyTorch 2.11's wheel): every target, the
+#     benchmarks' native NCCL baselines included;
 #   2.30.7, the release the device's RMA step builds from source: libtide and
 #     the RMA probe, whose host-RMA code (NCCL >= 2.29) 2.28 headers leave out.
 # Without nvcc it says so and exits 0 (the CUDA fabric is then not compiled);
@@ -36,6 +37,6 @@ build_against() {
   echo "compile_cuda.sh: compiled against NCCL $version headers: $*"
 }
 
-build_against 2.28.9 tide tide_cuda_fabric_test tide_co_resident_test tide_copy_launch_probe tide_nccl_rma_probe
+build_against 2.28.9 tide tide_cuda_fabric_test tide_co_resident_test tide_copy_launch_probe tide_nccl_rma_probe tide_bench_native
 build_against 2.30.7 tide tide_nccl_rma_probe
 echo "compile_cuda.sh: the CUDA fabric and the GPU test programs compile ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/nvcc \1/p'))"

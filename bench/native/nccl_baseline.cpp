@@ -46,7 +46,7 @@ struct TbnComm {
   bool broken = false;  // a bootstrap wait failed: NCCL work may be outstanding, abort
   cudaStream_t stream = nullptr;
   Buffer send, recv;
-  uint64_t* gather = nullptr;  // the host-identity all-gather's device words (ranks + 1)
+  uint64_t* gather = nullptr;  // the host-identity all-gather's device frames (ranks + 1, gather_frames.hpp)
   LsaTeam team;
   std::vector<void*> peerRecv;  // by world rank
 };
@@ -144,11 +144,12 @@ TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int devic
                    "creating the baseline communicator of " + std::to_string(ranks) + " ranks");
     allocWindow(*c, c->send, sendBytes);
     allocWindow(*c, c->recv, recvBytes);
-    TIDE_CUDA_CHECK(cudaMalloc(&c->gather, (static_cast<size_t>(ranks) + 1) * sizeof(uint64_t)));
-    c->team = discoverLsaTeam(c->comm, rank, ranks, c->gather, static_cast<size_t>(ranks) + 1, c->stream,
+    const size_t gatherWords = (static_cast<size_t>(ranks) + 1) * tide::fabric::kGatherFrameWords;
+    TIDE_CUDA_CHECK(cudaMalloc(&c->gather, gatherWords * sizeof(uint64_t)));
+    c->team = discoverLsaTeam(c->comm, rank, ranks, c->gather, gatherWords, c->stream,
                               deadlineSeconds);
     c->broken = false;
-    const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream);
+    const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream, 120.0);
     c->peerRecv.assign(static_cast<size_t>(ranks), nullptr);
     for (int i = 0; i < c->team.size; ++i) c->peerRecv[static_cast<size_t>(c->team.first + i)] = bases[static_cast<size_t>(i)];
     c->peerRecv[static_cast<size_t>(rank)] = c->recv.ptr;  // NCCL's own LSA address is an alias
