@@ -339,3 +339,27 @@ def test_issue4_targets_name_what_is_missing():
     assert "at least 20 overlapped GEMMs" in got["gemm_slowdown_pct_during_ag"]["missing"]
     assert got["rs_staging_vs_NS"] == {"missing": "no one-node staging row"}
     assert all("met" not in v for k, v in got.items() if k != "ag_time_vs_stock")
+
+
+def test_interleaved_schedule_gives_every_system_its_calls_in_rotated_rounds():
+    rng = random.Random()
+    for _ in range(200):
+        systems, iters, rounds = rng.randint(1, 12), rng.randint(1, 60), rng.randint(1, 10)
+        schedule = collectives.interleaved_schedule(systems, iters, rounds)
+        used = min(rounds, iters)
+        assert len(schedule) == used
+        calls = [0] * systems
+        for r, blocks in enumerate(schedule):
+            order = [i for i, _ in blocks]
+            assert sorted(order) == list(range(systems)), (systems, iters, rounds, r)  # each system once a round
+            assert order[0] == r % systems  # rotated: no system always first
+            for i, n in blocks:
+                calls[i] += n
+        assert all(c == calls[0] for c in calls)  # the same calls for every system
+        assert iters <= calls[0] < iters + used  # at least iters, less than one more per round
+
+
+def test_interleaved_schedule_refuses_empty_inputs():
+    for bad in ((0, 20, 5), (3, 0, 5), (3, 20, 0)):
+        with pytest.raises(ValueError, match="want systems, iters and rounds >= 1"):
+            collectives.interleaved_schedule(*bad)

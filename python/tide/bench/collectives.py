@@ -30,7 +30,10 @@ Shapes: the Llama-3.1-8B decoder-layer group (the team's shared/ANCHORS.md), and
 Rows follow nccl-tests: size is the all-gather output (N*S) or the reduce-scatter input (N*E
 fp32 elements) in bytes, algbw = size / time, busbw = algbw * (N-1)/N, #wrong counts elements
 that differ from the reference after one run into a poisoned output (bitwise for AG, 1e-6
-relative to a float64 sum for RS). Times are the max over ranks of each rank's median.
+relative to a float64 sum for RS). Times are the max over ranks of each rank's median. The
+systems of one group are timed in interleaved rounds (--rounds; each round visits every system,
+in an order rotated from the last), so that a drift of clocks or of the device's load during the
+run falls on every system of a ratio alike.
 
   TIDE (through the C API, tide.comm, on the CUDA fabric)
     tide_ag          TIDE-AG on one node (M=1, L=N): shards written by copy engines into every
@@ -847,26 +850,52 @@ def kernel_footprint(runner: Runner) -> dict:
 # ---------------------------------------------------------------- timing
 
 
-def median_ms(fn: Callable[[], None], iters: int, warmup: int) -> tuple[float, float]:
-    """(median device ms per call, host us to enqueue one call). Calls run back to back, so a
-    call whose host enqueue outlasts its device work shows the host time as device time too;
-    the second number tells which bound a row is. Each warm-up call ends synchronized: the CUDA
+def interleaved_schedule(systems: int, iters: int, rounds: int) -> list[list[tuple[int, int]]]:
+    """Per round, the (system index, calls) blocks in the order they run: every system gets
+    ceil(iters / rounds) calls a round (so at least `iters` in all), and round r starts at system
+    r mod `systems`, so that no system always runs first or last (after another's cool-down)."""
+    if systems < 1 or iters < 1 or rounds < 1:
+        raise ValueError(f"want systems, iters and rounds >= 1, got {systems}, {iters}, {rounds}")
+    rounds = min(rounds, iters)
+    calls = -(-iters // rounds)
+    return [[((r + i) % systems, calls) for i in range(systems)] for r in range(rounds)]
+
+
+def interleaved_medians(fns: list[Callable[[], None]], iters: int, warmup: int, rounds: int,
+                        before_block: Callable[[int], None] = lambda i: None) -> list[tuple[float, float]]:
+    """Per system: (median device ms per call, host us to enqueue one call), its calls spread
+    over interleaved rounds (interleaved_schedule). Within a block the calls run back to back, so
+    a call whose host enqueue outlasts its device work shows the host time as device time too;
+    the second number tells which bound a row is. Blocks are separated by a synchronize and a
+    barrier: no system's calls overlap another's. Each warm-up call ends synchronized: the CUDA
     fabric builds the copy graphs of lists it has seen twice at the start of a call where nothing
-    of its waits, so with three warm-ups or more the timed calls replay them and pay no build."""
-    for _ in range(warmup):
-        fn()
-        torch.cuda.synchronize()
+    of its waits, so with three warm-ups or more the timed calls replay them and pay no build.
+    before_block(i) runs before each block of system i (the caller's hang watchdog)."""
+    for i, fn in enumerate(fns):
+        before_block(i)
+        for _ in range(warmup):
+            fn()
+            torch.cuda.synchronize()
     dist.barrier()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    t0 = time.perf_counter()
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    host_us = (time.perf_counter() - t0) * 1e6 / iters
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)), host_us
+    times: list[list[float]] = [[] for _ in fns]
+    host_s = [0.0] * len(fns)
+    calls = [0] * len(fns)
+    for blocks in interleaved_schedule(len(fns), iters, rounds):
+        for i, n in blocks:
+            before_block(i)
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            t0 = time.perf_counter()
+            for s, e in zip(starts, ends):
+                s.record()
+                fns[i]()
+                e.record()
+            host_s[i] += time.perf_counter() - t0
+            calls[i] += n
+            torch.cuda.synchronize()
+            times[i].extend(s.elapsed_time(e) for s, e in zip(starts, ends))
+            dist.barrier()
+    return [(statistics.median(t), host_s[i] * 1e6 / calls[i]) for i, t in enumerate(times)]
 
 
 def max_over_ranks(x: float) -> float:
@@ -1018,6 +1047,8 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved rounds over a group's systems (each gets ceil(iters / rounds) calls a round)")
     ap.add_argument("--gemms", type=int, default=40)
     ap.add_argument("--skip-interference", action="store_true")
     ap.add_argument("--hang-s", type=float, default=90,
@@ -1058,7 +1089,7 @@ def main():
         "device": torch.cuda.get_device_name(), "ranks": ranks, "torch": torch.__version__,
         "nccl_torch": ".".join(map(str, torch.cuda.nccl.version())),
         "nccl_native": native.version() if native else None, "cuda": torch.version.cuda,
-        "iters": args.iters, "warmup": args.warmup, "gemm": list(GEMM_SHAPE),
+        "iters": args.iters, "warmup": args.warmup, "rounds": args.rounds, "gemm": list(GEMM_SHAPE),
         "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
     }
     log(f"# baselines: {meta}")
@@ -1076,6 +1107,7 @@ def main():
     # name come first should a deadline cut the run short.
     order = [(op, groups_for(op, ranks)[i]) for i in range(3) for op in ("ag", "rs")]
     for op, group in order:
+        prepared: list[tuple[System, Runner]] = []
         for system in (s for s in systems if s.op == op):
             if system.llama_only and not group.name.startswith("llama"):
                 continue
@@ -1086,20 +1118,31 @@ def main():
             except Exception as e:  # a baseline missing here must not stop the others
                 runner = None
                 skipped.append(f"{system.name}/{group.name}: {e}")
-            if runner is None:
-                continue
-            log(f"# measuring {system.name} on {group.name}")  # progress: a hang names its system
+            if runner is not None:
+                prepared.append((system, runner))
+        if not prepared:
+            continue
+        # Progress: a hang names its group (and the traceback's frames its runner's class).
+        log(f"# measuring on {group.name} in {args.rounds} interleaved rounds: "
+            f"{', '.join(system.name for system, _ in prepared)}")
+
+        def before_block(_i: int) -> None:
             faulthandler.dump_traceback_later(args.hang_s, exit=True)
-            ms, host_us = median_ms(runner.run, args.iters, args.warmup)
+
+        timed = interleaved_medians([runner.run for _, runner in prepared], args.iters, args.warmup, args.rounds,
+                                    before_block)
+        for (system, runner), (ms, host_us) in zip(prepared, timed):
+            faulthandler.dump_traceback_later(args.hang_s, exit=True)
             ms, host_us = max_over_ranks(ms), max_over_ranks(host_us)
             wrong = sum_over_ranks(runner.wrong())
-            faulthandler.cancel_dump_traceback_later()
             rows.append(row_for(system, group, ms, wrong, host_us))
-            log(f"#   {rows[-1]['time_us']:.1f} us (host enqueue {host_us:.1f} us), #wrong {wrong}")
+            log(f"#   {system.name:>17}: {rows[-1]['time_us']:.1f} us (host enqueue {host_us:.1f} us), "
+                f"#wrong {wrong}")
             if group.name.startswith("llama") or group.name == "32MiB-P16":  # interference, footprint
                 runners[(system.name, group.name)] = (runner, ms)
-            del runner
-            torch.cuda.empty_cache()
+        faulthandler.cancel_dump_traceback_later()
+        del prepared, timed
+        torch.cuda.empty_cache()
     print_table(rows)
     for s in skipped:
         log(f"# skipped {s}")
