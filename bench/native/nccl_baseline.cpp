@@ -148,8 +148,10 @@ TBN_API void* tbn_create(const unsigned char* id, int ranks, int rank, int devic
     TIDE_CUDA_CHECK(cudaMalloc(&c->gather, gatherWords * sizeof(uint64_t)));
     c->team = discoverLsaTeam(c->comm, rank, ranks, c->gather, gatherWords, c->stream,
                               deadlineSeconds);
+    // Still broken until the peer addresses are read: a kernel that timed out
+    // may still read the window, which destroy() then aborts instead of freeing.
+    const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream, deadlineSeconds);
     c->broken = false;
-    const std::vector<void*> bases = resolveLsaBases(c->recv.window, c->team.size, c->stream, 120.0);
     c->peerRecv.assign(static_cast<size_t>(ranks), nullptr);
     for (int i = 0; i < c->team.size; ++i) c->peerRecv[static_cast<size_t>(c->team.first + i)] = bases[static_cast<size_t>(i)];
     c->peerRecv[static_cast<size_t>(rank)] = c->recv.ptr;  // NCCL's own LSA address is an alias

@@ -61,17 +61,23 @@ void DeviceArena::awaitSetup(int rank, cudaStream_t stream, const std::string& w
   try {
     pollUntilDone([&] { return cudaStreamQuery(stream); }, setupDeadlineSeconds_, std::chrono::microseconds(200),
                   [&] { return "cuda fabric: rank " + std::to_string(rank) + ": " + what + " did not finish"; },
-                  " (the device is blocked; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
+                  " (the device is blocked)");
   } catch (const FabricError& e) {
-    if (e.kind() == FabricError::Kind::kTimeout) setupTimedOut_ = true;
+    noteSetupTimeout(e);
     throw;
   }
 }
 
+void DeviceArena::noteSetupTimeout(const FabricError& e) const noexcept {
+  if (e.kind() == FabricError::Kind::kTimeout) setupTimedOut_ = true;
+}
+
 bool DeviceArena::keepAfterTimeout() const noexcept {
-  if (setupTimedOut_)
-    std::fprintf(stderr, "[tide cuda fabric] an arena whose setup timed out stays allocated until the process exits "
-                         "(its setup's copies may still run)\n");
+  if (setupTimedOut_ && !keptSaid_) {
+    keptSaid_ = true;
+    std::fprintf(stderr, "[tide cuda fabric] an arena whose setup timed out stays allocated, with its peers' "
+                         "mappings, until the process exits (its setup's copies may still run)\n");
+  }
   return setupTimedOut_;
 }
 

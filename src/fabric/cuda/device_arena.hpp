@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "tide/fabric.hpp"
+
 namespace tide::fabric::cuda {
 
 class DeviceArena {
@@ -65,12 +67,16 @@ class DeviceArena {
   // and `what`). Past it the setup's copies may still be queued: the memory
   // is then kept allocated (keepAfterTimeout()), not freed under them.
   void awaitSetup(int rank, cudaStream_t stream, const std::string& what) const;
+  // A setup wait of a subclass's own (the LSA addresses' kernel) that threw
+  // `e`: a timeout keeps the memory as awaitSetup's does.
+  void noteSetupTimeout(const FabricError& e) const noexcept;
   // Whether a setup wait timed out, said on stderr when so: the releases ask it before freeing.
   bool keepAfterTimeout() const noexcept;
   double setupDeadlineSeconds() const { return setupDeadlineSeconds_; }
 
   double setupDeadlineSeconds_ = 0;
   mutable bool setupTimedOut_ = false;
+  mutable bool keptSaid_ = false;  // keepAfterTimeout's message, once
   int64_t userBytes_ = 0;
   int numCounters_ = 0;
   int64_t counterOffset_ = 0;

@@ -74,7 +74,9 @@ IpcArena::IpcArena(IpcGroup& group, int rank, int64_t userBytes, int numCounters
 IpcArena::~IpcArena() { release(); }
 
 void IpcArena::release() noexcept {
-  for (size_t r = 0; r < peers_.size(); ++r)
+  // After a setup wait that timed out, a copy from a peer's mapping may still be queued: kept open.
+  const bool keep = keepAfterTimeout();
+  for (size_t r = 0; r < peers_.size() && !keep; ++r)
     if (peers_[r] != nullptr && static_cast<int>(r) != rank_) cudaIpcCloseMemHandle(peers_[r]);
   peers_.clear();
   freeDeviceMemory();

@@ -144,9 +144,15 @@ RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena, doubl
 
 RmaRails::~RmaRails() {
   if (window_ == nullptr) return;
-  callUnderFailStopDeadline(deadlineSeconds_, "[tide cuda fabric] rank " + std::to_string(rank_),
-                            "ncclCommWindowDeregister of the RMA rails' window", kRegistrationHint,
-                            [&] { return ncclCommWindowDeregister(data_, window_); });
+  try {
+    callUnderFailStopDeadline(deadlineSeconds_, "[tide cuda fabric] rank " + std::to_string(rank_),
+                              "ncclCommWindowDeregister of the RMA rails' window", kRegistrationHint,
+                              [&] { return ncclCommWindowDeregister(data_, window_); });
+  } catch (...) {
+    // No monitor (no memory or thread for it): deregistered all the same, without its deadline,
+    // rather than a throw out of a destructor that a noexcept release calls.
+    ncclCommWindowDeregister(data_, window_);
+  }
 }
 
 void RmaRails::joinQueue(int queue, cudaStream_t stream) {

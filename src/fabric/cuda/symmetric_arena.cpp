@@ -29,7 +29,13 @@ SymmetricArena::SymmetricArena(NcclComms& comms, int64_t userBytes, int numCount
 
     peers_.assign(static_cast<size_t>(comms_.ranks()), nullptr);
     const LsaTeam& team = comms_.lsaTeam();
-    const std::vector<void*> lsa = resolveLsaBases(window_, team.size, stream, comms_.deadlineSeconds());
+    std::vector<void*> lsa;
+    try {
+      lsa = resolveLsaBases(window_, team.size, stream, comms_.deadlineSeconds());
+    } catch (const FabricError& e) {
+      noteSetupTimeout(e);  // the kernel may still run: its memory is not freed below
+      throw;
+    }
     for (int i = 0; i < team.size; ++i) peers_[static_cast<size_t>(team.first + i)] = static_cast<std::byte*>(lsa[static_cast<size_t>(i)]);
     comms_.barrier();  // every tag is written before anyone reads one
     // Also proves that our LSA team is NCCL's.

@@ -63,7 +63,7 @@ std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_
   if (err == cudaSuccess)
     pollUntilDone([&] { return cudaStreamQuery(stream); }, deadlineSeconds, std::chrono::microseconds(200),
                   [] { return std::string("cuda fabric: the kernel reading the LSA peer addresses did not finish"); },
-                  " (the device is blocked; TIDE_FABRIC_WAIT_TIMEOUT_S sets the deadline)");
+                  " (the device is blocked)");
   if (err == cudaSuccess)
     err = cudaMemcpyAsync(bases.data(), dev, bases.size() * sizeof(void*), cudaMemcpyDeviceToHost,
                           stream);
