@@ -38,7 +38,9 @@ typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
  * That holds as well for a collective whose enqueued work fails later, before
  * any synchronize saw it
  * (the host fabric: a wait past its deadline, a peer's recorded failure); the
- * CUDA fabric ends the process on such a failure instead (fail stop). */
+ * CUDA fabric ends the process on such a failure instead (fail stop). On the
+ * host fabric a collective that fails after it started is recorded as the
+ * job's failure, so that its peers' waits end at once, naming it. */
 /* Thread-local message of this thread's last call: empty when it succeeded
  * (every call clears it first), else why it failed. */
 const char* tideGetLastError(void);
