@@ -225,11 +225,15 @@ tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, const void* c
  *     before them, is returned here; one of later work, by the next call).
  * The output is final only once the reduce-scatter completes (work ordered
  * after it on its own stream, or tideCommSynchronize). tideInvalidArgument
- * before the first reduce-scatter, and after one that failed. Waited for
+ * before the first reduce-scatter, and after one that failed or was refused. Waited for
  * after many later calls (more than the fabric keeps events for), the host
  * blocks until all of the communicator's work has drained instead. */
 tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream);
-/* Host waits until everything this rank enqueued has completed. */
+/* Host waits until everything this rank enqueued has completed: every
+ * collective's work, whatever stream each was given (CUDA: each call's stream
+ * as far as the call enqueued on it, fenced into the communicator's own queue
+ * when the call returns; a stream is never queried after its call returned,
+ * so the caller may destroy it before this or tideCommDestroy). */
 tideResult_t tideCommSynchronize(tideComm_t comm);
 /* Bytes this rank's fabric holds for the arena outside any framework
  * allocator (torch.cuda.memory_reserved() does not see them): the CUDA

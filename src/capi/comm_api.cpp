@@ -614,6 +614,26 @@ namespace {
 constexpr const char* kForeignGroup = "the group was registered on another communicator";
 }  // namespace
 
+namespace {
+
+// Queue 0 is the caller's stream for the length of one call: bound where the
+// call binds it, released (fenced into the fabric's own queue 0) when the call
+// returns or throws. tideCommSynchronize and tideCommDestroy then wait for the
+// work of every call, whatever stream each was given, and never query a stream
+// after its call returned (the caller may have destroyed it since).
+class BoundCallerStream {
+ public:
+  BoundCallerStream(tideComm_t comm, void* stream) : comm_(comm) { comm_->fabric.bindStream(stream); }
+  ~BoundCallerStream() { comm_->fabric.releaseStream(); }
+  BoundCallerStream(const BoundCallerStream&) = delete;
+  BoundCallerStream& operator=(const BoundCallerStream&) = delete;
+
+ private:
+  tideComm_t comm_;
+};
+
+}  // namespace
+
 TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const void* shard, int64_t landingOffset,
                                     void* stream) {
   return guarded("tideAllGather", [&]() -> tideResult_t {
@@ -628,7 +648,7 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
     // The shard is this rank's own argument: refused before the ranks compare (or count) the call.
     if (const std::string why = shardProblem(comm, group, shard, landingOffset); !why.empty())
       return invalid("tideAllGather", why);
-    comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
+    const BoundCallerStream bound(comm, stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = compareBeforeCall(comm, group, tide::capi::CallKind::kAllGather, landingOffset);
         r != tideSuccess)
       return r;
@@ -647,6 +667,10 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     if (const char* why = held.problem()) return invalid("tideReduceScatter", why);
     const HeldGroup heldGroup(group);
     if (const char* why = heldGroup.problem()) return invalid("tideReduceScatter", why);
+    // Any failure of this call, a refused argument included, leaves no read-done point to wait for
+    // (tideCommWaitInputsRead after it is refused, as tide.h says).
+    comm->lastReduceScatter.reset();
+    comm->reduceScatterFailed = true;
     if (!grads) return invalid("tideReduceScatter", "null grads");
     if (!out) return invalid("tideReduceScatter", "null out");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
@@ -669,14 +693,12 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
     if (const std::string why = reduceScatterBufferProblem(comm, group, g, out); !why.empty())
       return invalid("tideReduceScatter", why);
     // (After the checks: a refused call must not size the scratch.)
-    comm->fabric.bindStream(stream);  // first: it refuses a stream under graph capture before any exchange
+    const BoundCallerStream bound(comm, stream);  // first: it refuses a stream under graph capture before any exchange
     if (const tideResult_t r = compareBeforeCall(comm, group, tide::capi::CallKind::kReduceScatter, 0);
         r != tideSuccess)
       return r;
     const tide::capi::CallTimer::Started started;  // the call's own host time, not the exchange's wait
     tide::collectives::Communicator& c = comm->communicator();
-    comm->lastReduceScatter.reset();  // a failed call leaves no read-done point to wait for
-    comm->reduceScatterFailed = true;
     comm->lastReduceScatter = c.reduceScatter(group->plan, g, out, alpha, accumulate != 0);
     comm->reduceScatterFailed = false;
     comm->reduceScatterTime.add(started);
@@ -697,6 +719,7 @@ TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
     const uint64_t readDone = comm->lastReduceScatter->readDone;
     tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
     if (ep.eventLive(tide::collectives::kCallerQueue, readDone)) {
+      const BoundCallerStream bound(comm, stream);  // released once `stream` waits
       comm->fabric.callerWait(stream, tide::collectives::kCallerQueue, readDone);
     } else {
       // So many events were recorded since the reduce-scatter that its

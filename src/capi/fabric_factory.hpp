@@ -17,6 +17,11 @@ struct FabricHandle {
   std::shared_ptr<void> owner;                   // whatever keeps the endpoint alive
   fabric::Endpoint* endpoint = nullptr;
   std::function<void(void* stream)> bindStream;  // queue 0 := the caller's stream
+  // Queue 0 := the fabric's own stream again, fenced after the caller's (CUDA;
+  // a no-op on the host fabric): each call binds and releases, so that
+  // Synchronize and Destroy wait for every call's stream without querying a
+  // stream after its call returned. Never throws.
+  std::function<void()> releaseStream;
   // Orders the caller after `event` of queue `q`: its `stream` waits (CUDA),
   // or the host blocks where there are no streams (host fabric).
   std::function<void(void* stream, int q, uint64_t event)> callerWait;

@@ -43,6 +43,7 @@ FabricHandle handleFor(fabric::cuda::CudaEndpoint* raw, std::shared_ptr<void> ow
   FabricHandle h;
   h.endpoint = raw;
   h.bindStream = [raw](void* stream) { raw->setCallerStream(static_cast<cudaStream_t>(stream)); };
+  h.releaseStream = [raw] { raw->clearCallerStream(); };
   // Queue 0 becomes `stream`, which then waits for the event (recorded on
   // whatever stream queue 0 was when the collective ran); the host does not block.
   h.callerWait = [raw](void* stream, int q, uint64_t event) {

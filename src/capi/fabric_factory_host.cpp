@@ -30,6 +30,7 @@ FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir
   h.endpoint = &owner->world->endpoint();
   h.owner = owner;
   h.bindStream = [](void*) {};
+  h.releaseStream = [] {};
   fabric::Endpoint* ep = h.endpoint;
   h.callerWait = [ep](void*, int q, uint64_t event) { ep->synchronizeEvent(q, event); };
   const double gatherTimeout = shm.bootstrapTimeoutSeconds;

@@ -266,6 +266,37 @@ def main() -> int:
                                          (h_out[r].view(np.uint32) != outs[r].view(np.uint32))))
                         failures.append(f"{name}: rank {r} RS output differs from the host fabric in {bad} elements")
             print(f"[rank {rank}] {name}: checked", flush=True)
+        # tideCommSynchronize waits for every call's stream, not only the last call's (it polled the
+        # last-bound stream alone). Rank 0's all-gather on stream `held` ends with a wait for its
+        # peers' writes into its landing, which the other ranks hold back (a sleeping kernel before
+        # their all-gather); then a call on another stream (tideCommWaitInputsRead) binds that one.
+        # Once rank 0's synchronize returns, its landing must be whole, read on a third stream that
+        # waits for neither. (One rank alone has no peer to hold back: nothing to see there.)
+        group = groups["default"]
+        shards = gather_np(shard.cpu().numpy())
+        comm.reduce_scatter(group, [x.data_ptr() for x in grads], out.data_ptr(), alpha=1.0 / n, stream=stream)
+        comm.synchronize()
+        landing.fill_(0xA5)
+        torch.cuda.synchronize()
+        dist.barrier()
+        held, other = torch.cuda.Stream(), torch.cuda.Stream()
+        if rank != 0:
+            with torch.cuda.stream(held):
+                torch.cuda._sleep(1_000_000_000)  # about 0.6 s at the H100's and H200's clocks
+        comm.all_gather(group, shard.data_ptr(), off, stream=held.cuda_stream)
+        comm.wait_inputs_read(stream=other.cuda_stream)  # the reduce-scatter's read-done point, long passed
+        comm.synchronize()
+        land = landing.cpu().numpy()  # on the current stream, which waits for neither
+        stale = sum(not np.array_equal(land[p["shard_offset"] * n + r * p["shard_bytes"]:
+                                            p["shard_offset"] * n + (r + 1) * p["shard_bytes"]],
+                                       shards[r][p["shard_offset"]:p["shard_offset"] + p["shard_bytes"]])
+                    for p in group.plan["group"]["param_layout"] for r in range(n))
+        if stale:
+            failures.append(f"{tag}: synchronize returned before an earlier call's stream ran ({stale} landing rows "
+                            f"unwritten)")
+        elif rank == 0 and n > 1:
+            print(f"[rank {rank}] {tag}: synchronize waited for an earlier call's stream", flush=True)
+        torch.cuda.synchronize()
         # Every case calls three times with the same addresses, so from the second sighting on a
         # queue's copy list goes out as a cached graph: the checks above covered both ways.
         stats = comm.stats

@@ -247,6 +247,29 @@ def test_wait_inputs_read_before_any_reduce_scatter_is_refused(tmp_path):
         comm.wait_inputs_read()
 
 
+def test_wait_inputs_read_after_a_refused_reduce_scatter_is_refused(tmp_path, rng):
+    """tide.h: refused after a reduce-scatter that failed, a refused argument included. It used to
+    succeed on the previous call's read-done point when the refused call never reached the fabric."""
+    from tide import _capi
+    from tide.comm import Communicator
+
+    with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                      store_dir=str(tmp_path / "store"), timeout_s=5) as comm:
+        group = comm.register_group([[16, 8]], dtype="fp32")
+        grad = np.random.default_rng(rng.seed_value).standard_normal(128).astype(np.float32)
+        out = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+        comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)
+        comm.wait_inputs_read()  # the read-done point of a reduce-scatter that ran
+        with pytest.raises(_capi.TideError, match="out overlaps the gradient of parameter 0"):
+            comm.reduce_scatter(group, [grad.ctypes.data], grad.ctypes.data)
+        with pytest.raises(_capi.TideError, match="the last reduce-scatter failed"):
+            comm.wait_inputs_read()
+        comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)  # a call that runs gives one again
+        comm.wait_inputs_read()
+        comm.synchronize()
+        assert np.array_equal(out, grad)
+
+
 def test_wait_inputs_read_after_many_later_calls(tmp_path):
     """A read-done event held across more calls than the fabric keeps events for was refused as
     "unknown or recycled"; the wait now drains the communicator instead, and succeeds."""

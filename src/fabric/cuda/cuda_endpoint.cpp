@@ -275,6 +275,7 @@ void CudaEndpoint::startQueues(int numQueues) {
   countStreams(countedStreams_);
   events_.resize(kEventRing);
   TIDE_CUDA_CHECK(cudaMallocHost(&hostWord_, sizeof(uint64_t)));
+  TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&callerFence_, cudaEventDisableTiming));
 }
 
 void CudaEndpoint::startWatchdog(const CudaFabricOptions& options) {
@@ -361,6 +362,8 @@ void CudaEndpoint::releaseResources() noexcept {
   streams_.clear();
   if (hostWord_ != nullptr) cudaFreeHost(hostWord_);
   hostWord_ = nullptr;
+  if (callerFence_ != nullptr) cudaEventDestroy(callerFence_);
+  callerFence_ = nullptr;
   if (replay_.bytes != nullptr) cudaFree(replay_.bytes);
   if (replay_.ready != nullptr) cudaEventDestroy(replay_.ready);
   replay_.bytes = nullptr;
@@ -410,10 +413,24 @@ void CudaEndpoint::setCallerStream(cudaStream_t stream) {
   if (capturing != cudaStreamCaptureStatusNone)
     throwUsage(who() + ": the caller's stream is being captured into a CUDA graph; TIDE's calls cannot be "
                        "captured (each waits for counters of its own call number)");
+  // A caller's stream still bound (its release failed) is fenced into queue 0's own first.
+  if (streams_[0] != stream) clearCallerStream();
   streams_[0] = stream;
 }
 
-void CudaEndpoint::clearCallerStream() { streams_[0] = own_[0]; }
+bool CudaEndpoint::clearCallerStream() noexcept {
+  if (streams_.empty() || streams_[0] == own_[0]) return true;
+  const DeviceScope onDevice(device_);
+  cudaError_t e = cudaEventRecord(callerFence_, streams_[0]);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(own_[0], callerFence_, 0);
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "[tide cuda fabric] rank %d: queue 0 keeps the caller's stream (fencing it failed: %s)\n",
+                 rank_, cudaGetErrorString(e));
+    return false;
+  }
+  streams_[0] = own_[0];
+  return true;
+}
 
 void CudaEndpoint::setCtaBudget(int sumCtas, int landCtas) {
   if (sumCtas < 1 || landCtas < 1) throwUsage("CTA budgets must be at least 1");

@@ -117,8 +117,13 @@ class CudaEndpoint final : public Endpoint {
   // Queue 0 runs on `stream`, the caller's (e.g. PyTorch's current stream;
   // nullptr is the legacy default stream, PyTorch's default).
   void setCallerStream(cudaStream_t stream);
-  // Queue 0 runs on its own stream again.
-  void clearCallerStream();
+  // Queue 0 runs on its own stream again, which first waits for the caller's
+  // stream as far as it was enqueued (an event): synchronize and the teardown
+  // then wait for every call's work on any caller stream, yet never query a
+  // stream the caller may since have destroyed. The C API releases the
+  // caller's stream when each call returns. False (said on stderr) where the
+  // fence failed: the caller's stream then stays queue 0, as before.
+  bool clearCallerStream() noexcept;
   cudaStream_t stream(int q) const;
   // Receiver's half of a rail put on send/recv rails (a no-op on copy-engine
   // rails, where the sender writes and signals by itself); signalId < 0: no
@@ -229,6 +234,7 @@ class CudaEndpoint final : public Endpoint {
   std::vector<EventSlot> events_;
   uint64_t nextEvent_ = 1;
   uint64_t* hostWord_ = nullptr;  // pinned, for counterValue
+  cudaEvent_t callerFence_ = nullptr;  // clearCallerStream's: where a caller's stream was left
 
   Stats stats_;
   HostProfile profile_;  // TIDE_HOST_PROFILE=1: host time per operation kind
