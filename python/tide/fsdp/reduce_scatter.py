@@ -214,10 +214,14 @@ class ReduceScatterCall(_ReduceScatterBase):
                     at += n
         self.ptrs, self.keep, self.slot_views = None, [], []
         tg.stats["reduce_scatters"] += 1
-        if self.missing:
-            self._check_unused_everywhere(out)
+        # Frozen parameters (requires_grad False, alike on every rank, as FSDP2's own reduce-scatter
+        # assumes) are missing on every rank by construction: not checked, so that a group holding
+        # them (base weights beside adapters) pays no host wait per call.
+        trainable = [p for p in self.missing if tg.params[p].sharded_param.requires_grad]
+        if trainable:
+            self._check_unused_everywhere(out, trainable)
 
-    def _check_unused_everywhere(self, out: torch.Tensor) -> None:
+    def _check_unused_everywhere(self, out: torch.Tensor, trainable: list[int]) -> None:
         """Parameters without a gradient here must have none on any rank.
 
         Stock FSDP2 reduce-scatters only the parameters with gradients, so
@@ -228,13 +232,14 @@ class ReduceScatterCall(_ReduceScatterBase):
         drift apart silently. Every rank contributed zeros for it exactly
         when its reduced shard here is zero; a nonzero one is such a
         disagreement. (A disagreement whose reduced shard happens to be zero
-        here goes unseen.) This waits for the call: only calls with missing
-        gradients pay it, which FSDP2 makes only without
-        set_reduce_scatter_unused_params(True)."""
+        here goes unseen.) This waits for the call: only calls missing the
+        gradient of a trainable parameter (`trainable`) pay it, which FSDP2
+        makes only without set_reduce_scatter_unused_params(True)."""
         tg = self.tg
-        spans = [out[tg.out_offsets[p]:tg.out_offsets[p] + tg.shard_elems[p]] for p in self.missing]
+        tg.stats["rs_unused_checks"] += 1
+        spans = [out[tg.out_offsets[p]:tg.out_offsets[p] + tg.shard_elems[p]] for p in trainable]
         trained = torch.stack([span.ne(0).any() for span in spans]).tolist()
-        names = [tg.info.names[p] for p, t in zip(self.missing, trained) if t]
+        names = [tg.info.names[p] for p, t in zip(trainable, trained) if t]
         if names:
             raise RuntimeError(
                 f"tide.fsdp: group '{tg.info.fqn}': {names} had no gradient on this rank but did on another (their "
