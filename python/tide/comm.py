@@ -149,7 +149,7 @@ class Communicator:
         # Held while a string the library returned (a plan's JSON, the rails)
         # is copied out, and by close(): that memory belongs to the communicator.
         self._strings_held = threading.Lock()
-        self._copying = None         # the thread inside _copy_string
+        self._copying: set[int] = set()  # threads inside _copy_string, from before its lock to after it
         self._close_pending = False  # close() called by a signal handler that interrupted that copy
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
         # Dropped or left open at exit without close(): destroyed then, so its threads,
@@ -162,21 +162,25 @@ class Communicator:
         thread waits; one from a signal handler that interrupts the copy on this thread
         (Python runs handlers between the call and the copy) is carried out after it."""
         out = ctypes.c_char_p()
-        with self._strings_held:
-            self._copying = threading.get_ident()
-            try:
+        me = threading.get_ident()
+        # Marked before the lock is taken and unmarked after it is released: a handler that
+        # runs anywhere in between (taking the lock, inside it, releasing it) defers its
+        # close() instead of waiting for a lock its own thread holds.
+        self._copying.add(me)
+        try:
+            with self._strings_held:
                 result = call(ctypes.byref(out))
                 raw = out.value
                 _capi.check(result)
-            finally:
-                self._copying = None
+        finally:
+            self._copying.discard(me)
         if self._close_pending:
             self._close_pending = False
             self.close()
         return raw
 
     def close(self) -> None:
-        if self._copying == threading.get_ident():
+        if threading.get_ident() in self._copying:
             # A signal handler interrupted this thread's copy of a string the
             # communicator owns (waiting here would wait for itself): closed
             # as soon as the copy is done.

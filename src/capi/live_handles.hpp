@@ -8,30 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace tide::capi {
-
-class LiveHandles {
- public:
-  void add(const void* h) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.insert(h);
-  }
-  // False if `h` was not live (destroyed already, or never handed out).
-  bool remove(const void* h) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return live_.erase(h) == 1;
-  }
-  bool contains(const void* h) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return live_.count(h) == 1;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::unordered_set<const void*> live_;
-};
 
 // Handles whose objects live as long as anyone uses them: a call takes a
 // reference (acquire) for its duration, so that destroy, which only drops the
@@ -64,10 +42,5 @@ class SharedHandles {
   mutable std::mutex mu_;
   std::unordered_map<const T*, std::shared_ptr<T>> live_;
 };
-
-inline LiveHandles& livePlans() {
-  static LiveHandles handles;
-  return handles;
-}
 
 }  // namespace tide::capi

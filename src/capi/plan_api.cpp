@@ -1,8 +1,9 @@
 // C API for plans: tidePlanCreate / tidePlanGetJson / tidePlanDestroy.
+#include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <stdexcept>
 
 #include "capi/errors.hpp"
 #include "capi/live_handles.hpp"
@@ -17,17 +18,36 @@ struct tidePlan {
 namespace tide::capi {
 namespace {
 
+// Plans handed out and not destroyed yet; a call holds a reference for its
+// duration, so a destroy on another thread never frees a plan being read.
+SharedHandles<tidePlan>& livePlans() {
+  static SharedHandles<tidePlan> handles;
+  return handles;
+}
+
 // Dimensions a parameter may have: bounds what is read from `dims` for one
 // parameter before its shape is checked (tensors of PyTorch have at most 64,
 // the parameters FSDP2 shards a handful).
 constexpr int kMaxDims = 16;
 
+// The code a C enum field holds, read as the int it is: a C caller may store
+// any int there (7 as a dtype, say), and C++ may not load a value outside an
+// enumeration's values as that enumeration (undefined behaviour, which UBSan
+// reports), so every check below compares ints.
+template <typename Enum>
+int codeOf(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int), "the C API's enums are int-sized");
+  int code = 0;
+  std::memcpy(&code, &field, sizeof code);
+  return code;
+}
+
 // `field` names the config field in the refusal (a parameter's dtype or gradDtype).
-plan::DType toDtype(tideDataType_t t, const std::string& field) {
-  if (t == tideBF16) return plan::DType::kBF16;
-  if (t == tideFP32) return plan::DType::kFP32;
+plan::DType toDtype(int code, const std::string& field) {
+  if (code == tideBF16) return plan::DType::kBF16;
+  if (code == tideFP32) return plan::DType::kFP32;
   throw plan::PlanError(plan::Reason::kUnsupportedDtype,
-                        field + ": unknown dtype code " + std::to_string(static_cast<int>(t)) + " (tideBF16 or tideFP32)");
+                        field + ": unknown dtype code " + std::to_string(code) + " (tideBF16 or tideFP32)");
 }
 
 }  // namespace
@@ -52,22 +72,22 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
                                   " outside 0.." + std::to_string(kMaxDims));
     if (nd > 0 && !config->dims) throw std::invalid_argument("parameter " + std::to_string(p) + ": null dims");
     in.specs[p].shape.assign(config->dims + at, config->dims + at + nd);
-    in.specs[p].dtype = toDtype(config->dtypes[p], "dtypes[" + std::to_string(p) + "]");
+    in.specs[p].dtype = toDtype(codeOf(config->dtypes[p]), "dtypes[" + std::to_string(p) + "]");
     at += static_cast<size_t>(nd);
   }
-  if (config->mode != tideInPlace && config->mode != tideSlotReuse)
-    throw std::invalid_argument("unknown mode " + std::to_string(static_cast<int>(config->mode)) +
-                                " (tideInPlace or tideSlotReuse)");
-  in.options.rs.mode = config->mode == tideSlotReuse ? Mode::kSlotReuse : Mode::kInPlace;
+  const int mode = codeOf(config->mode);
+  if (mode != tideInPlace && mode != tideSlotReuse)
+    throw std::invalid_argument("unknown mode " + std::to_string(mode) + " (tideInPlace or tideSlotReuse)");
+  in.options.rs.mode = mode == tideSlotReuse ? Mode::kSlotReuse : Mode::kInPlace;
   in.options.rs.waveWidth = config->waveWidth;
   in.options.rs.roundWidth = config->roundWidth;
   in.options.rs.passes = config->passes == 0 ? 1 : config->passes;
   in.options.rs.sumCtas = config->sumCtas;
   in.options.rs.landingCtas = config->landingCtas;
-  if (config->landing != tideLandPull && config->landing != tideLandPush)
-    throw std::invalid_argument("unknown landing " + std::to_string(static_cast<int>(config->landing)) +
-                                " (tideLandPull or tideLandPush)");
-  in.options.rs.landing = config->landing == tideLandPush ? plan::Landing::kPush : plan::Landing::kPull;
+  const int landing = codeOf(config->landing);
+  if (landing != tideLandPull && landing != tideLandPush)
+    throw std::invalid_argument("unknown landing " + std::to_string(landing) + " (tideLandPull or tideLandPush)");
+  in.options.rs.landing = landing == tideLandPush ? plan::Landing::kPush : plan::Landing::kPull;
   if (config->railLane != 0 && config->railLane != 1)
     throw PlanError(Reason::kBadOption, "railLane must be 0 or 1, got " + std::to_string(config->railLane));
   in.options.rs.railLane = config->railLane == 1;
@@ -82,7 +102,7 @@ PlanInputs parsePlanConfig(const tidePlanConfig_t* config) {
     // Calibration::validate, which refuses a negative, NaN or infinite rate (it became the default).
     if (c->fabricBw != 0) in.options.rs.calibration.fabricBw = c->fabricBw;
   }
-  in.gradDtype = toDtype(config->gradDtype, "gradDtype");
+  in.gradDtype = toDtype(codeOf(config->gradDtype), "gradDtype");
   return in;
 }
 
@@ -99,10 +119,10 @@ TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t*
     } catch (const std::invalid_argument& e) {
       return tide::capi::invalid("tidePlanCreate", e.what());
     }
-    auto* handle = new tidePlan{makePlan(in.topo, in.specs, in.gradDtype, in.options), {}};
+    auto handle = std::make_shared<tidePlan>(tidePlan{makePlan(in.topo, in.specs, in.gradDtype, in.options), {}});
     handle->json = planToJson(handle->plan);
-    tide::capi::livePlans().add(handle);
-    *out = handle;
+    *out = handle.get();
+    tide::capi::livePlans().add(std::move(handle));
     return tideSuccess;
   });
 }
@@ -110,9 +130,9 @@ TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t*
 TIDE_API tideResult_t tidePlanGetJson(tidePlan_t plan, const char** json) {
   return tide::capi::guarded("tidePlanGetJson", [&]() -> tideResult_t {
     if (!plan || !json) return tide::capi::invalid("tidePlanGetJson", "null plan or output");
-    if (!tide::capi::livePlans().contains(plan))
-      return tide::capi::invalid("tidePlanGetJson", "unknown or destroyed plan");
-    *json = plan->json.c_str();
+    const std::shared_ptr<tidePlan> held = tide::capi::livePlans().acquire(plan);
+    if (!held) return tide::capi::invalid("tidePlanGetJson", "unknown or destroyed plan");
+    *json = held->json.c_str();
     return tideSuccess;
   });
 }
@@ -122,7 +142,6 @@ TIDE_API tideResult_t tidePlanDestroy(tidePlan_t plan) {
     if (!plan) return tideSuccess;  // like free(NULL)
     if (!tide::capi::livePlans().remove(plan))
       return tide::capi::invalid("tidePlanDestroy", "unknown or already destroyed plan");
-    delete plan;
-    return tideSuccess;
+    return tideSuccess;  // freed with the last reference (a concurrent tidePlanGetJson's, or the registry's)
   });
 }
