@@ -420,12 +420,20 @@ void CudaEndpoint::setCallerStream(cudaStream_t stream) {
 
 bool CudaEndpoint::clearCallerStream() noexcept {
   if (streams_.empty() || streams_[0] == own_[0]) return true;
-  const DeviceScope onDevice(device_);
-  cudaError_t e = cudaEventRecord(callerFence_, streams_[0]);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(own_[0], callerFence_, 0);
-  if (e != cudaSuccess) {
+  const char* failed = nullptr;
+  try {
+    // An enqueue like any operation's: under the device's gate (device_quiescence.hpp), so that
+    // no copy-graph build on another thread checks quiescence while this wait goes in.
+    const auto op = beginOp(/*flushRails=*/false);
+    cudaError_t e = cudaEventRecord(callerFence_, streams_[0]);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(own_[0], callerFence_, 0);
+    if (e != cudaSuccess) failed = cudaGetErrorString(e);
+  } catch (...) {
+    failed = "the device gate or device could not be taken";
+  }
+  if (failed != nullptr) {
     std::fprintf(stderr, "[tide cuda fabric] rank %d: queue 0 keeps the caller's stream (fencing it failed: %s)\n",
-                 rank_, cudaGetErrorString(e));
+                 rank_, failed);
     return false;
   }
   streams_[0] = own_[0];
