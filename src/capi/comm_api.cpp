@@ -720,7 +720,7 @@ TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
     tide::fabric::Endpoint& ep = *comm->fabric.endpoint;
     if (ep.eventLive(tide::collectives::kCallerQueue, readDone)) {
       const BoundCallerStream bound(comm, stream);  // released once `stream` waits
-      comm->fabric.callerWait(stream, tide::collectives::kCallerQueue, readDone);
+      comm->fabric.callerWait(tide::collectives::kCallerQueue, readDone);
     } else {
       // So many events were recorded since the reduce-scatter that its
       // read-done event was recycled; its readers ran on the communicator's

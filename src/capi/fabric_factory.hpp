@@ -22,9 +22,10 @@ struct FabricHandle {
   // Synchronize and Destroy wait for every call's stream without querying a
   // stream after its call returned. Never throws.
   std::function<void()> releaseStream;
-  // Orders the caller after `event` of queue `q`: its `stream` waits (CUDA),
-  // or the host blocks where there are no streams (host fabric).
-  std::function<void(void* stream, int q, uint64_t event)> callerWait;
+  // Orders the caller after `event` of queue `q`: queue 0, which the caller
+  // bound to its stream (bindStream), waits (CUDA), or the host blocks where
+  // there are no streams (host fabric).
+  std::function<void(int q, uint64_t event)> callerWait;
   // Every rank's `mine` (the same length on every rank), rank-major: a
   // host-blocking all-gather over the communicator's ranks under the
   // bootstrap's deadline, outside the collectives' protocol (for checks that

@@ -44,12 +44,9 @@ FabricHandle handleFor(fabric::cuda::CudaEndpoint* raw, std::shared_ptr<void> ow
   h.endpoint = raw;
   h.bindStream = [raw](void* stream) { raw->setCallerStream(static_cast<cudaStream_t>(stream)); };
   h.releaseStream = [raw] { raw->clearCallerStream(); };
-  // Queue 0 becomes `stream`, which then waits for the event (recorded on
+  // Queue 0, the caller's stream by now, waits for the event (recorded on
   // whatever stream queue 0 was when the collective ran); the host does not block.
-  h.callerWait = [raw](void* stream, int q, uint64_t event) {
-    raw->setCallerStream(static_cast<cudaStream_t>(stream));
-    raw->waitEvent(0, q, event);
-  };
+  h.callerWait = [raw](int q, uint64_t event) { raw->waitEvent(0, q, event); };
   h.gatherWords = [raw](const std::vector<uint64_t>& mine, const std::string& what) {
     return raw->gatherWords(mine, what);
   };

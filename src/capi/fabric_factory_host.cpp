@@ -32,7 +32,7 @@ FabricHandle makeHostFabric(const tideCommConfig_t& config, const char* storeDir
   h.bindStream = [](void*) {};
   h.releaseStream = [] {};
   fabric::Endpoint* ep = h.endpoint;
-  h.callerWait = [ep](void*, int q, uint64_t event) { ep->synchronizeEvent(q, event); };
+  h.callerWait = [ep](int q, uint64_t event) { ep->synchronizeEvent(q, event); };
   const double gatherTimeout = shm.bootstrapTimeoutSeconds;
   Owner* raw = owner.get();
   h.gatherWords = [raw, gatherTimeout, rank = config.rank](const std::vector<uint64_t>& mine, const std::string& what) {

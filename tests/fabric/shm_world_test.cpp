@@ -555,24 +555,34 @@ void expectEveryRankOk(Ranks& ranks, double seconds) {
   EXPECT_FALSE(hung);
 }
 
+// One forked process per rank of `topo`, each joining a small shared world
+// bootstrapped through a store in a fresh directory and returning
+// body(rank, world, storeDir); every rank must exit kExitOk.
+template <typename Body>
+void expectWorldRanksOk(const plan::Topology& topo, Body&& body) {
+  TempDir dir;
+  Ranks ranks(topo.ranks(), [&](int rank) {
+    FileStore store(dir.path());
+    SharedWorld world(topo, rank, 1 << 16, store);
+    return body(rank, world, dir.path());
+  });
+  expectEveryRankOk(ranks, 30.0);
+}
+
 // Three processes gather words five times (more than the board's two slots,
 // with ranks racing ahead): every rank gets every rank's words of that gather,
 // in rank order, and the store directory is not needed any more.
 TEST(SharedWorldGather, EveryRankGetsEveryRanksWordsOfEachGather) {
-  TempDir dir;
-  const plan::Topology topo = plan::Topology::make(1, 3);
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   auto wordsOf = [seed](int rank, int gather) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(rank * 100 + gather));
     return std::vector<uint64_t>{rng(), rng(), ~uint64_t{0} - static_cast<uint64_t>(gather)};
   };
-  Ranks ranks(3, [&](int rank) {
-    FileStore store(dir.path());
-    SharedWorld world(topo, rank, 1 << 16, store);
+  expectWorldRanksOk(plan::Topology::make(1, 3), [&](int rank, SharedWorld& world, const std::string& storeDir) {
     for (int gather = 0; gather < 5; ++gather) {
       // The gathers must not need the store: gone after the first (every rank is past its bootstrap then).
-      if (rank == 0 && gather == 1) std::filesystem::remove_all(dir.path());
+      if (rank == 0 && gather == 1) std::filesystem::remove_all(storeDir);
       if (rank == 2 && gather % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // behind
       const std::vector<uint64_t> all = world.gatherWords(wordsOf(rank, gather), 10.0);
       std::vector<uint64_t> want;
@@ -584,16 +594,11 @@ TEST(SharedWorldGather, EveryRankGetsEveryRanksWordsOfEachGather) {
     }
     return kExitOk;
   });
-  expectEveryRankOk(ranks, 30.0);
 }
 
 // Rank 1 of two never gathers: rank 0's gather times out on its deadline, naming rank 1.
 TEST(SharedWorldGather, APeerThatNeverGathersTimesOutNamingIt) {
-  TempDir dir;
-  const plan::Topology topo = plan::Topology::make(2, 1);
-  Ranks ranks(2, [&](int rank) {
-    FileStore store(dir.path());
-    SharedWorld world(topo, rank, 1 << 16, store);
+  expectWorldRanksOk(plan::Topology::make(2, 1), [](int rank, SharedWorld& world, const std::string&) {
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(3));
       return kExitOk;
@@ -608,18 +613,13 @@ TEST(SharedWorldGather, APeerThatNeverGathersTimesOutNamingIt) {
     }
     return kExitMismatch;
   });
-  expectEveryRankOk(ranks, 30.0);
 }
 
 // Ranks out of step gather different numbers of words: each refuses (naming
 // the peer and both counts) or hears of the other's refusal, instead of
 // reading n words of which some were an earlier gather's.
 TEST(SharedWorldGather, ADifferentWordCountIsRefused) {
-  TempDir dir;
-  const plan::Topology topo = plan::Topology::make(1, 2);
-  Ranks ranks(2, [&](int rank) {
-    FileStore store(dir.path());
-    SharedWorld world(topo, rank, 1 << 16, store);
+  expectWorldRanksOk(plan::Topology::make(1, 2), [](int rank, SharedWorld& world, const std::string&) {
     world.gatherWords({7, 8, 9}, 10.0);  // in step: fills the board's slot 0 with three words each
     world.gatherWords({1}, 10.0);
     try {
@@ -633,7 +633,6 @@ TEST(SharedWorldGather, ADifferentWordCountIsRefused) {
     }
     return kExitMismatch;
   });
-  expectEveryRankOk(ranks, 30.0);
 }
 
 // Ranks in containers of their own share /dev/shm but not a pid namespace: a

@@ -879,7 +879,6 @@ def interleaved_medians(fns: list[Callable[[], None]], iters: int, warmup: int, 
     dist.barrier()
     times: list[list[float]] = [[] for _ in fns]
     host_s = [0.0] * len(fns)
-    calls = [0] * len(fns)
     for blocks in interleaved_schedule(len(fns), iters, rounds):
         for i, n in blocks:
             before_block(i)
@@ -891,11 +890,10 @@ def interleaved_medians(fns: list[Callable[[], None]], iters: int, warmup: int, 
                 fns[i]()
                 e.record()
             host_s[i] += time.perf_counter() - t0
-            calls[i] += n
             torch.cuda.synchronize()
             times[i].extend(s.elapsed_time(e) for s, e in zip(starts, ends))
             dist.barrier()
-    return [(statistics.median(t), host_s[i] * 1e6 / calls[i]) for i, t in enumerate(times)]
+    return [(statistics.median(t), host_s[i] * 1e6 / len(t)) for i, t in enumerate(times)]
 
 
 def max_over_ranks(x: float) -> float:

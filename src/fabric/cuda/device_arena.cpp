@@ -1,6 +1,5 @@
 #include "fabric/cuda/device_arena.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -59,9 +58,8 @@ void DeviceArena::initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stre
 
 void DeviceArena::awaitSetup(int rank, cudaStream_t stream, const std::string& what) const {
   try {
-    pollUntilDone([&] { return cudaStreamQuery(stream); }, setupDeadlineSeconds_, std::chrono::microseconds(200),
-                  [&] { return "cuda fabric: rank " + std::to_string(rank) + ": " + what + " did not finish"; },
-                  " (the device is blocked)");
+    pollStreamUntilDone(stream, setupDeadlineSeconds_,
+                        [&] { return "cuda fabric: rank " + std::to_string(rank) + ": " + what + " did not finish"; });
   } catch (const FabricError& e) {
     noteSetupTimeout(e);
     throw;

@@ -72,7 +72,6 @@ class DeviceArena {
   void noteSetupTimeout(const FabricError& e) const noexcept;
   // Whether a setup wait timed out, said on stderr when so: the releases ask it before freeing.
   bool keepAfterTimeout() const noexcept;
-  double setupDeadlineSeconds() const { return setupDeadlineSeconds_; }
 
   double setupDeadlineSeconds_ = 0;
   mutable bool setupTimedOut_ = false;

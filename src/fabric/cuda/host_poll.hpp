@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "fabric/cuda/cuda_check.hpp"
 #include "fabric/seconds_text.hpp"
@@ -46,6 +47,15 @@ void pollUntilDone(Query&& query, double limitSeconds, std::chrono::microseconds
       std::this_thread::sleep_for(backoff);
     }
   }
+}
+
+// pollUntilDone over `stream` (the arena's and the LSA addresses' setup
+// waits): its work done, or a FabricError naming unfinished() and saying the
+// device is blocked.
+template <typename Unfinished>
+void pollStreamUntilDone(cudaStream_t stream, double limitSeconds, Unfinished&& unfinished) {
+  pollUntilDone([stream] { return cudaStreamQuery(stream); }, limitSeconds, std::chrono::microseconds(200),
+                std::forward<Unfinished>(unfinished), " (the device is blocked)");
 }
 
 }  // namespace tide::fabric::cuda

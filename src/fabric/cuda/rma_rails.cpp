@@ -122,12 +122,16 @@ const char* const kRegistrationHint =
 }  // namespace
 
 RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena, double deadlineSeconds, int rank)
-    : data_(data), credit_(credit), arena_(arena), deadlineSeconds_(deadlineSeconds), rank_(rank) {
+    : data_(data),
+      credit_(credit),
+      arena_(arena),
+      deadlineSeconds_(deadlineSeconds),
+      who_("[tide cuda fabric] rank " + std::to_string(rank)) {
   // Symmetric: NCCL 2.30 refuses a put whose source or destination lies in
   // any other kind of window (tide_nccl_rma_probe). Collective on a blocking
   // communicator: nothing can time it from inside.
   const ncclResult_t registered = callUnderFailStopDeadline(
-      deadlineSeconds_, "[tide cuda fabric] rank " + std::to_string(rank_),
+      deadlineSeconds_, who_,
       "ncclCommWindowRegister of the arena on the rail communicator (RMA rails)", kRegistrationHint, [&] {
         return ncclCommWindowRegister(data_, arena_.base(), static_cast<size_t>(arena_.windowBytes()), &window_,
                                       NCCL_WIN_COLL_SYMMETRIC);
@@ -145,7 +149,7 @@ RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena, doubl
 RmaRails::~RmaRails() {
   if (window_ == nullptr) return;
   try {
-    callUnderFailStopDeadline(deadlineSeconds_, "[tide cuda fabric] rank " + std::to_string(rank_),
+    callUnderFailStopDeadline(deadlineSeconds_, who_,
                               "ncclCommWindowDeregister of the RMA rails' window", kRegistrationHint,
                               [&] { return ncclCommWindowDeregister(data_, window_); });
   } catch (...) {

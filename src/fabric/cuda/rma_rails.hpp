@@ -89,7 +89,7 @@ class RmaRails {
   DeviceArena& arena_;
   ncclWindow_t window_ = nullptr;
   double deadlineSeconds_;
-  int rank_;
+  std::string who_;  // names this rank in the fail-stop message
   int queue_ = -1;
   cudaStream_t stream_ = nullptr;
   RmaRendezvous group_;

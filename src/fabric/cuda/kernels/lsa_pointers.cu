@@ -3,7 +3,6 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#include <chrono>
 #include <string>
 
 #include "fabric/cuda/cuda_check.hpp"
@@ -61,9 +60,9 @@ std::vector<void*> resolveLsaBases(ncclWindow_t window, int lsaSize, cudaStream_
   // would block inside the CUDA call. Past it the kernel may still run: `dev`
   // is left allocated (cudaFree would wait for the device).
   if (err == cudaSuccess)
-    pollUntilDone([&] { return cudaStreamQuery(stream); }, deadlineSeconds, std::chrono::microseconds(200),
-                  [] { return std::string("cuda fabric: the kernel reading the LSA peer addresses did not finish"); },
-                  " (the device is blocked)");
+    pollStreamUntilDone(stream, deadlineSeconds, [] {
+      return std::string("cuda fabric: the kernel reading the LSA peer addresses did not finish");
+    });
   if (err == cudaSuccess)
     err = cudaMemcpyAsync(bases.data(), dev, bases.size() * sizeof(void*), cudaMemcpyDeviceToHost,
                           stream);
