@@ -474,17 +474,14 @@ INSTANTIATE_TEST_SUITE_P(Processes, SharedWorldCollectives,
 
 // ---------------------------------------------------------------- failures
 
-class KilledPeer : public ::testing::TestWithParam<int> {};
-
-// Rank `victim` is SIGKILLed while all ranks are issuing collectives: it sets
-// no failure flag, so the first survivor to pass its 1 s deadline does, and
-// the rest stop on it. Nobody hangs, nothing stays in /dev/shm.
-TEST_P(KilledPeer, OthersFailStopWithinTheirDeadline) {
-  const int victim = GetParam();
+// Rank `victim` is SIGKILLed while all ranks are issuing collectives under a
+// wait deadline of `timeoutSeconds`: the survivors must all fail stop within
+// `withinSeconds` of the kill. Nobody hangs, nothing stays in /dev/shm.
+void expectSurvivorsFailStop(int victim, double timeoutSeconds, double withinSeconds) {
   TempDir dir;
   RankJob job;
   job.topo = plan::Topology::make(2, 2);
-  job.timeoutSeconds = 1.0;
+  job.timeoutSeconds = timeoutSeconds;
   job.storeDir = dir.path();
   Ranks ranks(job.topo.ranks(), [&](int rank) { return runUntilFailure(job, rank, 20.0); });
   FileStore store(dir.path());
@@ -492,10 +489,10 @@ TEST_P(KilledPeer, OthersFailStopWithinTheirDeadline) {
   ranks.kill(victim);
   const auto killed = Clock::now();
   bool hung = false;
-  const std::vector<ChildExit> exits = ranks.wait(10.0, &hung);
+  const std::vector<ChildExit> exits = ranks.wait(withinSeconds + 4.0, &hung);
   const double stopSeconds = secondsSince(killed);
   EXPECT_FALSE(hung) << "a survivor hung after rank " << victim << " was killed";
-  EXPECT_LT(stopSeconds, 6.0) << "survivors took too long to fail stop";
+  EXPECT_LT(stopSeconds, withinSeconds) << "survivors took too long to fail stop";
   for (int r = 0; r < job.topo.ranks(); ++r) {
     const ChildExit& e = exits[static_cast<size_t>(r)];
     if (r == victim) {
@@ -508,6 +505,16 @@ TEST_P(KilledPeer, OthersFailStopWithinTheirDeadline) {
   const std::string jobId = store.get("test/job", 0.0);
   EXPECT_TRUE(leftoverSegments(jobId).empty()) << "segments of job " << jobId << " left in /dev/shm";
 }
+
+class KilledPeer : public ::testing::TestWithParam<int> {};
+
+// The victim sets no failure flag: the first survivor to see it gone (or to
+// pass its 1 s deadline) does, and the rest stop on it.
+TEST_P(KilledPeer, OthersFailStopWithinTheirDeadline) { expectSurvivorsFailStop(GetParam(), 1.0, 6.0); }
+
+// Under a deadline far longer than the test, the survivors still stop within
+// seconds: a wait on the victim sees its process gone.
+TEST_P(KilledPeer, OthersFailStopLongBeforeALongDeadline) { expectSurvivorsFailStop(GetParam(), 60.0, 5.0); }
 
 INSTANTIATE_TEST_SUITE_P(Victims, KilledPeer, ::testing::Values(0, 3),
                          [](const auto& param_info) { return "Rank" + std::to_string(param_info.param); });
@@ -864,6 +871,68 @@ TEST(SharedWorldBootstrap, RefusesTwoSidedRails) {
       EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
       EXPECT_NE(std::string(e.what()).find(fabric::host::hostRailsName(rails)), std::string::npos) << e.what();
     }
+  }
+}
+
+// Rank 0's name in the store leads to memory that is not a TIDE segment of
+// this layout (another build's, say), filled with bytes that read as a wild
+// control-block offset: rank 1 refuses it with a clear error and writes
+// nothing into it, rather than recording its failure at that offset.
+TEST(SharedWorldBootstrap, ForeignRankZeroSegmentIsRefusedUntouched) {
+  TempDir dir;
+  const std::string fakeName = "/tidetest-foreign-" + std::to_string(::getpid());
+  constexpr size_t kFakeBytes = 1 << 16;
+  fabric::host::ShmSegment fake = fabric::host::ShmSegment::create(fakeName, kFakeBytes);
+  std::memset(fake.data(), 0x7f, kFakeBytes);
+  {
+    FileStore store(dir.path());
+    store.set("tide/shm/0/job", "0123456789abcdef");
+    store.set("tide/shm/0/segment/0", fakeName);
+  }
+  Ranks ranks(1, [&](int) {
+    FileStore store(dir.path());
+    fabric::host::SharedWorldOptions shm;
+    shm.bootstrapTimeoutSeconds = 2.0;
+    try {
+      SharedWorld world(plan::Topology::make(1, 2), 1, 4096, store, {}, shm);
+    } catch (const FabricError& e) {
+      store.set("test/error", e.what());
+      throw;
+    }
+    return kExitOk;
+  });
+  bool hung = false;
+  const std::vector<ChildExit> exits = ranks.wait(10.0, &hung);
+  EXPECT_FALSE(hung);
+  EXPECT_TRUE(exits[0].exited && exits[0].code == kExitFabricError)
+      << "exit code " << exits[0].code << ", signal " << exits[0].signal;
+  const std::string error = FileStore(dir.path()).get("test/error", 0.0);
+  EXPECT_NE(error.find("not a TIDE segment"), std::string::npos) << error;
+  for (size_t i = 0; i < kFakeBytes; ++i)
+    ASSERT_EQ(static_cast<unsigned char>(fake.data()[i]), 0x7f) << "byte " << i << " of the foreign segment written";
+  fabric::host::ShmSegment::unlink(fakeName);
+}
+
+// Options no endpoint takes are refused before the bootstrap, at once: after
+// it, the peers would already be waiting on this rank.
+TEST(SharedWorldBootstrap, BadOptionsAreRefusedBeforeTheBootstrap) {
+  for (const auto& [queues, timeout] : {std::pair{0, 5.0}, std::pair{65, 5.0}, std::pair{4, 0.0}, std::pair{4, 2e6}}) {
+    TempDir dir;
+    FileStore store(dir.path());
+    fabric::host::HostOptions options;
+    options.queues = queues;
+    options.timeoutSeconds = timeout;
+    fabric::host::SharedWorldOptions shm;
+    shm.bootstrapTimeoutSeconds = 30.0;
+    const auto start = Clock::now();
+    try {
+      SharedWorld(plan::Topology::make(1, 2), 1, 4096, store, options, shm);
+      FAIL() << queues << " queues and a " << timeout << " s deadline were accepted";
+    } catch (const FabricError& e) {
+      EXPECT_EQ(e.kind(), FabricError::Kind::kUsage) << e.what();
+    }
+    EXPECT_LT(secondsSince(start), 5.0) << "refused only after waiting for the peers";
+    EXPECT_THROW(store.get("tide/shm/0/segment/1", 0.0), FabricError) << "a segment was published first";
   }
 }
 

@@ -20,6 +20,10 @@ namespace tide::fabric::host {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a wait on a peer of another process asks whether that process still runs (a /proc read):
+// a killed peer then stops its waiters this soon, not at their deadline.
+constexpr Clock::duration kLivenessPeriod = std::chrono::milliseconds(100);
+
 const char* hostRailsName(HostRails rails) {
   switch (rails) {
     case HostRails::kPut: return "one-sided";
@@ -31,10 +35,19 @@ const char* hostRailsName(HostRails rails) {
 
 HostEndpoint::HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options)
     : topo_(topo), rank_(rank), mem_(std::move(memory)), options_(options), checker_(options.checker) {
-  if (options_.queues < 1 || options_.queues > 64)
-    throw FabricError(FabricError::Kind::kUsage, "host fabric needs 1 to 64 queues");
+  checkOptions(options_);
   for (int q = 0; q < options_.queues; ++q) queues_.push_back(std::make_unique<WorkQueue>());
   recentEvents_.resize(queues_.size());
+}
+
+void HostEndpoint::checkOptions(const HostOptions& options) {
+  if (options.queues < 1 || options.queues > 64)
+    throw FabricError(FabricError::Kind::kUsage,
+                      "host fabric needs 1 to 64 queues, not " + std::to_string(options.queues));
+  // The drains allow twice the wait deadline: past 1e6 s it no longer bounds anything (NaN never does).
+  if (!(options.timeoutSeconds > 0 && options.timeoutSeconds <= 1e6))
+    throw FabricError(FabricError::Kind::kUsage, "host fabric's wait deadline must be above 0 and at most 1e6 s, not " +
+                                                     std::to_string(options.timeoutSeconds));
 }
 
 HostEndpoint::~HostEndpoint() {
@@ -563,9 +576,24 @@ void HostEndpoint::wait(int q, int id, uint64_t value, int peer, const char* wha
   std::string awaited = what != nullptr ? what : "";
   submit(q, "wait for " + awaited, [this, ctr, value, peer, call, awaited, id](int task) {
     const auto end = deadline();
+    // Only `peer` raises this counter: once its process has exited, nothing will.
+    const int peerPid = peer != rank_ && peer >= 0 && peer < static_cast<int>(mem_.pids.size())
+                            ? mem_.pids[static_cast<size_t>(peer)]
+                            : 0;
+    auto nextLivenessCheck = Clock::now() + kLivenessPeriod;
     int spins = 0;
     while (ctr->load() < value) {
       throwIfStopped("rank " + std::to_string(rank_) + " in " + call);
+      if (peerPid > 0 && Clock::now() >= nextLivenessCheck) {
+        nextLivenessCheck = Clock::now() + kLivenessPeriod;
+        // Read again after the exit was seen: a peer that raised it, then exited, met the wait.
+        if (processGone(peerPid) && ctr->load() < value)
+          fail(FabricError::Kind::kPeerFailure,
+               "rank " + std::to_string(rank_) + " in " + call + ": waiting for " + awaited + " from rank " +
+                   std::to_string(peer) + ", whose process (pid " + std::to_string(peerPid) +
+                   ") has exited (counter " + std::to_string(id) + " = " + std::to_string(ctr->load()) +
+                   ", needed " + std::to_string(value) + ")");
+      }
       if (Clock::now() > end)
         fail(FabricError::Kind::kTimeout,
              "rank " + std::to_string(rank_) + " in " + call + ": timed out after " +

@@ -66,6 +66,8 @@ struct HostOptions {
 class HostEndpoint final : public Endpoint {
  public:
   HostEndpoint(plan::Topology topo, int rank, RankMemory memory, HostOptions options);
+  // Throws FabricError(kUsage) for options no endpoint takes (the constructor checks them too).
+  static void checkOptions(const HostOptions& options);
   ~HostEndpoint() override;
   // Tear-down in two steps (the destructor does both): every queue stops
   // taking work and its waits give up; then every worker is joined.

@@ -190,6 +190,9 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
     throw FabricError(FabricError::Kind::kUsage, std::string("host rails '") + hostRailsName(options.rails) +
                                                      "' need every rank in one process (HostWorld); "
                                                      "multi-process mode has one-sided rails only");
+  // Checked before the bootstrap: a rank that could not make its endpoint after it would leave its
+  // peers, already past the bootstrap, waiting for it until their deadline.
+  HostEndpoint::checkOptions(options);
   const std::string context = "rank " + std::to_string(rank) + ": multi-process host fabric bootstrap";
   try {
     // Worlds that the same ranks build one after another get their own keys.
@@ -198,9 +201,7 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
   } catch (const std::exception& e) {
     // Peers already past the bootstrap see the failure record in their next wait and stop at
     // once; peers still waiting in the store fail at their bootstrap deadline.
-    if (ControlBlock* control = segments_.empty() ? nullptr : controlOf(segments_[0])) {
-      recordFirstFailure(control->failed, control->failure, sizeof control->failure, context + " failed: " + e.what());
-    }
+    recordJobFailure(context + " failed: " + e.what());
     unlinkAllNames();
     segments_.clear();
     const std::string what = context + (jobId_.empty() ? "" : " (job " + jobId_ + ")") + " failed: " + e.what();
@@ -219,7 +220,21 @@ SharedWorld::SharedWorld(plan::Topology topo, int rank, int64_t arenaBytes, KeyV
   }
   // Every rank has mapped every segment: the names have done their job.
   unlinkAllNames();
-  endpoint_ = std::make_unique<HostEndpoint>(topo_, rank_, rankMemory(arenaBytes), options);
+  try {
+    endpoint_ = std::make_unique<HostEndpoint>(topo_, rank_, rankMemory(arenaBytes), options);
+  } catch (const std::exception& e) {
+    // Its worker threads refused (a process or thread limit, say): the peers, past the bootstrap, must hear
+    // of it at their next wait rather than at their deadline.
+    recordJobFailure("rank " + std::to_string(rank_) + ": the host fabric's endpoint could not be made: " +
+                     e.what());
+    throw;
+  }
+}
+
+void SharedWorld::recordJobFailure(const std::string& message) noexcept {
+  if (!rank0Checked_ || segments_.empty()) return;
+  if (ControlBlock* control = controlOf(segments_[0]))
+    recordFirstFailure(control->failed, control->failure, sizeof control->failure, message);
 }
 
 SharedWorld::~SharedWorld() { endpoint_.reset(); }
@@ -316,6 +331,7 @@ void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64
 
   segments_.resize(static_cast<size_t>(ranks));
   segments_[static_cast<size_t>(rank_)] = createSegment(jobId_, rank_, ranks, topo_.nodes, arenaBytes);
+  rank0Checked_ = rank_ == 0;
   // Published only once initialised: a peer that sees the name may map it.
   store.set(keys + "segment/" + std::to_string(rank_), segments_[static_cast<size_t>(rank_)].name());
 
@@ -332,6 +348,7 @@ void SharedWorld::bootstrap(KeyValueStore& store, const std::string& keys, int64
                             " is gone: a rank gave up on the bootstrap and removed the job's segments");
     }
     checkPeerSegment(segments_[static_cast<size_t>(peer)], jobId_, peer, ranks, topo_.nodes, arenaBytes);
+    if (peer == 0) rank0Checked_ = true;
   }
   storeBarrier(store, keys + "mapped", ranks, remaining());
 }

@@ -82,6 +82,8 @@ class SharedWorld {
  private:
   void bootstrap(KeyValueStore& store, const std::string& keys, int64_t arenaBytes, double timeoutSeconds);
   void unlinkAllNames() const noexcept;
+  // Writes `message` as the job's first failure, where rank 0's segment is trusted.
+  void recordJobFailure(const std::string& message) noexcept;
   RankMemory rankMemory(int64_t arenaBytes) const;
 
   plan::Topology topo_;
@@ -89,6 +91,9 @@ class SharedWorld {
   std::string jobId_;
   uint64_t gathers_ = 0;  // gatherWords calls so far
   std::vector<ShmSegment> segments_;  // indexed by rank
+  // Rank 0's segment (it holds the job's failure record) was made here or
+  // passed checkPeerSegment: only then may a failure be written into it.
+  bool rank0Checked_ = false;
   // Declared last so it is destroyed first: its queues may still touch the
   // segments while they drain.
   std::unique_ptr<HostEndpoint> endpoint_;
