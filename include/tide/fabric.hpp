@@ -194,8 +194,11 @@ class Endpoint {
   // records, on any queue; waiting on an older one is a usage error. The CUDA
   // fabric recycles its events after that many, and the host fabric refuses
   // an older one the same way, so that CPU runs catch an event held too long
-  // (counters, not events, carry an order across calls).
-  static constexpr uint64_t kEventWindow = 1024;
+  // (counters, not events, carry an order across calls). A reduce-scatter
+  // pass records an event per outbox block, up to one per node, before it
+  // waits on the first: the window holds that at the most nodes a
+  // communicator takes with room to spare (issue_only_test).
+  static constexpr uint64_t kEventWindow = 4096;
   virtual uint64_t record(int q) = 0;                   // event: q's work so far
   virtual void waitEvent(int q, int srcQueue, uint64_t event) = 0;
   // Whether waitEvent and synchronizeEvent would take `event` of queue q:

@@ -15,12 +15,23 @@ using plan::BufferRef;
 using plan::CopyDesc;
 using plan::Region;
 
+// A reduce-scatter pass records a sum event per outbox block (up to one per
+// node) before its sends wait on the first of them: an endpoint's event
+// window must outlast that at the most nodes, with the call's other events
+// besides (issue_only_test issues both collectives at kMaxNodes).
+static_assert(fabric::Endpoint::kEventWindow >= 2 * ids::kMaxNodes + 256,
+              "the event window is too short for a reduce-scatter pass at kMaxNodes nodes");
+
 Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults, IssueOptions issue)
     : ep_(ep), layout_(layout), faults_(faults), issue_(issue) {
   if (ep_.numQueues() < kQueuesNeeded)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "the collectives need " + std::to_string(kQueuesNeeded) + " queues");
   if (ep_.arenaBytes() < layout_.end())
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "arena smaller than the scratch layout");
+  // Staging chunks take their slot modulo this count: an empty layout (none made by forPlans) would divide by 0.
+  if (layout_.stagingSlots < 1)
+    throw fabric::FabricError(fabric::FabricError::Kind::kUsage,
+                              "the scratch layout has no staging slot: make it with ScratchLayout::forPlans");
   const plan::Topology& t = ep_.topology();
   if (t.gpusPerNode > ids::kMaxLocal || t.nodes > ids::kMaxNodes)
     throw fabric::FabricError(fabric::FabricError::Kind::kUsage, "topology exceeds the counter table");

@@ -67,15 +67,16 @@ TEST(TwoSidedRails, MatchOneSidedBitForBit) {
   }
 }
 
-// Between two all-gathers a reduce-scatter of many passes records more events
-// than an endpoint keeps (Endpoint::kEventWindow; the CUDA fabric recycles
+// Between two all-gathers a reduce-scatter of many passes over many nodes (it
+// records about two events per node and pass) records more events than an
+// endpoint keeps (Endpoint::kEventWindow; the CUDA fabric recycles
 // them): an order carried from one all-gather to the next must not be an event
 // (session 17: two-sided rails kept the stage credit as one, and the CUDA
 // fabric's ring had recycled it by the next all-gather).
 TEST(TwoSidedRails, OrderAcrossCallsOutlivesTheEventWindow) {
   const uint64_t seed = freshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  HostRunOptions o = baseOptions(8, 1, seed);
+  HostRunOptions o = baseOptions(40, 1, seed);
   o.specs = {{.shape = {2048, 64}, .dtype = DType::kBF16}, {.shape = {1024, 33}, .dtype = DType::kBF16}};
   o.iters = 2;  // all-gather, reduce-scatter, all-gather, reduce-scatter
   o.planOptions.rs.passes = 64;  // the most a plan takes
