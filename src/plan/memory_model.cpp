@@ -45,7 +45,7 @@ MemoryModel memoryModel(int nodes, int gpusPerNode, int bufferGenerations, int r
     mm.rsAreaInPlace = mm.rsAreaSlotReuse = bufferGenerations * l * perFp32 * gradItemSize / 4.0 * perPass;
   } else {
     mm.rsAreaInPlace = area(nodes > 1 ? m - 1 : 0);               // Eq. 11
-    mm.rsAreaSlotReuse = area(nodes > 1 ? 2.0 * roundWidth : 0);  // Eq. 12 (n_out <= 2k)
+    mm.rsAreaSlotReuse = area(nodes > 1 ? std::min(2.0 * roundWidth, m - 1) : 0);  // Eq. 12 (n_out <= min(2k, M-1))
   }
   mm.rsAreaBound = mode == Mode::kInPlace ? mm.rsAreaInPlace : mm.rsAreaSlotReuse;
   // Two ring slots and the receive stage replace FSDP2's unsharded parameters

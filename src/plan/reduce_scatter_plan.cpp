@@ -167,7 +167,10 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
       int depth = 0;  // Eq. 9: two consecutive rounds
       for (size_t i = 0; i < roundSizes.size(); ++i)
         depth = std::max(depth, roundSizes[i] + (i > 0 ? roundSizes[i - 1] : 0));
-      plan.outboxBlocks = depth;
+      // Never past In-Place's full outbox, which already lets no read wait for the network (two rounds of
+      // several waves or passes can hold more blocks than there are other nodes); a round still fits, as it
+      // has at most M - 1 contributors.
+      plan.outboxBlocks = std::min(depth, m - 1);
     }
   }
 

@@ -372,12 +372,12 @@ TEST(MemoryModel, BoundsThePlansStagingBytes) {
     if (even) {
       EXPECT_LE(plan.memory.stagingRounding, 1e-12);
       // And no looser than Eq. 10's two upper bounds: a bf16 staging slot of L/2 S_fp32 across nodes
-      // holds (L - 1)/2 (one per local peer), and Slot-Reuse's outbox of 2k blocks holds Eq. 9's depth.
+      // holds (L - 1)/2 (one per local peer), and Slot-Reuse's outbox of min(2k, M - 1) blocks holds Eq. 9's depth.
       // Everything else is exact, one pass's sub-chunk each.
       const double perPassFp32 = 4.0 / refItemSize(ag) / N / passes;  // one pass's S_fp32 in NS units
       const double slotLoose = M > 1 && L > 1 ? plan.rs.stagingSlots * 0.5 * refItemSize(grad) / 2.0 : 0.0;
       const double outboxLoose = M > 1 && !plan.rs.railLane && opt.rs.mode == Mode::kSlotReuse
-                                     ? 2.0 * (2.0 * plan.rs.roundWidth - plan.rs.outboxBlocks)
+                                     ? 2.0 * (std::min(2.0 * plan.rs.roundWidth, M - 1.0) - plan.rs.outboxBlocks)
                                      : 0.0;
       EXPECT_GE(outboxLoose, 0.0);
       EXPECT_NEAR(plan.memory.rsAreaBound,

@@ -97,7 +97,7 @@ def _check_memory_model(plan: dict, m: int, l: int) -> None:
                 + (2 * min(passes, 2) if multi else 0)) * fp32_shard / passes
 
     in_place = area(m - 1 if multi else 0)                        # Eq. 11
-    slot_reuse = area(2 * rs["round_width"] if multi else 0)      # Eq. 12
+    slot_reuse = area(min(2 * rs["round_width"], m - 1) if multi else 0)  # Eq. 12, never past Eq. 11's outbox
     ring = 2 + (1 / l if multi else 0)
     # Slot-Reuse parks gradients in the vacated slot where they fit: wider ones live as In-Place's.
     grads = grad_item / item
