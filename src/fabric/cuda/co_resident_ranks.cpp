@@ -92,18 +92,25 @@ std::unique_ptr<DeviceArena> CoResidentGroup::makeArena(int rank, int64_t userBy
 
 CoResidentArena::CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters,
                                  cudaStream_t stream)
-    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign, group.timeoutSeconds()) {
+    : DeviceArena(userBytes, numCounters, kDeviceMemoryAlign, group.timeoutSeconds()), group_(group) {
   allocateDeviceMemory();
   try {
     initCountersAndTag(rank, group.arenaNonce(), stream);
     peers_ = group.exchangeBases(rank, base_);  // every tag is written before anyone reads one
     verifyPeers(rank, stream);
   } catch (...) {
-    freeDeviceMemory();
+    release();
     throw;
   }
 }
 
-CoResidentArena::~CoResidentArena() { freeDeviceMemory(); }
+CoResidentArena::~CoResidentArena() { release(); }
+
+void CoResidentArena::release() noexcept {
+  // A peer's timed-out tag read may still be queued against this arena.
+  if (setupTimedOut_) group_.noteArenaSetupTimeout();
+  if (group_.arenaSetupTimedOut()) setupTimedOut_ = true;
+  freeDeviceMemory();
+}
 
 }  // namespace tide::fabric::cuda

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +55,11 @@ class CoResidentGroup final : public LocalGroup {
   std::vector<std::byte*> exchangeBases(int rank, std::byte* base);
   std::unique_ptr<DeviceArena> makeArena(int rank, int64_t userBytes, int numCounters, cudaStream_t stream) override;
   std::string description() const override { return "co-resident ranks on one GPU"; }
+  // An arena setup of some rank timed out: its copies may still read any
+  // rank's arena (they share the control stream and every peer address), so
+  // every rank's arena is kept allocated from then on, not only that rank's.
+  void noteArenaSetupTimeout() noexcept { arenaSetupTimedOut_ = true; }
+  bool arenaSetupTimedOut() const noexcept { return arenaSetupTimedOut_; }
 
  private:
   const int ranks_;
@@ -68,6 +74,7 @@ class CoResidentGroup final : public LocalGroup {
   std::vector<std::byte*> bases_;
   std::vector<std::vector<uint64_t>> words_;  // gatherWords' slots, by rank
   cudaStream_t control_ = nullptr;
+  std::atomic<bool> arenaSetupTimedOut_{false};
 };
 
 // A co-resident rank's arena: cudaMalloc memory; every rank of the group is
@@ -77,6 +84,12 @@ class CoResidentArena final : public DeviceArena {
  public:
   CoResidentArena(CoResidentGroup& group, int rank, int64_t userBytes, int numCounters, cudaStream_t stream);
   ~CoResidentArena() override;
+
+ private:
+  // Frees the memory unless this rank's setup or any other rank's timed out.
+  void release() noexcept;
+
+  CoResidentGroup& group_;  // outlives its ranks' arenas
 };
 
 }  // namespace tide::fabric::cuda
