@@ -358,6 +358,8 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
                 "rank 0: sum source at offset 4032 of rank 0's arena runs 64 byte(s) past its end");
   expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, 8, {{grads.data(), 8, {8}}}})); },
                 "rank 0: sum piece 0's source 0 has 1 valid count(s) for 2 rows");
+  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, 0, {{grads.data(), 8, {8}}}})); },
+                "has 1 valid count(s) for 2 rows");  // no element, but the checker reads a count per row
   expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, -8, {{grads.data(), 8, {8, 8}}}})); },
                 "rank 0: sum piece 0 of 2 rows of -8 elements");
   LandOp land;

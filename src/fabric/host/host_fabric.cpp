@@ -364,19 +364,19 @@ void HostEndpoint::sum(int q, const SumOp& op) {
                                                        std::to_string(i) + " of " + std::to_string(pc.rows) +
                                                        " rows of " + std::to_string(pc.elems) +
                                                        " elements: neither may be negative");
+    // One count per row, as the CUDA fabric requires: valid[r] is read for every row r.
+    for (size_t k = 0; k < pc.sources.size(); ++k)
+      if (static_cast<int64_t>(pc.sources[k].valid.size()) != pc.rows)
+        throw FabricError(FabricError::Kind::kUsage,
+                          "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + "'s source " +
+                              std::to_string(k) + " has " + std::to_string(pc.sources[k].valid.size()) +
+                              " valid count(s) for " + std::to_string(pc.rows) + " rows (one per row)");
     if (pc.rows == 0 || pc.elems == 0) continue;  // writes and reads nothing
     Extent dst;
     dst.addRow(0, pc.dstPitch, pc.elems, sizeof(float));
     dst.addRow(pc.rows - 1, pc.dstPitch, pc.elems, sizeof(float));
     checkArenaExtent(pc.dst, dst, "sum destination");
-    for (size_t k = 0; k < pc.sources.size(); ++k) {
-      const SumSource& src = pc.sources[k];
-      // One count per row, as the CUDA fabric requires: the sum reads valid[r] for every row r.
-      if (static_cast<int64_t>(src.valid.size()) != pc.rows)
-        throw FabricError(FabricError::Kind::kUsage,
-                          "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + "'s source " +
-                              std::to_string(k) + " has " + std::to_string(src.valid.size()) +
-                              " valid count(s) for " + std::to_string(pc.rows) + " rows (one per row)");
+    for (const SumSource& src : pc.sources) {
       // Row r reads its valid elements only (the rest are padding, read as
       // zero): a source may end where its last row's data does.
       Extent read;
