@@ -33,7 +33,10 @@ class FabricError : public std::runtime_error {
 };
 
 // A 2-D strided copy between addresses the endpoint can reach (its own arena,
-// its own buffers, a node-local peer's arena). rows == 1: a flat copy.
+// its own buffers, a node-local peer's arena). rows == 1: a flat copy, whose
+// pitches are unused. rows > 1: both pitches are at least the width
+// (cudaMemcpy2D's rule: rows neither overlap nor go backwards); every fabric
+// refuses other pitches as a usage error when the copy is issued.
 // The ops of one copy() call may run in any order (one batched submission).
 struct CopyOp {
   void* dst = nullptr;
@@ -60,7 +63,7 @@ struct CopyOp {
 struct SumSource {
   const void* ptr = nullptr;
   int64_t pitch = 0;            // elements between rows
-  std::vector<int64_t> valid;   // per row: elements that hold data
+  std::vector<int64_t> valid;   // per row (exactly `rows` counts): elements that hold data
 };
 struct SumPiece {
   float* dst = nullptr;

@@ -19,6 +19,11 @@ std::vector<uint64_t> gatherFrame(const std::vector<uint64_t>& mine, const std::
 
 std::vector<uint64_t> wordsOfGatheredFrames(const std::vector<uint64_t>& frames, int ranks, size_t wordsPerRank,
                                             const std::string& what) {
+  // More words than a frame holds would be read past each frame's end (into the next rank's, or past the last).
+  if (wordsPerRank > kGatherFrameWords - 1)
+    throw FabricError(FabricError::Kind::kUsage, what + ": " + std::to_string(wordsPerRank) +
+                                                     " words per rank, where a frame holds at most " +
+                                                     std::to_string(kGatherFrameWords - 1));
   if (ranks < 0 || frames.size() != static_cast<size_t>(ranks) * kGatherFrameWords)
     throw FabricError(FabricError::Kind::kUsage, what + ": " + std::to_string(frames.size()) +
                                                      " gathered words are not " + std::to_string(ranks) + " frames");

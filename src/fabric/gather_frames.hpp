@@ -22,7 +22,7 @@ std::vector<uint64_t> gatherFrame(const std::vector<uint64_t>& mine, const std::
 // Every rank's words, rank-major, from `ranks` frames as the gather returned
 // them; a usage error, naming `what` and the ranks of each count, when a
 // frame's count is not `wordsPerRank` (every rank sees the same frames and
-// fails alike).
+// fails alike), or `wordsPerRank` is more than a frame holds.
 std::vector<uint64_t> wordsOfGatheredFrames(const std::vector<uint64_t>& frames, int ranks, size_t wordsPerRank,
                                             const std::string& what);
 

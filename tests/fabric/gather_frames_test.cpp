@@ -77,6 +77,23 @@ TEST(GatherFrames, RanksOutOfStepFailAlikeNamingTheRanksOfEachCount) {
   }
 }
 
+// A frame holds at most kGatherFrameWords - 1 words: more words per rank are
+// refused, not read past each frame's end, even where the frames' counts
+// claim them (no gatherFrame writes such a count; a corrupted one could).
+TEST(GatherFrames, MoreWordsPerRankThanAFrameHoldsAreRefused) {
+  std::vector<uint64_t> frames(2 * kGatherFrameWords, 9);
+  frames[0] = frames[kGatherFrameWords] = kGatherFrameWords;
+  try {
+    wordsOfGatheredFrames(frames, 2, kGatherFrameWords, "cuda fabric: rank 0: x");
+    FAIL() << "no error";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("cuda fabric: rank 0: x: 5 words per rank, where a frame holds at most 4"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GatherFrames, FramesOfAnotherRankCountAreRefused) {
   EXPECT_THROW(wordsOfGatheredFrames(gathered({{1}, {2}}), 3, 1, "t"), FabricError);
 }

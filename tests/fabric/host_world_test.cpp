@@ -14,11 +14,29 @@
 
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_fabric.hpp"
+#include "fabric/host/host_kernels.hpp"
 
 namespace tide::fabric::host {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A call the fabric must refuse as a usage error, at issue, with `words` in its message.
+template <typename F>
+void expectRefused(F&& issue, const std::string& words) {
+  try {
+    issue();
+    ADD_FAILURE() << "not refused: " << words;
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+// Holds queue q of `ep` until its world goes (tear-down drops the tasks it never ran): an op that
+// should have been refused but was let through then fails its test by being accepted, and is never
+// run against memory outside an arena.
+void holdQueue(Endpoint& ep, int q) { ep.delay(q, 60.0); }
 
 // Waits that can never pass (counters nobody signals, and a queue waiting on
 // such a queue's event) end as soon as the world goes, not at their deadline,
@@ -259,8 +277,117 @@ TEST(HostWorldArenas, RailRangesWhoseEndWrapsAreRefused) {
   std::vector<std::byte> user(64);
   const int64_t huge = std::numeric_limits<int64_t>::max() - 1;
   EXPECT_THROW(ep.copy(0, {CopyOp{ep.peerArena(1) + 100, user.data(), huge, 1, 0, 0}}), FabricError);
-  EXPECT_THROW(ep.copy(0, {CopyOp{ep.peerArena(1) + 100, user.data(), 64, 3, 0, huge / 2}}), FabricError);
+  EXPECT_THROW(ep.copy(0, {CopyOp{ep.peerArena(1) + 100, user.data(), 64, 3, 64, huge / 2}}), FabricError);
   EXPECT_THROW(ep.zero(0, ep.arena() + 8, huge), FabricError);
+}
+
+// A strided copy's pitches are at least its width, as cudaMemcpy2D requires
+// (the CUDA fabric refuses the rest too). A negative or smaller pitch once
+// passed the arena check, which bounded only the span's end: a destination
+// pitch of -16 wrote 16 bytes before the arena. A flat copy (one row) ignores
+// its pitches.
+TEST(HostWorldArenas, CopyPitchesBelowTheWidthAreRefused) {
+  HostWorld world(plan::Topology::make(1, 1), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  std::byte* a = ep.arena();
+  std::vector<std::byte> user(64);
+  for (size_t i = 0; i < user.size(); ++i) user[i] = static_cast<std::byte>(i + 1);
+  holdQueue(ep, 0);
+  expectRefused([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 8, -16}}); },
+                "rank 0: strided copy of 2 rows of 8 bytes with source pitch 8 and destination pitch -16");
+  expectRefused([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 8, 4}}); }, "destination pitch 4");  // rows overlap
+  expectRefused([&] { ep.copy(0, {CopyOp{user.data(), a + 64, 8, 2, -64, 8}}); }, "source pitch -64");
+  expectRefused([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 0, 8}}); }, "source pitch 0");
+  ep.copy(1, {CopyOp{a + 256, user.data(), 8, 1, -5, -7}});  // flat: its pitches are unused
+  ep.copy(1, {CopyOp{a + 512, user.data(), 8, 2, 8, 16}});
+  ep.synchronize(1);
+  EXPECT_EQ(0, std::memcmp(a + 256, user.data(), 8));
+  EXPECT_EQ(0, std::memcmp(a + 512, user.data(), 8));
+  EXPECT_EQ(0, std::memcmp(a + 528, user.data() + 8, 8));
+}
+
+// A rail put's source is bounded like a copy's, in every rails mode: one that
+// starts in an arena and runs past its end was read past it (the destination
+// alone was checked; RMA rails refused it, for lying outside the window). A
+// list of puts is checked whole before any piece of it is issued, as the
+// CUDA fabric's copy-engine rails check theirs.
+TEST(HostWorldArenas, RailPutSourcesRunningPastAnArenaAreRefused) {
+  constexpr int64_t kArena = 1 << 12;
+  for (const HostRails rails : {HostRails::kPut, HostRails::kSendRecv, HostRails::kRma}) {
+    SCOPED_TRACE(hostRailsName(rails));
+    HostOptions o;
+    o.rails = rails;
+    HostWorld world(plan::Topology::make(2, 1), kArena, o);
+    Endpoint& ep = world.endpoint(0);
+    holdQueue(ep, 0);
+    expectRefused([&] { ep.railPut(0, 1, 0, ep.arena() + 4000, 4096, -1, 0); },
+                  "rank 0: rail put source at offset 4000 of rank 0's arena runs 4000 byte(s) past its end");
+    const std::vector<Endpoint::RailPiece> pieces = {{0, ep.arena(), 64}, {64, ep.arena() + kArena - 32, 64}};
+    expectRefused([&] { ep.railPuts(0, 1, pieces, -1, 0); },
+                  "rail put source at offset 4064 of rank 0's arena runs 32 byte(s) past its end");
+    EXPECT_EQ(ep.stats().railPuts, 0) << "a refused list left a piece issued";
+    ep.discardDeferredRails();
+  }
+}
+
+// Sums and landings are bounded like copies: each piece's destination rows
+// and what each source row reads (its valid elements, not the piece's width),
+// a landing's destination and sources; a source's valid counts are one per
+// row (the CUDA fabric's rule; fewer were read past their end). A
+// destination whose rows go down (a negative pitch) is bounded below too.
+TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
+  constexpr int64_t kArena = 1 << 12;
+  constexpr int64_t kFloats = kArena / 4;
+  HostWorld world(plan::Topology::make(1, 1), kArena, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  auto* f = reinterpret_cast<float*>(ep.arena());
+  std::vector<uint16_t> grads(256, 0x3f80);  // bf16 1.0
+  std::vector<float> out(64, -1.0f), in(64, 2.0f);
+  auto sumOf = [](SumPiece piece) {
+    SumOp op;
+    op.srcType = plan::DType::kBF16;
+    op.pieces = {std::move(piece)};
+    return op;
+  };
+  holdQueue(ep, 0);
+  expectRefused([&] { ep.sum(0, sumOf({f + kFloats - 4, 64, 1, 64, {{grads.data(), 64, {64}}}})); },
+                "rank 0: sum destination at offset 4080 of rank 0's arena runs 240 byte(s) past its end");
+  expectRefused([&] { ep.sum(0, sumOf({f, -4, 2, 4, {{grads.data(), 4, {4, 4}}}})); },
+                "rank 0: sum destination at offset 0 of rank 0's arena runs 16 byte(s) before its start");
+  expectRefused([&] { ep.sum(0, sumOf({out.data(), 64, 1, 64, {{ep.arena() + kArena - 64, 64, {64}}}})); },
+                "rank 0: sum source at offset 4032 of rank 0's arena runs 64 byte(s) past its end");
+  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, 8, {{grads.data(), 8, {8}}}})); },
+                "rank 0: sum piece 0's source 0 has 1 valid count(s) for 2 rows");
+  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, 0, {{grads.data(), 8, {8}}}})); },
+                "has 1 valid count(s) for 2 rows");  // no element, but the checker reads a count per row
+  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, -8, {{grads.data(), 8, {8, 8}}}})); },
+                "rank 0: sum piece 0 of 2 rows of -8 elements");
+  LandOp land;
+  land.dst = f + kFloats - 4;
+  land.elems = 64;
+  land.sources = {in.data()};
+  expectRefused([&] { ep.land(0, land); },
+                "rank 0: landing destination at offset 4080 of rank 0's arena runs 240 byte(s) past its end");
+  land.dst = out.data();
+  land.elems = 16;
+  land.sources = {in.data(), f + kFloats - 8};
+  expectRefused([&] { ep.land(0, land); },
+                "rank 0: landing source at offset 4064 of rank 0's arena runs 32 byte(s) past its end");
+  land.clearSources = true;
+  expectRefused([&] { ep.land(0, land); }, "rank 0: landing source (read, then cleared) at offset 4064");
+  land.sources = {in.data()};
+  land.elems = -1;  // once cleared as a huge size_t
+  expectRefused([&] { ep.land(0, land); }, "rank 0: landing of -1 elements");
+
+  // A source row reads only its valid elements: here the last row's end is
+  // the arena's, where rows x elems would run past it.
+  auto* tail = reinterpret_cast<uint16_t*>(ep.arena() + kArena - 64);
+  for (int i = 0; i < 32; ++i) tail[i] = static_cast<uint16_t>(0x3f80 + (i << 4));
+  ep.sum(1, sumOf({out.data(), 32, 2, 32, {{tail, 16, {16, 16}}}}));
+  ep.synchronize(1);
+  for (int r = 0; r < 2; ++r)
+    for (int x = 0; x < 32; ++x)
+      EXPECT_EQ(out[static_cast<size_t>(r * 32 + x)], x < 16 ? bf16ToFloat(tail[r * 16 + x]) : 0.0f) << r << ", " << x;
 }
 
 TEST(FailureRecord, OneWholeMessageWins) {

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "fabric/host/host_fabric.hpp"
 
@@ -155,6 +156,48 @@ TEST(ProtocolCheckerTest, HostAccessesFollowSynchronisation) {
   // The race itself, not some other error (a deadline, say).
   EXPECT_NE(report.find("protocol violation"), std::string::npos) << report;
   EXPECT_NE(report.find("no happens-before"), std::string::npos) << report;
+}
+
+// A range that crosses a watched buffer's edge (it runs past the end, or
+// starts before the start) is reported: such an access is the very one that
+// is wrong, where the checker once took it for memory nobody watches and kept
+// silent. Ranges inside a buffer, or beside it, are no violation.
+TEST(ProtocolCheckerTest, RangesCrossingAWatchedBuffersEdgeAreReported) {
+  std::vector<std::byte> memory(256);
+  ProtocolChecker checker(1, 1);
+  checker.watch(memory.data() + 64, 128, "a watched buffer");
+  auto reported = [&](const std::byte* p, int64_t bytes, const std::string& words) {
+    try {
+      checker.hostAccess(0, p, bytes, ProtocolChecker::Access::kWrite, "writes");
+      ADD_FAILURE() << "not reported: " << words;
+    } catch (const FabricError& e) {
+      EXPECT_EQ(e.kind(), FabricError::Kind::kProtocol) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  reported(memory.data() + 128, 128,
+           "protocol violation: 'host of rank 0: writes' touches bytes [64, 192) of a watched buffer (128 bytes): "
+           "64 byte(s) past its end");
+  reported(memory.data() + 32, 64, "bytes [-32, 32) of a watched buffer (128 bytes): 32 byte(s) before its start");
+  reported(memory.data(), 256, "bytes [-64, 192) of a watched buffer (128 bytes): 64 byte(s) before its start and "
+                               "64 byte(s) past its end");
+  EXPECT_NO_THROW(checker.hostAccess(0, memory.data() + 64, 128, ProtocolChecker::Access::kWrite, "fills it"));
+  EXPECT_NO_THROW(checker.hostAccess(0, memory.data(), 64, ProtocolChecker::Access::kWrite, "writes before it"));
+  EXPECT_NO_THROW(checker.hostAccess(0, memory.data() + 192, 64, ProtocolChecker::Access::kWrite, "writes after it"));
+
+  // A queue's copy out of a caller's buffer (memory the fabric does not
+  // bound), past its watched part: reported by the task, which copies nothing.
+  World w(1);
+  Endpoint& ep = w.world.endpoint(0);
+  std::vector<std::byte> user(256, std::byte{1});
+  w.world.checker()->watch(user.data(), 128, "a caller's buffer");
+  ep.copy(0, {copyOf(ep.arena(), user.data() + 64, 128)});
+  const std::string err = w.drain();
+  EXPECT_NE(err.find("protocol violation: 'copy (rank 0, queue 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("touches bytes [64, 192) of a caller's buffer (128 bytes): 64 byte(s) past its end"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(ep.arena()[0], std::byte{0}) << "the copy ran";
 }
 
 // Each rank has its own host: rank 0's host synchronising with its queue

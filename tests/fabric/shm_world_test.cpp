@@ -11,6 +11,7 @@
 #include <sched.h>  // unshare
 #include <signal.h>
 #include <sys/file.h>  // flock
+#include <sys/mman.h>  // shm_open
 #include <sys/stat.h>  // utimensat
 #include <sys/wait.h>
 #include <unistd.h>
@@ -712,6 +713,31 @@ TEST(SharedWorldBootstrap, FailingRankRemovesSegmentsItNeverMapped) {
   EXPECT_TRUE(exits[0].exited && exits[0].code == kExitFabricError) << exits[0].code;
   EXPECT_EQ(exits[1].signal, SIGKILL);
   EXPECT_TRUE(leftoverSegments(jobId).empty()) << "segments of job " << jobId << " left in /dev/shm";
+}
+
+// ---------------------------------------------------------------- segments
+
+// A segment that exists but has no size (its creator has not sized it yet,
+// or died first) is refused saying so: no call failed, and the message once
+// named whatever errno an earlier call had left.
+TEST(ShmSegmentOpen, AnUnsizedSegmentIsRefusedSayingSo) {
+  // Not a "tide-" name: no sweep of another test takes it for a segment of its own.
+  const std::string name = "/tidetest-unsized-" + std::to_string(::getpid());
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ::close(fd);
+  errno = EACCES;  // stale, as an earlier failed call would leave it
+  try {
+    fabric::host::ShmSegment::open(name);
+    ADD_FAILURE() << "an unsized segment was mapped";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("shared memory " + name + " has size 0: its creator has not sized it yet, or died before it did"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find(std::strerror(EACCES)), std::string::npos) << what;
+  }
+  fabric::host::ShmSegment::unlink(name);
 }
 
 // ---------------------------------------------------------------- leftovers of killed bootstraps

@@ -269,25 +269,55 @@ void HostEndpoint::annotateInbox(int64_t offset, int64_t bytes) {
   if (checker_) checker_->watchInbox(arena() + offset, bytes);
 }
 
-void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const {
-  if (width <= 0 || rows <= 0) return;
-  const auto* b = static_cast<const std::byte*>(p);
-  for (size_t r = 0; r < mem_.arenas.size(); ++r) {
-    const std::byte* a = mem_.arenas[r];
-    if (b < a || b >= a + mem_.arenaBytes) continue;
-    // The span's end, where it cannot wrap; one that would is past any arena.
-    int64_t end = 0;
-    const bool wraps = __builtin_mul_overflow(rows - 1, pitch, &end) || __builtin_add_overflow(end, width, &end) ||
-                       __builtin_add_overflow(end, b - a, &end);
-    if (wraps || end > mem_.arenaBytes)
-      throw FabricError(FabricError::Kind::kUsage,
-                        "rank " + std::to_string(rank_) + ": " + what + " at offset " + std::to_string(b - a) +
-                            " of rank " + std::to_string(r) + "'s arena runs " +
-                            (wraps ? "beyond any address" : std::to_string(end - mem_.arenaBytes) + " byte(s)") +
-                            " past its end (" +
-                            std::to_string(mem_.arenaBytes) + " bytes)");
+void HostEndpoint::Extent::addRow(int64_t row, int64_t pitch, int64_t width, int64_t item) {
+  if (width <= 0) return;
+  int64_t at = 0, bytes = 0, end = 0;
+  if (__builtin_mul_overflow(row, pitch, &at) || __builtin_mul_overflow(at, item, &at) ||
+      __builtin_mul_overflow(width, item, &bytes) || __builtin_add_overflow(at, bytes, &end)) {
+    wraps = true;
     return;
   }
+  low = empty ? at : std::min(low, at);
+  high = empty ? end : std::max(high, end);
+  empty = false;
+}
+
+void HostEndpoint::checkArenaExtent(const void* p, const Extent& extent, const char* what) const {
+  if (extent.empty && !extent.wraps) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  for (size_t r = 0; r < mem_.arenas.size(); ++r) {
+    // The extent relative to this arena, by the addresses' difference: p need
+    // not point into it (a first row just before an arena, a pitch that goes down).
+    const int64_t offset = static_cast<int64_t>(at - reinterpret_cast<std::uintptr_t>(mem_.arenas[r]));
+    const bool starts = offset >= 0 && offset < mem_.arenaBytes;
+    int64_t low = 0, high = 0;
+    const bool wraps = extent.wraps || __builtin_add_overflow(offset, extent.low, &low) ||
+                       __builtin_add_overflow(offset, extent.high, &high);
+    if (!wraps && (high <= 0 || low >= mem_.arenaBytes)) continue;  // meets no byte of this arena
+    if (wraps && !starts) continue;  // no arena named: refused below
+    if (!wraps && low >= 0 && high <= mem_.arenaBytes) return;
+    std::string overrun;
+    if (wraps) overrun = "beyond any address past its end";
+    if (!wraps && low < 0) overrun = std::to_string(-low) + " byte(s) before its start";
+    if (!wraps && high > mem_.arenaBytes)
+      overrun += (overrun.empty() ? "" : " and ") + std::to_string(high - mem_.arenaBytes) + " byte(s) past its end";
+    throw FabricError(FabricError::Kind::kUsage,
+                      "rank " + std::to_string(rank_) + ": " + what + " at offset " + std::to_string(offset) +
+                          " of rank " + std::to_string(r) + "'s arena runs " + overrun + " (" +
+                          std::to_string(mem_.arenaBytes) + " bytes)");
+  }
+  if (extent.wraps)
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": " + what +
+                                                     " runs beyond any address (its extent passes 64 bits)");
+}
+
+void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const {
+  if (rows <= 0) return;
+  // The first and the last row bound the rest, whichever way the pitch goes.
+  Extent extent;
+  extent.addRow(0, pitch, width);
+  extent.addRow(rows - 1, pitch, width);
+  checkArenaExtent(p, extent, what);
 }
 
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
@@ -297,6 +327,15 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
       throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": copy of width " +
                                                        std::to_string(op.width) + " and " + std::to_string(op.rows) +
                                                        " rows: neither may be negative");
+    // cudaMemcpy2D's rule, which the CUDA fabric keeps too: a pitch below the
+    // width overlaps rows (or, negative, runs them backwards), which no
+    // collective means; CPU runs refuse what GPU runs cannot do.
+    if (op.rows > 1 && (op.srcPitch < op.width || op.dstPitch < op.width))
+      throw FabricError(FabricError::Kind::kUsage,
+                        "rank " + std::to_string(rank_) + ": strided copy of " + std::to_string(op.rows) +
+                            " rows of " + std::to_string(op.width) + " bytes with source pitch " +
+                            std::to_string(op.srcPitch) + " and destination pitch " + std::to_string(op.dstPitch) +
+                            ": a pitch below the width (rows > 1 need both pitches >= the width)");
     checkArenaSpan(op.src, op.width, op.rows, op.srcPitch, "copy source");
     checkArenaSpan(op.dst, op.width, op.rows, op.dstPitch, "copy destination");
   }
@@ -330,6 +369,35 @@ void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
 }
 
 void HostEndpoint::sum(int q, const SumOp& op) {
+  const int64_t item = plan::itemSize(op.srcType);
+  for (size_t i = 0; i < op.pieces.size(); ++i) {
+    const SumPiece& pc = op.pieces[i];
+    if (pc.rows < 0 || pc.elems < 0)
+      throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": sum piece " +
+                                                       std::to_string(i) + " of " + std::to_string(pc.rows) +
+                                                       " rows of " + std::to_string(pc.elems) +
+                                                       " elements: neither may be negative");
+    // One count per row, as the CUDA fabric requires: valid[r] is read for every row r.
+    for (size_t k = 0; k < pc.sources.size(); ++k)
+      if (static_cast<int64_t>(pc.sources[k].valid.size()) != pc.rows)
+        throw FabricError(FabricError::Kind::kUsage,
+                          "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + "'s source " +
+                              std::to_string(k) + " has " + std::to_string(pc.sources[k].valid.size()) +
+                              " valid count(s) for " + std::to_string(pc.rows) + " rows (one per row)");
+    if (pc.rows == 0 || pc.elems == 0) continue;  // writes and reads nothing
+    Extent dst;
+    dst.addRow(0, pc.dstPitch, pc.elems, sizeof(float));
+    dst.addRow(pc.rows - 1, pc.dstPitch, pc.elems, sizeof(float));
+    checkArenaExtent(pc.dst, dst, "sum destination");
+    for (const SumSource& src : pc.sources) {
+      // Row r reads its valid elements only (the rest are padding, read as
+      // zero): a source may end where its last row's data does.
+      Extent read;
+      for (int64_t r = 0; r < pc.rows; ++r)
+        read.addRow(r, src.pitch, std::min(src.valid[static_cast<size_t>(r)], pc.elems), item);
+      checkArenaExtent(src.ptr, read, "sum source");
+    }
+  }
   flushRails();
   submit(q, "sum", [this, op](int task) {
     if (checker_) {
@@ -351,6 +419,16 @@ void HostEndpoint::sum(int q, const SumOp& op) {
 }
 
 void HostEndpoint::land(int q, const LandOp& op) {
+  // Refused here: a negative count would reach the clearing memset as a huge size_t.
+  if (op.elems < 0)
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": landing of " +
+                                                     std::to_string(op.elems) + " elements (negative)");
+  Extent floats;  // relative to the destination and to each source alike
+  floats.addRow(0, 0, op.elems, sizeof(float));
+  checkArenaExtent(op.dst, floats, "landing destination");
+  // Clearing writes the very bytes the landing read: one bound covers both.
+  for (const float* src : op.sources)
+    checkArenaExtent(src, floats, op.clearSources ? "landing source (read, then cleared)" : "landing source");
   flushRails();
   submit(q, "land", [this, op](int task) {
     if (checker_) {
@@ -388,9 +466,19 @@ void HostEndpoint::checkRailPeer(int peer, int64_t dstOffset, int64_t bytes, con
                                                      " outside the arena");
 }
 
+void HostEndpoint::checkRailSource(const void* src, int64_t bytes) const {
+  checkArenaSpan(src, bytes, 1, 0, "rail put source");
+  // Like NCCL's host RMA, an RMA put reads only from a registered window: the arena.
+  if (mem_.rma != nullptr && bytes > 0 && !liesWithin(src, bytes, mem_.arenas[static_cast<size_t>(rank_)], mem_.arenaBytes))
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) +
+                                                     ": RMA rail put from outside the arena (host RMA reads "
+                                                     "only from a registered window)");
+}
+
 void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes,
                            int signalId, uint64_t signalValue) {
   checkRailPeer(dstRank, dstOffset, bytes, "rail put to");
+  checkRailSource(src, bytes);
   {
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.railBytes += bytes;
@@ -398,11 +486,6 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
   if (mem_.rma != nullptr) {
     // The receiver's railRecv grants the credit this put waits for, and sets its own counter.
-    // Like NCCL's host RMA, a put reads only from a registered window: the arena.
-    if (bytes > 0 && !liesWithin(src, bytes, arena(), mem_.arenaBytes))
-      throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) +
-                                                       ": RMA rail put from outside the arena (host RMA reads "
-                                                       "only from a registered window)");
     joinRmaGroup(q);
     rmaGroup_.deferSend(dstRank, dstOffset, src, bytes);
     return;
@@ -445,6 +528,18 @@ void HostEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
       raise(dstRank, signalId, signalValue);
     }
   });
+}
+
+void HostEndpoint::railPuts(int q, int dstRank, const std::vector<RailPiece>& pieces, int signalId,
+                            uint64_t signalValue) {
+  // Every piece is checked before the first goes: a list refused midway would
+  // leave its first pieces issued, or deferred into the rail group, without the
+  // signal that ends it (the CUDA fabric's copy-engine rails check theirs whole too).
+  for (const RailPiece& p : pieces) {
+    checkRailPeer(dstRank, p.dstOffset, p.bytes, "rail put to");
+    checkRailSource(p.src, p.bytes);
+  }
+  Endpoint::railPuts(q, dstRank, pieces, signalId, signalValue);
 }
 
 void HostEndpoint::railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId,

@@ -92,6 +92,8 @@ class HostEndpoint final : public Endpoint {
   void zero(int q, void* dst, int64_t bytes) override;
   void railPut(int q, int dstRank, int64_t dstOffset, const void* src, int64_t bytes, int signalId,
                uint64_t signalValue) override;
+  void railPuts(int q, int dstRank, const std::vector<RailPiece>& pieces, int signalId,
+                uint64_t signalValue) override;
   void railRecv(int q, int srcRank, int64_t dstOffset, int64_t bytes, int signalId, uint64_t signalValue) override;
   void signal(int q, int dstRank, int id, uint64_t value) override;
   void delay(int q, double seconds) override;
@@ -113,11 +115,28 @@ class HostEndpoint final : public Endpoint {
   int64_t fabricFaultFirings() const override { return faultFirings_.load(); }
 
  private:
-  // A range that starts in some rank's arena must end in it: a plan or
-  // descriptor bug (or a fault) would otherwise write past the arena into
-  // whatever the heap holds next. Memory outside every arena (the caller's
-  // shards and gradients) has no bounds the fabric knows.
+  // The bytes an access touches, as offsets from its first address: the
+  // lowest and one past the highest (rows that go down, a negative pitch,
+  // reach below the first address). `wraps`: an offset passes int64_t, which
+  // no memory is large enough for.
+  struct Extent {
+    int64_t low = 0;
+    int64_t high = 0;
+    bool empty = true;
+    bool wraps = false;
+    // Row `row`: `width` items at row * pitch items, `item` bytes each. A row of no item adds nothing.
+    void addRow(int64_t row, int64_t pitch, int64_t width, int64_t item = 1);
+  };
+  // A range that meets some rank's arena must lie inside it, at either end: a
+  // plan or descriptor bug (or a fault) would otherwise read or write past
+  // the arena, into whatever the heap holds next. Memory that meets no arena
+  // (the caller's shards and gradients) has no bounds the fabric knows, but
+  // no range may wrap. Refused at issue, as a usage error naming `what`.
+  void checkArenaExtent(const void* p, const Extent& extent, const char* what) const;
+  // `rows` rows of `width` bytes, `pitch` bytes apart (either sign).
   void checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const;
+  // A rail put's source: bounded like any range, and for RMA rails inside this rank's arena.
+  void checkRailSource(const void* src, int64_t bytes) const;
   // For a wait's timeout message: the ranks that entered fewer calls than this
   // one, and those whose process has exited ("" when none, or not tracked).
   std::string peersProgress() const;

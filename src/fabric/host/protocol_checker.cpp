@@ -1,7 +1,9 @@
 #include "fabric/host/protocol_checker.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
+#include "fabric/byte_range.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric::host {
@@ -24,17 +26,34 @@ void ProtocolChecker::watch(const void* base, int64_t bytes, const std::string& 
 
 void ProtocolChecker::watchInbox(const void* base, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  Buffer* b = find(base, bytes);
+  Buffer* b = find(base, bytes, "annotateInbox");
   if (!b) return;
   const int64_t off = static_cast<const std::byte*>(base) - b->base;
   if (b->inbox.empty()) b->inbox.assign(static_cast<size_t>((b->bytes + 3) / 4), 255);  // 255: not an inbox
   for (int64_t w = off / 4; w < (off + bytes + 3) / 4; ++w) b->inbox[static_cast<size_t>(w)] = 0;
 }
 
-ProtocolChecker::Buffer* ProtocolChecker::find(const void* p, int64_t bytes) {
-  const auto* q = static_cast<const std::byte*>(p);
+ProtocolChecker::Buffer* ProtocolChecker::find(const void* p, int64_t bytes, const std::string& who) {
   for (Buffer& b : buffers_)
-    if (q >= b.base && q + bytes <= b.base + b.bytes) return &b;
+    if (liesWithin(p, bytes, b.base, b.bytes)) return &b;
+  // A range partly inside a buffer is no access to memory nobody watches: it
+  // runs past the buffer's end or starts before it, the very access that is wrong.
+  for (const Buffer& b : buffers_) {
+    if (!rangesMeet(p, bytes, b.base, b.bytes)) continue;
+    const auto begin =
+        static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(b.base));
+    int64_t end = 0;
+    const bool wraps = __builtin_add_overflow(begin, bytes, &end);
+    std::string overrun;
+    if (begin < 0) overrun = std::to_string(-begin) + " byte(s) before its start";
+    if (wraps || end > b.bytes)
+      overrun += (overrun.empty() ? "" : " and ") +
+                 (wraps ? std::string("beyond any address") : std::to_string(end - b.bytes) + " byte(s)") +
+                 " past its end";
+    violation("'" + who + "' touches bytes [" + std::to_string(begin) + ", " +
+              (wraps ? std::string("beyond") : std::to_string(end)) + ") of " + b.name + " (" +
+              std::to_string(b.bytes) + " bytes): " + overrun);
+  }
   return nullptr;
 }
 
@@ -95,9 +114,10 @@ void ProtocolChecker::selfWaitIssued(int rank, int id, uint64_t value, const std
 
 void ProtocolChecker::hostAccess(int rank, const void* p, int64_t bytes, Access kind, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  Buffer* b = find(p, bytes);
+  std::string who = "host of rank " + std::to_string(rank) + ": " + what;
+  Buffer* b = find(p, bytes, who);
   if (!b) return;
-  labels_.push_back("host of rank " + std::to_string(rank) + ": " + what);
+  labels_.push_back(std::move(who));
   const int64_t off = static_cast<const std::byte*>(p) - b->base;
   Clock& host = hostClock_.at(static_cast<size_t>(rank));
   const uint32_t t = static_cast<uint32_t>(hostTid(rank));
@@ -171,9 +191,9 @@ void ProtocolChecker::inboxStep(Buffer& b, int64_t begin, int64_t end, Access ki
 void ProtocolChecker::access(int task, const void* p, int64_t bytes, Access kind) {
   if (bytes <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  Buffer* b = find(p, bytes);
-  if (!b) return;
   const Task& t = tasks_.at(task);
+  Buffer* b = find(p, bytes, labels_[static_cast<size_t>(t.label)]);
+  if (!b) return;
   const int64_t off = static_cast<const std::byte*>(p) - b->base;
   check(*b, off, off + bytes, t.clock, static_cast<uint32_t>(t.tid), kind == Access::kWrite || kind == Access::kZero,
         t.label);

@@ -45,7 +45,8 @@ class ProtocolChecker {
   int tid(int rank, int queue) const { return rank * queues_ + queue; }
   int hostTid(int rank) const { return ranks_ * queues_ + rank; }
 
-  // Memory the checker watches; accesses elsewhere are ignored.
+  // Memory the checker watches; accesses elsewhere are ignored, and one that
+  // crosses a watched buffer's edge is a violation.
   void watch(const void* base, int64_t bytes, const std::string& name);
   // Bytes a landing consumes (the inbox): the I1 state machine applies.
   void watchInbox(const void* base, int64_t bytes);
@@ -97,7 +98,10 @@ class ProtocolChecker {
     int label;
   };
 
-  Buffer* find(const void* p, int64_t bytes);
+  // The watched buffer that holds [p, p + bytes); nullptr where the range
+  // meets none. A range that meets a buffer but leaves it is a violation
+  // (kProtocol) naming `who`, the access.
+  Buffer* find(const void* p, int64_t bytes, const std::string& who);
   void check(Buffer& b, int64_t begin, int64_t end, const Clock& c, uint32_t tid, bool write, int label);
   void inboxStep(Buffer& b, int64_t begin, int64_t end, Access kind, int label);
   [[noreturn]] void violation(const std::string& what);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -54,10 +55,16 @@ ShmSegment ShmSegment::open(const std::string& name) {
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) throwError(errno, "cannot open shared memory " + name);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
+  if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     throwError(err, "cannot size shared memory " + name);
+  }
+  if (st.st_size <= 0) {
+    // No call failed: errno would name whatever failed last.
+    ::close(fd);
+    throw std::runtime_error("shared memory " + name +
+                             " has size 0: its creator has not sized it yet, or died before it did");
   }
   const auto bytes = static_cast<size_t>(st.st_size);
   std::byte* data = nullptr;
