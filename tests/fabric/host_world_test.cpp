@@ -188,8 +188,6 @@ TEST(HostWorldRails, ALateReceiverNeverReadsAFailedSendsSource) {
   EXPECT_EQ(receiver.counterValue(5), 0u);
 }
 
-// Many ranks fail at once: exactly one message is recorded, and a rank that
-// sees the failure reads one whole message, never one being written.
 // A copy or zeroing that starts in a rank's arena and runs past its end is
 // refused when issued (a usage error naming the arena and the overrun), not
 // written into whatever the heap holds next; ranges inside an arena, and
@@ -390,6 +388,8 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
       EXPECT_EQ(out[static_cast<size_t>(r * 32 + x)], x < 16 ? bf16ToFloat(tail[r * 16 + x]) : 0.0f) << r << ", " << x;
 }
 
+// Many ranks fail at once: exactly one message is recorded, and a rank that
+// sees the failure reads one whole message, never one being written.
 TEST(FailureRecord, OneWholeMessageWins) {
   for (int round = 0; round < 200; ++round) {
     std::atomic<int> state{0};
