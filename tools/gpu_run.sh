@@ -419,7 +419,7 @@ fi
 # The tables of the steps' logs, if they ran ($LOGS starts empty).
 rm -f "$BUILD/fsdp_e2e_table.txt"
 for e2e in fsdp_e2e fsdp_e2e_ipc; do
-  [[ -f $LOGS/$e2e.log ]] && { grep -E '^ *(#  model|# vs_ref|llama|moe) ' "$LOGS/$e2e.log" >>"$BUILD/fsdp_e2e_table.txt" || true; }
+  [[ -f $LOGS/$e2e.log ]] && { grep -E '^ *(#  model |# vs_ref,|llama |moe )' "$LOGS/$e2e.log" >>"$BUILD/fsdp_e2e_table.txt" || true; }
 done
 run_2gpu loss loss_curve 150 -m tide.bench.fsdp_steps --model llama --set layers=8 --tokens 4096 \
   --loss-curve 200 --systems stock tide-in-place tide-slot-reuse --json "$LOGS/loss_curve.json"
@@ -486,9 +486,10 @@ else
         --standalone --nproc_per_node="$ranks" tests/gpu/check_collectives.py --host-per-rank
     done
     if ((NGPU >= 2)); then
-      run "fabric_${NGPU}gpu_M${NGPU}xL1_rma_built" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" \
+      # As the other two-GPU RMA steps: a NCCL that grants no host RMA between the GPUs is a SKIP with its reason.
+      run_rma "fabric_${NGPU}gpu_M${NGPU}xL1_rma_built" 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" \
         build/gpu-rma/tests/cuda/tide_cuda_fabric_test --ranks "$NGPU" --nodes "$NGPU" --rails rma
-      run "collectives_${NGPU}gpu_rma_built" 240 "${RMA_PY[@]}" --multi-node-only
+      run_rma "collectives_${NGPU}gpu_rma_built" 240 "${RMA_PY[@]}" --multi-node-only
     else
       run rma_collectives_1gpu 240 "${RMA_PY[@]}"
       run rma_fabric_1gpu 90 env LD_LIBRARY_PATH="$PWD/build/nccl/lib" build/gpu-rma/tests/cuda/tide_cuda_fabric_test \
