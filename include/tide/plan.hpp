@@ -156,10 +156,15 @@ std::vector<CopyDesc> flatten(const std::vector<CopyDesc>& descs);
 
 // ---------------------------------------------------------------- all-gather
 
+// The most groups the all-gather's last round may be scattered in: each group
+// takes a counter (the collectives keep one per scatter group) and costs a
+// descriptor count over every node when planned.
+inline constexpr int kMaxLastRoundGroups = 32;
+
 struct AgOptions {
   int64_t headBytes = 8ll << 20;  // head/tail split of each rail transfer (Sec. 3.1)
   int minStridedRun = 4;          // runs of at least this many slots become one strided copy
-  int lastRoundGroups = 4;        // the last round is scattered in at most this many groups
+  int lastRoundGroups = 4;        // the last round is scattered in at most this many groups (1..kMaxLastRoundGroups)
   // App. F's rail lane for one GPU per node across nodes (L = 1, M > 1): the
   // Bruck rounds put landing rows straight into the peers' landings (each
   // rank's rows sit at the same offset on every rank), so there is no receive

@@ -22,6 +22,12 @@ using plan::Region;
 static_assert(fabric::Endpoint::kEventWindow >= 2 * ids::kMaxNodes + 256,
               "the event window is too short for a reduce-scatter pass at kMaxNodes nodes");
 
+// Every plan a communicator takes fits its scatter-group counters: one group
+// per all-gather round but the last (at most log2 of kMaxNodes of them) and
+// at most kMaxLastRoundGroups in the last.
+static_assert(plan::kMaxLastRoundGroups + 10 <= ids::kMaxScatterGroups && (1 << 10) >= ids::kMaxNodes,
+              "the scatter-group counters cannot hold every plan's groups");
+
 Communicator::Communicator(fabric::Endpoint& ep, ScratchLayout layout, FaultConfig faults, IssueOptions issue)
     : ep_(ep), layout_(layout), faults_(faults), issue_(issue) {
   if (ep_.numQueues() < kQueuesNeeded)

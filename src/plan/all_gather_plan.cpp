@@ -35,6 +35,10 @@ AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt) {
   if (opt.minStridedRun < 1 || opt.lastRoundGroups < 1 || opt.headBytes < 1)
     throw PlanError(Reason::kBadOption, "all-gather options out of range (minStridedRun, lastRoundGroups and "
                                         "headBytes must be at least 1)");
+  if (opt.lastRoundGroups > kMaxLastRoundGroups)
+    throw PlanError(Reason::kBadOption, "all-gather lastRoundGroups must be at most " +
+                                            std::to_string(kMaxLastRoundGroups) + ", got " +
+                                            std::to_string(opt.lastRoundGroups));
   AgPlan plan;
   plan.options = opt;
   const int m = g.topo.nodes;

@@ -32,14 +32,18 @@ void Calibration::validate() const {
 
 namespace {
 
-// A CTA count the solver computed, as an int: one past INT_MAX (or NaN) is no
-// plan to round into range, so the calibration is refused with what it asked for.
+// A CTA count the solver computed, as an int: past kMaxCtaBudget (or NaN) the
+// calibration is refused with what it asked for, as a caller's budget past it
+// is (RsOptions): such a budget spreads the sum or landing over every SM, and
+// comes from a rate per CTA far too low or given in the wrong unit.
 int ctaCount(double ctas, const char* what) {
-  if (!(ctas <= static_cast<double>(std::numeric_limits<int>::max()))) {
+  if (!(ctas <= static_cast<double>(kMaxCtaBudget))) {
     char count[32];  // %g: a huge count in a few digits, not std::to_string's hundreds
     std::snprintf(count, sizeof count, "%g", ctas);
     throw PlanError(Reason::kBadCalibration, std::string("the calibration asks for ") + count + " " + what +
-                                                 " CTAs, more than any GPU has (a rate per CTA far too low?)");
+                                                 " CTAs, more than a CTA budget holds (" +
+                                                 std::to_string(kMaxCtaBudget) +
+                                                 "): a rate per CTA far too low, or not in GB/s?");
   }
   return std::max(1, static_cast<int>(ctas));
 }

@@ -60,9 +60,6 @@ void checkRoundsAndGroups(const GroupLayout& g, const AgPlan& plan, const AgOpti
   }
 }
 
-// Bruck covers each of the M-1 remote shards exactly once, for every M.
-// Simulated from the plan's rounds: in round d node n sends its slots
-// [0, c_d) to node (n - 2^d) mod M, which stores them at [2^d, 2^d + c_d).
 // A head split at byte 0 has no chunk ending at its mark, so its signal
 // would never go out (a round waiting for it forever): refused with the rest.
 TEST(AllGatherOptions, RefusesAHeadOfNoBytes) {
@@ -83,6 +80,30 @@ TEST(AllGatherOptions, RefusesAHeadOfNoBytes) {
   EXPECT_EQ(makeAgPlan(g, one).rounds.at(0).headBytes, 1);
 }
 
+// The last round's groups: each takes a scatter-group counter in the
+// collectives, and planning counts descriptors over every node for each, so
+// a count past kMaxLastRoundGroups is refused when planned (it used to pass
+// here and fail only at the first all-gather, or take seconds to plan).
+TEST(AllGatherOptions, RefusesMoreLastRoundGroupsThanTheLimit) {
+  const GroupLayout g = makeGroupLayout(Topology::make(1024, 1), {ParamSpec{{4096}, DType::kBF16}}, DType::kBF16);
+  AgOptions most;
+  most.lastRoundGroups = kMaxLastRoundGroups;
+  const AgPlan plan = makeAgPlan(g, most);
+  EXPECT_EQ(static_cast<int>(plan.scatterGroups.size()), static_cast<int>(plan.rounds.size()) - 1 + kMaxLastRoundGroups);
+  AgOptions over;
+  over.lastRoundGroups = kMaxLastRoundGroups + 1;
+  try {
+    makeAgPlan(g, over);
+    ADD_FAILURE() << "lastRoundGroups " << over.lastRoundGroups << " accepted";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kBadOption) << reasonName(e.reason());
+    EXPECT_NE(std::string(e.what()).find("lastRoundGroups must be at most 32"), std::string::npos) << e.what();
+  }
+}
+
+// Bruck covers each of the M-1 remote shards exactly once, for every M.
+// Simulated from the plan's rounds: in round d node n sends its slots
+// [0, c_d) to node (n - 2^d) mod M, which stores them at [2^d, 2^d + c_d).
 TEST(AllGatherBruck, CoversEveryRemoteShardOnceForM1To1024) {
   std::vector<int> holder;  // holder[n * M + i]: node whose shard sits in slot i of node n
   std::vector<int> writes;

@@ -336,6 +336,36 @@ TEST(Solver, RefusesTinyRatesReadably) {
   }
 }
 
+// A solved CTA budget obeys the caller's limit too (kMaxCtaBudget): rates per CTA a thousand times too
+// high on the fabric side (B/s where GB/s was meant, say) would ask for hundreds of thousands.
+TEST(Solver, SolvedBudgetsPastTheCallersLimitAreRefused) {
+  const Topology t = Topology::make(2, 8);
+  Calibration sum;
+  sum.nicBw *= 1e4;  // the rail's rate, not the sum's, in the wrong unit
+  try {
+    const SolverResult r = solveSizing(t, 2, int64_t{1} << 20, 8, 1, sum);
+    ADD_FAILURE() << "planned " << r.sumCtas << " sum CTAs";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kBadCalibration);
+    EXPECT_NE(std::string(e.what()).find("sum CTAs, more than a CTA budget holds (1024)"), std::string::npos)
+        << e.what();
+  }
+  Calibration land;
+  land.landCap *= 1e4;
+  land.tail = 1e-9;  // a tail bound far below the wire time: as many landing CTAs as the cap allows
+  try {
+    const SolverResult r = solveSizing(t, 2, int64_t{1} << 20, 8, 1, land);
+    ADD_FAILURE() << "planned " << r.landingCtas << " landing CTAs";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.reason(), Reason::kBadCalibration);
+    EXPECT_NE(std::string(e.what()).find("landing CTAs"), std::string::npos) << e.what();
+  }
+  // At the limit itself a budget is still planned.
+  const SolverResult ok = solveSizing(t, 2, int64_t{1} << 20, 8, 1, Calibration{});
+  EXPECT_LE(ok.sumCtas, kMaxCtaBudget);
+  EXPECT_LE(ok.landingCtas, kMaxCtaBudget);
+}
+
 // The bound covers the plan's own staging bytes (Area_RS in NS units, NS = N
 // ranks x E elements of the all-gather's type) for fp32 gradients, fp32
 // groups and push landing too, where the paper's bf16 / pull constants alone
