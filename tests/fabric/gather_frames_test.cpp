@@ -46,16 +46,21 @@ TEST(GatherFrames, EveryFrameHasTheSameSize) {
   EXPECT_EQ(gatherFrame({9, 8}, "t")[0], 2u);
 }
 
-TEST(GatherFrames, TooManyWordsAreRefusedBeforeTheGather) {
+// `call` throws a usage error whose message holds `words`.
+template <typename Call>
+void expectUsageError(Call&& call, const std::string& words) {
   try {
-    gatherFrame(std::vector<uint64_t>(kGatherFrameWords, 7), "cuda fabric: rank 1: x");
-    FAIL() << "no error";
+    call();
+    ADD_FAILURE() << "no error; wanted: " << words;
   } catch (const FabricError& e) {
     EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
-    EXPECT_NE(std::string(e.what()).find("cuda fabric: rank 1: x: a gather of 5 words (at most 4)"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
   }
+}
+
+TEST(GatherFrames, TooManyWordsAreRefusedBeforeTheGather) {
+  expectUsageError([] { gatherFrame(std::vector<uint64_t>(kGatherFrameWords, 7), "cuda fabric: rank 1: x"); },
+                   "cuda fabric: rank 1: x: a gather of 5 words (at most 4)");
 }
 
 TEST(GatherFrames, RanksOutOfStepFailAlikeNamingTheRanksOfEachCount) {
@@ -83,15 +88,8 @@ TEST(GatherFrames, RanksOutOfStepFailAlikeNamingTheRanksOfEachCount) {
 TEST(GatherFrames, MoreWordsPerRankThanAFrameHoldsAreRefused) {
   std::vector<uint64_t> frames(2 * kGatherFrameWords, 9);
   frames[0] = frames[kGatherFrameWords] = kGatherFrameWords;
-  try {
-    wordsOfGatheredFrames(frames, 2, kGatherFrameWords, "cuda fabric: rank 0: x");
-    FAIL() << "no error";
-  } catch (const FabricError& e) {
-    EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
-    EXPECT_NE(std::string(e.what()).find("cuda fabric: rank 0: x: 5 words per rank, where a frame holds at most 4"),
-              std::string::npos)
-        << e.what();
-  }
+  expectUsageError([&] { wordsOfGatheredFrames(frames, 2, kGatherFrameWords, "cuda fabric: rank 0: x"); },
+                   "cuda fabric: rank 0: x: 5 words per rank, where a frame holds at most 4");
 }
 
 TEST(GatherFrames, FramesOfAnotherRankCountAreRefused) {
