@@ -225,7 +225,11 @@ TEST(HostWorldArenas, RangesRunningPastAnArenaAreRefused) {
   // Negative extents, refused at issue (they once reached memmove and memset as huge sizes: a crash).
   refused([&] { ep.zero(0, mine, -1); }, "zeroing -1 bytes (negative)");
   refused([&] { ep.copy(0, {CopyOp{mine, user.data(), -16, 1, 0, 0}}); }, "copy of width -16 and 1 rows");
-  refused([&] { ep.copy(0, {CopyOp{mine, user.data(), 16, -2, 16, 16}}); }, "neither may be negative");
+  refused([&] { ep.copy(0, {CopyOp{mine, user.data(), 16, -2, 16, 16}}); }, "and -2 rows: the width may not be");
+  // What the CUDA fabric refuses too: a copy of no rows, and a null address where there are bytes.
+  refused([&] { ep.copy(0, {CopyOp{mine, user.data(), 16, 0, 16, 16}}); }, "and 0 rows: the width may not be");
+  refused([&] { ep.copy(0, {CopyOp{nullptr, user.data(), 16, 1, 0, 0}}); }, "copy of width 16 with a null destination");
+  refused([&] { ep.copy(0, {CopyOp{mine, nullptr, 16, 1, 0, 0}}); }, "copy of width 16 with a null source");
   ep.synchronizeAll();
 }
 

@@ -323,10 +323,16 @@ void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, in
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   for (const CopyOp& op : ops) {
     // Refused here, at issue: a negative extent would reach memmove as a huge size_t.
-    if (op.width < 0 || op.rows < 0)
+    // The CUDA fabric's rules too (copy_engine.cpp), so that CPU runs refuse what a GPU would: at least one
+    // row, and addresses wherever there are bytes to copy.
+    if (op.width < 0 || op.rows < 1)
       throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": copy of width " +
                                                        std::to_string(op.width) + " and " + std::to_string(op.rows) +
-                                                       " rows: neither may be negative");
+                                                       " rows: the width may not be negative, and a copy has a row");
+    if (op.width > 0 && (op.src == nullptr || op.dst == nullptr))
+      throw FabricError(FabricError::Kind::kUsage,
+                        "rank " + std::to_string(rank_) + ": copy of width " + std::to_string(op.width) +
+                            " with a null " + (op.src == nullptr ? "source" : "destination"));
     // cudaMemcpy2D's rule, which the CUDA fabric keeps too: a pitch below the
     // width overlaps rows (or, negative, runs them backwards), which no
     // collective means; CPU runs refuse what GPU runs cannot do.
