@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tide::fabric {
 
@@ -31,6 +32,18 @@ inline bool rangesMeet(const void* p, int64_t bytes, const void* base, int64_t s
 // (differences, not sums: nothing can wrap).
 inline bool offsetRangesMeet(int64_t a, int64_t aBytes, int64_t b, int64_t bBytes) {
   return a - b < bBytes && b - a < aBytes;
+}
+
+// How bytes [low, high) of a region of `size` bytes overrun it, for a refusal's
+// message: "N byte(s) before its start", "M byte(s) past its end", both joined
+// by "and", or (`wraps`: the end passes 64 bits) "beyond any address past its end".
+inline std::string overrunText(int64_t low, int64_t high, int64_t size, bool wraps) {
+  std::string text;
+  if (low < 0) text = std::to_string(-low) + " byte(s) before its start";
+  if (wraps || high > size)
+    text += (text.empty() ? "" : " and ") + (wraps ? std::string("beyond any address") : std::to_string(high - size) + " byte(s)") +
+            " past its end";
+  return text;
 }
 
 }  // namespace tide::fabric

@@ -282,6 +282,14 @@ void HostEndpoint::Extent::addRow(int64_t row, int64_t pitch, int64_t width, int
   empty = false;
 }
 
+HostEndpoint::Extent HostEndpoint::Extent::ofRows(int64_t rows, int64_t pitch, int64_t width, int64_t item) {
+  // The first and the last row bound the rest, whichever way the pitch goes.
+  Extent extent;
+  extent.addRow(0, pitch, width, item);
+  extent.addRow(rows - 1, pitch, width, item);
+  return extent;
+}
+
 void HostEndpoint::checkArenaExtent(const void* p, const Extent& extent, const char* what) const {
   if (extent.empty && !extent.wraps) return;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
@@ -296,11 +304,9 @@ void HostEndpoint::checkArenaExtent(const void* p, const Extent& extent, const c
     if (!wraps && (high <= 0 || low >= mem_.arenaBytes)) continue;  // meets no byte of this arena
     if (wraps && !starts) continue;  // no arena named: refused below
     if (!wraps && low >= 0 && high <= mem_.arenaBytes) return;
-    std::string overrun;
-    if (wraps) overrun = "beyond any address past its end";
-    if (!wraps && low < 0) overrun = std::to_string(-low) + " byte(s) before its start";
-    if (!wraps && high > mem_.arenaBytes)
-      overrun += (overrun.empty() ? "" : " and ") + std::to_string(high - mem_.arenaBytes) + " byte(s) past its end";
+    // A wrapped extent's low and high mean nothing: only "beyond any address" is said of it.
+    const std::string overrun = wraps ? overrunText(0, 0, mem_.arenaBytes, true)
+                                      : overrunText(low, high, mem_.arenaBytes, false);
     throw FabricError(FabricError::Kind::kUsage,
                       "rank " + std::to_string(rank_) + ": " + what + " at offset " + std::to_string(offset) +
                           " of rank " + std::to_string(r) + "'s arena runs " + overrun + " (" +
@@ -313,11 +319,7 @@ void HostEndpoint::checkArenaExtent(const void* p, const Extent& extent, const c
 
 void HostEndpoint::checkArenaSpan(const void* p, int64_t width, int64_t rows, int64_t pitch, const char* what) const {
   if (rows <= 0) return;
-  // The first and the last row bound the rest, whichever way the pitch goes.
-  Extent extent;
-  extent.addRow(0, pitch, width);
-  extent.addRow(rows - 1, pitch, width);
-  checkArenaExtent(p, extent, what);
+  checkArenaExtent(p, Extent::ofRows(rows, pitch, width), what);
 }
 
 void HostEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
@@ -391,10 +393,7 @@ void HostEndpoint::sum(int q, const SumOp& op) {
                               std::to_string(k) + " has " + std::to_string(pc.sources[k].valid.size()) +
                               " valid count(s) for " + std::to_string(pc.rows) + " rows (one per row)");
     if (pc.rows == 0 || pc.elems == 0) continue;  // writes and reads nothing
-    Extent dst;
-    dst.addRow(0, pc.dstPitch, pc.elems, sizeof(float));
-    dst.addRow(pc.rows - 1, pc.dstPitch, pc.elems, sizeof(float));
-    checkArenaExtent(pc.dst, dst, "sum destination");
+    checkArenaExtent(pc.dst, Extent::ofRows(pc.rows, pc.dstPitch, pc.elems, sizeof(float)), "sum destination");
     for (const SumSource& src : pc.sources) {
       // Row r reads its valid elements only (the rest are padding, read as
       // zero): a source may end where its last row's data does.

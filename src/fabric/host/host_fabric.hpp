@@ -126,6 +126,8 @@ class HostEndpoint final : public Endpoint {
     bool wraps = false;
     // Row `row`: `width` items at row * pitch items, `item` bytes each. A row of no item adds nothing.
     void addRow(int64_t row, int64_t pitch, int64_t width, int64_t item = 1);
+    // Rows 0 .. rows-1 (rows >= 1) of `width` items at `pitch` items apart.
+    static Extent ofRows(int64_t rows, int64_t pitch, int64_t width, int64_t item = 1);
   };
   // A range that meets some rank's arena must lie inside it, at either end: a
   // plan or descriptor bug (or a fault) would otherwise read or write past

@@ -44,15 +44,9 @@ ProtocolChecker::Buffer* ProtocolChecker::find(const void* p, int64_t bytes, con
         static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(b.base));
     int64_t end = 0;
     const bool wraps = __builtin_add_overflow(begin, bytes, &end);
-    std::string overrun;
-    if (begin < 0) overrun = std::to_string(-begin) + " byte(s) before its start";
-    if (wraps || end > b.bytes)
-      overrun += (overrun.empty() ? "" : " and ") +
-                 (wraps ? std::string("beyond any address") : std::to_string(end - b.bytes) + " byte(s)") +
-                 " past its end";
     violation("'" + who + "' touches bytes [" + std::to_string(begin) + ", " +
               (wraps ? std::string("beyond") : std::to_string(end)) + ") of " + b.name + " (" +
-              std::to_string(b.bytes) + " bytes): " + overrun);
+              std::to_string(b.bytes) + " bytes): " + overrunText(begin, end, b.bytes, wraps));
   }
   return nullptr;
 }
