@@ -110,7 +110,10 @@ std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank, bool in
 
 std::vector<CopyDesc> agRoundPuts(const GroupLayout& g, const AgPlan& plan, int rank, int round) {
   g.topo.checkRank(rank);
-  const AgRound& r = plan.rounds.at(static_cast<size_t>(round));
+  if (round < 0 || static_cast<size_t>(round) >= plan.rounds.size())
+    throw PlanError(Reason::kBadOption, "round " + std::to_string(round) + " out of range (the plan has " +
+                                            std::to_string(plan.rounds.size()) + ")");
+  const AgRound& r = plan.rounds[static_cast<size_t>(round)];
   const int peer = g.topo.railPeer(rank, -r.firstSlot);
   const int64_t s = g.shardBytes;
   std::vector<CopyDesc> out;

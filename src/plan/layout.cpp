@@ -21,7 +21,11 @@ int64_t ParamLayout::validRows(int rank) const {
 }
 
 int64_t GroupLayout::landing(int p, int rank) const {
-  const ParamLayout& pl = params.at(static_cast<size_t>(p));
+  // A PlanError, as every other bad index into a plan gets, not std::out_of_range.
+  if (p < 0 || static_cast<size_t>(p) >= params.size())
+    throw PlanError(Reason::kBadOption, "parameter " + std::to_string(p) + " out of range (the group has " +
+                                            std::to_string(params.size()) + ")");
+  const ParamLayout& pl = params[static_cast<size_t>(p)];
   topo.checkRank(rank);
   return pl.shardOffset * topo.ranks() + static_cast<int64_t>(rank) * pl.shardBytes;
 }

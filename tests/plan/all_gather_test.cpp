@@ -399,5 +399,15 @@ TEST(AllGatherDescriptors, RefusesGroupsOutsideTheStage) {
       EXPECT_LE(d.src.offset + (d.rows - 1) * d.srcPitch + d.width, plan.stageBytes) << describe(d);
 }
 
+// A round index outside the plan is a PlanError, not std::out_of_range.
+TEST(AllGatherBruck, RoundsOutsideThePlanAreRefused) {
+  const GroupLayout g = makeGroupLayout(Topology::make(3, 2), {ParamSpec{{64, 16}, DType::kBF16}}, DType::kBF16);
+  const AgPlan plan = makeAgPlan(g);
+  ASSERT_EQ(plan.rounds.size(), 2u);
+  EXPECT_FALSE(agRoundPuts(g, plan, 0, 1).empty());
+  EXPECT_TRUE(throwsReason([&] { (void)agRoundPuts(g, plan, 0, -1); }, Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([&] { (void)agRoundPuts(g, plan, 0, 2); }, Reason::kBadOption));
+}
+
 }  // namespace
 }  // namespace tide_test

@@ -187,6 +187,9 @@ TEST(Layout, RanksOutsideTheTopologyAreRefused) {
   EXPECT_TRUE(throwsReason([&] { (void)g.landing(0, -1); }, Reason::kBadTopology));
   EXPECT_TRUE(throwsReason([&] { (void)g.landing(0, 4); }, Reason::kBadTopology));
   EXPECT_EQ(g.landing(0, 3), 3 * g.params[0].shardBytes);
+  // A parameter index outside the group is a PlanError too, not std::out_of_range.
+  EXPECT_TRUE(throwsReason([&] { (void)g.landing(-1, 0); }, Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([&] { (void)g.landing(1, 0); }, Reason::kBadOption));
 }
 
 TEST(Layout, ContractRejections) {
