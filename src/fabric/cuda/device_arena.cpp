@@ -79,17 +79,28 @@ bool DeviceArena::keepAfterTimeout() const noexcept {
   return setupTimedOut_;
 }
 
+DeviceArena::~DeviceArena() {
+  // cudaFreeHost waits for the device as cudaFree does; after a setup timeout a
+  // copy into the word may still be queued, so it is kept with the arena.
+  if (pinnedTagWord_ != nullptr && !keepAfterTimeout()) cudaFreeHost(pinnedTagWord_);
+}
+
 void DeviceArena::verifyPeers(int rank, cudaStream_t stream) const {
+  if (pinnedTagWord_ == nullptr) {
+    void* word = nullptr;
+    TIDE_CUDA_CHECK(cudaMallocHost(&word, sizeof(uint64_t)));
+    pinnedTagWord_ = static_cast<uint64_t*>(word);
+  }
   for (size_t r = 0; r < peers_.size(); ++r) {
     std::byte* peer = peers_[r];
     if (peer == nullptr) continue;
     // The word beside this rank's tag (the tag's 64 bytes hold 8): written by this rank only.
     std::byte* readBack = base_ + tagOffset_ + sizeof(uint64_t);
+    *pinnedTagWord_ = ~tagOf(static_cast<int>(r), nonce_);  // a copy that never ran cannot pass
     TIDE_CUDA_CHECK(cudaMemcpyAsync(readBack, peer + tagOffset_, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
+    TIDE_CUDA_CHECK(cudaMemcpyAsync(pinnedTagWord_, readBack, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
     awaitSetup(rank, stream, "reading rank " + std::to_string(r) + "'s arena tag through its peer address");
-    uint64_t tag = 0;
-    TIDE_CUDA_CHECK(cudaMemcpyAsync(&tag, readBack, sizeof(tag), cudaMemcpyDeviceToHost, stream));
-    if (tag != tagOf(static_cast<int>(r), nonce_))
+    if (*pinnedTagWord_ != tagOf(static_cast<int>(r), nonce_))
       throw FabricError(kDeviceErrorKind, "cuda fabric: rank " + std::to_string(rank) + ": peer address of rank " +
                                               std::to_string(r) + " does not reach that rank's arena of this communicator");
   }

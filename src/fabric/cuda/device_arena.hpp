@@ -24,7 +24,7 @@ namespace tide::fabric::cuda {
 
 class DeviceArena {
  public:
-  virtual ~DeviceArena() = default;
+  virtual ~DeviceArena();
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
@@ -59,8 +59,9 @@ class DeviceArena {
   void initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stream);
   // Reads every reachable rank's tag through its peer address: proves the
   // mapping (throws FabricError naming `rank` and the peer otherwise). Each
-  // tag is copied device to device beside this rank's own, awaited under the
-  // setup deadline, then read: a copy straight into pageable host memory
+  // tag is copied device to device beside this rank's own (the path the
+  // collectives' copies take), then into a pinned host word, and both copies
+  // are awaited under the setup deadline: a copy into pageable host memory
   // would block inside the CUDA call, where no deadline reaches.
   void verifyPeers(int rank, cudaStream_t stream) const;
   // Waits for `stream` under the setup deadline (FabricError naming `rank`
@@ -84,6 +85,9 @@ class DeviceArena {
   int64_t windowBytes_ = 0;
   std::byte* base_ = nullptr;
   std::vector<std::byte*> peers_;
+  // verifyPeers' landing for each tag read back (cudaMallocHost, first use),
+  // freed with the arena unless a setup wait timed out.
+  mutable uint64_t* pinnedTagWord_ = nullptr;
 };
 
 }  // namespace tide::fabric::cuda
