@@ -98,6 +98,9 @@ struct FabricFaults {
   int loseSignalAfter = -1;     // drop the n-th remote signal of this rank (-1: never)
   int duplicatePutAfter = -1;   // replay the n-th rail put's old bytes after the next put to the same place
   double stallSeconds = 0;      // every queue of this rank stalls before its first op (host fabric only)
+  // The n-th queue task of this rank throws an exception that is not a FabricError, as a
+  // failed allocation would (-1: never; host fabric only).
+  int failTaskAfter = -1;
 };
 
 struct Stats {

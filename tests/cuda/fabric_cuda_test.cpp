@@ -875,7 +875,7 @@ void testLand(Ctx& c) {
 
 // A stall is a host-fabric fault: on CUDA it would sleep in the caller's
 // thread past every peer's failure, so it is refused, and the faults set
-// before stay as they were.
+// before stay as they were. So is a failing host task.
 void testStallRefused(Ctx& c) {
   fabric::FabricFaults f;
   f.stallSeconds = 1.0;
@@ -894,6 +894,17 @@ void testStallRefused(Ctx& c) {
   c.ep.synchronize(1);  // returns at once: no stall was armed
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
   TCHECK(took < 0.5, "synchronize after a refused stall took " + std::to_string(took) + " s: the 1 s stall was armed");
+  // A failing host task is a host-fabric fault too: the CUDA fabric has no host tasks.
+  fabric::FabricFaults failTask;
+  failTask.failTaskAfter = 0;
+  refused.clear();
+  try {
+    c.ep.setFabricFaults(failTask);
+  } catch (const fabric::FabricError& e) {
+    refused = e.kind() == fabric::FabricError::Kind::kUsage ? e.what() : std::string("wrong kind: ") + e.what();
+  }
+  TCHECK(refused.find("failTaskAfter is a host-fabric fault") != std::string::npos,
+         "a CUDA task failure was not refused as a usage error: '" + refused + "'");
 }
 
 void testLostSignal(Ctx& c) {

@@ -126,6 +126,46 @@ TEST(HostWorldFailure, LongDelaysAndStallsEndOnceTheJobFails) {
   }
 }
 
+// A queue task that fails with an exception of its own (not a FabricError: a
+// failed allocation, say) records the job's failure like a fabric error does:
+// a peer waiting on that rank hears of it at once, with the task's message, not
+// at its deadline, and the failing rank's own synchronize reports it.
+TEST(HostWorldFailure, ATaskFailingWithAForeignErrorFailsTheJob) {
+  HostOptions o;
+  o.timeoutSeconds = 30.0;  // far beyond the 5 s the test allows: only the failure record ends the wait
+  HostWorld world(plan::Topology::make(1, 2), 1 << 12, o);
+  Endpoint& failing = world.endpoint(0);
+  Endpoint& waiter = world.endpoint(1);
+  FabricFaults faults;
+  faults.failTaskAfter = 1;  // the second task: the first one runs
+  failing.setFabricFaults(faults);
+  std::memset(failing.arena(), 0x5a, 8);
+  failing.zero(0, failing.arena(), 4);
+  failing.zero(0, failing.arena() + 4, 4);
+  const auto start = Clock::now();
+  waiter.wait(0, 0, 1, 0, "a signal the failing rank never sends");
+  try {
+    waiter.synchronize(0);
+    ADD_FAILURE() << "the wait on a failed rank passed";
+  } catch (const FabricError& e) {
+    EXPECT_EQ(e.kind(), FabricError::Kind::kPeerFailure) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0: a queue task failed: an injected task failure"), std::string::npos)
+        << e.what();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0) << "the peer waited for its deadline instead of the failure record";
+  try {
+    failing.synchronize(0);
+    ADD_FAILURE() << "the failing rank's synchronize passed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("an injected task failure"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(failing.fabricFaultFirings(), 1);
+  const std::vector<std::byte> zeroed(failing.arena(), failing.arena() + 4);
+  EXPECT_EQ(zeroed, std::vector<std::byte>(4, std::byte{0})) << "the task before the failing one did not run";
+  EXPECT_EQ(static_cast<unsigned char>(failing.arena()[4]), 0x5a) << "the failing task ran";
+}
+
 // A queue whose task waits for a phase of another queue (waitEvent) finishes
 // nothing while that phase runs: a host wait on it once failed the job when
 // the phase, progressing task by task, outlasted the stall limit (2 T + 1 s).

@@ -811,6 +811,9 @@ void CudaEndpoint::setFabricFaults(const FabricFaults& f) {
   if (f.stallSeconds > 0)
     throwUsage(who() + ": setFabricFaults: stallSeconds is a host-fabric fault; stall a CUDA rank by stopping "
                        "its process (SIGSTOP)");
+  if (f.failTaskAfter >= 0)
+    throwUsage(who() + ": setFabricFaults: failTaskAfter is a host-fabric fault (a CUDA fabric has no host tasks "
+                       "to fail)");
   if (f.duplicatePutAfter >= 0 && replay_.capacity < arena_->userBytes()) {
     // Every rail put lies in an arena: one buffer of the arena's size holds any.
     // Allocated here, between calls, not while a call is being issued (replayAfterPut).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "fabric/byte_range.hpp"
@@ -237,6 +238,12 @@ void HostEndpoint::stallOnce(int q) {
   }
 }
 
+void HostEndpoint::failTaskOnce() {
+  if (faults_.failTaskAfter < 0 || tasksStarted_.fetch_add(1) != faults_.failTaskAfter) return;
+  ++faultFirings_;
+  throw std::runtime_error("an injected task failure (not a fabric error)");
+}
+
 uint64_t HostEndpoint::submit(int q, const char* op, std::function<void(int)> body) {
   return submit(q, std::string(op), std::move(body));
 }
@@ -246,7 +253,10 @@ uint64_t HostEndpoint::submit(int q, const std::string& op, std::function<void(i
   if (!checker_)
     return wq.submit([this, q, body = std::move(body)] {
       stallOnce(q);
-      failStopOnError([&] { body(-1); });
+      failStopOnError([&] {
+        failTaskOnce();
+        body(-1);
+      });
     });
   std::string label;
   {
@@ -258,6 +268,7 @@ uint64_t HostEndpoint::submit(int q, const std::string& op, std::function<void(i
   return wq.submit([this, q, body = std::move(body), at = std::move(at), label = std::move(label), tid] {
     stallOnce(q);
     failStopOnError([&] {
+      failTaskOnce();
       const int task = checker_->begin(tid, at, label);
       body(task);
       checker_->end(task);
@@ -868,6 +879,7 @@ void HostEndpoint::setFabricFaults(const FabricFaults& f) {
   signalsSent_ = 0;
   putsIssued_ = 0;
   stalledQueues_ = 0;
+  tasksStarted_ = 0;
   faultFirings_ = 0;
 }
 

@@ -163,6 +163,7 @@ class HostEndpoint final : public Endpoint {
   // Ends a wait or an idle early (kPeerFailure, `where` first) on stopRequested.
   void throwIfStopped(const std::string& where) const;
   void stallOnce(int q);
+  void failTaskOnce();  // FabricFaults::failTaskAfter
   template <typename F>
   void failStopOnError(F&& body);
   std::chrono::steady_clock::time_point deadline() const;
@@ -226,6 +227,7 @@ class HostEndpoint final : public Endpoint {
   std::atomic<int> signalsSent_{0};
   std::atomic<int> putsIssued_{0};
   std::atomic<uint64_t> stalledQueues_{0};
+  std::atomic<int> tasksStarted_{0};  // failTaskAfter's count
   std::atomic<int64_t> faultFirings_{0};  // fabricFaultFirings()
   // loseSignalAfter: true (and counted as fired) for the one remote signal to drop.
   bool dropThisSignal() {
