@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_usage_error.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric {
@@ -44,18 +45,6 @@ TEST(GatherFrames, EveryFrameHasTheSameSize) {
   EXPECT_EQ(gatherFrame({}, "t").size(), kGatherFrameWords);
   EXPECT_EQ(gatherFrame({1, 2, 3, 4}, "t").size(), kGatherFrameWords);
   EXPECT_EQ(gatherFrame({9, 8}, "t")[0], 2u);
-}
-
-// `call` throws a usage error whose message holds `words`.
-template <typename Call>
-void expectUsageError(Call&& call, const std::string& words) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; wanted: " << words;
-  } catch (const FabricError& e) {
-    EXPECT_EQ(e.kind(), FabricError::Kind::kUsage);
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
 }
 
 TEST(GatherFrames, TooManyWordsAreRefusedBeforeTheGather) {

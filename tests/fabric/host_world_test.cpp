@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "expect_usage_error.hpp"
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/host_kernels.hpp"
@@ -20,18 +21,6 @@ namespace tide::fabric::host {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A call the fabric must refuse as a usage error, at issue, with `words` in its message.
-template <typename F>
-void expectRefused(F&& issue, const std::string& words) {
-  try {
-    issue();
-    ADD_FAILURE() << "not refused: " << words;
-  } catch (const FabricError& e) {
-    EXPECT_EQ(e.kind(), FabricError::Kind::kUsage) << e.what();
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
-}
 
 // Holds queue q of `ep` until its world goes (tear-down drops the tasks it never ran): an op that
 // should have been refused but was let through then fails its test by being accepted, and is never
@@ -335,11 +324,11 @@ TEST(HostWorldArenas, CopyPitchesBelowTheWidthAreRefused) {
   std::vector<std::byte> user(64);
   for (size_t i = 0; i < user.size(); ++i) user[i] = static_cast<std::byte>(i + 1);
   holdQueue(ep, 0);
-  expectRefused([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 8, -16}}); },
+  expectUsageError([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 8, -16}}); },
                 "rank 0: strided copy of 2 rows of 8 bytes with source pitch 8 and destination pitch -16");
-  expectRefused([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 8, 4}}); }, "destination pitch 4");  // rows overlap
-  expectRefused([&] { ep.copy(0, {CopyOp{user.data(), a + 64, 8, 2, -64, 8}}); }, "source pitch -64");
-  expectRefused([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 0, 8}}); }, "source pitch 0");
+  expectUsageError([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 8, 4}}); }, "destination pitch 4");  // rows overlap
+  expectUsageError([&] { ep.copy(0, {CopyOp{user.data(), a + 64, 8, 2, -64, 8}}); }, "source pitch -64");
+  expectUsageError([&] { ep.copy(0, {CopyOp{a, user.data(), 8, 2, 0, 8}}); }, "source pitch 0");
   ep.copy(1, {CopyOp{a + 256, user.data(), 8, 1, -5, -7}});  // flat: its pitches are unused
   ep.copy(1, {CopyOp{a + 512, user.data(), 8, 2, 8, 16}});
   ep.synchronize(1);
@@ -362,10 +351,10 @@ TEST(HostWorldArenas, RailPutSourcesRunningPastAnArenaAreRefused) {
     HostWorld world(plan::Topology::make(2, 1), kArena, o);
     Endpoint& ep = world.endpoint(0);
     holdQueue(ep, 0);
-    expectRefused([&] { ep.railPut(0, 1, 0, ep.arena() + 4000, 4096, -1, 0); },
+    expectUsageError([&] { ep.railPut(0, 1, 0, ep.arena() + 4000, 4096, -1, 0); },
                   "rank 0: rail put source at offset 4000 of rank 0's arena runs 4000 byte(s) past its end");
     const std::vector<Endpoint::RailPiece> pieces = {{0, ep.arena(), 64}, {64, ep.arena() + kArena - 32, 64}};
-    expectRefused([&] { ep.railPuts(0, 1, pieces, -1, 0); },
+    expectUsageError([&] { ep.railPuts(0, 1, pieces, -1, 0); },
                   "rail put source at offset 4064 of rank 0's arena runs 32 byte(s) past its end");
     EXPECT_EQ(ep.stats().railPuts, 0) << "a refused list left a piece issued";
     ep.discardDeferredRails();
@@ -392,34 +381,34 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
     return op;
   };
   holdQueue(ep, 0);
-  expectRefused([&] { ep.sum(0, sumOf({f + kFloats - 4, 64, 1, 64, {{grads.data(), 64, {64}}}})); },
+  expectUsageError([&] { ep.sum(0, sumOf({f + kFloats - 4, 64, 1, 64, {{grads.data(), 64, {64}}}})); },
                 "rank 0: sum destination at offset 4080 of rank 0's arena runs 240 byte(s) past its end");
-  expectRefused([&] { ep.sum(0, sumOf({f, -4, 2, 4, {{grads.data(), 4, {4, 4}}}})); },
+  expectUsageError([&] { ep.sum(0, sumOf({f, -4, 2, 4, {{grads.data(), 4, {4, 4}}}})); },
                 "rank 0: sum destination at offset 0 of rank 0's arena runs 16 byte(s) before its start");
-  expectRefused([&] { ep.sum(0, sumOf({out.data(), 64, 1, 64, {{ep.arena() + kArena - 64, 64, {64}}}})); },
+  expectUsageError([&] { ep.sum(0, sumOf({out.data(), 64, 1, 64, {{ep.arena() + kArena - 64, 64, {64}}}})); },
                 "rank 0: sum source at offset 4032 of rank 0's arena runs 64 byte(s) past its end");
-  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, 8, {{grads.data(), 8, {8}}}})); },
+  expectUsageError([&] { ep.sum(0, sumOf({out.data(), 8, 2, 8, {{grads.data(), 8, {8}}}})); },
                 "rank 0: sum piece 0's source 0 has 1 valid count(s) for 2 rows");
-  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, 0, {{grads.data(), 8, {8}}}})); },
+  expectUsageError([&] { ep.sum(0, sumOf({out.data(), 8, 2, 0, {{grads.data(), 8, {8}}}})); },
                 "has 1 valid count(s) for 2 rows");  // no element, but the checker reads a count per row
-  expectRefused([&] { ep.sum(0, sumOf({out.data(), 8, 2, -8, {{grads.data(), 8, {8, 8}}}})); },
+  expectUsageError([&] { ep.sum(0, sumOf({out.data(), 8, 2, -8, {{grads.data(), 8, {8, 8}}}})); },
                 "rank 0: sum piece 0 of 2 rows of -8 elements");
   LandOp land;
   land.dst = f + kFloats - 4;
   land.elems = 64;
   land.sources = {in.data()};
-  expectRefused([&] { ep.land(0, land); },
+  expectUsageError([&] { ep.land(0, land); },
                 "rank 0: landing destination at offset 4080 of rank 0's arena runs 240 byte(s) past its end");
   land.dst = out.data();
   land.elems = 16;
   land.sources = {in.data(), f + kFloats - 8};
-  expectRefused([&] { ep.land(0, land); },
+  expectUsageError([&] { ep.land(0, land); },
                 "rank 0: landing source at offset 4064 of rank 0's arena runs 32 byte(s) past its end");
   land.clearSources = true;
-  expectRefused([&] { ep.land(0, land); }, "rank 0: landing source (read, then cleared) at offset 4064");
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing source (read, then cleared) at offset 4064");
   land.sources = {in.data()};
   land.elems = -1;  // once cleared as a huge size_t
-  expectRefused([&] { ep.land(0, land); }, "rank 0: landing of -1 elements");
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing of -1 elements");
 
   // A source row reads only its valid elements: here the last row's end is
   // the arena's, where rows x elems would run past it.
