@@ -258,9 +258,10 @@ def _run_cuda_bench(args) -> int:
     json_out = None
     if args.json:
         json_out = args.json_out or Path(CUDA_JSON_DEFAULT)
-        try:  # refused now, not after the whole run
+        try:  # refused now, not after the whole run; and no rows of an earlier run survive a failed one
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.touch()
+            json_out.unlink()
         except OSError as e:
             raise InputError(f"--json-out {json_out}: cannot write there ({e.strerror})") from None
         cmd += ["--json", str(json_out)]
@@ -268,7 +269,10 @@ def _run_cuda_bench(args) -> int:
     env.pop("TIDE_ENABLE_MULTICAST", None)  # never multicast on shared machines
     code = subprocess.call(cmd, env=env)
     if json_out is not None:
-        print(f"tide bench: rows as JSON in {json_out} (plot them: python -m tide.bench.plot {json_out})")
+        if code == 0 and json_out.exists():
+            print(f"tide bench: rows as JSON in {json_out} (plot them: python -m tide.bench.plot {json_out})")
+        else:
+            print(f"tide bench: no rows in {json_out}: the driver exited with code {code}", file=sys.stderr)
     return code
 
 

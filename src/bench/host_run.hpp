@@ -40,7 +40,7 @@ struct CollectiveReport {
   bool ok = false;            // every output matched its reference
   double maxRelErr = 0;       // RS: max |y - ref| / max(1, |ref|_inf)
   int64_t wrong = 0;          // elements (RS) or bytes (AG) that did not match
-  double seconds = 0;         // median wall time per call
+  double seconds = 0;         // median wall time per call, the first (warm-up) call left out when more ran
   fabric::Stats stats;        // summed over ranks, per call
 };
 
@@ -58,5 +58,9 @@ struct HostRunResult {
 };
 
 HostRunResult runOnHost(const HostRunOptions& options);
+// The host memory runOnHost counts before it starts, in bytes (it refuses a run
+// needing more than the host has): every rank's arena, shard, gradients and
+// their reference copy, output (twice when accumulating), one float64 reference.
+double hostRunMemoryNeed(const HostRunOptions& options);
 
 }  // namespace tide::bench

@@ -1,6 +1,7 @@
 // The host run's memory check: what the host can still give (MemAvailable and
 // the memory cgroup, read from a fake root), and a run needing more refused
-// with a message instead of being killed by the OOM killer.
+// with a message instead of being killed by the OOM killer; and the need it
+// counts against what a run really holds at its peak.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -34,6 +35,23 @@ class FakeRoot {
 };
 
 constexpr int64_t kGiB = int64_t{1} << 30;
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), -1 if absent.
+int64_t statusBytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
+  return -1;
+}
+
+// Resets the process's peak resident size to its current one (Linux >= 4.0).
+bool resetPeakResident() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
 
 TEST(HostMemory, MemAvailableAloneWithoutACgroupLimit) {
   FakeRoot r;
@@ -99,6 +117,34 @@ TEST(HostMemory, ANeedPast2To63BytesIsRefusedNotWrapped) {
     EXPECT_NE(what.find("needs about"), std::string::npos) << what;
     EXPECT_NE(what.find("8192 ranks"), std::string::npos) << what;
   }
+}
+
+// What the guard counts covers what a run holds at its peak: the run once held
+// copies of every rank's gradients and outputs (the reference's) that it did
+// not count, 40 % over its count here, so a run the guard let through could
+// still meet the OOM killer. Accumulating, so both copies are made.
+TEST(HostMemory, TheNeedCountedCoversARunsPeak) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory is part of the resident size";
+#endif
+  if (!resetPeakResident() || statusBytes("VmHWM") < 0) GTEST_SKIP() << "no resettable peak resident size here";
+  HostRunOptions o;
+  o.topo = plan::Topology::make(1, 2);
+  o.specs = {plan::ParamSpec{{2048, 4096}, plan::DType::kBF16}};  // 16 MiB of bf16
+  o.iters = 2;
+  o.accumulate = true;
+  o.inputs = InputKind::kInteger;
+  o.seed = std::random_device{}();
+  const double need = hostRunMemoryNeed(o);
+  ASSERT_TRUE(resetPeakResident());
+  const int64_t before = statusBytes("VmRSS");
+  const HostRunResult r = runOnHost(o);
+  const int64_t grown = statusBytes("VmHWM") - before;
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(r.allGather.ok && r.reduceScatter.ok);
+  EXPECT_LE(static_cast<double>(grown), need) << "peak grew by " << grown << " bytes; the guard counts " << need;
+  // And the count is of the run, not a blanket bound that could hide a miss.
+  EXPECT_GE(static_cast<double>(grown), 0.6 * need) << "peak grew by " << grown << " bytes; the guard counts " << need;
 }
 
 }  // namespace

@@ -374,3 +374,48 @@ def test_bench_rail_lane_refused_on_the_cuda_fabric():
     """The GPU driver runs its own lane rows: --rail-lane with --fabric cuda is bad input (status 2)."""
     r = run_tide("bench", "--fabric", "cuda", "--rail-lane")  # the GPU driver runs its own rows
     assert r.returncode == 2 and "--rail-lane" in r.stderr, r.stderr
+
+
+def _fake_cuda_driver(monkeypatch, driver):
+    """--fabric cuda as far as this machine can take it: torch says one GPU is present and
+    `driver(cmd)` stands in for the torchrun subprocess (its return value is the exit code)."""
+    import subprocess
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env=None: driver(cmd))
+
+
+def test_cuda_bench_json_of_a_failed_run_is_not_an_old_one(tmp_path, monkeypatch, capsys):
+    """A run that ends without rows leaves no file from an earlier run behind, and the CLI says
+    it has no rows instead of announcing the file."""
+    from tide import cli
+
+    out = tmp_path / "rows.json"
+    out.write_text('[{"system": "from an earlier run"}]')
+    _fake_cuda_driver(monkeypatch, lambda cmd: 1)
+    code = cli.main(["bench", "--fabric", "cuda", "--json", "--json-out", str(out)])
+    err = capsys.readouterr()
+    assert code == 1
+    assert not out.exists(), "an earlier run's rows survived a failed run"
+    assert "no rows in" in err.err and "rows as JSON in" not in err.out, err
+
+
+def test_cuda_bench_json_of_a_finished_run_is_announced(tmp_path, monkeypatch, capsys):
+    from tide import cli
+
+    out = tmp_path / "rows.json"
+    seen = []
+
+    def driver(cmd):
+        seen.append(cmd)
+        out.write_text("[]")
+        return 0
+
+    _fake_cuda_driver(monkeypatch, driver)
+    code = cli.main(["bench", "--fabric", "cuda", "--json", "--json-out", str(out)])
+    assert code == 0
+    assert seen and seen[0][seen[0].index("--json") + 1] == str(out)
+    assert f"rows as JSON in {out}" in capsys.readouterr().out

@@ -363,3 +363,21 @@ def test_interleaved_schedule_refuses_empty_inputs():
     for bad in ((0, 20, 5), (3, 0, 5), (3, 20, 0)):
         with pytest.raises(ValueError, match="want systems, iters and rounds >= 1"):
             collectives.interleaved_schedule(*bad)
+
+
+def test_rs_wrong_elements_counts_against_the_output_scale():
+    """NCCL's average scales each input by 1/N before it sums (N = 3 here), so an element whose
+    inputs cancel is off its float64 value by the inputs' rounding, not its own: not wrong. A
+    dropped contribution, a NaN and an unwritten (poisoned) element are."""
+    gen = torch.Generator().manual_seed(random.randrange(1 << 31))
+    n = 3
+    inputs = torch.randn(n, 1 << 16, generator=gen, dtype=torch.float64).to(torch.bfloat16).float()
+    inputs[2, :64] = -(inputs[0, :64] + inputs[1, :64])  # cancels to about zero
+    ref = inputs.double().sum(0) / n
+    premultiplied = (inputs * torch.tensor(1.0 / n, dtype=torch.float32)).sum(0)  # fp32, as NCCL's AVG
+    relative_each = (~((premultiplied.double() - ref).abs() <= 1e-6 * ref.abs() + 1e-12)).sum()
+    assert collectives.rs_wrong_elements(premultiplied, ref) == 0, f"{int(relative_each)} flagged per element"
+    broken = premultiplied.clone()
+    broken[100] = inputs[0, 100] / n  # two ranks' contributions dropped
+    broken[200] = float("nan")
+    assert collectives.rs_wrong_elements(broken, ref) == 2
