@@ -381,3 +381,23 @@ def test_rs_wrong_elements_counts_against_the_output_scale():
     broken[100] = inputs[0, 100] / n  # two ranks' contributions dropped
     broken[200] = float("nan")
     assert collectives.rs_wrong_elements(broken, ref) == 2
+
+
+@pytest.mark.parametrize("option,value,words", [
+    ("--iters", "0", "--iters must be at least 1"),
+    ("--rounds", "0", "--rounds must be at least 1"),
+    ("--warmup", "-1", "--warmup must be at least 0"),
+    ("--gemms", "0", "--gemms must be at least 1"),
+    ("--hang-s", "0", "--hang-s must be a positive number of seconds"),
+    ("--deadline-s", "nan", "--deadline-s must be a positive number of seconds"),
+])
+def test_driver_refuses_counts_that_fail_after_setup(option, value, words):
+    """Refused before any process group or GPU is touched (they failed after the warm-up, or
+    inside faulthandler), so this runs on any machine."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tide.bench.collectives", option, value],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])
+    assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-500:]

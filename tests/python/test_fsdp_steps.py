@@ -143,6 +143,18 @@ def test_reference_option_is_checked():
         fsdp_steps.parse_args(["--device", "cpu", "--reference", "nonesuch"])
 
 
+def test_counts_that_would_fail_after_setup_are_refused_first(capsys):
+    """A negative loss curve or memory-step count failed only after every system was built."""
+    from tide.bench import fsdp_steps
+
+    for option, words in (("--loss-curve", "--loss-curve takes a number of steps"),
+                          ("--memory-steps", "--memory-steps must not be negative")):
+        with pytest.raises(SystemExit) as stop:
+            fsdp_steps.parse_args(["--device", "cpu", option, "-1"])
+        assert stop.value.code == 2
+        assert words in capsys.readouterr().err
+
+
 def test_summary_names_the_reference_even_after_a_failed_configuration():
     from tide.bench import fsdp_steps
 

@@ -393,7 +393,7 @@ def test_a_non_finite_reference_loss_is_no_match(gpu_env, rng):
 
 
 def test_default_loss_tolerance_is_looser_on_cuda(gpu_env, cpu_env):
-    assert fsdp_steps.compare(gpu_env, {}, args_for(), "llama", 4096)["loss_rtol"] == 2e-2
+    assert fsdp_steps.compare(gpu_env, {}, args_for(), "llama", 4096)["loss_rtol"] == 2e-3
     assert fsdp_steps.compare(cpu_env, {}, args_for(), "llama", 4096)["loss_rtol"] == 1e-4
 
 

@@ -1062,6 +1062,12 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=330,
                     help="stop starting measurements after this many seconds and write what was measured")
     args = ap.parse_args()
+    for name, low in (("iters", 1), ("warmup", 0), ("rounds", 1), ("gemms", 1)):
+        if getattr(args, name) < low:
+            ap.error(f"--{name} must be at least {low}, got {getattr(args, name)}")
+    for name in ("hang_s", "deadline_s"):
+        if not getattr(args, name) > 0:  # NaN too
+            ap.error(f"--{name.replace('_', '-')} must be a positive number of seconds, got {getattr(args, name)}")
 
     if os.environ.get("NCCL_NVLS_ENABLE") != "0":
         sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
@@ -1156,6 +1162,7 @@ def main():
     footprint = []
     for (name, gname), (runner, _ms) in runners.items():
         if gname.startswith("llama"):
+            faulthandler.dump_traceback_later(args.hang_s, exit=True)  # the profiled call can hang too
             fp = kernel_footprint(runner)
             cta = "n/a" if fp["cta_us"] is None else f"{fp['cta_us']:.0f}"
             log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels, "
@@ -1166,6 +1173,7 @@ def main():
             else:
                 del fp["timeline"]
             footprint.append({"system": name, **fp})
+    faulthandler.cancel_dump_traceback_later()
     staging = []
     if tide_ctx is not None:
         for topo, plans in tide_ctx.plans.items():
@@ -1185,7 +1193,9 @@ def main():
 
     interference, gemm_launch = [], []
     if not args.skip_interference:
+        faulthandler.dump_traceback_later(args.hang_s, exit=True)
         alone = gemm_interference(None, 0, args.gemms)
+        faulthandler.cancel_dump_traceback_later()
         picks = [("stock_ag", "llama3.1-8b-layer"), ("nccl_ce_ag", "llama3.1-8b-layer"),
                  ("ce_peer_write", "llama3.1-8b-layer"), ("stock_rs", "llama3.1-8b-layer"),
                  ("stock_rs_nccl", "32MiB-P16")]
@@ -1210,7 +1220,9 @@ def main():
                                  "gemm_during_us": during["gemm_us"], "slowdown_pct": 100 * slow,
                                  "overlapped": during["overlapped"]})
         log(f"# GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]}x{GEMM_SHAPE[2]} bf16 alone: {alone['gemm_us']:.1f} us")
+        faulthandler.dump_traceback_later(args.hang_s, exit=True)
         gemm_launch = gemm_launch_profile()
+        faulthandler.cancel_dump_traceback_later()
         for k in gemm_launch:
             log(f"# GEMM kernel {k['name']}: grid {k['grid']}, block {k['block']}, {k['registers_per_thread']} "
                 f"registers/thread, {k['shared_memory']} B shared, {k['blocks_per_sm']} blocks/SM, "
@@ -1231,6 +1243,7 @@ def main():
             json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped,
                        "footprint": footprint, "staging": staging, "targets": targets,
                        "gemm_launch": gemm_launch}, f, indent=1)
+    faulthandler.dump_traceback_later(args.hang_s, exit=True)  # a hang in tear-down names itself too
     runners.clear()
     for comm in comms.values():
         comm.close()
@@ -1239,6 +1252,7 @@ def main():
         tide_ctx.close()
     dist.barrier()
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
 
 
 if __name__ == "__main__":

@@ -106,6 +106,9 @@ MEM_WARMUP = 2
 # steps is the loss curve's check (run-to-run spread of stock, 200 steps).
 # All-step differences are still reported (max_loss_rdiff_vs_reference_all_steps).
 LOSS_CHECK_STEPS = 10
+# Over those steps, 50 GPU runs recorded in docs/bench agreed to at most 2.9e-4:
+# 2e-3 keeps 7x of room; 2e-2 (before) let a loss 0.2 off at loss 10 pass.
+CUDA_LOSS_RTOL = 2e-3
 TARGET_SPEEDUP_PCT = {("moe", 4096): 10.0, "llama": 3.0}  # anything else: never slower (0 %)
 
 
@@ -141,7 +144,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--loss-window", type=int, default=20, help="steps per loss-curve window (default 20)")
     p.add_argument("--loss-rtol", type=float, default=None,
                    help="max |loss - stock loss| / max(1, |stock loss|) in the timing runs "
-                        "(default: 2e-2 on CUDA, 1e-4 on CPU)")
+                        "(default: 2e-3 on CUDA, 1e-4 on CPU)")
     p.add_argument("--tiny", action="store_true", help="tiny models (CPU tests)")
     p.add_argument("--set", dest="overrides", nargs="+", default=[], metavar="FIELD=VALUE",
                    help="model config overrides for every model, e.g. --set layers=8 hidden=1024")
@@ -176,6 +179,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("steps", "warmup", "round_steps", "loss_window"):
         if getattr(args, name) < (0 if name == "warmup" else 1):
             p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.loss_curve < 0:
+        p.error(f"--loss-curve takes a number of steps, 0 for none (got {args.loss_curve})")
+    if args.memory_steps is not None and args.memory_steps < 0:
+        p.error(f"--memory-steps must not be negative (got {args.memory_steps})")
     if args.seq_len < 1 or any(t < 1 for t in args.tokens):
         p.error(f"--tokens and --seq-len must be at least 1 (got {args.tokens} and {args.seq_len})")
     if args.json:
@@ -475,7 +482,7 @@ def compare(env: Env, results: dict[str, dict], args, kind: str, tokens: int) ->
     ref_name = args.reference
     ref = results.get(ref_name, {})
     ref_local = ref.get("_local_losses", [])
-    rtol = args.loss_rtol if args.loss_rtol is not None else (2e-2 if env.cuda else 1e-4)
+    rtol = args.loss_rtol if args.loss_rtol is not None else (CUDA_LOSS_RTOL if env.cuda else 1e-4)
     # The targets are for two H200s: a CPU run (gloo, the host fabric, no overlap) is not held to them.
     target = (TARGET_SPEEDUP_PCT.get((kind, tokens), TARGET_SPEEDUP_PCT.get(kind, 0.0))
               if ref_name == "stock" and env.cuda else None)
