@@ -229,7 +229,13 @@ def main() -> int:
         os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
         failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, ctx.seed, module=fsdp_random_configs)
     else:
-        names = chosen or {2: CUDA_SCENARIOS, 1: S.ONE_RANK, 4: S.FOUR_RANKS}.get(world, [])
+        by_world = {2: CUDA_SCENARIOS, 1: S.ONE_RANK, 4: S.FOUR_RANKS}
+        if not chosen and world not in by_world:  # a run of nothing must not read as a pass
+            print(f"[rank {rank}] no scenario list for {world} ranks (lists for {sorted(by_world)}): "
+                  "name scenarios with --scenarios", flush=True)
+            dist.destroy_process_group()
+            return 1
+        names = chosen or by_world[world]
         names = names[part - 1::parts]
         if parts > 1:
             print(f"[rank {rank}] part {part}/{parts}: {len(names)} scenarios", flush=True)

@@ -51,6 +51,8 @@ class JobResult:
         if len(per_rank) != self.world:
             raise AssertionError(f"scenario {name}: {len(per_rank)} of {self.world} ranks reported "
                                  f"(job: {self.crashed or 'no crash message'})")
+        if self.crashed:  # every rank reported, but the job failed around it
+            raise AssertionError(f"scenario {name}: the job failed: {self.crashed}")
         skipped = [o for o in per_rank.values() if o.skipped]
         if skipped:
             import pytest
@@ -118,22 +120,30 @@ def capture_logs() -> LogCapture:
 
 def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
     """Runs module.<name>(ctx) for each name in order on this rank, with the log capture cleared
-    before each; report(name, ok, traceback or "", seconds) after each, then leftovers are
-    uninstalled and the ranks meet at a barrier (the process group must be up)."""
+    before each; after each, leftovers are uninstalled and the ranks meet at a barrier (the process
+    group must be up), and then report(name, ok, traceback or "", seconds): a scenario whose
+    clean-up fails (an arena release, say) fails itself, where an early report once passed it and
+    left the error to a job message nobody read."""
     import torch.distributed as dist
 
     for name in names:
         ctx.logs.clear()
         start = time.perf_counter()
+        ok, message = True, ""
         try:
             getattr(module, name)(ctx)
-            report(name, True, "", time.perf_counter() - start)
         except ScenarioSkipped as e:
-            report(name, True, SKIPPED + str(e), time.perf_counter() - start)
+            message = SKIPPED + str(e)
         except Exception:
-            report(name, False, f"{traceback.format_exc()}{seed_note(ctx.seed)}", time.perf_counter() - start)
-        uninstall_all_tide()
+            ok, message = False, f"{traceback.format_exc()}{seed_note(ctx.seed)}"
+        seconds = time.perf_counter() - start
+        try:
+            uninstall_all_tide()
+        except Exception:
+            ok = False
+            message += f"the clean-up after the scenario failed:\n{traceback.format_exc()}{seed_note(ctx.seed)}"
         dist.barrier()
+        report(name, ok, message, seconds)
 
 
 def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: str) -> None:

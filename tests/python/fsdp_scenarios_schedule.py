@@ -10,8 +10,8 @@ import tide.fsdp
 import torch
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, compare, compare_and_step, compare_models,
-    gathers_pending_at_post_backward, install, make_pair, mesh_1d, optimizers, stats, step_both, tight, train,
+    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, check_tide_ran, compare, compare_and_step,
+    compare_models, gathers_pending_at_post_backward, install, make_pair, mesh_1d, optimizers, stats, step_both, tight, train,
     transformer,
 )
 from tide.fsdp import guards
@@ -183,8 +183,12 @@ def folded_block_forward_without_its_backward(ctx):
         opts = optimizers(ms, mt, "adam", 1e-2)
         for s in range(2):
             xs = batches(ctx, 2, seed=30 + s)
+            before = stats(mt)
             for m in (ms, mt):
                 (loss_fn(m(xs[0])) + loss_fn(m(xs[1]))).backward()
+            # TIDE ran the step (a reduce-scatter handed to stock gives stock's bits, so the comparison alone
+            # would pass without it).
+            check_tide_ran(before, stats(mt), f"{mode} two forwards, step {s}")
             compare_models(ms, mt, f"{mode} two forwards, step {s}", tight(ctx, FP32), grads=True)
             for o in opts:
                 o.step()

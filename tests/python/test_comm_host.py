@@ -84,11 +84,14 @@ def _rank_main(rank, nodes, gpus, store, seed, landing, landing_queue, check_cal
 @pytest.mark.parametrize("nodes,gpus,landing,landing_queue,check_calls", [
     (2, 2, "pull", "", False), (1, 4, "pull", "", False), (4, 1, "pull", "", False), (2, 2, "push", "", False),
     (2, 2, "pull", "net", False), (3, 1, "push", "own", False), (2, 2, "pull", "", True)])
-def test_collectives_across_processes(nodes, gpus, landing, landing_queue, check_calls, tmp_path, rng):
+def test_collectives_across_processes(nodes, gpus, landing, landing_queue, check_calls, tmp_path, rng, capfd):
     messages, codes = run_ranks(_rank_main, nodes * gpus, (nodes, gpus, str(tmp_path), rng.seed_value, landing,
                                                            landing_queue, check_calls), timeout=120)
     assert not messages, "\n".join(messages)
     assert codes == [0] * (nodes * gpus), codes
+    # The setting took (results alone would pass with it ignored): each rank's communicator says so.
+    said = capfd.readouterr().err.count("[tide] TIDE_RS_LANDING_QUEUE=net:")
+    assert said == (nodes * gpus if landing_queue == "net" else 0), said
 
 
 def test_an_unknown_landing_queue_is_refused(tmp_path, monkeypatch):
