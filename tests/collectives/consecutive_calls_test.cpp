@@ -87,7 +87,8 @@ int64_t wrongOutputs(const plan::GroupLayout& g, const std::vector<RankGrads>& g
         const int64_t flat = int64_t{r} * P.outElems + x;
         double want = 0;
         if (flat < P.rows * P.rowElems)
-          for (int u = 0; u < n; ++u) want += fabric::host::bf16ToFloat(grads[static_cast<size_t>(u)][p][static_cast<size_t>(flat)]);
+          for (int u = 0; u < n; ++u) want +=
+            bench::loadValue(&grads[static_cast<size_t>(u)][p][static_cast<size_t>(flat)], 0, plan::DType::kBF16);
         wrong += outs[static_cast<size_t>(r)][static_cast<size_t>(P.outOffset + x)] != want;
       }
     }

@@ -223,7 +223,8 @@ TEST(HostCollectives, GroupsInterleaveAsFsdpIssuesThem) {
             const int64_t flat = int64_t{r} * P.outElems + x;
             double want = 0;
             if (flat < P.rows * P.rowElems)
-              for (int u = 0; u < n; ++u) want += fabric::host::bf16ToFloat(gradsBf16[u][gi][p][static_cast<size_t>(flat)]);
+              for (int u = 0; u < n; ++u) want +=
+                bench::loadValue(&gradsBf16[u][gi][p][static_cast<size_t>(flat)], 0, plan::DType::kBF16);
             ASSERT_EQ(outs[r][gi][static_cast<size_t>(P.outOffset + x)], want)
                 << "group " << gi << " param " << p << " elem " << x << " on rank " << r;
           }
@@ -312,7 +313,8 @@ ReadDoneRun overwriteGradientsAtReadDone(Topo t, plan::Mode mode, collectives::F
         const int64_t flat = int64_t{r} * P.outElems + x;
         double want = 0;
         if (flat < P.rows * P.rowElems)
-          for (int u = 0; u < n; ++u) want += fabric::host::bf16ToFloat(ref[u][p][static_cast<size_t>(flat)]);
+          for (int u = 0; u < n; ++u) want +=
+            bench::loadValue(&ref[u][p][static_cast<size_t>(flat)], 0, plan::DType::kBF16);
         if (outs[r][static_cast<size_t>(P.outOffset + x)] != want) ++res.wrong;
       }
     }
@@ -404,13 +406,25 @@ TEST(HostCollectives, ScratchRefusesLayoutsPastSixtyFourBits) {
   const std::vector<plan::ParamSpec> shapes = {{{64, 8}, DType::kBF16}};
   const plan::Plan base = plan::makePlan(plan::Topology::make(2, 2), shapes, DType::kBF16);
   constexpr int64_t kHalf = int64_t{1} << 62;
-  plan::Plan stage = base, rail = base, blocks = base;
+  plan::Plan stage = base, rail = base, blocks = base, outbox = base, spares = base;
   stage.ag.stageBytes = std::numeric_limits<int64_t>::max() - 10;  // its 4 KiB alignment wraps
   rail.ag.stageBytes = kHalf;
   rail.group.shardBytes = kHalf;  // stage + rail source = 2^63
-  blocks.rs.blockBytes = kHalf;   // two banks' outbox blocks
-  for (const plan::Plan* p : {&stage, &rail, &blocks})
-    EXPECT_THROW(collectives::ScratchLayout::forPlans({&base, p}), std::invalid_argument);
+  blocks.rs.blockBytes = kHalf;   // the inbox's blocks (generations x blocks per generation) first
+  // Each of the next two overflows in its own term alone: the inbox (2 x 2 blocks of 2^33) stays small.
+  outbox.rs.blockBytes = spares.rs.blockBytes = int64_t{1} << 33;
+  outbox.rs.outboxBlocks = 1 << 30;  // two banks x 2^30 blocks x 2^33 bytes = 2^64
+  spares.rs.spareBlocks = 1 << 30;   // the same for the spare blocks
+  const std::pair<const char*, const plan::Plan*> cases[] = {
+      {"stage", &stage}, {"rail", &rail}, {"inbox", &blocks}, {"outbox", &outbox}, {"spares", &spares}};
+  for (const auto& [name, p] : cases) {
+    try {
+      collectives::ScratchLayout::forPlans({&base, p});
+      ADD_FAILURE() << name << ": a scratch past 64 bits was laid out";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("overflows 64 bits"), std::string::npos) << e.what();
+    }
+  }
   EXPECT_NO_THROW(collectives::ScratchLayout::forPlans({&base}));
 }
 

@@ -87,6 +87,25 @@ struct ReduceScatterMemory {
   }
 };
 
+// The collectives' scratch is rewritten by every call: a shard there is refused as one in the
+// landing is (the tests above pass no layout, so only this one reaches that check).
+TEST(ShardProblem, ShardsInTheScratchAreRefused) {
+  const ReduceScatterMemory m;
+  const plan::GroupLayout& g = m.plan.group;
+  const int64_t s = g.shardBytes;
+  ASSERT_GT(m.layout.bytes, 0);
+  ASSERT_GE(m.layout.base - s, g.unshardedBytes()) << "the user area holds the landing and a shard after it";
+  const auto problem = [&](int64_t shardAt) {
+    return Communicator::shardProblem(g, m.memory.arena() + shardAt, 0, m.memory.arena(), m.memory.arenaBytes,
+                                      &m.layout);
+  };
+  const std::string want = "the shard overlaps the collectives' scratch";
+  EXPECT_EQ(problem(m.layout.base).rfind(want, 0), 0u) << problem(m.layout.base);
+  EXPECT_EQ(problem(m.layout.base - s + 1).rfind(want, 0), 0u) << "its last byte in the scratch";
+  EXPECT_EQ(problem(m.layout.end() - s).rfind(want, 0), 0u) << "at the scratch's end";
+  EXPECT_EQ(problem(m.layout.base - s), "") << "ending where the scratch starts";
+}
+
 TEST(ReduceScatterBufferProblem, BuffersOutsideTheArenaOrInItsUserAreaServe) {
   const ReduceScatterMemory m;
   const int64_t end = m.memory.arenaBytes;

@@ -663,15 +663,24 @@ void runFaultProbe(const FaultProbe& probe, uint64_t seed) {
     gpuFabric.endpoint(0).setFabricFaults(ff);
   }
   int64_t flagged = 0, wrongLanding = 0, wrongOutputs = 0, firings = 0;
+  // The reference first, outside the try below: an error of its own fails the probe instead of
+  // counting as the GPU fault's detection.
+  Runner onHost(hostFabric, pl, layout, c);
+  std::vector<std::vector<RankInputs>> inputs;
+  std::vector<std::vector<RankResults>> wants;
+  for (int call = 0; call < 2; ++call) {
+    inputs.push_back(drawInputs(pl.group, c, rng));
+    wants.push_back(onHost.call(inputs.back()));
+  }
   std::string error;
+  std::unique_ptr<Runner> onGpu;
   try {
-    Runner onHost(hostFabric, pl, layout, c);
-    Runner onGpu(gpuFabric, pl, layout, c, tide::collectives::FaultConfig{probe.fault, 0});
+    onGpu = std::make_unique<Runner>(gpuFabric, pl, layout, c, tide::collectives::FaultConfig{probe.fault, 0});
     double maxRelErr = 0;
     for (int call = 0; call < 2; ++call) {
-      const std::vector<RankInputs> in = drawInputs(pl.group, c, rng);
-      const std::vector<RankResults> want = onHost.call(in);
-      const std::vector<RankResults> got = onGpu.call(in);
+      const std::vector<RankInputs>& in = inputs[static_cast<size_t>(call)];
+      const std::vector<RankResults>& want = wants[static_cast<size_t>(call)];
+      const std::vector<RankResults> got = onGpu->call(in);
       for (int r = 0; r < topo.ranks(); ++r) {
         const Differences d =
             compare(pl.group, c, in, r, want[static_cast<size_t>(r)], got[static_cast<size_t>(r)], &maxRelErr);
@@ -680,17 +689,17 @@ void runFaultProbe(const FaultProbe& probe, uint64_t seed) {
         wrongOutputs += d.wrongOutputs;
       }
     }
-    firings = onGpu.faultFirings();
   } catch (const std::exception& e) {
-    error = e.what();  // an error the fabric raised is a detection too (a range check, say)
+    error = e.what();  // an error the GPU fabric raised is a detection too (a range check, say)
   }
+  if (onGpu) firings = onGpu->faultFirings();  // counted up to an error too
   const bool detected = flagged > 0 || !error.empty();
   if (error.empty())
     std::printf("acted %lld time(s), %s (%lld results flagged: %lld landing bytes, %lld output elements wrong)\n",
                 static_cast<long long>(firings), detected ? "detected" : "NOT DETECTED", static_cast<long long>(flagged),
                 static_cast<long long>(wrongLanding), static_cast<long long>(wrongOutputs));
   else
-    std::printf("detected by an error: %s\n", error.c_str());
+    std::printf("acted %lld time(s), detected by an error: %s\n", static_cast<long long>(firings), error.c_str());
   std::fflush(stdout);
   TCHECK(!error.empty() || firings > 0, std::string(name) + ": the fault never acted, so the probe tests nothing");
   TCHECK(detected, std::string(name) + ": the fault passed every check");
