@@ -477,6 +477,10 @@ TEST(RailLane, LaneAndStagedInterleavedOnOneCommunicator) {
             for (auto& x : grads[r]) gradPtrs[r].push_back(x.data());
           for (int r = 0; r < m; ++r) {
             for (int v = 0; v < 4; ++v) {
+              // Huge values overflow differently in float64, so no reference; accumulating onto special
+              // values leaves no poison to find either: those rounds rest on the lane-vs-staged comparison
+              // below (and their non-accumulating twins on the poison check).
+              if (huge && accumulate) continue;
               if (huge) {  // every element written: none still holds the poison
                 int64_t unwritten = 0;
                 for (float y : outs[v][r]) unwritten += std::bit_cast<uint32_t>(y) == bench::kOutputPoisonBits;
