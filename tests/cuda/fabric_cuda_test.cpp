@@ -907,6 +907,39 @@ void testStallRefused(Ctx& c) {
          "a CUDA task failure was not refused as a usage error: '" + refused + "'");
 }
 
+// Layouts the kernels cannot run (fabric/reduce_op_rules.hpp) are refused at issue, before any
+// launch: a misaligned element would trap and end the CUDA context, overlapping destination rows
+// and a landing onto its own source would race.
+void testLayoutsRefused(Ctx& c) {
+  auto refusal = [&](auto&& issue) {
+    try {
+      issue();
+    } catch (const fabric::FabricError& e) {
+      return e.kind() == fabric::FabricError::Kind::kUsage ? std::string(e.what()) : "wrong kind: " + std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto* bytes = c.ep.arena();
+  auto* f = reinterpret_cast<float*>(bytes);
+  fabric::SumOp sum;
+  sum.srcType = plan::DType::kBF16;
+  sum.pieces = {fabric::SumPiece{reinterpret_cast<float*>(bytes + 2), 8, 1, 8, {{f + 64, 8, {8}}}}};
+  std::string why = refusal([&] { c.ep.sum(0, sum); });
+  TCHECK(why.find("its destination is not 4-byte aligned") != std::string::npos, "misaligned sum destination: " + why);
+  sum.pieces = {fabric::SumPiece{f, 8, 1, 8, {{bytes + 129, 8, {8}}}}};
+  why = refusal([&] { c.ep.sum(0, sum); });
+  TCHECK(why.find("its source 0 is not 2-byte aligned") != std::string::npos, "misaligned sum source: " + why);
+  sum.pieces = {fabric::SumPiece{f, 4, 2, 8, {{f + 64, 8, {8, 8}}}}};
+  why = refusal([&] { c.ep.sum(0, sum); });
+  TCHECK(why.find("its destination rows overlap") != std::string::npos, "overlapping sum rows: " + why);
+  fabric::LandOp land;
+  land.dst = f;
+  land.elems = 16;
+  land.sources = {f + 64, f + 8};
+  why = refusal([&] { c.ep.land(0, land); });
+  TCHECK(why.find("its destination overlaps its source 1") != std::string::npos, "landing onto a source: " + why);
+}
+
 void testLostSignal(Ctx& c) {
   if (c.ranks < 2) return skipped(c, "lost signal", "one rank");
   checkLostSignal(c.ep, c.rank, c.ranks, kFaultBase);
@@ -1055,6 +1088,7 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     testSum(c);
     testLand(c);
     testStallRefused(c);
+    testLayoutsRefused(c);
     testLostSignal(c);
     if (a.perf) perf(c);
     ep.synchronizeAll();

@@ -421,6 +421,49 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
       EXPECT_EQ(out[static_cast<size_t>(r * 32 + x)], x < 16 ? bf16ToFloat(tail[r * 16 + x]) : 0.0f) << r << ", " << x;
 }
 
+// Rules the CUDA kernels need (reduce_op_rules.hpp), refused here too so that a CPU run refuses
+// what a GPU would trap on (a misaligned element) or race over (overlapping destination rows, a
+// landing onto one of its own sources); the same shapes aligned and apart are accepted.
+TEST(HostWorldArenas, SumAndLandingLayoutsAGpuCannotRunAreRefused) {
+  HostWorld world(plan::Topology::make(1, 1), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  auto* f = reinterpret_cast<float*>(ep.arena());
+  auto* bytes = reinterpret_cast<std::byte*>(ep.arena());
+  std::vector<uint16_t> grads(256, 0x3f80);  // bf16 1.0
+  auto sumOf = [](SumPiece piece, plan::DType t = plan::DType::kBF16) {
+    SumOp op;
+    op.srcType = t;
+    op.pieces = {std::move(piece)};
+    return op;
+  };
+  holdQueue(ep, 0);
+  expectUsageError([&] { ep.sum(0, sumOf({reinterpret_cast<float*>(bytes + 2), 8, 1, 8, {{grads.data(), 8, {8}}}})); },
+                   "rank 0: sum piece 0: its destination is not 4-byte aligned");
+  expectUsageError([&] { ep.sum(0, sumOf({f, 8, 1, 8, {{bytes + 1, 8, {8}}}})); },
+                   "rank 0: sum piece 0: its source 0 is not 2-byte aligned");
+  expectUsageError([&] { ep.sum(0, sumOf({f, 8, 1, 8, {{bytes + 2, 8, {8}}}}, plan::DType::kFP32)); },
+                   "its source 0 is not 4-byte aligned");
+  expectUsageError([&] { ep.sum(0, sumOf({f, 4, 2, 8, {{grads.data(), 8, {8, 8}}}})); },
+                   "rank 0: sum piece 0: its destination rows overlap (pitch 4 below 8 elements a row)");
+  LandOp land;
+  land.dst = f;
+  land.elems = 16;
+  land.sources = {f + 64, f + 8};  // the second overlaps the destination's last 8 floats
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing: its destination overlaps its source 1");
+  land.sources = {f + 64, f};
+  expectUsageError([&] { ep.land(0, land); }, "its destination overlaps its source 1");
+  land.sources = {reinterpret_cast<float*>(bytes + 258)};
+  expectUsageError([&] { ep.land(0, land); }, "its source 0 is not 4-byte aligned");
+
+  // Aligned and apart: accepted and run.
+  ep.sum(1, sumOf({f + 128, 8, 2, 8, {{grads.data(), 8, {8, 8}}}}));
+  land.sources = {f + 128};
+  land.dst = f + 512;
+  ep.land(1, land);
+  ep.synchronize(1);
+  for (int x = 0; x < 16; ++x) EXPECT_EQ(f[512 + x], 1.0f) << x;
+}
+
 // Many ranks fail at once: exactly one message is recorded, and a rank that
 // sees the failure reads one whole message, never one being written.
 TEST(FailureRecord, OneWholeMessageWins) {

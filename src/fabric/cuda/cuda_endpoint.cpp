@@ -24,6 +24,7 @@
 #include "fabric/device_quiescence.hpp"
 #include "fabric/hardware_queues.hpp"
 #include "fabric/host_deadline.hpp"
+#include "fabric/reduce_op_rules.hpp"
 
 namespace tide::fabric::cuda {
 
@@ -526,6 +527,9 @@ void CudaEndpoint::sum(int q, const SumOp& op) {
     for (const SumSource& src : pc.sources)
       if (src.ptr == nullptr || static_cast<int64_t>(src.valid.size()) != pc.rows)
         throwUsage(who() + ": sum source without an address or without one valid count per row");
+    if (pc.rows == 0 || pc.elems == 0) continue;
+    if (const std::string why = sumPieceLayoutProblem(pc, plan::itemSize(op.srcType)); !why.empty())
+      throwUsage(who() + ": sum piece: " + why);
   }
   const auto gate = beginOp();
   const auto type = op.srcType == plan::DType::kBF16 ? kernels::SourceType::kBF16
@@ -568,6 +572,9 @@ void CudaEndpoint::land(int q, const LandOp& op) {
   if (op.dst == nullptr || op.elems < 0) throwUsage(who() + ": land without a destination");
   if (op.sources.empty() || op.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
     throwUsage(who() + ": land takes 1.." + std::to_string(kernels::kMaxSourcesPerPiece) + " sources");
+  for (const float* src : op.sources)
+    if (src == nullptr) throwUsage(who() + ": land source is null");
+  if (const std::string why = landLayoutProblem(op); op.elems > 0 && !why.empty()) throwUsage(who() + ": land: " + why);
   const auto gate = beginOp();
   kernels::LandLaunch p;
   p.dst = op.dst;
@@ -576,10 +583,7 @@ void CudaEndpoint::land(int q, const LandOp& op) {
   p.alpha = op.alpha;
   p.accumulate = op.accumulate ? 1 : 0;
   p.clearSources = op.clearSources ? 1 : 0;
-  for (int k = 0; k < p.numSources; ++k) {
-    if (op.sources[static_cast<size_t>(k)] == nullptr) throwUsage(who() + ": land source is null");
-    p.src[k] = op.sources[static_cast<size_t>(k)];
-  }
+  for (int k = 0; k < p.numSources; ++k) p.src[k] = op.sources[static_cast<size_t>(k)];
   kernels::launchLand(p, op.ctas > 0 ? op.ctas : landCtas_, s);
   stats_.landElems += op.elems;
 }

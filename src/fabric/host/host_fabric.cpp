@@ -11,6 +11,7 @@
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
 #include "fabric/process_liveness.hpp"
+#include "fabric/reduce_op_rules.hpp"
 #include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
@@ -413,6 +414,10 @@ void HostEndpoint::sum(int q, const SumOp& op) {
         read.addRow(r, src.pitch, std::min(src.valid[static_cast<size_t>(r)], pc.elems), item);
       checkArenaExtent(src.ptr, read, "sum source");
     }
+    // After the bounds, whose messages say more about a range outside an arena.
+    if (const std::string why = sumPieceLayoutProblem(pc, item); !why.empty())
+      throw FabricError(FabricError::Kind::kUsage,
+                        "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + ": " + why);
   }
   flushRails();
   submit(q, "sum", [this, op](int task) {
@@ -445,6 +450,8 @@ void HostEndpoint::land(int q, const LandOp& op) {
   // Clearing writes the very bytes the landing read: one bound covers both.
   for (const float* src : op.sources)
     checkArenaExtent(src, floats, op.clearSources ? "landing source (read, then cleared)" : "landing source");
+  if (const std::string why = landLayoutProblem(op); op.elems > 0 && !why.empty())
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": landing: " + why);
   flushRails();
   submit(q, "land", [this, op](int task) {
     if (checker_) {

@@ -17,7 +17,10 @@ template <class Setup>
 void oncePerDevice(std::atomic<uint64_t>& done, Setup&& setup) {
   int device = 0;
   TIDE_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device & 63);
+  // Past 64 devices no bit is free: the (idempotent) setup runs every time instead of being
+  // skipped for a device whose bit another one set.
+  if (device < 0 || device >= 64) return setup();
+  const uint64_t bit = uint64_t{1} << device;
   if ((done.load() & bit) != 0) return;
   setup();
   done.fetch_or(bit);
