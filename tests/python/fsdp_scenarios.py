@@ -57,6 +57,7 @@ TWO_RANKS = [
     "stale_unsharded_use_fails", "nested_fully_shard", "shared_module_of_two_parents", "module_called_through_a_plain_attribute",
     "unused_block_output", "dtype_changed_after_install",
     "ranks_disagree_on_unused_params", "unshard_every_module", "kept_unsharded_across_a_step",
+    "pipeline_schedules_without_a_stale_warning",
     "block_called_again_on_an_input_without_grad", "ignored_params_left_alone",
     "forward_methods_registered_with_fsdp", "backward_twice_through_a_retained_graph", "two_forwards_one_backward",
     "input_gradient_between_steps", "gradients_zeroed_in_place", "post_optimizer_event",

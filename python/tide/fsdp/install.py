@@ -786,6 +786,8 @@ def _apply(tg: TideGroup) -> None:
         # its backward; a ring-mate may reshard it (all_gather._scan_region).
         if not group.is_sharded:
             tg.note_kept()
+        elif getattr(group, "reshard_after_backward", True):
+            tg.note_resharded_by_fsdp()
         return result
 
     group.pre_backward = pre_backward

@@ -184,6 +184,12 @@ class TideGroup:
         without sync, which a module's zero_grad() then misses (install's wrapper)."""
         return self._shard_versions_ring_resharded is not None
 
+    def note_resharded_by_fsdp(self) -> None:
+        """FSDP2's own post-backward resharded it (reshard_after_backward, as a pipeline schedule
+        sets before the post-backward it calls by hand): stock gathers it again too, so a
+        ring-mate's earlier reshard no longer sets TIDE apart from stock."""
+        self._shard_versions_ring_resharded = None
+
     def regathered_updated(self) -> bool:
         """At an all-gather: was it kept, resharded by a ring-mate, and are its
         shards changed since it was kept? Stock FSDP2 would not have gathered
