@@ -475,6 +475,60 @@ def activation_checkpointing(ctx):
         train(ctx, build, expect_groups=5, mp_policy=mp_policy, tol=BF16)
 
 
+class _RegionCheckpointedModel(Model):
+    """Model whose first `span` blocks run as one activation-checkpointed region (non-reentrant
+    torch.utils.checkpoint around a function calling them), the rest as usual."""
+    span = 3
+
+    def _region(self, x):
+        for b in list(self.blocks)[:self.span]:
+            x = b(x)
+        return x
+
+    def forward(self, x):
+        x = torch.utils.checkpoint.checkpoint(self._region, self.inp(x), use_reentrant=False)
+        for b in list(self.blocks)[self.span:]:
+            x = b(x)
+        return self.out(self.norm(x))
+
+
+def checkpointed_region_of_several_blocks(ctx):
+    """One checkpointed region over several FSDP blocks: in backward FSDP2 gathers the region's
+    last block, then the recompute runs every block of it, keeping all unsharded until their
+    backward. Two blocks fit the ring's two slots and train as stock; three cannot, and the first
+    backward stops with a RegionConflict that names the recompute and the way out (it once blamed
+    the module order); install(ring=False) trains that model as stock, bit for bit."""
+    if not hasattr(FSDPModule, "reset_iter_state"):
+        raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed backward")
+
+    def build(span):
+        def make():
+            m = _RegionCheckpointedModel([Block() for _ in range(4)])
+            m.span = span
+            return m
+        return make
+    for span, ring in ((2, True), (3, False)):
+        ms, mt = make_pair(build(span), ctx, mesh_1d(ctx))
+        assert_all_tide(install(mt, ctx, ring=ring), 5)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        for s in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=130 + s), tol=tight(ctx, FP32),
+                      what=f"region of {span} blocks, ring={ring}, step {s}")
+        tide.fsdp.uninstall(mt)
+    _, mt = make_pair(build(3), ctx, mesh_1d(ctx))
+    assert_all_tide(install(mt, ctx), 5)
+    loss = mt(batches(ctx, 1, seed=140)[0]).float().pow(2).mean()
+    try:
+        loss.backward()
+    except RegionConflict as e:
+        assert "recomputed inside the backward" in str(e) and "ring=False" in str(e), e
+    else:
+        raise AssertionError("a checkpointed region of three blocks fit the ring's two slots")
+    del loss
+    mt.reset_iter_state()
+    tide.fsdp.uninstall(mt)
+
+
 def compiled_blocks(ctx):
     """Blocks compiled with torch.compile before fully_shard (torchtitan's
     way): FSDP2's hooks run around the compiled forwards, TIDE gathers into

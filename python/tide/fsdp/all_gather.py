@@ -279,6 +279,15 @@ def _conflict(tg, other, prefetch: bool = False) -> str:
                 f"or unshard only one group per slot. {ring_false}")
     if not pending:
         what += f" ({group._training_state.name})"
+    if (torch._C._current_graph_task_id() != -1
+            and tg.info.group._training_state == guards.internals().TrainingState.FORWARD):
+        # tg's forward inside a backward: a recompute of an activation-checkpointed region. FSDP2
+        # keeps every group the region recomputes unsharded together until their backward, and
+        # a region of more groups than the ring has slots cannot fit, whatever the order.
+        return (f"{where} {what}: '{tg.info.fqn}' is being recomputed inside the backward, so an "
+                "activation-checkpointed region spans several FSDP groups, which FSDP2 keeps unsharded together "
+                f"until their backward, and the ring's two slots hold one group each. "
+                f"Checkpoint at most two consecutive groups per region (e.g. one block per checkpoint). {ring_false}")
     if group._training_state == guards.internals().TrainingState.FORWARD:
         # Ring-mates never nest in the module tree or through modules' plain attributes
         # (install keeps holders out of the ring), so a ring-mate still in its forward either
