@@ -873,18 +873,25 @@ void testLand(Ctx& c) {
 
 // ------------------------------------------------------------------ faults
 
+// What `issue` was refused with as a usage error, "wrong kind: ..." for another error, or
+// "accepted".
+template <typename F>
+std::string usageRefusal(F&& issue) {
+  try {
+    issue();
+  } catch (const fabric::FabricError& e) {
+    return e.kind() == fabric::FabricError::Kind::kUsage ? std::string(e.what()) : "wrong kind: " + std::string(e.what());
+  }
+  return "accepted";
+}
+
 // A stall is a host-fabric fault: on CUDA it would sleep in the caller's
 // thread past every peer's failure, so it is refused, and the faults set
 // before stay as they were. So is a failing host task.
 void testStallRefused(Ctx& c) {
   fabric::FabricFaults f;
   f.stallSeconds = 1.0;
-  std::string refused;
-  try {
-    c.ep.setFabricFaults(f);
-  } catch (const fabric::FabricError& e) {
-    refused = e.kind() == fabric::FabricError::Kind::kUsage ? e.what() : std::string("wrong kind: ") + e.what();
-  }
+  std::string refused = usageRefusal([&] { c.ep.setFabricFaults(f); });
   TCHECK(refused.find("stallSeconds is a host-fabric fault") != std::string::npos,
          "a CUDA stall was not refused as a usage error: '" + refused + "'");
   c.ep.setCallContext("after_refused_stall#0");
@@ -897,12 +904,7 @@ void testStallRefused(Ctx& c) {
   // A failing host task is a host-fabric fault too: the CUDA fabric has no host tasks.
   fabric::FabricFaults failTask;
   failTask.failTaskAfter = 0;
-  refused.clear();
-  try {
-    c.ep.setFabricFaults(failTask);
-  } catch (const fabric::FabricError& e) {
-    refused = e.kind() == fabric::FabricError::Kind::kUsage ? e.what() : std::string("wrong kind: ") + e.what();
-  }
+  refused = usageRefusal([&] { c.ep.setFabricFaults(failTask); });
   TCHECK(refused.find("failTaskAfter is a host-fabric fault") != std::string::npos,
          "a CUDA task failure was not refused as a usage error: '" + refused + "'");
 }
@@ -911,32 +913,24 @@ void testStallRefused(Ctx& c) {
 // launch: a misaligned element would trap and end the CUDA context, overlapping destination rows
 // and a landing onto its own source would race.
 void testLayoutsRefused(Ctx& c) {
-  auto refusal = [&](auto&& issue) {
-    try {
-      issue();
-    } catch (const fabric::FabricError& e) {
-      return e.kind() == fabric::FabricError::Kind::kUsage ? std::string(e.what()) : "wrong kind: " + std::string(e.what());
-    }
-    return std::string("accepted");
-  };
   auto* bytes = c.ep.arena();
   auto* f = reinterpret_cast<float*>(bytes);
   fabric::SumOp sum;
   sum.srcType = plan::DType::kBF16;
   sum.pieces = {fabric::SumPiece{reinterpret_cast<float*>(bytes + 2), 8, 1, 8, {{f + 64, 8, {8}}}}};
-  std::string why = refusal([&] { c.ep.sum(0, sum); });
+  std::string why = usageRefusal([&] { c.ep.sum(0, sum); });
   TCHECK(why.find("its destination is not 4-byte aligned") != std::string::npos, "misaligned sum destination: " + why);
   sum.pieces = {fabric::SumPiece{f, 8, 1, 8, {{bytes + 129, 8, {8}}}}};
-  why = refusal([&] { c.ep.sum(0, sum); });
+  why = usageRefusal([&] { c.ep.sum(0, sum); });
   TCHECK(why.find("its source 0 is not 2-byte aligned") != std::string::npos, "misaligned sum source: " + why);
   sum.pieces = {fabric::SumPiece{f, 4, 2, 8, {{f + 64, 8, {8, 8}}}}};
-  why = refusal([&] { c.ep.sum(0, sum); });
+  why = usageRefusal([&] { c.ep.sum(0, sum); });
   TCHECK(why.find("its destination rows overlap") != std::string::npos, "overlapping sum rows: " + why);
   fabric::LandOp land;
   land.dst = f;
   land.elems = 16;
   land.sources = {f + 64, f + 8};
-  why = refusal([&] { c.ep.land(0, land); });
+  why = usageRefusal([&] { c.ep.land(0, land); });
   TCHECK(why.find("its destination overlaps its source 1") != std::string::npos, "landing onto a source: " + why);
 }
 
