@@ -122,7 +122,9 @@ class Endpoint {
   virtual int rank() const = 0;
   virtual const plan::Topology& topology() const = 0;
 
-  // Symmetric arena: same size and layout on every rank.
+  // Symmetric arena: same size and layout on every rank, all zero when the endpoint is made
+  // (before any peer can reach it): the reduce-scatter's pull landing reads a wave's unused
+  // inbox blocks as zeros and only keeps the inbox zero from one call to the next.
   virtual std::byte* arena() = 0;
   virtual int64_t arenaBytes() const = 0;
   // Load/store address of a node-local peer's arena; nullptr where the peer is

@@ -421,6 +421,19 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
       EXPECT_EQ(out[static_cast<size_t>(r * 32 + x)], x < 16 ? bf16ToFloat(tail[r * 16 + x]) : 0.0f) << r << ", " << x;
 }
 
+// Every rank's arena starts all zero (fabric.hpp): the reduce-scatter's pull landing reads a
+// wave's unused inbox blocks as zeros before any call has written them.
+TEST(HostWorldArenas, ArenasStartZeroed) {
+  for (int round = 0; round < 2; ++round) {  // the second world may reuse the first one's memory
+    HostWorld world(plan::Topology::make(2, 2), 1 << 16, HostOptions{});
+    for (int r = 0; r < world.ranks(); ++r) {
+      std::byte* a = world.endpoint(r).arena();
+      EXPECT_EQ(std::count(a, a + (1 << 16), std::byte{0}), 1 << 16) << "rank " << r << ", world " << round;
+      std::memset(a, 0xA5, 1 << 16);  // what a reused block would hold
+    }
+  }
+}
+
 // Rules the CUDA kernels need (reduce_op_rules.hpp), refused here too so that a CPU run refuses
 // what a GPU would trap on (a misaligned element) or race over (overlapping destination rows, a
 // landing onto one of its own sources); the same shapes aligned and apart are accepted.

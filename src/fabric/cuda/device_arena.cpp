@@ -49,11 +49,15 @@ void DeviceArena::freeDeviceMemory() noexcept {
 
 void DeviceArena::initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stream) {
   nonce_ = nonce;
-  TIDE_CUDA_CHECK(cudaMemsetAsync(base_ + counterOffset_, 0, static_cast<size_t>(windowBytes_ - counterOffset_), stream));
+  // The whole window, not only the counters: the reduce-scatter's pull landing reads every local
+  // GPU's inbox block, one without a contributor in a wave as zeros, and only keeps the inbox zero
+  // from one call to the next (fresh device memory may hold an earlier allocation's bytes). Before
+  // the barrier that follows, so no peer writes here first.
+  TIDE_CUDA_CHECK(cudaMemsetAsync(base_, 0, static_cast<size_t>(windowBytes_), stream));
   const uint64_t tag = tagOf(rank, nonce_);
   // From pageable memory: the call returns once `tag` is staged, so only the wait below can block.
   TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, &tag, sizeof(tag), cudaMemcpyHostToDevice, stream));
-  awaitSetup(rank, stream, "zeroing the arena's counters and writing its tag");
+  awaitSetup(rank, stream, "zeroing the arena and writing its tag");
 }
 
 void DeviceArena::awaitSetup(int rank, cudaStream_t stream, const std::string& what) const {

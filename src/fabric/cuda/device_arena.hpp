@@ -50,7 +50,8 @@ class DeviceArena {
   // The window as plain device memory of the current GPU (cudaMalloc), and its release.
   void allocateDeviceMemory();
   void freeDeviceMemory() noexcept;
-  // Zeroes the counters and writes `rank`'s tag (awaited on `stream`, under the setup deadline).
+  // Zeroes the whole window (the arena starts zeroed on every fabric: fabric.hpp) and writes
+  // `rank`'s tag (awaited on `stream`, under the setup deadline).
   // The tag mixes in `nonce`, which every rank of one communicator shares and
   // another communicator's arena (in this process or another job) does not
   // (a digest of the NCCL unique id, or drawn for a test group): a peer
