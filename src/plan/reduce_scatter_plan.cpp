@@ -162,7 +162,9 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
     if (plan.railLane) {
       plan.outboxBlocks = 0;  // rows go out from the gradients themselves
     } else if (opt.mode == Mode::kInPlace) {
-      plan.outboxBlocks = m - 1;  // a full outbox: reads never wait for the network
+      // A full outbox: at one pass no read waits for the network (the paper's claim, for its
+      // one-pass default); at P passes a pass's reads still wait for the previous pass's sends.
+      plan.outboxBlocks = m - 1;
     } else {
       int depth = 0;  // Eq. 9: two consecutive rounds
       for (size_t i = 0; i < roundSizes.size(); ++i)
