@@ -204,7 +204,26 @@ void onEveryRank(int ranks, const std::function<void(int)>& f) {
 }
 
 // Buffers in the current GPU's memory (both CUDA fabrics).
+// Beyond an arena's user bytes: its counters, tag and alignment.
+constexpr int64_t kPoisonSlack = int64_t{1} << 20;
+
 class DeviceMemoryFabric : public Fabric {
+ protected:
+  // Leaves `bytes` of nonzero data in freed memory of `device` before the arenas are made, so
+  // they likely come back over it (best effort: the driver picks the pages). An arena must read
+  // zero however its memory came (fabric.hpp): the pull landing reads a wave's unused inbox
+  // blocks as zeros, at M < L (2x4 below) from the first call on.
+  DeviceMemoryFabric(int device, int64_t bytes) {
+    int current = 0;
+    TCUDA(cudaGetDevice(&current));
+    TCUDA(cudaSetDevice(device));
+    void* junk = nullptr;
+    TCUDA(cudaMalloc(&junk, static_cast<size_t>(bytes)));
+    TCUDA(cudaMemset(junk, 0xA5, static_cast<size_t>(bytes)));
+    TCUDA(cudaFree(junk));  // (after the memset: a free waits for the device)
+    TCUDA(cudaSetDevice(current));
+  }
+
  public:
   ~DeviceMemoryFabric() override {
     for (void* p : buffers_) cudaFree(p);
@@ -248,7 +267,7 @@ cuda::CudaFabricOptions endpointOptions(const plan::Topology& topo, int rank, in
 class CoResidentFabric final : public DeviceMemoryFabric {
  public:
   CoResidentFabric(const plan::Topology& topo, int64_t arenaBytes, int queues = kQueuesNeeded + 1)
-      : group_(topo.ranks(), 0) {
+      : DeviceMemoryFabric(0, topo.ranks() * (arenaBytes + kPoisonSlack)), group_(topo.ranks(), 0) {
     endpoints_.resize(static_cast<size_t>(topo.ranks()));
     onEveryRank(topo.ranks(), [&](int r) {
       endpoints_[static_cast<size_t>(r)] = std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, r, arenaBytes, queues),
@@ -274,7 +293,8 @@ class IpcFabric final : public DeviceMemoryFabric {
  public:
   IpcFabric(const plan::Topology& topo, int64_t arenaBytes, host::KeyValueStore& store, const std::string& prefix,
             int rank, int device, int queues = kQueuesNeeded + 1)
-      : group_(store, prefix, rank, topo.ranks(), device), rank_(rank),
+      : DeviceMemoryFabric(device, arenaBytes + kPoisonSlack), group_(store, prefix, rank, topo.ranks(), device),
+        rank_(rank),
         endpoint_(std::make_unique<cuda::CudaEndpoint>(endpointOptions(topo, rank, arenaBytes, queues), group_)) {}
   ~IpcFabric() override { endpoint_.reset(); }  // collective: ends at the group's barrier
   const char* name() const override { return "cuda ipc"; }
