@@ -70,9 +70,10 @@ void synchronizeAll(fabric::host::HostWorld& world) {
 // Every rank's arena, shard, gradients and output live in this process, and
 // each call keeps a copy of every rank's gradients for the reference (and,
 // accumulating, of every output before the call); plus one rank's float64
-// reference at a time, and with keepOutputs every landing and output again. Refused up front when that exceeds what the host can
-// still give: with overcommit the allocations would succeed and the OOM
-// killer would stop the process without a word when they are first written.
+// reference at a time, and with keepOutputs every landing and output again.
+// Refused up front when that exceeds what the host can still give: with
+// overcommit the allocations would succeed and the OOM killer would stop the
+// process without a word when they are first written.
 struct MemoryNeed {
   double bytes = 0;
   int64_t perRank = 0;
@@ -96,8 +97,9 @@ MemoryNeed memoryNeed(const plan::GroupLayout& g, int64_t arenaBytes, bool accum
   return {need, perRank};
 }
 
-int64_t arenaBytesOf(const plan::Plan& pl) {
-  return collectives::ScratchLayout::forPlans({&pl}).bytes + pl.group.unshardedBytes();
+// The scratch, then the landing at its end (runOnHost's arena).
+int64_t arenaBytesOf(const plan::GroupLayout& g, const collectives::ScratchLayout& layout) {
+  return layout.bytes + g.unshardedBytes();
 }
 
 void refuseIfMemoryShort(const plan::GroupLayout& g, int64_t arenaBytes, bool accumulate, bool keepOutputs) {
@@ -109,7 +111,8 @@ void refuseIfMemoryShort(const plan::GroupLayout& g, int64_t arenaBytes, bool ac
     char msg[320];
     std::snprintf(msg, sizeof msg,
                   "the host run needs about %.2f GiB of host memory (%lld ranks x %.3f GiB: arena, shard, "
-                  "gradients and their reference copy, output) and %.2f GiB are available (MemAvailable, or the memory cgroup's limit): "
+                  "gradients and their reference copy, output) and %.2f GiB are available (MemAvailable, or "
+                  "the memory cgroup's limit): "
                   "choose fewer ranks or smaller parameters",
                   need / kGiB, static_cast<long long>(n), static_cast<double>(perRank) / kGiB,
                   static_cast<double>(*room) / kGiB);
@@ -121,7 +124,9 @@ void refuseIfMemoryShort(const plan::GroupLayout& g, int64_t arenaBytes, bool ac
 
 double hostRunMemoryNeed(const HostRunOptions& o) {
   const plan::Plan pl = plan::makePlan(o.topo, o.specs, o.gradDtype, o.planOptions);
-  return memoryNeed(pl.group, arenaBytesOf(pl), o.accumulate, o.keepOutputs).bytes;
+  return memoryNeed(pl.group, arenaBytesOf(pl.group, collectives::ScratchLayout::forPlans({&pl})), o.accumulate,
+                    o.keepOutputs)
+      .bytes;
 }
 
 HostRunResult runOnHost(const HostRunOptions& o) {
@@ -140,7 +145,8 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   const int n = g.topo.ranks();
   const collectives::ScratchLayout layout = collectives::ScratchLayout::forPlans({&pl});
   const int64_t landingOffset = layout.bytes;
-  refuseIfMemoryShort(g, arenaBytesOf(pl), o.accumulate, o.keepOutputs);
+  const int64_t arenaBytes = arenaBytesOf(g, layout);
+  refuseIfMemoryShort(g, arenaBytes, o.accumulate, o.keepOutputs);
   // Inputs outlive the world: its queues may still touch them while it stops.
   std::vector<RankData> data(static_cast<size_t>(n));
   fabric::host::HostOptions hopt;
@@ -148,7 +154,7 @@ HostRunResult runOnHost(const HostRunOptions& o) {
   hopt.timeoutSeconds = o.timeoutSeconds;
   hopt.checkProtocol = o.checkProtocol;
   hopt.rails = o.rails;
-  fabric::host::HostWorld world(g.topo, landingOffset + g.unshardedBytes(), hopt);
+  fabric::host::HostWorld world(g.topo, arenaBytes, hopt);
   std::vector<std::unique_ptr<collectives::Communicator>> comms;
   for (int r = 0; r < n; ++r) {
     collectives::FaultConfig f = o.fault;
