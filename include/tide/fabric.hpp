@@ -55,11 +55,15 @@ struct CopyOp {
 // For each piece, row r and element x < elems:
 //   s = 0; for each source k in order: s += (x < valid[k][r]) ? src_k[r][x] : 0
 //   dst[r][x] = accumulate ? dst[r][x] + alpha * s : alpha * s
-// in fp32, without contraction, so every fabric gives the same bits. Sources
+// in fp32, without contraction, so every fabric gives the same bits (a NaN
+// result is written as kCanonicalNanBits, the GPU's NaN, whatever NaN payloads
+// the inputs carried: CPU adds keep a payload or give 0xFFC00000). Sources
 // are in the gradient dtype, in the order the op lists them (TIDE-RS's Level 1
 // lists every local rank's contribution in local-rank order, the own one at
 // its rank's place: collectives/level1_sum.hpp says why); elements past
 // `valid` are padding rows and read as zero.
+inline constexpr uint32_t kCanonicalNanBits = 0x7FFFFFFFu;
+
 struct SumSource {
   const void* ptr = nullptr;
   int64_t pitch = 0;            // elements between rows
@@ -207,7 +211,10 @@ class Endpoint {
   // waits on the first: the window holds that at the most nodes a
   // communicator takes with room to spare (issue_only_test).
   static constexpr uint64_t kEventWindow = 4096;
-  virtual uint64_t record(int q) = 0;                   // event: q's work so far
+  // Never recorded: "nothing to wait for". waitEvent and synchronizeEvent take
+  // it as complete and eventLive as live, on every fabric and queue.
+  static constexpr uint64_t kNoEvent = 0;
+  virtual uint64_t record(int q) = 0;                   // event: q's work so far (never kNoEvent)
   virtual void waitEvent(int q, int srcQueue, uint64_t event) = 0;
   // Whether waitEvent and synchronizeEvent would take `event` of queue q:
   // recorded there and not recycled since.

@@ -1,5 +1,11 @@
-// Layout rules of the sum and landing steps that both fabrics refuse at issue,
-// so that a CPU run refuses what a GPU would fault on or race over:
+// Rules of the sum and landing steps that both fabrics refuse at issue, so
+// that a CPU run refuses what a GPU would fault on or race over, or cannot
+// launch. Shape (checked first, before any address is bounded):
+// - a destination, no negative count, one valid count per source row, at most
+//   INT32_MAX elements a sum row (the kernels index a row with 32 bits);
+// - 1 to kMaxReduceSources sources, none null (the kernels' parameter block
+//   holds that many; a sum of no sources is a zeroing, which zero() does).
+// Layout:
 // - every element is naturally aligned (the kernels' scalar paths load and
 //   store whole elements; a misaligned one traps and takes the CUDA context
 //   with it, where the host fabric would read it);
@@ -11,6 +17,7 @@
 // Each returns what is wrong, or "" when nothing is.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +25,35 @@
 #include "tide/fabric.hpp"
 
 namespace tide::fabric {
+
+// The most sources one sum piece or landing takes.
+inline constexpr int kMaxReduceSources = 16;
+
+inline std::string sumPieceShapeProblem(const SumPiece& pc) {
+  if (pc.dst == nullptr) return "no destination";
+  if (pc.rows < 0 || pc.elems < 0)
+    return std::to_string(pc.rows) + " rows of " + std::to_string(pc.elems) + " elements: neither may be negative";
+  if (pc.elems > INT32_MAX) return "rows of " + std::to_string(pc.elems) + " elements (at most 2^31 - 1)";
+  if (pc.sources.empty() || pc.sources.size() > static_cast<size_t>(kMaxReduceSources))
+    return std::to_string(pc.sources.size()) + " sources (1.." + std::to_string(kMaxReduceSources) + " taken)";
+  for (size_t k = 0; k < pc.sources.size(); ++k) {
+    if (pc.sources[k].ptr == nullptr) return "source " + std::to_string(k) + " is null";
+    if (static_cast<int64_t>(pc.sources[k].valid.size()) != pc.rows)
+      return "source " + std::to_string(k) + " has " + std::to_string(pc.sources[k].valid.size()) +
+             " valid count(s) for " + std::to_string(pc.rows) + " rows (one per row)";
+  }
+  return "";
+}
+
+inline std::string landShapeProblem(const LandOp& op) {
+  if (op.dst == nullptr) return "no destination";
+  if (op.elems < 0) return std::to_string(op.elems) + " elements (negative)";
+  if (op.sources.empty() || op.sources.size() > static_cast<size_t>(kMaxReduceSources))
+    return std::to_string(op.sources.size()) + " sources (1.." + std::to_string(kMaxReduceSources) + " taken)";
+  for (size_t k = 0; k < op.sources.size(); ++k)
+    if (op.sources[k] == nullptr) return "source " + std::to_string(k) + " is null";
+  return "";
+}
 
 inline bool alignedTo(const void* p, int64_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0;

@@ -934,6 +934,31 @@ void testLayoutsRefused(Ctx& c) {
   TCHECK(why.find("its destination overlaps its source 1") != std::string::npos, "landing onto a source: " + why);
 }
 
+// Shapes the kernels cannot launch, refused with the host fabric's words (reduce_op_rules.hpp),
+// and the no-event that every fabric takes as complete (fabric.hpp).
+void testShapesRefusedAndNoEvent(Ctx& c) {
+  auto* f = reinterpret_cast<float*>(c.ep.arena());
+  const fabric::SumSource one{f + 256, 8, {8}};
+  fabric::SumOp sum;
+  sum.srcType = plan::DType::kFP32;
+  sum.pieces = {fabric::SumPiece{f, 8, 1, 8, {}}};
+  std::string why = usageRefusal([&] { c.ep.sum(0, sum); });
+  TCHECK(why.find("sum piece 0: 0 sources (1..16 taken)") != std::string::npos, "sum without sources: " + why);
+  sum.pieces = {fabric::SumPiece{f, 8, 1, 8, {one, {nullptr, 8, {8}}}}};
+  why = usageRefusal([&] { c.ep.sum(0, sum); });
+  TCHECK(why.find("sum piece 0: source 1 is null") != std::string::npos, "null sum source: " + why);
+  fabric::LandOp land;
+  land.dst = f;
+  land.elems = 8;
+  land.sources = std::vector<float*>(17, f + 256);
+  why = usageRefusal([&] { c.ep.land(0, land); });
+  TCHECK(why.find("landing: 17 sources (1..16 taken)") != std::string::npos, "17 landing sources: " + why);
+  TCHECK(c.ep.eventLive(0, fabric::Endpoint::kNoEvent), "the no-event is not live");
+  c.ep.waitEvent(0, 1, fabric::Endpoint::kNoEvent);
+  c.ep.synchronizeEvent(1, fabric::Endpoint::kNoEvent);
+  c.ep.synchronize(0);
+}
+
 void testLostSignal(Ctx& c) {
   if (c.ranks < 2) return skipped(c, "lost signal", "one rank");
   checkLostSignal(c.ep, c.rank, c.ranks, kFaultBase);
@@ -1099,6 +1124,7 @@ int rankMain(const Args& a, int rank, const ncclUniqueId& id) {
     testLand(c);
     testStallRefused(c);
     testLayoutsRefused(c);
+    testShapesRefusedAndNoEvent(c);
     testLostSignal(c);
     if (a.perf) perf(c);
     ep.synchronizeAll();

@@ -28,6 +28,9 @@ inline float bitsToFloat(uint32_t u) {
   return f;
 }
 
+// Any NaN as the GPU writes it (fabric.hpp's kCanonicalNanBits).
+inline float canonical(float v) { return v == v ? v : bitsToFloat(0x7FFFFFFFu); }
+
 // One source of a sum: `data` holds rows of `pitch` elements (bf16 bits or fp32).
 struct RefSource {
   const void* data = nullptr;
@@ -51,7 +54,7 @@ inline void referenceSum(std::vector<float>& dst, int64_t dstPitch, int64_t rows
       }
       const float scaled = alpha * s;
       float& d = dst[static_cast<size_t>(r * dstPitch + x)];
-      d = accumulate ? d + scaled : scaled;
+      d = canonical(accumulate ? d + scaled : scaled);
     }
 }
 
@@ -63,14 +66,11 @@ inline void referenceLand(std::vector<float>& dst, const std::vector<const float
     for (const float* src : sources) s += src[x];
     const float scaled = alpha * s;
     float& d = dst[static_cast<size_t>(x)];
-    d = accumulate ? d + scaled : scaled;
+    d = canonical(accumulate ? d + scaled : scaled);
   }
 }
 
-// Bit-identical, or both NaN (NaN payloads differ between CPU and GPU adds).
-inline bool sameFloat(float a, float b) {
-  if (a != a && b != b) return true;
-  return floatBits(a) == floatBits(b);
-}
+// Bit-identical, NaN included (every fabric writes the canonical NaN).
+inline bool sameFloat(float a, float b) { return floatBits(a) == floatBits(b); }
 
 }  // namespace tide::test

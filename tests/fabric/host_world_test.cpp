@@ -388,11 +388,11 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
   expectUsageError([&] { ep.sum(0, sumOf({out.data(), 64, 1, 64, {{ep.arena() + kArena - 64, 64, {64}}}})); },
                 "rank 0: sum source at offset 4032 of rank 0's arena runs 64 byte(s) past its end");
   expectUsageError([&] { ep.sum(0, sumOf({out.data(), 8, 2, 8, {{grads.data(), 8, {8}}}})); },
-                "rank 0: sum piece 0's source 0 has 1 valid count(s) for 2 rows");
+                "rank 0: sum piece 0: source 0 has 1 valid count(s) for 2 rows");
   expectUsageError([&] { ep.sum(0, sumOf({out.data(), 8, 2, 0, {{grads.data(), 8, {8}}}})); },
                 "has 1 valid count(s) for 2 rows");  // no element, but the checker reads a count per row
   expectUsageError([&] { ep.sum(0, sumOf({out.data(), 8, 2, -8, {{grads.data(), 8, {8, 8}}}})); },
-                "rank 0: sum piece 0 of 2 rows of -8 elements");
+                "rank 0: sum piece 0: 2 rows of -8 elements");
   LandOp land;
   land.dst = f + kFloats - 4;
   land.elems = 64;
@@ -408,7 +408,7 @@ TEST(HostWorldArenas, SumAndLandingRangesOutsideAnArenaAreRefused) {
   expectUsageError([&] { ep.land(0, land); }, "rank 0: landing source (read, then cleared) at offset 4064");
   land.sources = {in.data()};
   land.elems = -1;  // once cleared as a huge size_t
-  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing of -1 elements");
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing: -1 elements (negative)");
 
   // A source row reads only its valid elements: here the last row's end is
   // the arena's, where rows x elems would run past it.
@@ -475,6 +475,100 @@ TEST(HostWorldArenas, SumAndLandingLayoutsAGpuCannotRunAreRefused) {
   ep.land(1, land);
   ep.synchronize(1);
   for (int x = 0; x < 16; ++x) EXPECT_EQ(f[512 + x], 1.0f) << x;
+}
+
+// Shapes the CUDA fabric cannot launch (reduce_op_rules.hpp), refused here too, before any
+// address is bounded: no destination, no source or more than the kernels hold, a null source,
+// a sum row past 32-bit indexing.
+TEST(HostWorldArenas, SumAndLandingShapesAGpuCannotLaunchAreRefused) {
+  HostWorld world(plan::Topology::make(1, 1), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  auto* f = reinterpret_cast<float*>(ep.arena());
+  std::vector<uint16_t> grads(256, 0x3f80);  // bf16 1.0
+  auto sumOf = [](SumPiece piece) {
+    SumOp op;
+    op.pieces = {std::move(piece)};
+    return op;
+  };
+  holdQueue(ep, 0);
+  expectUsageError([&] { ep.sum(0, sumOf({nullptr, 0, 0, 0, {{grads.data(), 8, {}}}})); },
+                   "rank 0: sum piece 0: no destination");
+  expectUsageError([&] { ep.sum(0, sumOf({f, 8, 1, 8, {}})); }, "rank 0: sum piece 0: 0 sources (1..16 taken)");
+  const SumSource one{grads.data(), 8, {8}};
+  expectUsageError([&] { ep.sum(0, sumOf({f, 8, 1, 8, std::vector<SumSource>(17, one)})); },
+                   "rank 0: sum piece 0: 17 sources (1..16 taken)");
+  expectUsageError([&] { ep.sum(0, sumOf({f, 8, 1, 8, {one, {nullptr, 8, {8}}}})); },
+                   "rank 0: sum piece 0: source 1 is null");
+  const int64_t wide = int64_t{INT32_MAX} + 1;
+  expectUsageError([&] { ep.sum(0, sumOf({f, wide, 1, wide, {{grads.data(), wide, {8}}}})); },
+                   "rank 0: sum piece 0: rows of 2147483648 elements (at most 2^31 - 1)");
+  LandOp land;
+  land.elems = 8;
+  land.sources = {f + 64};
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing: no destination");
+  land.dst = f;
+  land.sources = {};
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing: 0 sources (1..16 taken)");
+  land.sources = std::vector<float*>(17, f + 64);
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing: 17 sources (1..16 taken)");
+  land.sources = {f + 64, nullptr};
+  expectUsageError([&] { ep.land(0, land); }, "rank 0: landing: source 1 is null");
+
+  // Sixteen sources are taken (and run).
+  ep.sum(1, sumOf({f + 128, 8, 1, 8, std::vector<SumSource>(16, one)}));
+  land.sources = std::vector<float*>(16, f + 128);
+  land.dst = f + 512;
+  ep.land(1, land);
+  ep.synchronize(1);
+  for (int x = 0; x < 8; ++x) EXPECT_EQ(f[512 + x], 256.0f) << x;
+}
+
+// Every fabric writes a NaN result as the GPU's canonical NaN (fabric.hpp), whatever payload an
+// input NaN carried or whatever NaN the CPU's arithmetic made (inf - inf gives 0xFFC00000 on x86).
+TEST(HostWorldArenas, NaNResultsAreWrittenCanonical) {
+  HostWorld world(plan::Topology::make(1, 1), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  auto* f = reinterpret_cast<float*>(ep.arena());
+  auto bitsOf = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  // bf16 sources: a NaN with a payload and its sign set, +inf and -inf, and finite values.
+  std::vector<uint16_t> a = {0xFFA5, 0x7F80, 0x3F80, 0x7FC1}, b = {0x3F80, 0xFF80, 0x4000, 0x3F80};
+  SumOp op;
+  op.pieces = {SumPiece{f, 4, 1, 4, {{a.data(), 4, {4}}, {b.data(), 4, {4}}}}};
+  ep.sum(0, op);
+  // fp32 landing of the sum's row and a source holding a signalling-pattern NaN.
+  const uint32_t signalling = 0x7F800001u;
+  std::memcpy(f + 64, &signalling, sizeof signalling);
+  for (int x = 1; x < 4; ++x) f[64 + x] = 1.0f;
+  LandOp land;
+  land.dst = f + 128;
+  land.elems = 4;
+  land.sources = {f, f + 64};
+  ep.land(0, land);
+  ep.synchronize(0);
+  EXPECT_EQ(bitsOf(f[0]), kCanonicalNanBits) << "a NaN input's payload";
+  EXPECT_EQ(bitsOf(f[1]), kCanonicalNanBits) << "inf + -inf";
+  EXPECT_EQ(f[2], 3.0f);
+  EXPECT_EQ(bitsOf(f[3]), kCanonicalNanBits) << "a quiet NaN with a payload";
+  EXPECT_EQ(bitsOf(f[128]), kCanonicalNanBits) << "landing: a NaN source";
+  EXPECT_EQ(bitsOf(f[129]), kCanonicalNanBits) << "landing: NaN + 1";
+  EXPECT_EQ(f[130], 4.0f);
+}
+
+// Event kNoEvent stands for nothing to wait for: taken by every fabric as complete, never recorded.
+TEST(HostWorldEvents, TheNoEventIsCompleteAndNeverRecorded) {
+  HostWorld world(plan::Topology::make(1, 1), 1 << 12, HostOptions{});
+  Endpoint& ep = world.endpoint(0);
+  EXPECT_TRUE(ep.eventLive(0, Endpoint::kNoEvent));
+  EXPECT_TRUE(ep.eventLive(1, Endpoint::kNoEvent));
+  holdQueue(ep, 1);  // a queue that never finishes: a wait on its real events would hang
+  EXPECT_NO_THROW(ep.waitEvent(0, 1, Endpoint::kNoEvent));
+  EXPECT_NO_THROW(ep.synchronizeEvent(1, Endpoint::kNoEvent));
+  EXPECT_NO_THROW(ep.synchronize(0));
+  for (int i = 0; i < 3; ++i) EXPECT_NE(ep.record(0), Endpoint::kNoEvent);
 }
 
 // Many ranks fail at once: exactly one message is recorded, and a rank that

@@ -99,10 +99,12 @@ def poisoned_output(elems: int, device) -> torch.Tensor:
     return torch.full((elems,), OUTPUT_POISON_BITS, dtype=torch.int32, device=device).view(torch.float32)
 
 
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Bitwise equal, every NaN equal to every NaN (payloads differ between CPU and GPU)."""
-    nan = np.isnan(a) & np.isnan(b)
-    return bool(np.all(nan | (a.view(np.uint32) == b.view(np.uint32))))
+def bits_differing(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """Elements whose bits differ, and how many of those are NaN on both sides: every fabric
+    writes a NaN result as the canonical 0x7FFFFFFF (include/tide/fabric.hpp), so a NaN payload
+    that differs is a difference too."""
+    differ = a.view(np.uint32) != b.view(np.uint32)
+    return int(np.count_nonzero(differ)), int(np.count_nonzero(differ & np.isnan(a) & np.isnan(b)))
 
 
 def main() -> int:
@@ -208,7 +210,7 @@ def main() -> int:
                                     accumulate=accumulate, stream=stream)
                 torch.cuda.synchronize()
                 results.append((landing.cpu().numpy().copy(), out.cpu().numpy().copy()))
-            if not all(np.array_equal(results[0][0], r[0]) and same_bits(results[0][1], r[1]) for r in results[1:]):
+            if not all(np.array_equal(results[0][0], r[0]) and bits_differing(results[0][1], r[1])[0] == 0 for r in results[1:]):
                 failures.append(f"{name}: repeated calls differ")
             land, y = results[0]
             # All-gather: byte-exact against every rank's shard.
@@ -261,10 +263,10 @@ def main() -> int:
                 for r in range(n):
                     if not np.array_equal(h_land[r], lands[r]):
                         failures.append(f"{name}: rank {r} landing differs from the host fabric")
-                    if not same_bits(h_out[r], outs[r]):
-                        bad = int(np.sum(~(np.isnan(h_out[r]) & np.isnan(outs[r])) &
-                                         (h_out[r].view(np.uint32) != outs[r].view(np.uint32))))
-                        failures.append(f"{name}: rank {r} RS output differs from the host fabric in {bad} elements")
+                    bad, nan_payloads = bits_differing(h_out[r], outs[r])
+                    if bad:
+                        failures.append(f"{name}: rank {r} RS output differs from the host fabric in {bad} elements "
+                                        f"({nan_payloads} of them NaN on both sides, payloads differing)")
             print(f"[rank {rank}] {name}: checked", flush=True)
         # tideCommSynchronize waits for every call's stream, not only the last call's (it polled the
         # last-bound stream alone). Rank 0's all-gather on stream `held` ends with a wait for its

@@ -315,7 +315,6 @@ std::shared_lock<std::shared_mutex> CudaEndpoint::gateShared() const {
 
 CudaEndpoint::~CudaEndpoint() {
   const DeviceScope onDevice(device_);  // NCCL's teardown, frees and destroys
-  DeviceQuiescence::withdraw(this);
   profile_.report(rank_);
   if (profile_.enabled()) {
     const CopyEngine::GraphStats g = copies_->graphStats();
@@ -340,6 +339,11 @@ CudaEndpoint::~CudaEndpoint() {
                            "exits (peers may still write into it)\n", rank_);
     }
   }
+  // Enrolled until its queues drained: another endpoint on this device may
+  // build copy graphs (which wait for the whole device to idle) only once
+  // this one's waits cannot hold the device any more; a peer's signal that
+  // such a wait needs may come only after that endpoint's next call.
+  DeviceQuiescence::withdraw(this);
   releaseResources();
 }
 
@@ -515,21 +519,19 @@ void CudaEndpoint::copy(int q, const std::vector<CopyOp>& ops) {
   if (profile_.enabled() && copies_->graphStats().launches > launchesBefore) timed.retag(HostProfile::kCopyGraph);
 }
 
+static_assert(kernels::kMaxSourcesPerPiece == kMaxReduceSources,
+              "the sum and landing launches hold as many sources as reduce_op_rules.hpp lets through");
+
 void CudaEndpoint::sum(int q, const SumOp& op) {
   HostProfile::Scope timed(profile_, HostProfile::kSum, static_cast<int64_t>(op.pieces.size()));
   cudaStream_t s = queue(q);
-  for (const SumPiece& pc : op.pieces) {
-    if (pc.dst == nullptr || pc.rows < 0 || pc.elems < 0 || pc.elems > INT32_MAX)
-      throwUsage(who() + ": sum piece without a destination or with a bad shape");
-    if (pc.sources.empty() || pc.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
-      throwUsage(who() + ": sum piece takes 1.." + std::to_string(kernels::kMaxSourcesPerPiece) +
-                 " sources, got " + std::to_string(pc.sources.size()));
-    for (const SumSource& src : pc.sources)
-      if (src.ptr == nullptr || static_cast<int64_t>(src.valid.size()) != pc.rows)
-        throwUsage(who() + ": sum source without an address or without one valid count per row");
+  for (size_t i = 0; i < op.pieces.size(); ++i) {
+    const SumPiece& pc = op.pieces[i];
+    if (const std::string why = sumPieceShapeProblem(pc); !why.empty())
+      throwUsage(who() + ": sum piece " + std::to_string(i) + ": " + why);
     if (pc.rows == 0 || pc.elems == 0) continue;
     if (const std::string why = sumPieceLayoutProblem(pc, plan::itemSize(op.srcType)); !why.empty())
-      throwUsage(who() + ": sum piece: " + why);
+      throwUsage(who() + ": sum piece " + std::to_string(i) + ": " + why);
   }
   const auto gate = beginOp();
   const auto type = op.srcType == plan::DType::kBF16 ? kernels::SourceType::kBF16
@@ -569,12 +571,9 @@ void CudaEndpoint::sum(int q, const SumOp& op) {
 void CudaEndpoint::land(int q, const LandOp& op) {
   HostProfile::Scope timed(profile_, HostProfile::kLand);
   cudaStream_t s = queue(q);
-  if (op.dst == nullptr || op.elems < 0) throwUsage(who() + ": land without a destination");
-  if (op.sources.empty() || op.sources.size() > static_cast<size_t>(kernels::kMaxSourcesPerPiece))
-    throwUsage(who() + ": land takes 1.." + std::to_string(kernels::kMaxSourcesPerPiece) + " sources");
-  for (const float* src : op.sources)
-    if (src == nullptr) throwUsage(who() + ": land source is null");
-  if (const std::string why = landLayoutProblem(op); op.elems > 0 && !why.empty()) throwUsage(who() + ": land: " + why);
+  if (const std::string why = landShapeProblem(op); !why.empty()) throwUsage(who() + ": landing: " + why);
+  if (const std::string why = landLayoutProblem(op); op.elems > 0 && !why.empty())
+    throwUsage(who() + ": landing: " + why);
   const auto gate = beginOp();
   kernels::LandLaunch p;
   p.dst = op.dst;
@@ -621,7 +620,9 @@ void CudaEndpoint::railPut(int q, int dstRank, int64_t dstOffset, const void* sr
   }
 #endif
   std::byte* dst = arena_->peerBase(dstRank) + dstOffset;
-  copies_->issue(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
+  // A put of nothing (an empty wave or round) carries only its signal: no
+  // empty copy list, which would become an empty cached graph.
+  if (bytes > 0) copies_->issue(s, {CopyOp{dst, src, bytes, 1, 0, 0}});
   replayAfterPut(s, dst, src, bytes, duplicate);
   // Rail signals count as remote for loseSignalAfter, like the host fabric's.
   if (signalId >= 0) writeCounter(s, arena_->peerCounter(dstRank, signalId), signalValue, true);
@@ -742,6 +743,7 @@ uint64_t CudaEndpoint::record(int q) {
 }
 
 bool CudaEndpoint::eventLive(int q, uint64_t event) const {
+  if (event == kNoEvent) return true;  // nothing to wait for (fabric.hpp), as on the host fabric
   const EventSlot& slot = events_[event % kEventRing];
   return slot.id == event && slot.queue == q;
 }
@@ -756,6 +758,7 @@ const CudaEndpoint::EventSlot& CudaEndpoint::liveEvent(int q, uint64_t event) co
 void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   HostProfile::Scope timed(profile_, HostProfile::kWaitEvent);
   cudaStream_t s = queue(q);
+  if (event == kNoEvent) return;
   const EventSlot& slot = liveEvent(srcQueue, event);
   const auto gate = beginOp();
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(s, slot.event, 0));
@@ -788,6 +791,7 @@ void CudaEndpoint::synchronize(int q) {
 
 void CudaEndpoint::synchronizeEvent(int q, uint64_t event) {
   queue(q);  // validates q
+  if (event == kNoEvent) return;
   cudaEvent_t ev = liveEvent(q, event).event;
   hostPoll([ev] { return cudaEventQuery(ev); },
            "event " + std::to_string(event) + " of queue " + std::to_string(q) + " did not complete");

@@ -31,6 +31,8 @@ const NcclRmaApi& NcclRmaApi::get() {
 
 #if TIDE_HAVE_NCCL_RMA
 
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -126,7 +128,17 @@ RmaRails::RmaRails(ncclComm_t data, ncclComm_t credit, DeviceArena& arena, doubl
       credit_(credit),
       arena_(arena),
       deadlineSeconds_(deadlineSeconds),
-      who_("[tide cuda fabric] rank " + std::to_string(rank)) {
+      who_("[tide cuda fabric] rank " + std::to_string(rank)),
+      issuing_(deadlineSeconds, [rank, deadlineSeconds](double seconds) {
+        std::fprintf(stderr,
+                     "[tide cuda fabric] FATAL: rank %d: issuing NCCL host RMA rail transfers (ncclSignal, "
+                     "ncclPutSignal, ncclWaitSignal) has not returned for %.1f s (deadline %g s): the host call "
+                     "blocks inside NCCL (a rail peer out of step, or NCCL stuck). Aborting the process (fail "
+                     "stop).\n",
+                     rank, seconds, deadlineSeconds);
+        std::fflush(stderr);
+        std::abort();
+      }) {
   // Symmetric: NCCL 2.30 refuses a put whose source or destination lies in
   // any other kind of window (tide_nccl_rma_probe). Collective on a blocking
   // communicator: nothing can time it from inside.
@@ -187,8 +199,18 @@ void RmaRails::deferRecv(int queue, cudaStream_t stream, int railPeer, int64_t b
 void RmaRails::flush(WaitWatchdog& watchdog, const std::string& call) {
   if (!group_.pending()) return;
   NcclRmaOps ops(data_, credit_, window_, arena_, stream_, watchdog, call, queue_);
-  group_.flush(ops);
-  ops.issuePuts();
+  // The host calls only enqueue (their waits are the stream's, under the
+  // watchdog), but nothing else times them should NCCL block inside one, as
+  // its send/recv group end can (SendRecvRails::flush).
+  issuing_.enter();
+  try {
+    group_.flush(ops);
+    ops.issuePuts();
+  } catch (...) {
+    issuing_.leave();
+    throw;
+  }
+  issuing_.leave();
 }
 
 }  // namespace tide::fabric::cuda

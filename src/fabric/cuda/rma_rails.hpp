@@ -25,6 +25,7 @@
 #include <string>
 
 #include "fabric/rma_rendezvous.hpp"
+#include "fabric/stall_monitor.hpp"
 
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
 #define TIDE_HAVE_NCCL_RMA 1
@@ -93,6 +94,7 @@ class RmaRails {
   int queue_ = -1;
   cudaStream_t stream_ = nullptr;
   RmaRendezvous group_;
+  StallMonitor issuing_;  // watches flush()'s NCCL calls from a thread of its own
 };
 #endif
 

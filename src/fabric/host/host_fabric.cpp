@@ -392,18 +392,10 @@ void HostEndpoint::sum(int q, const SumOp& op) {
   const int64_t item = plan::itemSize(op.srcType);
   for (size_t i = 0; i < op.pieces.size(); ++i) {
     const SumPiece& pc = op.pieces[i];
-    if (pc.rows < 0 || pc.elems < 0)
-      throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": sum piece " +
-                                                       std::to_string(i) + " of " + std::to_string(pc.rows) +
-                                                       " rows of " + std::to_string(pc.elems) +
-                                                       " elements: neither may be negative");
-    // One count per row, as the CUDA fabric requires: valid[r] is read for every row r.
-    for (size_t k = 0; k < pc.sources.size(); ++k)
-      if (static_cast<int64_t>(pc.sources[k].valid.size()) != pc.rows)
-        throw FabricError(FabricError::Kind::kUsage,
-                          "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + "'s source " +
-                              std::to_string(k) + " has " + std::to_string(pc.sources[k].valid.size()) +
-                              " valid count(s) for " + std::to_string(pc.rows) + " rows (one per row)");
+    // Shape first, as the CUDA fabric (reduce_op_rules.hpp): valid[r] is read for every row r.
+    if (const std::string why = sumPieceShapeProblem(pc); !why.empty())
+      throw FabricError(FabricError::Kind::kUsage,
+                        "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + ": " + why);
     if (pc.rows == 0 || pc.elems == 0) continue;  // writes and reads nothing
     checkArenaExtent(pc.dst, Extent::ofRows(pc.rows, pc.dstPitch, pc.elems, sizeof(float)), "sum destination");
     for (const SumSource& src : pc.sources) {
@@ -440,10 +432,9 @@ void HostEndpoint::sum(int q, const SumOp& op) {
 }
 
 void HostEndpoint::land(int q, const LandOp& op) {
-  // Refused here: a negative count would reach the clearing memset as a huge size_t.
-  if (op.elems < 0)
-    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": landing of " +
-                                                     std::to_string(op.elems) + " elements (negative)");
+  // Shape first (reduce_op_rules.hpp): a negative count would reach the clearing memset as a huge size_t.
+  if (const std::string why = landShapeProblem(op); !why.empty())
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": landing: " + why);
   Extent floats;  // relative to the destination and to each source alike
   floats.addRow(0, 0, op.elems, sizeof(float));
   checkArenaExtent(op.dst, floats, "landing destination");
@@ -762,7 +753,7 @@ uint64_t HostEndpoint::record(int q) {
 }
 
 bool HostEndpoint::eventLive(int q, uint64_t event) const {
-  if (event == 0) return true;
+  if (event == kNoEvent) return true;
   if (q < 0 || static_cast<size_t>(q) >= recentEvents_.size()) return false;
   const auto& recent = recentEvents_[static_cast<size_t>(q)];
   const auto it = std::lower_bound(recent.begin(), recent.end(), std::make_pair(event, uint64_t{0}));

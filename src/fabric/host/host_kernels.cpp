@@ -21,6 +21,14 @@ uint16_t floatToBf16(float f) {
 
 namespace {
 
+// The value written: any NaN as the GPU writes it (fabric.hpp).
+inline float asWritten(float v) {
+  if (v == v) return v;
+  float nan;
+  std::memcpy(&nan, &kCanonicalNanBits, sizeof nan);
+  return nan;
+}
+
 inline float load(const void* base, int64_t index, plan::DType t) {
   if (t == plan::DType::kBF16) return bf16ToFloat(static_cast<const uint16_t*>(base)[index]);
   return static_cast<const float*>(base)[index];
@@ -39,7 +47,7 @@ int64_t runSum(const SumOp& op) {
           if (x < src.valid[static_cast<size_t>(r)]) s += load(src.ptr, r * src.pitch + x, op.srcType);
         }
         const float scaled = op.alpha * s;
-        dst[x] = op.accumulate ? dst[x] + scaled : scaled;
+        dst[x] = asWritten(op.accumulate ? dst[x] + scaled : scaled);
       }
       written += pc.elems;
     }
@@ -52,7 +60,7 @@ int64_t runLand(const LandOp& op) {
     float s = 0.0f;
     for (float* src : op.sources) s += src[x];
     const float scaled = op.alpha * s;
-    op.dst[x] = op.accumulate ? op.dst[x] + scaled : scaled;
+    op.dst[x] = asWritten(op.accumulate ? op.dst[x] + scaled : scaled);
   }
   if (op.clearSources)
     for (float* src : op.sources) std::memset(src, 0, static_cast<size_t>(op.elems) * sizeof(float));
