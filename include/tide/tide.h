@@ -41,8 +41,11 @@ typedef enum { tideLandPull = 0, tideLandPush = 1 } tideLanding_t;
  * CUDA fabric ends the process on such a failure instead (fail stop). On the
  * host fabric a collective that fails after it started is recorded as the
  * job's failure, so that its peers' waits end at once, naming it. */
-/* Thread-local message of this thread's last call: empty when it succeeded
- * (every call clears it first), else why it failed. */
+/* Thread-local message of this thread's last call that returns a
+ * tideResult_t: empty when it succeeded (every such call clears it first),
+ * else why it failed. The calls that return no tideResult_t (tideHasCuda,
+ * tideFaultNames, tideFreeString, tideGetErrorString and these getters) leave
+ * it as it was, so that it can be read after them. */
 const char* tideGetLastError(void);
 /* Stable name of the reason the last tidePlanRejected/tideInvalidArgument
  * carried (e.g. "too_many_params"), or "ok". */
@@ -126,9 +129,9 @@ tideResult_t tidePlanDestroy(tidePlan_t plan);
  * budgets) fail that call on every rank, tideInvalidArgument with reason
  * "groups_differ", naming the ranks of each kind, and leave the communicator
  * unusable. The first collective also compares where each rank's user memory
- * ends: where the scratch would not fit above it on some rank, it fails on
- * every rank with reason "arena_too_small", naming those ranks (where it
- * fits on no rank, every rank refuses as the communicator is made). Those
+ * ends: where the scratch would not fit above it on some rank (or on every
+ * rank, or the scratch alone exceeds the arena), it fails on every rank with
+ * reason "arena_too_small", naming those ranks. Those
  * calls (the first collective, and the first on a later group) meet the
  * other ranks on the host, so issue them in the same order relative
  * to other host-blocking steps (another communicator's first collective, a
@@ -145,7 +148,7 @@ typedef struct {
 } tideUniqueId_t;
 
 typedef struct {
-  int nodes;              /* M (virtual nodes are fine) */
+  int nodes;              /* M (virtual nodes are fine), at most 1024 */
   int gpusPerNode;        /* L */
   int rank;               /* node-major */
   int64_t arenaBytes;     /* symmetric arena per rank: the same on every rank (a start that differs is refused on every rank) */

@@ -23,7 +23,8 @@
 #include "plan/plan_json.hpp"
 
 struct tideGroup {
-  const tideComm* owner = nullptr;  // the communicator it was registered on
+  const tideComm* owner = nullptr;  // the communicator it was registered on (the object, not its handle)
+  tideGroup* handle = nullptr;      // what tideGroupRegister handed out (live_handles.hpp)
   size_t index = 0;                 // its place in the owner's registration order
   tide::plan::Plan plan;
   std::string json;
@@ -183,6 +184,9 @@ class LockedComm {
   // Why the call cannot use the communicator, or null.
   const char* problem() const { return problem_; }
   const std::shared_ptr<tideComm>& ref() const { return ref_; }
+  // The object the handle names (handles are numbers, live_handles.hpp): a
+  // call rebinds its `comm` to it once it holds the communicator.
+  tideComm* object() const { return ref_.get(); }
 
  private:
   std::shared_ptr<tideComm> ref_;
@@ -202,6 +206,7 @@ class HeldGroup {
     if (!ref_) problem_ = "unknown group, or its communicator was destroyed";
   }
   const char* problem() const { return problem_; }
+  tideGroup* object() const { return ref_.get(); }  // as LockedComm::object
 
  private:
   std::shared_ptr<tideGroup> ref_;
@@ -268,8 +273,7 @@ tideResult_t requireScratchAboveEveryRanksUserMemory(tideComm_t comm, const char
       comm, {static_cast<uint64_t>(comm->userTop)},
       std::string("comparing where user memory ends across ranks (at the first collective, ") + call + ")",
       "where their user memory ends");
-  if (need > arena) return tideSuccess;  // refused alike on every rank when the communicator is made
-  const int64_t base = tideComm::scratchBase(arena, need);
+  const int64_t base = need > arena ? 0 : tideComm::scratchBase(arena, need);
   std::string below, ends;
   size_t ranksBelow = 0;
   for (size_t r = 0; r < tops.size(); ++r) {
@@ -277,7 +281,15 @@ tideResult_t requireScratchAboveEveryRanksUserMemory(tideComm_t comm, const char
     ends += (r ? ", " : "") + std::to_string(r) + ": " + std::to_string(top);
     if (top > base) below += (ranksBelow++ ? ", " : "") + std::to_string(r);
   }
-  // Fits everywhere, or nowhere: then every rank refuses alike when the communicator is made.
+  if (need > arena || ranksBelow == tops.size()) {
+    // Alike on every rank: this rank's own layout says why, with the reason of the case below (tide.h).
+    try {
+      (void)comm->scratchLayout();
+    } catch (const std::invalid_argument& e) {
+      tide::capi::setLastError(tideInvalidArgument, "arena_too_small", std::string(call) + ": " + e.what());
+      return tideInvalidArgument;
+    }
+  }
   if (ranksBelow == 0 || ranksBelow == tops.size()) return tideSuccess;
   tide::capi::setLastError(tideInvalidArgument, "arena_too_small",
                            std::string(call) + ": the collective scratch of " + std::to_string(need) +
@@ -410,8 +422,7 @@ tideResult_t initWith(tideComm_t* out, tide::capi::FabricHandle handle,
   c->fabric = std::move(handle);
   c->issue = issue;
   c->callChecks = callChecks;
-  *out = c.get();
-  liveComms().add(std::move(c));
+  *out = liveComms().add(std::move(c));
   return tideSuccess;
 }
 
@@ -425,6 +436,10 @@ constexpr int64_t kMaxArenaBytes = int64_t{1} << 50;
 std::string configProblem(const tideCommConfig_t* cfg) {
   if (!cfg) return "null config";
   if (cfg->nodes <= 0 || cfg->gpusPerNode <= 0) return "nodes and gpusPerNode must be positive";
+  // Said here, before the bootstrap waits for the peers, not at the first collective.
+  if (cfg->nodes > tide::collectives::ids::kMaxNodes)
+    return "nodes " + std::to_string(cfg->nodes) + " above " + std::to_string(tide::collectives::ids::kMaxNodes) +
+           ", the most a communicator's signal counters cover";
   if (cfg->rank < 0 || int64_t{cfg->rank} >= int64_t{cfg->nodes} * cfg->gpusPerNode)
     return "rank " + std::to_string(cfg->rank) + " outside 0.." +
            std::to_string(int64_t{cfg->nodes} * cfg->gpusPerNode - 1);
@@ -505,7 +520,7 @@ TIDE_API tideResult_t tideCommDestroy(tideComm_t comm) {
       // lock find `destroyed` and are refused, and the last of them frees the object.
       const std::lock_guard<std::mutex> lock(ref->mu);
       ref->destroyed = true;
-      for (const auto& g : ref->groups) liveGroups().remove(g.get());
+      for (const auto& g : ref->groups) liveGroups().remove(g->handle);
       try {
         ref->fabric.endpoint->synchronizeAll();
       } catch (...) {
@@ -526,6 +541,7 @@ TIDE_API tideResult_t tideCommAlloc(tideComm_t comm, int64_t bytes, int64_t* off
   return guarded("tideCommAlloc", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommAlloc", why);
+    comm = held.object();
     if (!offset) return invalid("tideCommAlloc", "null offset");
     if (bytes <= 0) return invalid("tideCommAlloc", "bytes " + std::to_string(bytes) + " is not positive");
     const int64_t at = (comm->userTop + 4095) / 4096 * 4096;
@@ -562,6 +578,7 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
   return guarded("tideGroupRegister", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideGroupRegister", why);
+    comm = held.object();
     if (!out) return invalid("tideGroupRegister", "null out");
     *out = nullptr;
     if (!config) return invalid("tideGroupRegister", "null config");
@@ -591,9 +608,9 @@ TIDE_API tideResult_t tideGroupRegister(tideComm_t comm, const tidePlanConfig_t*
       return invalid("tideGroupRegister", "register every group before the first collective: this one needs "
                                             "more scratch than was sized");
     }
-    *out = g.get();
     g->index = comm->groups.size();
-    liveGroups().add(std::shared_ptr<tideGroup>(held.ref(), g.get()));  // (aliasing: it owns the communicator)
+    g->handle = liveGroups().add(std::shared_ptr<tideGroup>(held.ref(), g.get()));  // (aliasing: it owns the communicator)
+    *out = g->handle;
     comm->groups.push_back(std::move(g));
     return tideSuccess;
   });
@@ -603,6 +620,7 @@ TIDE_API tideResult_t tideGroupGetJson(tideGroup_t group, const char** json) {
   return guarded("tideGroupGetJson", [&]() -> tideResult_t {
     const HeldGroup heldGroup(group);
     if (const char* why = heldGroup.problem()) return invalid("tideGroupGetJson", why);
+    group = heldGroup.object();
     if (!json) return invalid("tideGroupGetJson", "null json");
     *json = group->json.c_str();
     return tideSuccess;
@@ -639,8 +657,10 @@ TIDE_API tideResult_t tideAllGather(tideComm_t comm, tideGroup_t group, const vo
   return guarded("tideAllGather", [&]() -> tideResult_t {
     const LockedComm held(comm);  // shard NULL: in place
     if (const char* why = held.problem()) return invalid("tideAllGather", why);
+    comm = held.object();
     const HeldGroup heldGroup(group);
     if (const char* why = heldGroup.problem()) return invalid("tideAllGather", why);
+    group = heldGroup.object();
     if (group->owner != comm) return invalid("tideAllGather", kForeignGroup);
     // (Before the first collective makes the communicator: a refused call must not size the scratch.)
     if (const std::string why = landingProblem(comm, group, landingOffset); !why.empty())
@@ -665,12 +685,14 @@ TIDE_API tideResult_t tideReduceScatter(tideComm_t comm, tideGroup_t group, cons
   return guarded("tideReduceScatter", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideReduceScatter", why);
-    const HeldGroup heldGroup(group);
-    if (const char* why = heldGroup.problem()) return invalid("tideReduceScatter", why);
-    // Any failure of this call, a refused argument included, leaves no read-done point to wait for
-    // (tideCommWaitInputsRead after it is refused, as tide.h says).
+    comm = held.object();
+    // Any failure of this call, a refused argument (a null or unknown group) included, leaves no
+    // read-done point to wait for (tideCommWaitInputsRead after it is refused, as tide.h says).
     comm->lastReduceScatter.reset();
     comm->reduceScatterFailed = true;
+    const HeldGroup heldGroup(group);
+    if (const char* why = heldGroup.problem()) return invalid("tideReduceScatter", why);
+    group = heldGroup.object();
     if (!grads) return invalid("tideReduceScatter", "null grads");
     if (!out) return invalid("tideReduceScatter", "null out");
     if (group->owner != comm) return invalid("tideReduceScatter", kForeignGroup);
@@ -710,6 +732,7 @@ TIDE_API tideResult_t tideCommWaitInputsRead(tideComm_t comm, void* stream) {
   return guarded("tideCommWaitInputsRead", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommWaitInputsRead", why);
+    comm = held.object();
     if (!comm->lastReduceScatter)
       return invalid("tideCommWaitInputsRead", comm->reduceScatterFailed
                                                    ? "the last reduce-scatter failed, so it has no read-done point"
@@ -735,6 +758,7 @@ TIDE_API tideResult_t tideCommReservedBytes(tideComm_t comm, int64_t* bytes) {
   return guarded("tideCommReservedBytes", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommReservedBytes", why);
+    comm = held.object();
     if (!bytes) return invalid("tideCommReservedBytes", "null bytes");
     *bytes = comm->fabric.reservedBytes;
     return tideSuccess;
@@ -745,6 +769,7 @@ TIDE_API tideResult_t tideCommGetRails(tideComm_t comm, const char** name) {
   return guarded("tideCommGetRails", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommGetRails", why);
+    comm = held.object();
     if (!name) return invalid("tideCommGetRails", "null name");
     if (comm->rails.empty()) comm->rails = comm->fabric.endpoint->railsDescription();
     *name = comm->rails.c_str();
@@ -756,6 +781,7 @@ TIDE_API tideResult_t tideCommGetStats(tideComm_t comm, tideCommStats_t* stats) 
   return guarded("tideCommGetStats", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommGetStats", why);
+    comm = held.object();
     if (!stats) return invalid("tideCommGetStats", "null stats");
     const tide::fabric::Stats s = comm->fabric.endpoint->stats();
     *stats = tideCommStats_t{.copyBytes = s.copyBytes,
@@ -778,6 +804,7 @@ TIDE_API tideResult_t tideCommSynchronize(tideComm_t comm) {
   return guarded("tideCommSynchronize", [&]() -> tideResult_t {
     const LockedComm held(comm);
     if (const char* why = held.problem()) return invalid("tideCommSynchronize", why);
+    comm = held.object();
     comm->fabric.endpoint->synchronizeAll();
     return tideSuccess;
   });

@@ -121,8 +121,7 @@ TIDE_API tideResult_t tidePlanCreate(const tidePlanConfig_t* config, tidePlan_t*
     }
     auto handle = std::make_shared<tidePlan>(tidePlan{makePlan(in.topo, in.specs, in.gradDtype, in.options), {}});
     handle->json = planToJson(handle->plan);
-    *out = handle.get();
-    tide::capi::livePlans().add(std::move(handle));
+    *out = tide::capi::livePlans().add(std::move(handle));
     return tideSuccess;
   });
 }

@@ -26,6 +26,10 @@ def test_bad_config_is_refused(tmp_path):
         with pytest.raises(_capi.TideError) as info:
             _comm(tmp_path, **kwargs)
         assert info.value.result in (_capi.Result.INVALID_ARGUMENT,)
+    # More than 1024 nodes: refused at once (it waited for 1025 peers, then refused the first collective).
+    with pytest.raises(_capi.TideError, match="nodes 1025 above 1024") as info:
+        _comm(tmp_path, nodes=1025)
+    assert info.value.result == _capi.Result.INVALID_ARGUMENT
     # A deadline must stay a finite number of nanoseconds: infinity once put every wait's deadline in the past.
     for timeout in (float("inf"), float("nan"), 1e10, -1.0):
         with pytest.raises(_capi.TideError, match="timeoutSeconds") as info:
@@ -355,6 +359,43 @@ def test_destroyed_and_made_up_plans_are_refused():
     assert lib.tidePlanDestroy(_capi.PlanHandle()) == _capi.Result.SUCCESS  # NULL: a no-op
 
 
+def test_a_stale_handle_never_names_a_later_object(tmp_path):
+    """Handles are numbers never handed out twice (live_handles.hpp): with addresses as handles, a
+    destroyed plan's or communicator's handle named the next object made at its address, whose
+    JSON it read and which a second destroy freed under its owner."""
+    import ctypes
+
+    from tide.plan import build_plan_config
+
+    lib = _capi.library()
+    config, _keep = build_plan_config([[8, 4]], nodes=1, gpus_per_node=2)
+    stale_plan = _capi.plan_create(config)
+    assert lib.tidePlanDestroy(stale_plan) == _capi.Result.SUCCESS
+    later_plans = [_capi.plan_create(config) for _ in range(16)]  # the allocator hands the memory out again
+    assert stale_plan.value not in {p.value for p in later_plans}
+    assert lib.tidePlanGetJson(stale_plan, ctypes.byref(ctypes.c_char_p())) == _capi.Result.INVALID_ARGUMENT
+    assert lib.tidePlanDestroy(stale_plan) == _capi.Result.INVALID_ARGUMENT
+    for plan in later_plans:
+        assert '"group"' in _capi.plan_get_json(plan)  # none freed by the stale destroy
+        assert lib.tidePlanDestroy(plan) == _capi.Result.SUCCESS
+
+    comm = _comm(tmp_path / "first")
+    group = comm.register_group([[8, 4]])
+    stale_comm, stale_group = _capi.CommHandle(comm.handle.value), _capi.GroupHandle(group.handle.value)
+    comm.close()
+    later = [_comm(tmp_path / f"later{i}") for i in range(4)]
+    later_groups = [c.register_group([[8, 4]]) for c in later]
+    assert stale_comm.value not in {c.handle.value for c in later}
+    assert stale_group.value not in {g.handle.value for g in later_groups}
+    assert lib.tideCommDestroy(stale_comm) == _capi.Result.INVALID_ARGUMENT
+    assert lib.tideCommSynchronize(stale_comm) == _capi.Result.INVALID_ARGUMENT
+    assert lib.tideGroupGetJson(stale_group, ctypes.byref(ctypes.c_char_p())) == _capi.Result.INVALID_ARGUMENT
+    for c, g in zip(later, later_groups):
+        c.synchronize()  # each still live: the stale destroy freed none
+        assert g.plan["group"]
+        c.close()
+
+
 def test_store_directories_that_cannot_serve_are_bad_input(tmp_path):
     """A store directory that is empty, a regular file or cannot be created is the caller's input:
     tideInvalidArgument naming it (some came back as internal errors); missing parents are created."""
@@ -394,6 +435,14 @@ def test_every_call_clears_the_last_error(tmp_path):
             assert lib.tideGetLastError().decode() != ""
             assert call() == _capi.Result.SUCCESS
             assert lib.tideGetLastError().decode() == "", lib.tideGetLastError()
+        # The calls without a result leave it (tide.h), so that it can be read after them.
+        assert lib.tideCommSynchronize(_capi.CommHandle()) == _capi.Result.INVALID_ARGUMENT
+        failure = lib.tideGetLastError().decode()
+        lib.tideHasCuda()
+        lib.tideFaultNames()
+        lib.tideGetErrorString(_capi.Result.INVALID_ARGUMENT)
+        lib.tideGetLastReason()
+        assert lib.tideGetLastError().decode() == failure
 
 
 def test_calls_from_two_threads_are_serialized(tmp_path, rng):

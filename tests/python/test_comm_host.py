@@ -255,6 +255,8 @@ def test_wait_inputs_read_before_any_reduce_scatter_is_refused(tmp_path):
 def test_wait_inputs_read_after_a_refused_reduce_scatter_is_refused(tmp_path, rng):
     """tide.h: refused after a reduce-scatter that failed, a refused argument included. It used to
     succeed on the previous call's read-done point when the refused call never reached the fabric."""
+    import ctypes
+
     from tide import _capi
     from tide.comm import Communicator
 
@@ -271,6 +273,16 @@ def test_wait_inputs_read_after_a_refused_reduce_scatter_is_refused(tmp_path, rn
             comm.wait_inputs_read()
         comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)  # a call that runs gives one again
         comm.wait_inputs_read()
+        # Refused before any argument but the communicator is looked at: a null or unknown group
+        # (through the C API: the binding refuses None itself).
+        grads = (ctypes.c_void_p * 1)(grad.ctypes.data)
+        for bad_group in (_capi.GroupHandle(), _capi.GroupHandle(0x10)):
+            assert _capi.library().tideReduceScatter(comm.handle, bad_group, grads, out.ctypes.data, 1.0, 0,
+                                                     None) == _capi.Result.INVALID_ARGUMENT
+            with pytest.raises(_capi.TideError, match="the last reduce-scatter failed"):
+                comm.wait_inputs_read()
+            comm.reduce_scatter(group, [grad.ctypes.data], out.ctypes.data)
+            comm.wait_inputs_read()
         comm.synchronize()
         assert np.array_equal(out, grad)
 

@@ -253,8 +253,8 @@ def test_a_refused_call_does_not_size_the_scratch(tmp_path, rng):
         assert "does not lie in the arena's user area" in in_scratch, detail
 
 
-def _one_rank_fills_its_arena(rank, store, results):
-    """Rank 1 allocates user memory up to its arena's end, where the scratch goes."""
+def _ranks_fill_their_arenas(rank, store, fill_ranks, results):
+    """Each rank of `fill_ranks` allocates user memory up to its arena's end, where the scratch goes."""
     try:
         from tide import _capi
         from tide.comm import Communicator
@@ -264,7 +264,7 @@ def _one_rank_fills_its_arena(rank, store, results):
                           store_dir=store, timeout_s=20) as comm:
             group = comm.register_group([[64, 64]], dtype="fp32")
             landing, _ = comm.alloc(group.plan["group"]["unsharded_bytes"])
-            if rank == 1:
+            if rank in fill_ranks:
                 comm.alloc(arena - group.plan["group"]["unsharded_bytes"])  # to the arena's end
             shard = np.ones(64 * 32, dtype=np.float32)
             start = time.monotonic()
@@ -283,7 +283,7 @@ def test_user_memory_where_one_ranks_scratch_goes_is_refused_on_every_rank(tmp_p
     memory. Before, the rank it did not fit refused the first collective alone and its peer
     waited in the collective until its deadline, told only that rank 1 never came; now the first
     collective compares where user memory ends, and every rank refuses at once, naming rank 1."""
-    got, codes = run_ranks(_one_rank_fills_its_arena, 2, (str(tmp_path / "store"),), timeout=60)
+    got, codes = run_ranks(_ranks_fill_their_arenas, 2, (str(tmp_path / "store"), (1,)), timeout=60)
     assert codes == [0, 0], (codes, got)
     assert sorted(r for r, _, _ in got) == [0, 1], got
     for rank, what, detail in got:
@@ -292,6 +292,46 @@ def test_user_memory_where_one_ranks_scratch_goes_is_refused_on_every_rank(tmp_p
         assert reason == "arena_too_small", detail
         assert "below where user memory ends on rank(s) 1 " in message, message
         assert took < 10, f"rank {rank} refused only after {took:.1f} s (the deadline is 20 s)"
+
+
+def test_user_memory_where_every_ranks_scratch_goes_is_refused_with_the_same_reason(tmp_path):
+    """Where the scratch fits on no rank (or is larger than the arena), the refusal has the reason
+    of the some-ranks case, arena_too_small (it came back as bad_argument)."""
+    got, codes = run_ranks(_ranks_fill_their_arenas, 2, (str(tmp_path / "store"), (0, 1)), timeout=60)
+    assert codes == [0, 0], (codes, got)
+    for rank, what, detail in got:
+        assert what == "refused", (rank, what, detail)
+        reason, message, _ = detail
+        assert reason == "arena_too_small", detail
+        assert "is too small: user memory ends at" in message, message
+
+    # Two nodes: a 256 KiB landing fits the 512 KiB arena, the rails' scratch (about 1 MiB) does not.
+    got, codes = run_ranks(_scratch_larger_than_the_arena, 2, (str(tmp_path / "small"),), timeout=60)
+    assert codes == [0, 0], (codes, got)
+    for rank, what, detail in got:
+        assert what == "refused", (rank, what, detail)
+        reason, message, _ = detail
+        assert reason == "arena_too_small", detail
+        assert "arena of 524288 bytes is too small" in message, message
+
+
+def _scratch_larger_than_the_arena(rank, store, results):
+    try:
+        from tide import _capi
+        from tide.comm import Communicator
+
+        with Communicator(nodes=2, gpus_per_node=1, rank=rank, arena_bytes=1 << 19, fabric="host",
+                          store_dir=store, timeout_s=20) as comm:
+            group = comm.register_group([[256, 256]], dtype="fp32")
+            shard = np.ones(128 * 256, dtype=np.float32)
+            try:
+                comm.all_gather(group, shard.ctypes.data, 0)
+                comm.synchronize()
+                results.put((rank, "not refused", ""))
+            except _capi.TideError as e:
+                results.put((rank, "refused", (e.reason, e.message, 0.0)))
+    except Exception:  # noqa: BLE001 - reported to the test
+        results.put((rank, "error", traceback.format_exc()))
 
 
 def _mixed_landings(rank, store, collective_first, seed, results):
