@@ -209,7 +209,7 @@ AgPlan makeAgPlan(const GroupLayout& g, const AgOptions& opt = {});
 // read it there and none goes to the own landing.
 std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank, bool inPlace = false);
 // Rail puts of round d from `rank` to its rail peer on node (n - 2^d) mod M:
-// slot 0 from the shard, slots 1..c_d-1 from the stage.
+// slot 0 from the shard, slots 1..c_d-1 from the stage. Not for a rail-lane plan (no stage).
 std::vector<CopyDesc> agRoundPuts(const GroupLayout& g, const AgPlan& plan, int rank, int round);
 // Copies `rank` issues to scatter one group of stage slots into every local
 // landing; coalesced (strided) or flat.

@@ -110,6 +110,9 @@ std::vector<CopyDesc> agLocalDescriptors(const GroupLayout& g, int rank, bool in
 
 std::vector<CopyDesc> agRoundPuts(const GroupLayout& g, const AgPlan& plan, int rank, int round) {
   g.topo.checkRank(rank);
+  // The rail lane has no stage: its puts go from the shard to the peer's landing (ag_rail_lane.cpp).
+  if (plan.railLane)
+    throw PlanError(Reason::kBadOption, "a rail-lane all-gather has no stage to put rounds into");
   if (round < 0 || static_cast<size_t>(round) >= plan.rounds.size())
     throw PlanError(Reason::kBadOption, "round " + std::to_string(round) + " out of range (the plan has " +
                                             std::to_string(plan.rounds.size()) + ")");

@@ -409,5 +409,16 @@ TEST(AllGatherBruck, RoundsOutsideThePlanAreRefused) {
   EXPECT_TRUE(throwsReason([&] { (void)agRoundPuts(g, plan, 0, 2); }, Reason::kBadOption));
 }
 
+// A rail-lane plan has no stage: its rounds' stage puts are refused, not listed into nothing.
+TEST(AllGatherBruck, RailLanePlansHaveNoStagePuts) {
+  const GroupLayout g = makeGroupLayout(Topology::make(4, 1), {ParamSpec{{64, 16}, DType::kBF16}}, DType::kBF16);
+  AgOptions opt;
+  opt.railLane = true;
+  const AgPlan plan = makeAgPlan(g, opt);
+  ASSERT_TRUE(plan.railLane);
+  EXPECT_EQ(plan.stageBytes, 0);
+  EXPECT_TRUE(throwsReason([&] { (void)agRoundPuts(g, plan, 0, 0); }, Reason::kBadOption));
+}
+
 }  // namespace
 }  // namespace tide_test
