@@ -233,6 +233,11 @@ _lib_lock = threading.Lock()
 def library() -> ctypes.CDLL:
     """The loaded libtide; loaded on first use so that `import tide` never fails."""
     global _lib, _lib_path
+    # Loaded: no lock, so that a signal handler that calls into tide while its thread is in
+    # here (or a fork while another thread was) does not wait for a lock that is never released.
+    lib = _lib
+    if lib is not None:
+        return lib
     with _lib_lock:
         if _lib is None:
             _lib, _lib_path = _load()

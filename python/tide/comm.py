@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-import numbers
 import operator
 import os
 import sys
@@ -19,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tide import _capi
-from tide.plan import INT32, INT64, build_plan_config, c_integer
+from tide.plan import INT32, INT64, build_plan_config, c_integer, c_real
 
 
 def has_cuda() -> bool:
@@ -41,6 +40,30 @@ def unique_id() -> bytes:
     return ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid))
 
 
+# Every open Communicator of this process: a forked child forgets them (below).
+_open_communicators: weakref.WeakSet = weakref.WeakSet()
+
+
+def _forget_inherited_communicators() -> None:
+    """In a child made by fork(): the parent's communicators are the parent's. Their host-fabric
+    threads and their CUDA state did not come along, so destroying one here (at the child's exit,
+    or a close()) joined threads that do not exist and crashed the child (SIGSEGV). The child
+    drops them instead; calling one says why."""
+    for comm in list(_open_communicators):
+        comm._finalizer.detach()
+        comm.handle = _capi.CommHandle()
+        comm._closed_why = "it was inherited across fork() and belongs to the parent process"
+        comm._strings_held = threading.Lock()  # another thread of the parent may have held it
+        comm._copying = set()
+        comm._closing = set()
+        comm._close_pending = False
+    _open_communicators.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_communicators)
+
+
 def _destroy_left_open(lib, handle) -> None:
     """A Communicator collected, or left open at interpreter exit, without
     close(): destroy it (the library drains its queued work first, which may
@@ -60,7 +83,7 @@ def _addresses(what: str, values: Sequence[Any]) -> Sequence[int]:
     -5 as 0xff...fb; and a bool passes as 0 or 1 (False as an in-place shard, True as CUDA's legacy
     stream). Refused instead, naming the argument; numpy integers are taken as ints. The common
     case (plain ints in range) costs one pass in C-implemented builtins, per collective call."""
-    if values and set(map(type, values)) == {int} and min(values) >= 0 and max(values) < _POINTER_END:
+    if len(values) and set(map(type, values)) == {int} and min(values) >= 0 and max(values) < _POINTER_END:
         return values
     out = []
     for i, v in enumerate(values):
@@ -77,14 +100,6 @@ def _addresses(what: str, values: Sequence[Any]) -> Sequence[int]:
 def _address(what: str, value: Any) -> int:
     """One address or stream handle, checked as _addresses does."""
     return _addresses(what, (value,))[0]
-
-
-def _real(what: str, value: Any) -> float:
-    """A real number argument (seconds, a scale), refused by name when it is a bool (True would
-    mean 1) or not a number at all."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a real number, got {value!r}")
-    return float(value)
 
 
 class Group:
@@ -123,7 +138,7 @@ class Communicator:
                                   gpusPerNode=c_integer(gpus_per_node, "gpus_per_node", *INT32),
                                   rank=c_integer(rank, "rank", *INT32),
                                   arenaBytes=c_integer(arena_bytes, "arena_bytes", *INT64),
-                                  timeoutSeconds=_real("timeout_s", timeout_s),
+                                  timeoutSeconds=c_real(timeout_s, "timeout_s"),
                                   device=c_integer(device, "device", *INT32))
         handle = _capi.CommHandle()
         lib = _capi.library()
@@ -151,10 +166,13 @@ class Communicator:
         self._strings_held = threading.Lock()
         self._copying: set[int] = set()  # threads inside _copy_string, from before its lock to after it
         self._close_pending = False  # close() called by a signal handler that interrupted that copy
+        self._closing: set[int] = set()  # threads inside close()
+        self._closed_why = ""  # said when a call finds it closed other than by close()
         self._lib = lib  # the collectives run per FSDP2 call: no library() lock each time
         # Dropped or left open at exit without close(): destroyed then, so its threads,
         # shared memory and in-flight work do not outlive it (or the buffers it reads).
         self._finalizer = weakref.finalize(self, _destroy_left_open, lib, handle)
+        _open_communicators.add(self)
 
     def _copy_string(self, call) -> bytes:
         """call(ctypes.byref(c_char_p)): a library call that hands back a string the
@@ -174,25 +192,40 @@ class Communicator:
                 _capi.check(result)
         finally:
             self._copying.discard(me)
-        if self._close_pending:
-            self._close_pending = False
-            self.close()
+            # Also when the read raised (a failed call, or the handler's own exception after its
+            # close()): a close left pending would otherwise be carried out by some later read.
+            if self._close_pending:
+                self._close_pending = False
+                self.close()
         return raw
 
     def close(self) -> None:
-        if threading.get_ident() in self._copying:
+        me = threading.get_ident()
+        if me in self._copying:
             # A signal handler interrupted this thread's copy of a string the
             # communicator owns (waiting here would wait for itself): closed
             # as soon as the copy is done.
             self._close_pending = True
             return
-        with self._strings_held:
-            if not self.handle:
-                return
-            self._finalizer.detach()
-            # Gone even when destroy reports a failure it drained (it tears down all the same).
-            handle, self.handle = self.handle, _capi.CommHandle()
-            _capi.check(_capi.library().tideCommDestroy(handle))
+        if me in self._closing:
+            return  # a signal handler interrupted this thread's own close(), which finishes it
+        self._closing.add(me)
+        try:
+            with self._strings_held:
+                if not self.handle:
+                    return
+                # Gone even when destroy reports a failure it drained (it tears down all the same).
+                handle, self.handle = self.handle, _capi.CommHandle()
+                _open_communicators.discard(self)
+                try:
+                    result = _capi.library().tideCommDestroy(handle)
+                finally:
+                    # After the destroy: an exception a signal handler raises before it leaves
+                    # the finalizer to destroy the communicator at exit, not nobody.
+                    self._finalizer.detach()
+                _capi.check(result)
+        finally:
+            self._closing.discard(me)
 
     def __enter__(self) -> Communicator:
         return self
@@ -222,11 +255,12 @@ class Communicator:
 
     def _refuse_if_closed(self, call: str) -> None:
         if not self.handle:
-            raise _capi.TideError(_capi.Result.INVALID_ARGUMENT, "closed", f"{call}: the communicator is closed")
+            why = f" ({self._closed_why})" if self._closed_why else ""
+            raise _capi.TideError(_capi.Result.INVALID_ARGUMENT, "closed", f"{call}: the communicator is closed{why}")
 
     def _check_group(self, group: Group, call: str) -> None:
-        """A group of this communicator, which is open. The C library knows handles by
-        address: a closed communicator's group could name a later one's (same address)."""
+        """A group of this communicator, which is open: said here, with the communicator's
+        own words, before the C library would refuse the handle."""
         if not isinstance(group, Group):
             raise TypeError(f"{call}: group must be a Group from register_group, got {type(group).__name__}")
         if group._comm is not self:
@@ -249,7 +283,7 @@ class Communicator:
             raise ValueError(f"expected {group.num_params} gradient pointers, got {len(grad_ptrs)}")
         if accumulate is not True and accumulate is not False:  # "no" would accumulate
             raise TypeError(f"reduce_scatter: accumulate must be a bool, got {accumulate!r}")
-        alpha32 = ctypes.c_float(_real("reduce_scatter: alpha", alpha)).value  # what the C API receives
+        alpha32 = ctypes.c_float(c_real(alpha, "reduce_scatter: alpha")).value  # what the C API receives
         if not math.isfinite(alpha32) or (alpha32 == 0.0) != (alpha == 0.0):
             raise ValueError(f"reduce_scatter: alpha {alpha!r} is {'0' if math.isfinite(alpha32) else alpha32} "
                              f"in fp32, the sum's type")

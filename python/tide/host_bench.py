@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tide import _capi
-from tide.plan import INT32, UINT64, build_plan_config, c_integer
+from tide.plan import INT32, UINT64, build_plan_config, c_integer, c_real
 
 INPUT_KINDS = {"normal": 0, "integer": 1, "nonfinite": 2}
 RAILS = ("one-sided", "two-sided", "rma")  # tideHostRunOptions_t.rails: 0, 1, 2
@@ -52,7 +52,7 @@ def run_host(
         iters=c_integer(iters, "iters", *INT32),
         seed=c_integer(seed, "seed", *UINT64) if seed is not None else int.from_bytes(os.urandom(8), "little"),
         inputKind=INPUT_KINDS[inputs],
-        timeoutSeconds=timeout_s,
+        timeoutSeconds=c_real(timeout_s, "timeout_s"),
         fault=fault.encode() if fault else None,
         faultRank=c_integer(fault_rank, "fault rank", *INT32),
         rails=RAILS.index(rails),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import numbers
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -255,6 +256,17 @@ def c_integer(value: Any, what: str, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise PlanInputError(f"{what} = {value} out of range {lo}..{hi}")
     return value
+
+
+def c_real(value: Any, what: str) -> float:
+    """A real number argument (seconds, a scale) as a float, refused by name when it is a bool
+    (True would mean 1), not a number at all (TypeError), or an int past float's range (ValueError)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:  # out of range, as an infinity is
+        raise ValueError(f"{what} {value!r} is out of range") from None
 
 
 def _dtype_code(name: Any, what: str) -> _capi.DataType:

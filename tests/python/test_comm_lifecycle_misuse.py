@@ -496,3 +496,125 @@ def test_close_from_a_signal_handler_during_a_string_read_waits_for_the_copy(get
     assert handled == [True], "the handler did not run during the read, or closed at once"
     assert got == want
     assert not comm.handle  # closed once the copy was done
+
+
+class _HandlerRaised(Exception):
+    pass
+
+
+def test_a_close_deferred_by_a_read_that_raises_is_carried_out_at_once(tmp_path, monkeypatch):
+    """A handler that closes during a string read and then raises (the usual clean-up-and-exit
+    handler): the deferred close was skipped with the read's exception, and a later, unrelated
+    read closed the communicator. It is now carried out as the read unwinds."""
+    from tide.comm import Communicator
+
+    comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 22, fabric="host",
+                        store_dir=str(tmp_path), timeout_s=5)
+
+    def close_then_raise(*_):
+        comm.close()
+        raise _HandlerRaised()
+
+    previous = signal.signal(signal.SIGUSR1, close_then_raise)
+    try:
+        monkeypatch.setattr(_capi, "library", lambda lib=_AfterStringCall(
+            _capi.library(), "tideCommGetRails", lambda: os.kill(os.getpid(), signal.SIGUSR1)): lib)
+        with pytest.raises(_HandlerRaised):
+            comm.rails  # noqa: B018 - the read the handler interrupts
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not comm.handle, "the close the handler asked for was dropped with its exception"
+    assert not comm._close_pending
+
+
+def test_a_close_interrupted_by_a_close_on_its_own_thread_finishes(tmp_path, monkeypatch):
+    """A signal handler that calls close() while its own thread is inside close() (e.g. SIGTERM
+    during a long destroy's drain) waited for a lock that thread held, for ever. It now returns
+    at once and the outer close() finishes the job."""
+    import threading
+
+    from tide.comm import Communicator
+
+    comm = Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 22, fabric="host",
+                        store_dir=str(tmp_path), timeout_s=5)
+    reentered = []
+
+    class _ReenteringDestroy:
+        def __init__(self, lib):
+            self._lib = lib
+
+        def __getattr__(self, name):
+            real = getattr(self._lib, name)
+            if name != "tideCommDestroy":
+                return real
+
+            def destroy(handle):
+                comm.close()  # what a handler running here would do
+                reentered.append(True)
+                return real(handle)
+
+            return destroy
+
+    monkeypatch.setattr(_capi, "library", lambda lib=_ReenteringDestroy(_capi.library()): lib)
+    closer = threading.Thread(target=comm.close, daemon=True)
+    closer.start()
+    closer.join(timeout=20)
+    assert not closer.is_alive(), "close() re-entered on its own thread waited for itself"
+    assert reentered == [True]
+    assert not comm.handle
+
+
+def _child_with_an_inherited_communicator(comm, results) -> None:
+    # Runs in a forked child: a call says why it is refused; the child exits normally afterwards.
+    try:
+        comm.synchronize()
+        results.put("not refused")
+    except _capi.TideError as e:
+        results.put(e.message)
+
+
+def test_a_forked_child_drops_inherited_communicators(tmp_path):
+    """A child made by fork() that exits (or closes) with its parent's communicator destroyed it,
+    joining host-fabric threads that do not exist in the child: SIGSEGV. The child now forgets
+    them; a call there says so, the child exits 0, and the parent's communicator still works."""
+    import multiprocessing
+
+    from tide.comm import Communicator
+
+    with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 22, fabric="host",
+                      store_dir=str(tmp_path), timeout_s=5) as comm:
+        ctx = multiprocessing.get_context("fork")
+        results = ctx.Queue()
+        child = ctx.Process(target=_child_with_an_inherited_communicator, args=(comm, results))
+        child.start()
+        child.join(timeout=60)
+        assert child.exitcode == 0, f"the child ended with {child.exitcode}"
+        message = results.get(timeout=5)
+        assert "inherited across fork()" in message, message
+        comm.synchronize()  # the parent's is untouched
+        assert comm.stats["all_gather_calls"] == 0
+
+
+def test_real_arguments_out_of_floats_range_and_pointer_arrays(tmp_path):
+    """An int past float's range was an OverflowError (alpha, timeout_s), not the documented
+    ValueError; a numpy array of gradient pointers failed on its truth value; run_host took
+    timeout_s=True as one second."""
+    from tide.comm import Communicator
+    from tide.host_bench import run_host
+
+    with pytest.raises(ValueError, match="timeout_s"):
+        Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                     store_dir=str(tmp_path / "a"), timeout_s=10**400)
+    with pytest.raises(TypeError, match="timeout_s"):
+        run_host([[8, 4]], nodes=1, gpus_per_node=1, iters=1, timeout_s=True)
+    with Communicator(nodes=1, gpus_per_node=1, rank=0, arena_bytes=1 << 20, fabric="host",
+                      store_dir=str(tmp_path / "b"), timeout_s=5) as comm:
+        group = comm.register_group([[16, 8], [8]], dtype="fp32")
+        rng = np.random.default_rng()
+        grads = [rng.standard_normal(128).astype(np.float32), rng.standard_normal(8).astype(np.float32)]
+        out = np.full(group.plan["group"]["out_bytes"] // 4, np.nan, dtype=np.float32)
+        with pytest.raises(ValueError, match="alpha"):
+            comm.reduce_scatter(group, [g.ctypes.data for g in grads], out.ctypes.data, alpha=10**400)
+        comm.reduce_scatter(group, np.array([g.ctypes.data for g in grads], dtype=np.uint64), out.ctypes.data)
+        comm.synchronize()
+        assert np.array_equal(out, np.concatenate(grads))
