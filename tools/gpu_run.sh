@@ -17,7 +17,13 @@
 # device's command limit (600 s) cuts the call.
 #
 # --skip run,run,... leaves out single runs by the name the summary gives them (e.g.
-# fsdp_2ranks_hosts_2of2), so that a step too long for one device call can be split over two.
+# fsdp_2ranks_hosts_2of2), so that a step too long for one device call can be split over two;
+# a name that no run reached is listed as a warning. An unknown --only step is refused.
+#
+# A run the budget cut short (its time limit lowered to what was left) is CUT(budget), not a
+# failure; one killed by its own limit is TIMEOUT. A failed build skips every later step (their
+# binaries would be an earlier build's). Exit status: 0 every run passed, 1 a run failed, 3 none
+# failed but one was cut.
 #
 # Steps: build fabric coresident sanitize collectives fsdp fsdpsweep e2e loss memprobe hostprof bench rma (--only
 # picks some; build always runs).
@@ -60,6 +66,11 @@ while (($#)); do
   esac
   shift
 done
+STEPS="build fabric coresident sanitize collectives fsdp fsdpsweep e2e loss memprobe hostprof bench rma"
+for step in ${ONLY//,/ }; do
+  # A name the script does not know (e.g. the summary's "fabric_tests") would run the build alone.
+  [[ " $STEPS " == *" $step "* ]] || { echo "$0: unknown step '$step' in --only (steps: $STEPS)" >&2; exit 2; }
+done
 LOGS="$BUILD/logs"
 rm -rf "$LOGS"
 mkdir -p "$OUT" "$LOGS"
@@ -84,27 +95,42 @@ trap 'kill $PACKER 2>/dev/null' EXIT
 
 declare -a SUMMARY=()
 FAILED=0
+CUT=0           # a step ended by the budget, not by its own time limit: incomplete, not failed
+BUILD_FAILED=0  # later steps would run the previous build's binaries: skipped instead
+SKIPS_MATCHED=","
 # run NAME TIMEOUT_S CMD...: logs to $LOGS/NAME.log, records PASS/FAIL and seconds.
 run() {
   local name="$1" limit="$2"
   shift 2
-  local t0=$SECONDS rc left=$((BUDGET - SECONDS - 15))
+  local t0=$SECONDS rc left=$((BUDGET - SECONDS - 15)) cut=0
   if [[ $SKIP_RUNS == *",$name,"* ]]; then
+    SKIPS_MATCHED+="$name,"
     skip "$name" "in --skip"
+    return 1
+  fi
+  if ((BUILD_FAILED)); then
+    skip "$name" "the build failed (its outputs are an earlier build's)"
     return 1
   fi
   if ((left < 45)); then
     skip "$name" "out of --budget ${BUDGET}s"
     return 1
   fi
-  ((limit > left)) && limit=$left
+  ((limit > left)) && limit=$left && cut=1
   printf '\n==> %s (%s): %s\n' "$name" "$(date -u +%T)" "$*"
   timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
   tail -n 25 "$LOGS/$name.log"
-  local verdict=PASS
-  if ((rc == 124 || rc == 137)); then verdict="TIMEOUT(${limit}s)"; elif ((rc != 0)); then verdict="FAIL(rc=$rc)"; fi
-  [[ $verdict == PASS ]] || FAILED=1
+  local verdict=PASS took=$((SECONDS - t0))
+  # 137 is SIGKILL: timeout's own after --kill-after, or another's (the kernel's OOM killer).
+  if ((rc == 124 || (rc == 137 && took >= limit))); then
+    if ((cut)); then verdict="CUT(budget)"; CUT=1; else verdict="TIMEOUT(${limit}s)"; fi
+  elif ((rc == 137)); then
+    verdict="FAIL(killed)"
+  elif ((rc != 0)); then
+    verdict="FAIL(rc=$rc)"
+  fi
+  [[ $verdict == PASS || $verdict == CUT* ]] || FAILED=1
   SUMMARY+=("$(printf '%-34s %-14s %5ss' "$name" "$verdict" $((SECONDS - t0)))")
   pack_logs
   return $rc
@@ -158,7 +184,7 @@ build() {
 }
 export -f build
 export BUILD PYTHON
-run build 240 bash -c build
+run build 240 bash -c build || BUILD_FAILED=1
 TEST="$BUILD/tests/cuda/tide_cuda_fabric_test"
 NATIVE="$BUILD/bench/native/libtide_bench_native.so"
 
@@ -506,12 +532,19 @@ elif ((NGPU >= 1)); then
   # tables within what the budget leaves (--bench-args may override).
   BENCH_DEADLINE=$((BUDGET - SECONDS - 15 - 90))
   ((BENCH_DEADLINE > 330)) && BENCH_DEADLINE=330
-  # shellcheck disable=SC2086
-  run baselines 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-    -m tide.bench.collectives --native "$NATIVE" --json "$LOGS/baselines.json" \
-    --deadline-s "$BENCH_DEADLINE" $BENCH_ARGS
-  grep -E '^ *(#|ag |rs )' "$LOGS/baselines.log" >"$BUILD/baselines_table.txt" || true
+  if ((BENCH_DEADLINE < 60)); then
+    skip baselines "out of --budget ${BUDGET}s (${BENCH_DEADLINE}s of measuring left)"
+  else
+    # shellcheck disable=SC2086
+    run baselines 420 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
+      -m tide.bench.collectives --native "$NATIVE" --json "$LOGS/baselines.json" \
+      --deadline-s "$BENCH_DEADLINE" $BENCH_ARGS
+    grep -E '^ *(#|ag |rs )' "$LOGS/baselines.log" >"$BUILD/baselines_table.txt" || true
+  fi
 fi
+for name in ${SKIP_RUNS//,/ }; do
+  [[ $SKIPS_MATCHED == *",$name,"* ]] || skip "$name" "WARNING: named in --skip, but no run of that name was reached"
+done
 
 printf '\n==================== summary (%d GPU(s), logs in %s, packed in %s)\n' "$NGPU" "$LOGS" "$OUT/gpu-logs.tgz"
 [[ -s $BUILD/baselines_table.txt ]] && cat "$BUILD/baselines_table.txt"
@@ -523,4 +556,7 @@ kill $PACKER 2>/dev/null
 wait $PACKER 2>/dev/null
 rm -f "$OUT"/gpu-logs.tgz.tmp.*
 pack_logs
-exit $FAILED
+# 0: every step that ran passed; 1: one failed; 3: none failed, but the budget cut one short.
+((FAILED)) && exit 1
+((CUT)) && exit 3
+exit 0
