@@ -401,3 +401,16 @@ def test_driver_refuses_counts_that_fail_after_setup(option, value, words):
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])
     assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-500:]
+
+
+def test_wrong_outputs_and_a_tide_that_could_not_start_fail_the_run(rng):
+    """The driver printed #wrong > 0 and exited 0, so a GPU run whose outputs were wrong passed;
+    a TIDE with its CUDA fabric that failed to start left the step green with no TIDE rows."""
+    g = groups_for("ag", 2)[0]
+    clean = [row_for(System("stock_ag", "ag", None), g, 1.0, 0, 3.0),
+             row_for(System("tide_ag_M1L2", "ag", None), g, 0.5, 0, 2.0)]
+    assert collectives.failed_checks(clean, "") == []
+    wrong = int(rng.integers(1, 1000))
+    rows = clean + [row_for(System("nccl_ce_ag", "ag", None), g, 0.7, wrong, 1.0)]
+    assert collectives.failed_checks(rows, "") == [f"nccl_ce_ag/{g.name}: #wrong {wrong}"]
+    assert collectives.failed_checks(clean, "no NCCL") == ["no NCCL"]

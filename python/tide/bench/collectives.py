@@ -1046,7 +1046,7 @@ def print_table(rows: list[dict]):
               f"{r['algbw_GBps']:>8.1f} {r['busbw_GBps']:>8.1f} {r['wrong']:>7} {r['host_us']:>9.1f}", flush=True)
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--native", default="build/gpu/bench/native/libtide_bench_native.so")
     ap.add_argument("--json", default="")
@@ -1090,10 +1090,13 @@ def main():
                  "default": NativeComm(native, Native.DEFAULT_POLICY, shard, ranks * shard)}
 
     tide_ctx = None
+    tide_failed = ""  # TIDE with its CUDA fabric that could not start: the run fails (after its rows)
     try:
         tide_ctx = TideContext(ranks)
     except Exception as e:  # no TIDE rows then, and the reason is printed
         log(f"# TIDE not available: {e}")
+        if tide_has_cuda():
+            tide_failed = f"libtide has its CUDA fabric, but TIDE could not start: {e}"
     systems = baseline_systems(comms) + tide_systems(tide_ctx)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1253,7 +1256,32 @@ def main():
     dist.barrier()
     dist.destroy_process_group()
     faulthandler.cancel_dump_traceback_later()
+    # A benchmark whose outputs are wrong measured nothing worth keeping: the run fails (every
+    # rank alike: the counts are summed over ranks), after its rows and JSON are out.
+    failures = failed_checks(rows, tide_failed)
+    for f in failures:
+        log(f"# FAILED {f}")
+    return 1 if failures else 0
+
+
+def failed_checks(rows: list[dict], tide_failed: str) -> list[str]:
+    """What fails the run: any system's wrong output elements (summed over ranks), and TIDE with
+    its CUDA fabric that could not start (`tide_failed`, its reason)."""
+    failures = [f"{r['system']}/{r['group']}: #wrong {r['wrong']}" for r in rows if r["wrong"]]
+    if tide_failed:
+        failures.append(tide_failed)
+    return failures
+
+
+def tide_has_cuda() -> bool:
+    """libtide loads and has its CUDA fabric (so TIDE rows are expected)."""
+    try:
+        from tide.comm import has_cuda
+
+        return has_cuda()
+    except Exception:  # no library: the TIDE rows are skipped, as said
+        return False
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
