@@ -410,7 +410,7 @@ def test_wrong_outputs_and_a_tide_that_could_not_start_fail_the_run(rng):
     clean = [row_for(System("stock_ag", "ag", None), g, 1.0, 0, 3.0),
              row_for(System("tide_ag_M1L2", "ag", None), g, 0.5, 0, 2.0)]
     assert collectives.failed_checks(clean, "") == []
-    wrong = int(rng.integers(1, 1000))
+    wrong = rng.randint(1, 1000)
     rows = clean + [row_for(System("nccl_ce_ag", "ag", None), g, 0.7, wrong, 1.0)]
     assert collectives.failed_checks(rows, "") == [f"nccl_ce_ag/{g.name}: #wrong {wrong}"]
     assert collectives.failed_checks(clean, "no NCCL") == ["no NCCL"]
