@@ -178,6 +178,7 @@ def test_loss_curve_stays_within_stock_spread(job):
     for name in ("tide-in-place", "tide-slot-reuse"):
         assert curve["curves"][name] == pytest.approx(a, rel=1e-5, abs=1e-6)
         assert curve["systems"][name]["within_spread"]
+        assert curve["systems"][name]["early_max_rdiff"] <= curve["systems"][name]["early_rtol"] == 1e-4
 
 
 def test_host_profile_splits_the_step_by_phase_and_function(job):
@@ -271,3 +272,22 @@ def test_ipc_option_is_for_cuda_ranks_and_reaches_install():
         fsdp_steps.parse_args(["--device", "cpu", "--ipc"])
     assert fsdp_steps.train_config(fsdp_steps.parse_args(["--device", "cuda", "--ipc"])).tide_fabric == "cuda-ipc"
     assert fsdp_steps.train_config(fsdp_steps.parse_args(["--device", "cpu"])).tide_fabric is None
+
+
+def test_a_curve_inside_the_data_order_spread_but_off_from_its_first_steps_fails():
+    """Stock's spread between two data orders is wide (0.87 on the GPU's 200-step curve): a TIDE
+    curve off by a constant 1 % from the first step on, a wrong gradient's kind of error, stayed
+    within it. The first LOSS_CHECK_STEPS steps must now match stock-A within the tolerance."""
+    from tide.bench import fsdp_steps
+
+    steps = 40
+    a = [5.0 - 0.05 * i for i in range(steps)]
+    b = [x + (0.5 if i % 2 else -0.5) for i, x in enumerate(a)]  # another data order: wide spread
+    near = [x * (1 + 1e-4 * (-1) ** i) for i, x in enumerate(a)]
+    off = [x * 1.01 for x in a]
+    curves = {"stock-A": a, "stock-B": b, "near": near, "off": off}
+    windows, spread, per = fsdp_steps.curve_verdicts(curves, ["near", "off"], 20, 2e-3)
+    assert len(windows) == 2 and min(spread) == pytest.approx(0.5)
+    assert all(d <= sp for d, sp in zip(per["off"]["window_max_abs_diff"], spread))  # within the spread
+    assert per["near"]["within_spread"]
+    assert not per["off"]["within_spread"] and per["off"]["early_max_rdiff"] == pytest.approx(0.01, rel=0.1)
