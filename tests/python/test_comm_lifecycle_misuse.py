@@ -297,22 +297,19 @@ def test_user_memory_where_one_ranks_scratch_goes_is_refused_on_every_rank(tmp_p
 def test_user_memory_where_every_ranks_scratch_goes_is_refused_with_the_same_reason(tmp_path):
     """Where the scratch fits on no rank (or is larger than the arena), the refusal has the reason
     of the some-ranks case, arena_too_small (it came back as bad_argument)."""
-    got, codes = run_ranks(_ranks_fill_their_arenas, 2, (str(tmp_path / "store"), (0, 1)), timeout=60)
-    assert codes == [0, 0], (codes, got)
-    for rank, what, detail in got:
-        assert what == "refused", (rank, what, detail)
-        reason, message, _ = detail
-        assert reason == "arena_too_small", detail
-        assert "is too small: user memory ends at" in message, message
+    def every_rank_refused(got, codes, needle):
+        assert codes == [0, 0], (codes, got)
+        for rank, what, detail in got:
+            assert what == "refused", (rank, what, detail)
+            reason, message, _ = detail
+            assert reason == "arena_too_small", detail
+            assert needle in message, message
 
+    every_rank_refused(*run_ranks(_ranks_fill_their_arenas, 2, (str(tmp_path / "store"), (0, 1)), timeout=60),
+                       "is too small: user memory ends at")
     # Two nodes: a 256 KiB landing fits the 512 KiB arena, the rails' scratch (about 1 MiB) does not.
-    got, codes = run_ranks(_scratch_larger_than_the_arena, 2, (str(tmp_path / "small"),), timeout=60)
-    assert codes == [0, 0], (codes, got)
-    for rank, what, detail in got:
-        assert what == "refused", (rank, what, detail)
-        reason, message, _ = detail
-        assert reason == "arena_too_small", detail
-        assert "arena of 524288 bytes is too small" in message, message
+    every_rank_refused(*run_ranks(_scratch_larger_than_the_arena, 2, (str(tmp_path / "small"),), timeout=60),
+                       "arena of 524288 bytes is too small")
 
 
 def _scratch_larger_than_the_arena(rank, store, results):
