@@ -37,7 +37,11 @@ class FabricError : public std::runtime_error {
 // pitches are unused. rows > 1: both pitches are at least the width
 // (cudaMemcpy2D's rule: rows neither overlap nor go backwards); every fabric
 // refuses other pitches as a usage error when the copy is issued.
-// The ops of one copy() call may run in any order (one batched submission).
+// The ops of one copy() call may run in any order (one batched submission), so
+// none may write bytes another of them reads or writes. The host fabric
+// refuses such a list (findCopyBatchOverlap); the CUDA fabric does not look
+// (a sort per call on the issue path): the collectives issue the same lists on
+// both, so CPU runs check theirs. The same holds for a railPuts list.
 struct CopyOp {
   void* dst = nullptr;
   const void* src = nullptr;

@@ -356,6 +356,11 @@ TEST(HostWorldArenas, RailPutSourcesRunningPastAnArenaAreRefused) {
     const std::vector<Endpoint::RailPiece> pieces = {{0, ep.arena(), 64}, {64, ep.arena() + kArena - 32, 64}};
     expectUsageError([&] { ep.railPuts(0, 1, pieces, -1, 0); },
                   "rail put source at offset 4064 of rank 0's arena runs 32 byte(s) past its end");
+    // Pieces onto overlapping bytes: a batch the CUDA fabric would run in any order.
+    const std::vector<Endpoint::RailPiece> onto = {{128, ep.arena(), 64}, {0, ep.arena() + 64, 64},
+                                                   {160, ep.arena() + 128, 8}};
+    expectUsageError([&] { ep.railPuts(0, 1, onto, -1, 0); },
+                     "rank 0: rail puts to rank 1 onto overlapping bytes: [128, 192) and [160, 168) of its arena");
     EXPECT_EQ(ep.stats().railPuts, 0) << "a refused list left a piece issued";
     ep.discardDeferredRails();
   }

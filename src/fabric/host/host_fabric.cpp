@@ -553,6 +553,19 @@ void HostEndpoint::railPuts(int q, int dstRank, const std::vector<RailPiece>& pi
     checkRailPeer(dstRank, p.dstOffset, p.bytes, "rail put to");
     checkRailSource(p.src, p.bytes);
   }
+  // Here the pieces go in order; the CUDA fabric's copy-engine rails issue them as one batch in
+  // any order (fabric.hpp): two pieces onto the same bytes would race there.
+  std::vector<std::pair<int64_t, int64_t>> spans;  // [dstOffset, end) of the pieces with bytes
+  for (const RailPiece& p : pieces)
+    if (p.bytes > 0) spans.push_back({p.dstOffset, p.dstOffset + p.bytes});
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second)
+      throw FabricError(FabricError::Kind::kUsage,
+                        "rank " + std::to_string(rank_) + ": rail puts to rank " + std::to_string(dstRank) +
+                            " onto overlapping bytes: [" + std::to_string(spans[i - 1].first) + ", " +
+                            std::to_string(spans[i - 1].second) + ") and [" + std::to_string(spans[i].first) +
+                            ", " + std::to_string(spans[i].second) + ") of its arena");
   Endpoint::railPuts(q, dstRank, pieces, signalId, signalValue);
 }
 
