@@ -217,12 +217,14 @@ class Communicator:
                 # Gone even when destroy reports a failure it drained (it tears down all the same).
                 handle, self.handle = self.handle, _capi.CommHandle()
                 _open_communicators.discard(self)
+                lib, result = _capi.library(), None
                 try:
-                    result = _capi.library().tideCommDestroy(handle)
+                    result = lib.tideCommDestroy(handle)
                 finally:
-                    # After the destroy: an exception a signal handler raises before it leaves
-                    # the finalizer to destroy the communicator at exit, not nobody.
-                    self._finalizer.detach()
+                    # Only once destroy ran: an exception a signal handler raises before it
+                    # leaves the finalizer to destroy the communicator at exit, not nobody.
+                    if result is not None:
+                        self._finalizer.detach()
                 _capi.check(result)
         finally:
             self._closing.discard(me)
