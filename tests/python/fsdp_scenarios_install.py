@@ -18,7 +18,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide, check_tide_ran,
+    ADAM_EPS, BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide, check_tide_ran,
     batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d, mesh_hsdp,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
@@ -55,7 +55,7 @@ def fallbacks(ctx):
     # Installed before the first forward, the parameters are named from their own module.
     assert "parameter 'blocks.1.fc1.weight' is Shard(1)" in " ".join(lines), lines
     assert len(lines) == 3, lines
-    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2, eps=ADAM_EPS), torch.optim.Adam(mt.parameters(), lr=1e-2, eps=ADAM_EPS)]
     for s in range(3):
         step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
     assert stats(mt)["reduce_scatters"] > 0
@@ -94,7 +94,7 @@ def state_dict_and_checkpoint(ctx):
     install/uninstall/install, with training matching stock throughout."""
     ms, mt = make_pair(transformer, ctx, mesh_1d(ctx))
     install(mt, ctx)
-    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2, eps=ADAM_EPS), torch.optim.Adam(mt.parameters(), lr=1e-2, eps=ADAM_EPS)]
     step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=tight(ctx, FP32), what="step 0")
     unsharded_ids = [id(fp._unsharded_param) for fp in fsdp_params_of(mt)]
 
@@ -175,7 +175,7 @@ def hooks(ctx):
     for i, m in enumerate((ms, mt)):
         m.blocks[1].fc1.weight.register_post_accumulate_grad_hook(lambda p, i=i: seen[i].append(local(p.grad).sum()))
     assert_all_tide(install(mt, ctx), 4)
-    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2, eps=ADAM_EPS), torch.optim.Adam(mt.parameters(), lr=1e-2, eps=ADAM_EPS)]
     for s in range(2):
         step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
     assert counts[0] == counts[1] > 0, counts
@@ -199,7 +199,7 @@ def guard_mismatch(ctx):
     _fsdp_collectives.foreach_reduce_scatter_copy_in = other
     try:
         rep = install(mt, ctx)
-        opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+        opts = [torch.optim.Adam(ms.parameters(), lr=1e-2, eps=ADAM_EPS), torch.optim.Adam(mt.parameters(), lr=1e-2, eps=ADAM_EPS)]
         step_both(ms, mt, opts, batches(ctx, 1, seed=0), tol=None, what="stock step")
     finally:
         _fsdp_collectives.foreach_reduce_scatter_copy_in = orig
@@ -364,7 +364,7 @@ def ignored_params_left_alone(ctx):
             {"<root>": 5, "blocks.0": 4, "blocks.1": 4, "blocks.2": 4}, rep["groups"]
         # Per-parameter Adam: its fused multi-tensor form refuses plain tensors beside DTensors in one
         # call (on CUDA, where it is the default), for stock alike.
-        opts = [torch.optim.Adam(m.parameters(), lr=1e-2, foreach=False) for m in (ms, mt)]
+        opts = [torch.optim.Adam(m.parameters(), lr=1e-2, eps=ADAM_EPS, foreach=False) for m in (ms, mt)]
         tol = tight(ctx, FP32)
         for s in range(3):
             x = batches(ctx, 1, seed=s)[0]

@@ -10,7 +10,7 @@ import tide.fsdp
 import torch
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, check_tide_ran, compare, compare_and_step,
+    ADAM_EPS, Block, FP32, Model, OrderedBlocksModel, assert_all_tide, batches, check_tide_ran, compare, compare_and_step,
     compare_models, gathers_pending_at_post_backward, install, make_pair, mesh_1d, optimizers, stats, step_both, tight, train,
     transformer,
 )
@@ -160,7 +160,7 @@ def last_block_folded_with_eval(ctx):
     regions = {g["fqn"]: (g["region"], g["folded"]) for g in rep["groups"] if g["fqn"] != "<root>"}
     assert regions == {"blocks.0": ("slot0", False), "blocks.1": ("slot1", False), "blocks.2": ("slot0", False),
                        "blocks.3": ("slot1", True)}, regions
-    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2), torch.optim.Adam(mt.parameters(), lr=1e-2)]
+    opts = [torch.optim.Adam(ms.parameters(), lr=1e-2, eps=ADAM_EPS), torch.optim.Adam(mt.parameters(), lr=1e-2, eps=ADAM_EPS)]
     for s in range(3):
         step_both(ms, mt, opts, batches(ctx, 1, seed=s), tol=tight(ctx, FP32), what=f"step {s}")
         with torch.no_grad():

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
+    ADAM_EPS, BF16, Block, FP32, FP32_LOOSE, LinearModel, Model, OrderedBlocksModel, TIMEOUT_S, TinyParamBlock, agree,
     assert_all_tide, batches, data_generator, checkpoint_wrapped_transformer, checkpointed_transformer, compare, compare_models,
     compare_and_step, collective_device, device_type, fsdp_modules, fsdp_params_of, install, int_loss, local,
     make_pair, mesh_1d, optimizers, shard, stats, step_both, sum_reduction, tide_groups, tight, train, transformer,
@@ -205,7 +205,7 @@ def rail_lane_plan_option(ctx):
             assert g_lane["plan"]["rs_staging_bytes"] < g_staged["plan"]["rs_staging_bytes"], \
                 (g_lane["fqn"], g_lane["plan"], g_staged["plan"])
         models = (stock, lane, staged)
-        opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in models]
+        opts = [torch.optim.Adam(m.parameters(), lr=1e-2, eps=ADAM_EPS) for m in models]
         g = torch.Generator().manual_seed(seed + 7919 * ctx.rank + (0 if mp_policy is None else 1))
         for s in range(3):
             x = torch.randn(6, 7, generator=g).to(ctx.device)
