@@ -243,6 +243,32 @@ def nested_fully_shard(ctx):
         assert tide.fsdp.uninstall(mt)
 
 
+def grouped_modules_at_both_ends(ctx):
+    """fully_shard([inp, out]): one group of two modules that run first and
+    last (a tied embedding and output head). FSDP2 unshards the group before
+    the first runs and reshards it after the last, so it stays unsharded
+    while every block runs: the ring pins it, and both modes match stock (the
+    ring once put it into a block's slot: RegionConflict)."""
+    def shard(model, mesh):
+        for b in model.blocks:
+            fully_shard(b, mesh=mesh)
+        fully_shard([model.inp, model.out], mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(lambda: Model([Block() for _ in range(3)]), ctx, mesh_1d(ctx), shard_fn=shard)
+        rep = install(mt, ctx, mode=mode)
+        assert_all_tide(rep, 5)
+        regions = {g["fqn"]: g["region"] for g in rep["groups"]}
+        assert regions["inp, out"] == "pinned:inp, out", regions
+        assert all(regions[f"blocks.{i}"].startswith("slot") for i in range(3)), regions
+        opts = optimizers(ms, mt, "adam", 1e-2)
+        for step in range(3):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=70 + step), tol=tight(ctx, FP32), what=f"{mode} step {step}")
+        assert tide.fsdp.uninstall(mt)
+
+
 class SharedModuleStack(nn.Module):
     """Runs a module it shares with another stack (T5's encoder and decoder
     share their embedding), then a block of its own."""

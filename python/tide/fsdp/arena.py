@@ -71,7 +71,10 @@ def ring_members_of(groups: list, *, ring: bool) -> list:
     module holds another group's (nested fully_shard, a module shared with
     another parent, under any of its names, or a module held in a plain
     attribute, outside the module tree) stays out: it is unsharded while the
-    groups it holds run, so it would hold a slot one of them needs."""
+    groups it holds run, so it would hold a slot one of them needs. So does a
+    group of several modules (fully_shard([embedding, output])): FSDP2
+    unshards it before the first of them runs and reshards it after the last,
+    and other groups may run in between."""
     if not ring:
         return []
     non_root = [g for g in groups if not g.info.is_root]
@@ -81,7 +84,8 @@ def ring_members_of(groups: list, *, ring: bool) -> list:
                     for q in (o.info.paths or (o.info.fqn,)))
                 or plain_references.held_through(g.info.held_outside_tree, o.info.group.modules) is not None)
 
-    leaves = [g for g in non_root if not any(o is not g and holds(g, o) for o in non_root)]
+    leaves = [g for g in non_root
+              if len(g.info.group.modules) == 1 and not any(o is not g and holds(g, o) for o in non_root)]
     last = leaves[-1] if leaves else None
     return [g for g in leaves if g.info.group._reshard_after_forward or g is last]
 
