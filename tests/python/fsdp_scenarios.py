@@ -55,6 +55,7 @@ TWO_RANKS = [
     "params_smaller_than_world", "conditional_execution", "embedding_not_unsharded_in_backward",
     "reshard_after_forward_changed", "custom_comm_after_install", "root_only",
     "a_check_failing_on_one_rank_fails_every_rank", "wrapped_by_another_tool", "dropped_without_uninstall", "kept_arenas_close_once_let_go",
+    "waits_last_the_process_groups_timeout",
     "stale_unsharded_use_fails", "nested_fully_shard", "grouped_modules_at_both_ends", "shared_module_of_two_parents",
     "module_called_through_a_plain_attribute",
     "unused_block_output", "dtype_changed_after_install",

@@ -563,6 +563,28 @@ def dropped_without_uninstall(ctx):
         raise AssertionError("an installation was deep-copied")
 
 
+def waits_last_the_process_groups_timeout(ctx):
+    """install() without timeout_s gives the communicator the shard group's own timeout (a
+    sub-group made with a timeout of its own, drawn per run), which stock FSDP2's collectives
+    wait too; timeout_s=0 keeps the fabric's default and a number is taken as given. Training
+    matches stock with each."""
+    import datetime
+
+    from torch.distributed.device_mesh import DeviceMesh
+
+    group_seconds = 200 + ctx.seed % 3000
+    pg = torch.distributed.new_group(list(range(ctx.world)), timeout=datetime.timedelta(seconds=group_seconds))
+    mesh = DeviceMesh.from_group(pg, device_type(ctx))
+    for given, want in (({}, group_seconds), ({"timeout_s": 0}, 0), ({"timeout_s": 45.5}, 45.5)):
+        ms, mt = make_pair(lambda: Model([Block() for _ in range(2)]), ctx, mesh)
+        rep = tide.fsdp.install(mt, **given)
+        assert_all_tide(rep, 3)
+        assert [a["timeout_s"] for a in rep["arenas"]] == [want], (given, rep["arenas"])
+        step_both(ms, mt, optimizers(ms, mt, "sgd", 1e-2), batches(ctx, 1, seed=5), tol=tight(ctx, FP32),
+                  what=f"install({given})")
+        assert tide.fsdp.uninstall(mt)
+
+
 def kept_arenas_close_once_let_go(ctx):
     """An arena whose communicator closes collectively (CUDA; here the host fabric made to
     close so) is kept, not closed, when uninstall finds a tensor still viewing it or when

@@ -21,7 +21,8 @@ from tide.fsdp import all_gather as _ag
 from tide.fsdp import arena as _arena
 from tide.fsdp import arena_lifetime as _lifetime
 from tide.fsdp import backend as _backend
-from tide.fsdp import agreement, dispatch, groups, guards, model_consensus, plain_references, prefetch, registry
+from tide.fsdp import (agreement, dispatch, groups, guards, model_consensus, pg_timeout, plain_references, prefetch,
+                       registry)
 from tide.fsdp.report import report
 from tide.fsdp.state import CommContext, TideGroup
 from tide.plan import PlanInputError, build_plan_config, make_plan, scratch_bytes
@@ -37,7 +38,7 @@ RELEASE_GRADS = ("read-done", "with-fsdp-state", "read-done-polled")
 def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None = None, *,
             topology: tuple[int, int] | None = None, ring: bool = True, adopt: bool = True,
             invert_prefetch: bool = True, check_read_done: bool = False, release_grads: str = "read-done-polled",
-            timeout_s: float = 120.0, plan_options: Mapping[str, Any] | None = None) -> dict:
+            timeout_s: float | None = None, plan_options: Mapping[str, Any] | None = None) -> dict:
     """Run FSDP2's all-gather and reduce-scatter on TIDE for every parameter
     group of `model` (the root module, after fully_shard) that meets the
     contract; the others stay stock, one logged line each naming the reason.
@@ -88,7 +89,8 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         group longer (still less than stock, whose fp32 reduce-scatter input
         lives as long).
     timeout_s: deadline of every TIDE wait (fail stop), up to 1e6 s; 0: the
-        fabric's default.
+        fabric's default (120 s); None (default): the process group's own
+        timeout, what stock FSDP2's collectives wait (pg_timeout.py).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width,
         rail_lane=True (one GPU per node across nodes: both collectives on
@@ -285,9 +287,6 @@ _LAYOUT_SETTERS = ("set_reshard_after_forward", "set_custom_all_gather", "set_cu
                    "set_allocate_memory_from_process_group_for_comm", "set_symm_mem_for_comm")
 
 
-# Longest deadline the C API takes (its kMaxTimeoutSeconds).
-_MAX_TIMEOUT_S = 1e6
-
 
 def _checked_arguments(*, mode, topology, ring, adopt, invert_prefetch, check_read_done, release_grads,
                        timeout_s, plan_options, fabric) -> tuple[dict, bool, tuple[int, int] | None]:
@@ -298,10 +297,11 @@ def _checked_arguments(*, mode, topology, ring, adopt, invert_prefetch, check_re
                         ("check_read_done", check_read_done)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {value!r}")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
-        raise TypeError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
-    if not 0 <= timeout_s <= _MAX_TIMEOUT_S:  # (also False for NaN; ints of any size compare exactly)
-        raise ValueError(f"timeout_s must be in 0 (the fabric's default) .. {_MAX_TIMEOUT_S:g} seconds, "
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real)):
+        raise TypeError(f"timeout_s must be a number of seconds or None, got {timeout_s!r}")
+    # (also False for NaN; ints of any size compare exactly)
+    if timeout_s is not None and not 0 <= timeout_s <= pg_timeout.MAX_TIMEOUT_S:
+        raise ValueError(f"timeout_s must be in 0 (the fabric's default) .. {pg_timeout.MAX_TIMEOUT_S:g} seconds, "
                          f"got {timeout_s!r}")
     if plan_options is not None and not isinstance(plan_options, Mapping):
         raise TypeError(f"plan_options must be a mapping of make_plan options, got {type(plan_options).__name__}")
@@ -639,6 +639,9 @@ def _build_context(infos, mode, fabric, topology, ring, adopt, timeout_s, plan_o
     # Named before it is made: every rank of the group gets here (the comparison above), even
     # one whose communicator then fails to come up, so the names stay alike on every rank.
     ctx.lifetime_key = _lifetime.key_for(first.pg)
+    if timeout_s is None:
+        timeout_s = pg_timeout.process_group_timeout_s(first.pg, first.device)
+    ctx.timeout_s = timeout_s
     comm = backend.create_comm(first.pg, nodes, gpus, ctx.arena_bytes, timeout_s)
     ctx.comm = comm
     ctx.owner = _lifetime.ArenaOwner(comm, close_on_release=not backend.closes_collectively)

@@ -355,6 +355,7 @@ class CommContext:
         self.comm: Any = None
         self.owner: Any = None  # arena_lifetime.ArenaOwner: alive while a tensor views the arena
         self.lifetime_key: Any = None  # arena_lifetime.key_for: how every rank names this communicator
+        self.timeout_s = 0.0  # every wait's deadline (0: the fabric's default)
         self.groups: list[TideGroup] = []
         self.regions: list = []
         self.arena_bytes = 0
@@ -371,6 +372,7 @@ class CommContext:
             "fabric": self.backend.name,  # as install names it: host, cuda or cuda-ipc
             "rails": self.comm.rails if self.comm is not None else None,  # the fabric's run-time choice
             "fabric_stats": self.comm.stats if self.comm is not None else None,  # copies, sums, copy graphs
+            "timeout_s": self.timeout_s,
             "arena_bytes": self.arena_bytes,
             "reserved_bytes": self.reserved_bytes,
             "scratch_bytes_estimate": self.scratch_bytes,
