@@ -254,9 +254,17 @@ struct SolverResult {
   double nicSeconds = 0;  // t_NIC
 };
 
-// Eq. 13, Eq. 14 and the k-doubling rule.
+// CTA budgets a caller gave (RsOptions::sumCtas, landingCtas); 0: the solver's.
+struct GivenCtas {
+  int sum = 0;
+  int landing = 0;
+};
+
+// Eq. 13, Eq. 14 and the k-doubling rule. A budget given is taken as it is:
+// the calibration's rate for it (sumBwPerCta, landBwPerCta) then sizes nothing,
+// so a count it would ask for past kMaxCtaBudget is not refused.
 SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outBytes, int waveWidth,
-                         int passes, const Calibration& cal);
+                         int passes, const Calibration& cal, GivenCtas given = {});
 // Network rounds for `remote` remote contributors 1..remote (+ own node) at
 // wave width W and at most k transfers per round, rounds confined to waves.
 int countNetworkRounds(int nodes, int waveWidth, int roundWidth);

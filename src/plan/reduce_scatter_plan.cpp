@@ -100,9 +100,10 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
   const int gradBytes = itemSize(g.gradDtype);
 
   const SolverResult solved =
-      solveSizing(g.topo, gradBytes, g.outBytes(), plan.waveWidth, opt.passes, opt.calibration);
-  plan.sumCtas = opt.sumCtas > 0 ? opt.sumCtas : solved.sumCtas;
-  plan.landingCtas = m == 1 ? 0 : (opt.landingCtas > 0 ? opt.landingCtas : solved.landingCtas);
+      solveSizing(g.topo, gradBytes, g.outBytes(), plan.waveWidth, opt.passes, opt.calibration,
+                  GivenCtas{opt.sumCtas, opt.landingCtas});
+  plan.sumCtas = solved.sumCtas;
+  plan.landingCtas = solved.landingCtas;  // 0 on one node: nothing lands from the network
   plan.nicSeconds = solved.nicSeconds;
   plan.roundWidth = m == 1 ? 0 : (opt.roundWidth > 0 ? std::min(opt.roundWidth, m - 1) : solved.roundWidth);
 

@@ -66,7 +66,7 @@ int countNetworkRounds(int nodes, int waveWidth, int roundWidth) {
 }
 
 SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outBytes, int waveWidth,
-                         int passes, const Calibration& cal) {
+                         int passes, const Calibration& cal, GivenCtas given) {
   cal.validate();
   const int m = topo.nodes;
   const int l = topo.gpusPerNode;
@@ -86,7 +86,7 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   const double feedBytesPerElem = m == 1 && l > 1 ? (l - 1.0) * gradItemSize : 4.0;
   const double feed = m == 1 ? cal.fabricBw : cal.nicBw;
   const double sumRatio = sumBytesPerElem / feedBytesPerElem * feed / cal.sumBwPerCta;
-  r.sumCtas = ctaCount(std::ceil(cal.skew * sumRatio - 1e-9), "sum");
+  r.sumCtas = given.sum > 0 ? given.sum : ctaCount(std::ceil(cal.skew * sumRatio - 1e-9), "sum");
   if (m == 1) {
     r.landingCtas = 0;
     r.roundWidth = 0;
@@ -106,7 +106,7 @@ SolverResult solveSizing(const Topology& topo, int gradItemSize, int64_t outByte
   const double perPass = static_cast<double>(outBytes) / passes;
   double tailCtas = std::ceil(perPass / (cal.tail * r.nicSeconds * cal.landBwPerCta) - 1e-9);
   if (!(tailCtas >= 1)) tailCtas = 1;  // no bytes to land (0 / 0)
-  r.landingCtas = ctaCount(std::min(capCtas, tailCtas), "landing");
+  r.landingCtas = given.landing > 0 ? given.landing : ctaCount(std::min(capCtas, tailCtas), "landing");
   // k starts at min(2, M-1) and doubles up to k_max while waits dominate. App. G
   // states the rule at one pass (N_rounds(M-1, k, W) t_rnd > 0.1 t_NIC); a call of
   // P passes waits P times as many rounds against the same t_NIC, so all of them

@@ -366,6 +366,39 @@ TEST(Solver, SolvedBudgetsPastTheCallersLimitAreRefused) {
   EXPECT_LE(ok.landingCtas, kMaxCtaBudget);
 }
 
+// A budget the caller gives is used as given: the calibration's rate for it sizes nothing, so a
+// rate that would ask for more than kMaxCtaBudget is not refused there (it once was, though the
+// plan never used the count it asked for). The other budget is still the solver's, and refused.
+TEST(Solver, AGivenBudgetIsNotRefusedForTheCountItReplaces) {
+  TIDE_SEEDED_RNG(rng);
+  const Topology t = Topology::make(2, 8);
+  Calibration slow;
+  slow.nicBw *= 1e4;  // asks for far more sum CTAs than a budget holds
+  slow.landCap *= 1e4;
+  slow.tail = 1e-9;  // and as many landing CTAs as the cap allows
+  const int sum = rng.irange(1, kMaxCtaBudget);
+  const int land = rng.irange(1, kMaxCtaBudget);
+  const SolverResult r = solveSizing(t, 2, int64_t{1} << 20, 8, 1, slow, GivenCtas{sum, land});
+  EXPECT_EQ(r.sumCtas, sum);
+  EXPECT_EQ(r.landingCtas, land);
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, int64_t{1} << 20, 8, 1, slow, GivenCtas{sum, 0}); },
+                           Reason::kBadCalibration));
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, int64_t{1} << 20, 8, 1, slow, GivenCtas{0, land}); },
+                           Reason::kBadCalibration));
+
+  RsOptions opt;
+  opt.calibration = slow;
+  opt.sumCtas = sum;
+  opt.landingCtas = land;
+  const GroupLayout g = makeGroupLayout(t, {ParamSpec{{64, 8}, DType::kBF16}}, DType::kBF16);
+  const RsPlan plan = makeRsPlan(g, opt);
+  EXPECT_EQ(plan.sumCtas, sum);
+  EXPECT_EQ(plan.landingCtas, land);
+  // One node lands nothing from the network, whatever the caller gave.
+  const GroupLayout one = makeGroupLayout(Topology::make(1, 8), {ParamSpec{{64, 8}, DType::kBF16}}, DType::kBF16);
+  EXPECT_EQ(makeRsPlan(one, opt).landingCtas, 0);
+}
+
 // The bound covers the plan's own staging bytes (Area_RS in NS units, NS = N
 // ranks x E elements of the all-gather's type) for fp32 gradients, fp32
 // groups and push landing too, where the paper's bf16 / pull constants alone
