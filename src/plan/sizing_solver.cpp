@@ -11,26 +11,20 @@
 
 namespace tide::plan {
 
-void Calibration::validate() const {
-  // Each field by its name (tide.make_plan's key in parentheses, in GB/s or ms there).
-  const std::pair<const char*, double> positive[] = {
-      {"nicBw (nic_gbps)", nicBw},           {"fabricBw (fabric_gbps)", fabricBw},
-      {"sumBwPerCta (sum_gbps_per_cta)", sumBwPerCta}, {"landBwPerCta (land_gbps_per_cta)", landBwPerCta},
-      {"landCap (land_cap_gbps)", landCap},  {"skew", skew},
-      {"tail", tail}};
-  for (const auto& [name, v] : positive)
-    if (!(v > 0) || !std::isfinite(v))
-      throw PlanError(Reason::kBadCalibration,
-                      std::string("calibration ") + name + " must be positive and finite, got " + std::to_string(v));
-  if (!(roundWait >= 0) || !std::isfinite(roundWait))
-    throw PlanError(Reason::kBadCalibration, "calibration roundWait (round_wait_ms) must be finite and >= 0, got " +
-                                                 std::to_string(roundWait));
-  if (maxRoundWidth < 1)
-    throw PlanError(Reason::kBadCalibration,
-                    "calibration maxRoundWidth must be >= 1, got " + std::to_string(maxRoundWidth));
-}
-
 namespace {
+
+// A calibration value as tide.make_plan's key gives it: `scale` converts the
+// field's unit (B/s, s) to the key's (GB/s, ms), %g keeps a tiny or huge value
+// readable (std::to_string printed -1e-6 ms as "-0.000000"); the field's own
+// value, in its own unit, follows where the units differ.
+std::string calibrationValueText(double v, double scale, const char* unit, const char* fieldUnit) {
+  char text[96];
+  if (scale == 1)
+    std::snprintf(text, sizeof text, "%g", v);
+  else
+    std::snprintf(text, sizeof text, "%g %s (%g %s)", v * scale, unit, v, fieldUnit);
+  return text;
+}
 
 // A CTA count the solver computed, as an int: past kMaxCtaBudget (or NaN) the
 // calibration is refused with what it asked for, as a caller's budget past it
@@ -49,6 +43,34 @@ int ctaCount(double ctas, const char* what) {
 }
 
 }  // namespace
+
+void Calibration::validate() const {
+  // Each field by its name (tide.make_plan's key in parentheses, in GB/s or ms there).
+  struct Field {
+    const char* name;
+    double value, scale;
+    const char* unit;
+  };
+  const Field positive[] = {{"nicBw (nic_gbps)", nicBw, 1e-9, "GB/s"},
+                            {"fabricBw (fabric_gbps)", fabricBw, 1e-9, "GB/s"},
+                            {"sumBwPerCta (sum_gbps_per_cta)", sumBwPerCta, 1e-9, "GB/s"},
+                            {"landBwPerCta (land_gbps_per_cta)", landBwPerCta, 1e-9, "GB/s"},
+                            {"landCap (land_cap_gbps)", landCap, 1e-9, "GB/s"},
+                            {"skew", skew, 1, ""},
+                            {"tail", tail, 1, ""}};
+  for (const Field& f : positive)
+    if (!(f.value > 0) || !std::isfinite(f.value))
+      throw PlanError(Reason::kBadCalibration, std::string("calibration ") + f.name +
+                                                   " must be positive and finite, got " +
+                                                   calibrationValueText(f.value, f.scale, f.unit, "B/s"));
+  if (!(roundWait >= 0) || !std::isfinite(roundWait))
+    throw PlanError(Reason::kBadCalibration, "calibration roundWait (round_wait_ms) must be finite and >= 0, got " +
+                                                 calibrationValueText(roundWait, 1e3, "ms", "s"));
+  if (maxRoundWidth < 1)
+    throw PlanError(Reason::kBadCalibration,
+                    "calibration maxRoundWidth must be >= 1, got " + std::to_string(maxRoundWidth));
+}
+
 
 int countNetworkRounds(int nodes, int waveWidth, int roundWidth) {
   if (nodes <= 1) return 0;

@@ -261,7 +261,7 @@ TEST(Solver, RejectsNonPositiveRates) {
   EXPECT_NO_THROW(Calibration{}.validate());
 }
 
-// Each refusal names the field and its value (one message for every field once said "calibration
+// Each refusal names the field and its value as the key gives it (one message for every field once said "calibration
 // rates must be positive (nic, sum, landing, ceiling)", whichever was wrong, or even fabricBw).
 TEST(Solver, ARefusedCalibrationNamesItsField) {
   const std::vector<std::pair<std::function<void(Calibration&)>, std::string>> edits{
@@ -271,7 +271,11 @@ TEST(Solver, ARefusedCalibrationNamesItsField) {
       {[](Calibration& c) { c.landBwPerCta = 0; }, "calibration landBwPerCta (land_gbps_per_cta) must be positive"},
       {[](Calibration& c) { c.landCap = HUGE_VAL; }, "calibration landCap (land_cap_gbps) must be positive and finite"},
       {[](Calibration& c) { c.roundWait = -1e-3; }, "calibration roundWait (round_wait_ms) must be finite and >= 0"},
-      {[](Calibration& c) { c.maxRoundWidth = 0; }, "calibration maxRoundWidth must be >= 1, got 0"}};
+      {[](Calibration& c) { c.maxRoundWidth = 0; }, "calibration maxRoundWidth must be >= 1, got 0"},
+      // In the key's unit first, readable however small (std::to_string once printed "-0.000000").
+      {[](Calibration& c) { c.nicBw = -5e9; }, "nicBw (nic_gbps) must be positive and finite, got -5 GB/s (-5e+09 B/s)"},
+      {[](Calibration& c) { c.roundWait = -1e-9; }, "must be finite and >= 0, got -1e-06 ms (-1e-09 s)"},
+      {[](Calibration& c) { c.skew = -0.25; }, "calibration skew must be positive and finite, got -0.25"}};
   for (const auto& [edit, want] : edits) {
     Calibration cal;
     edit(cal);
