@@ -326,7 +326,11 @@ def _run_bench(args) -> int:
         _fail("tide bench", f"fault {args.inject} detected: {what}", EXIT_FAILURE)
     # A fault that never acted cannot be what failed: say what did (a deadline too short, say).
     never = f" (the injected fault {args.inject} never acted)" if args.inject else ""
-    _fail("tide bench", f"{'run failed' if report['error'] else 'check failed'}{never}: {what}", EXIT_FAILURE)
+    # Every rank is a thread of this process: on a busy machine or at hundreds of ranks (M = 64, L = 8
+    # takes about a minute on two cores) a wait can pass the default deadline with nothing wrong.
+    longer = (f" -- a run of many ranks, or on a busy machine, may need a longer --timeout (now {args.timeout:g} s)"
+              if report["error"] and " timed out after " in report["error"] else "")
+    _fail("tide bench", f"{'run failed' if report['error'] else 'check failed'}{never}: {what}{longer}", EXIT_FAILURE)
 
 
 # ------------------------------------------------------------------ entry point

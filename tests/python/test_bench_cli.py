@@ -192,7 +192,7 @@ def test_reuse_outbox_early_over_the_default_five_calls(setup, code):
 def test_a_run_that_stops_reports_no_error_figure():
     """A run that stops (here every wait's deadline is a nanosecond) compared no output: its checks
     say "error", not "failed" next to zero wrong elements and an error of 0, and the message
-    says the run failed, with the deadline as given."""
+    says the run failed, with the deadline as given and how to give a longer one."""
     r = run_tide("bench", "--fabric", "host", "-M", "2", "-L", "2", "--preset", "llama-tiny", "--timeout", "1e-9",
                  "--json")
     assert r.returncode == 1, (r.returncode, r.stderr)
@@ -202,6 +202,7 @@ def test_a_run_that_stops_reports_no_error_figure():
     assert "max_rel_err" not in report["reduce_scatter"], report
     assert r.stderr.startswith("tide bench: run failed: "), r.stderr
     assert "timed out after 1e-09 s" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("may need a longer --timeout (now 1e-09 s)"), r.stderr
     # With a fault that never acted (drop-credit on one node), the stop is not its detection.
     r = run_tide("bench", "--fabric", "host", "-M", "1", "-L", "2", "--preset", "llama-tiny", "--timeout", "1e-9",
                  "--inject", "drop-credit")
