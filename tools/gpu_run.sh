@@ -20,10 +20,12 @@
 # fsdp_2ranks_hosts_2of2), so that a step too long for one device call can be split over two;
 # a name that no run reached is listed as a warning. An unknown --only step is refused.
 #
-# A run the budget cut short (its time limit lowered to what was left) is CUT(budget), not a
-# failure; one killed by its own limit is TIMEOUT. A failed build skips every later step (their
-# binaries would be an earlier build's). Exit status: 0 every run passed, 1 a run failed, 3 none
-# failed but one was cut.
+# A run the budget cut short (its time limit lowered to what was left) is CUT(<given>/<own>s), not
+# a failure; one killed by its own limit is TIMEOUT. A cut run is not a pass either: it may have
+# hung as well as been slow, so exit 3 means "run it again with its own limit". A failed build
+# skips every later step (their binaries would be an earlier build's); a build left out with
+# --skip build does not (a warm machine keeps the previous call's build). Exit status: 0 every
+# run passed, 1 a run failed, 3 none failed but one was cut.
 #
 # Steps: build fabric coresident sanitize collectives fsdp fsdpsweep e2e loss memprobe hostprof bench rma (--only
 # picks some; build always runs).
@@ -97,12 +99,14 @@ declare -a SUMMARY=()
 FAILED=0
 CUT=0           # a step ended by the budget, not by its own time limit: incomplete, not failed
 BUILD_FAILED=0  # later steps would run the previous build's binaries: skipped instead
+LAST_RUN_SKIPPED=0  # did the last run() skip its command (--skip, a failed build, the budget)?
 SKIPS_MATCHED=","
 # run NAME TIMEOUT_S CMD...: logs to $LOGS/NAME.log, records PASS/FAIL and seconds.
 run() {
   local name="$1" limit="$2"
   shift 2
-  local t0=$SECONDS rc left=$((BUDGET - SECONDS - 15)) cut=0
+  local t0=$SECONDS rc left=$((BUDGET - SECONDS - 15)) cut=0 own=$limit
+  LAST_RUN_SKIPPED=1
   if [[ $SKIP_RUNS == *",$name,"* ]]; then
     SKIPS_MATCHED+="$name,"
     skip "$name" "in --skip"
@@ -117,6 +121,7 @@ run() {
     return 1
   fi
   ((limit > left)) && limit=$left && cut=1
+  LAST_RUN_SKIPPED=0
   printf '\n==> %s (%s): %s\n' "$name" "$(date -u +%T)" "$*"
   timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
@@ -124,7 +129,7 @@ run() {
   local verdict=PASS took=$((SECONDS - t0))
   # 137 is SIGKILL: timeout's own after --kill-after, or another's (the kernel's OOM killer).
   if ((rc == 124 || (rc == 137 && took >= limit))); then
-    if ((cut)); then verdict="CUT(budget)"; CUT=1; else verdict="TIMEOUT(${limit}s)"; fi
+    if ((cut)); then verdict="CUT(${limit}/${own}s)"; CUT=1; else verdict="TIMEOUT(${limit}s)"; fi
   elif ((rc == 137)); then
     verdict="FAIL(killed)"
   elif ((rc != 0)); then
@@ -184,7 +189,7 @@ build() {
 }
 export -f build
 export BUILD PYTHON
-run build 240 bash -c build || BUILD_FAILED=1
+run build 240 bash -c build || ((LAST_RUN_SKIPPED)) || BUILD_FAILED=1
 TEST="$BUILD/tests/cuda/tide_cuda_fabric_test"
 NATIVE="$BUILD/bench/native/libtide_bench_native.so"
 
