@@ -24,6 +24,11 @@ std::vector<Enrolled>& registry() {
   return r;
 }
 
+std::vector<int>& neverDrains() {
+  static std::vector<int> devices;
+  return devices;
+}
+
 constexpr int kGates = 64;  // more devices than one process drives; beyond, devices share
 
 }  // namespace
@@ -38,8 +43,15 @@ void DeviceQuiescence::withdraw(const void* owner) {
   std::erase_if(registry(), [owner](const Enrolled& e) { return e.owner == owner; });
 }
 
+void DeviceQuiescence::markNeverDrains(int device) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  neverDrains().push_back(device);
+}
+
 bool DeviceQuiescence::quiescent(int device) {
   std::lock_guard<std::mutex> lock(registryMutex());
+  for (int d : neverDrains())
+    if (d == device) return false;
   for (const Enrolled& e : registry())
     if (e.device == device && !e.probe()) return false;
   return true;

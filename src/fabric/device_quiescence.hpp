@@ -28,6 +28,11 @@ class DeviceQuiescence {
   using Probe = std::function<bool()>;
   static void enroll(int device, const void* owner, Probe probe);
   static void withdraw(const void* owner);
+  // An endpoint whose teardown timed out leaves waits on its streams that may
+  // never complete (destroying a stream does not cancel them): `device` is
+  // never quiescent again in this process, so no later graph build there waits
+  // for them without a deadline.
+  static void markNeverDrains(int device);
   // Every enrolled endpoint on `device` says so (each probe asked in turn).
   static bool quiescent(int device);
 

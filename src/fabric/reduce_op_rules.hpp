@@ -13,7 +13,12 @@
 //   race on the shared elements; the host writes rows in order);
 // - a landing's destination meets none of its sources (the GPU clears a
 //   source before it adds onto the destination, the host after: with the two
-//   aliased, the fabrics' answers differ, and a partial overlap races).
+//   aliased, the fabrics' answers differ, and a partial overlap races);
+// - a landing that clears its sources has sources that are the same or do not
+//   meet (a GPU thread clears the elements it read while another thread still
+//   reads a source shifted onto them; the host reads every source first).
+// What runs across the pieces of one sum is the host fabric's to check
+// (sum_op_overlap.hpp): its cost grows with the pieces.
 // Each returns what is wrong, or "" when nothing is.
 #pragma once
 
@@ -79,6 +84,11 @@ inline std::string landLayoutProblem(const LandOp& op) {
       return "its source " + std::to_string(k) + " is not 4-byte aligned (fp32)";
     if (rangesMeet(op.dst, bytes, op.sources[k], bytes))
       return "its destination overlaps its source " + std::to_string(k);
+    if (op.clearSources)
+      for (size_t j = 0; j < k; ++j)
+        if (op.sources[j] != op.sources[k] && rangesMeet(op.sources[j], bytes, op.sources[k], bytes))
+          return "it clears its sources, and source " + std::to_string(j) + " partly overlaps source " +
+                 std::to_string(k);
   }
   return "";
 }

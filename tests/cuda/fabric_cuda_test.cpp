@@ -932,6 +932,11 @@ void testLayoutsRefused(Ctx& c) {
   land.sources = {f + 64, f + 8};
   why = usageRefusal([&] { c.ep.land(0, land); });
   TCHECK(why.find("its destination overlaps its source 1") != std::string::npos, "landing onto a source: " + why);
+  land.sources = {f + 64, f + 70};
+  land.clearSources = true;
+  why = usageRefusal([&] { c.ep.land(0, land); });
+  TCHECK(why.find("it clears its sources, and source 0 partly overlaps source 1") != std::string::npos,
+         "clearing landing of shifted sources: " + why);
 }
 
 // Shapes the kernels cannot launch, refused with the host fabric's words (reduce_op_rules.hpp),
@@ -956,6 +961,8 @@ void testShapesRefusedAndNoEvent(Ctx& c) {
   TCHECK(c.ep.eventLive(0, fabric::Endpoint::kNoEvent), "the no-event is not live");
   c.ep.waitEvent(0, 1, fabric::Endpoint::kNoEvent);
   c.ep.synchronizeEvent(1, fabric::Endpoint::kNoEvent);
+  why = usageRefusal([&] { c.ep.waitEvent(0, 99, fabric::Endpoint::kNoEvent); });
+  TCHECK(why.find("queue 99 out of range") != std::string::npos, "no-event from a bad queue: " + why);
   c.ep.synchronize(0);
 }
 

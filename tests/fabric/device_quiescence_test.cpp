@@ -3,7 +3,8 @@
 // of other devices say; a withdrawn endpoint no longer counts. A call made
 // through runIfQuiescent runs only then, never while another thread is inside
 // an endpoint operation (holding the device's gate shared), and operations
-// started meanwhile wait for it to return.
+// started meanwhile wait for it to return. A device marked as never draining
+// stays not quiescent.
 #include "fabric/device_quiescence.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +71,22 @@ TEST(DeviceQuiescence, WithdrawRemovesOnlyThatOwner) {
   EXPECT_EQ(askedA, 0);
   EXPECT_EQ(askedB, 1);
   DeviceQuiescence::withdraw(&b);
+}
+
+// An endpoint whose teardown timed out withdraws, but its waits may stay queued: its device is
+// never quiescent again (no graph build may wait on them without a deadline), however its other
+// endpoints answer; other devices are not affected.
+TEST(DeviceQuiescence, ADeviceThatDidNotDrainIsNeverQuiescentAgain) {
+  int endpoint = 0;
+  DeviceQuiescence::enroll(11, &endpoint, [] { return true; });
+  EXPECT_TRUE(DeviceQuiescence::quiescent(11));
+  DeviceQuiescence::markNeverDrains(11);
+  DeviceQuiescence::withdraw(&endpoint);
+  EXPECT_FALSE(DeviceQuiescence::quiescent(11));
+  bool ran = false;
+  EXPECT_FALSE(DeviceQuiescence::runIfQuiescent(11, [&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  EXPECT_TRUE(DeviceQuiescence::quiescent(12));
 }
 
 TEST(DeviceQuiescence, RunIfQuiescentAsksEveryProbe) {

@@ -360,7 +360,7 @@ TEST(HostWorldArenas, RailPutSourcesRunningPastAnArenaAreRefused) {
     const std::vector<Endpoint::RailPiece> onto = {{128, ep.arena(), 64}, {0, ep.arena() + 64, 64},
                                                    {160, ep.arena() + 128, 8}};
     expectUsageError([&] { ep.railPuts(0, 1, onto, -1, 0); },
-                     "rank 0: rail puts to rank 1 onto overlapping bytes: [128, 192) and [160, 168) of its arena");
+                     "rank 0: rail puts to rank 1 onto overlapping bytes: pieces 0 [128, 192) and 2 [160, 168) of its arena");
     EXPECT_EQ(ep.stats().railPuts, 0) << "a refused list left a piece issued";
     ep.discardDeferredRails();
   }
@@ -472,14 +472,32 @@ TEST(HostWorldArenas, SumAndLandingLayoutsAGpuCannotRunAreRefused) {
   expectUsageError([&] { ep.land(0, land); }, "its destination overlaps its source 1");
   land.sources = {reinterpret_cast<float*>(bytes + 258)};
   expectUsageError([&] { ep.land(0, land); }, "its source 0 is not 4-byte aligned");
+  land.sources = {f + 64, f + 70};  // shifted onto each other: a GPU thread would clear what another reads
+  land.clearSources = true;
+  expectUsageError([&] { ep.land(0, land); }, "landing: it clears its sources, and source 0 partly overlaps source 1");
+  land.clearSources = false;
+  // The pieces of one sum run at once on a GPU: one may not read what another writes.
+  SumOp two = sumOf({f + 128, 8, 1, 8, {{grads.data(), 8, {8}}}});
+  two.pieces.push_back(SumPiece{f + 256, 8, 1, 8, {{bytes + 4 * 132, 4, {4}}}});
+  expectUsageError([&] { ep.sum(0, two); }, "rank 0: sum of 2 piece(s): piece 0's destination row 0");
 
-  // Aligned and apart: accepted and run.
+  // Aligned and apart: accepted and run (a landing may clear one source given twice, and a sum
+  // may read its own destination element for element).
   ep.sum(1, sumOf({f + 128, 8, 2, 8, {{grads.data(), 8, {8, 8}}}}));
+  ep.sum(1, sumOf({f + 128, 8, 2, 8, {{f + 128, 8, {8, 8}}, {f + 300, 8, {8, 8}}}}, plan::DType::kFP32));
   land.sources = {f + 128};
   land.dst = f + 512;
   ep.land(1, land);
   ep.synchronize(1);
   for (int x = 0; x < 16; ++x) EXPECT_EQ(f[512 + x], 1.0f) << x;
+  land.sources = {f + 128, f + 128};
+  land.clearSources = true;
+  ep.land(1, land);
+  ep.synchronize(1);
+  for (int x = 0; x < 16; ++x) {
+    EXPECT_EQ(f[512 + x], 2.0f) << x;  // the one source, read twice
+    EXPECT_EQ(f[128 + x], 0.0f) << x;  // and cleared
+  }
 }
 
 // Shapes the CUDA fabric cannot launch (reduce_op_rules.hpp), refused here too, before any
@@ -572,6 +590,7 @@ TEST(HostWorldEvents, TheNoEventIsCompleteAndNeverRecorded) {
   holdQueue(ep, 1);  // a queue that never finishes: a wait on its real events would hang
   EXPECT_NO_THROW(ep.waitEvent(0, 1, Endpoint::kNoEvent));
   EXPECT_NO_THROW(ep.synchronizeEvent(1, Endpoint::kNoEvent));
+  EXPECT_THROW(ep.waitEvent(0, 99, Endpoint::kNoEvent), FabricError);  // the source queue is checked still
   EXPECT_NO_THROW(ep.synchronize(0));
   for (int i = 0; i < 3; ++i) EXPECT_NE(ep.record(0), Endpoint::kNoEvent);
 }

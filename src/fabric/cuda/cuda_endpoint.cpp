@@ -324,8 +324,10 @@ CudaEndpoint::~CudaEndpoint() {
                  rank_, static_cast<long long>(g.launches), static_cast<long long>(g.built),
                  static_cast<long long>(g.dropped));
   }
+  bool drained = false;
   try {
     synchronizeAll();
+    drained = true;
     barrier();  // no peer still writes into an arena about to be unmapped
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: %s\n", rank_, e.what());
@@ -342,8 +344,15 @@ CudaEndpoint::~CudaEndpoint() {
   // Enrolled until its queues drained: another endpoint on this device may
   // build copy graphs (which wait for the whole device to idle) only once
   // this one's waits cannot hold the device any more; a peer's signal that
-  // such a wait needs may come only after that endpoint's next call.
+  // such a wait needs may come only after that endpoint's next call. Queues
+  // that did not drain by the deadline keep their waits after the streams are
+  // destroyed: the device then builds no graph for the rest of the process.
   DeviceQuiescence::withdraw(this);
+  if (!drained) {
+    DeviceQuiescence::markNeverDrains(device_);
+    std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: device %d keeps waits that did not drain; later "
+                         "endpoints there run copy lists without cached graphs\n", rank_, device_);
+  }
   releaseResources();
 }
 
@@ -758,6 +767,7 @@ const CudaEndpoint::EventSlot& CudaEndpoint::liveEvent(int q, uint64_t event) co
 void CudaEndpoint::waitEvent(int q, int srcQueue, uint64_t event) {
   HostProfile::Scope timed(profile_, HostProfile::kWaitEvent);
   cudaStream_t s = queue(q);
+  (void)queue(srcQueue);  // a bad source queue is refused even for kNoEvent, as on the host fabric
   if (event == kNoEvent) return;
   const EventSlot& slot = liveEvent(srcQueue, event);
   const auto gate = beginOp();

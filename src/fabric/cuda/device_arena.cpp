@@ -54,10 +54,22 @@ void DeviceArena::initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stre
   // from one call to the next (fresh device memory may hold an earlier allocation's bytes). Before
   // the barrier that follows, so no peer writes here first.
   TIDE_CUDA_CHECK(cudaMemsetAsync(base_, 0, static_cast<size_t>(windowBytes_), stream));
-  const uint64_t tag = tagOf(rank, nonce_);
-  // From pageable memory: the call returns once `tag` is staged, so only the wait below can block.
-  TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, &tag, sizeof(tag), cudaMemcpyHostToDevice, stream));
+  // From pinned memory: a copy from pageable memory may wait inside the call for the stream's
+  // earlier work (the whole-window memset, and co-resident ranks' work on a shared control
+  // stream), where no deadline reaches; this one is only enqueued, and the wait below times it.
+  uint64_t* tag = pinnedTagWord();
+  *tag = tagOf(rank, nonce_);
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, tag, sizeof(*tag), cudaMemcpyHostToDevice, stream));
   awaitSetup(rank, stream, "zeroing the arena and writing its tag");
+}
+
+uint64_t* DeviceArena::pinnedTagWord() const {
+  if (pinnedTagWord_ == nullptr) {
+    void* word = nullptr;
+    TIDE_CUDA_CHECK(cudaMallocHost(&word, sizeof(uint64_t)));
+    pinnedTagWord_ = static_cast<uint64_t*>(word);
+  }
+  return pinnedTagWord_;
 }
 
 void DeviceArena::awaitSetup(int rank, cudaStream_t stream, const std::string& what) const {
@@ -90,11 +102,7 @@ DeviceArena::~DeviceArena() {
 }
 
 void DeviceArena::verifyPeers(int rank, cudaStream_t stream) const {
-  if (pinnedTagWord_ == nullptr) {
-    void* word = nullptr;
-    TIDE_CUDA_CHECK(cudaMallocHost(&word, sizeof(uint64_t)));
-    pinnedTagWord_ = static_cast<uint64_t*>(word);
-  }
+  pinnedTagWord();  // (the copy of initCountersAndTag's tag from it has finished: awaited there)
   for (size_t r = 0; r < peers_.size(); ++r) {
     std::byte* peer = peers_[r];
     if (peer == nullptr) continue;

@@ -86,9 +86,12 @@ class DeviceArena {
   int64_t windowBytes_ = 0;
   std::byte* base_ = nullptr;
   std::vector<std::byte*> peers_;
-  // verifyPeers' landing for each tag read back (cudaMallocHost, first use),
-  // freed with the arena unless a setup wait timed out.
+  // The tag's source at initCountersAndTag and verifyPeers' landing for each
+  // tag read back (cudaMallocHost, first use): a copy from or to pinned memory
+  // is only enqueued, so the setup waits' deadlines cover it. Freed with the
+  // arena unless a setup wait timed out.
   mutable uint64_t* pinnedTagWord_ = nullptr;
+  uint64_t* pinnedTagWord() const;
 };
 
 }  // namespace tide::fabric::cuda

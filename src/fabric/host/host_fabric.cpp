@@ -7,11 +7,13 @@
 #include <thread>
 
 #include "fabric/byte_range.hpp"
+#include "fabric/byte_row_sweep.hpp"
 #include "fabric/copy_batch_overlap.hpp"
 #include "fabric/host/failure_record.hpp"
 #include "fabric/host/host_kernels.hpp"
 #include "fabric/process_liveness.hpp"
 #include "fabric/reduce_op_rules.hpp"
+#include "fabric/sum_op_overlap.hpp"
 #include "fabric/seconds_text.hpp"
 
 namespace tide::fabric::host {
@@ -411,6 +413,9 @@ void HostEndpoint::sum(int q, const SumOp& op) {
       throw FabricError(FabricError::Kind::kUsage,
                         "rank " + std::to_string(rank_) + ": sum piece " + std::to_string(i) + ": " + why);
   }
+  if (const std::string why = findSumOpOverlap(op); !why.empty())
+    throw FabricError(FabricError::Kind::kUsage, "rank " + std::to_string(rank_) + ": sum of " +
+                                                     std::to_string(op.pieces.size()) + " piece(s): " + why);
   flushRails();
   submit(q, "sum", [this, op](int task) {
     if (checker_) {
@@ -555,17 +560,18 @@ void HostEndpoint::railPuts(int q, int dstRank, const std::vector<RailPiece>& pi
   }
   // Here the pieces go in order; the CUDA fabric's copy-engine rails issue them as one batch in
   // any order (fabric.hpp): two pieces onto the same bytes would race there.
-  std::vector<std::pair<int64_t, int64_t>> spans;  // [dstOffset, end) of the pieces with bytes
-  for (const RailPiece& p : pieces)
-    if (p.bytes > 0) spans.push_back({p.dstOffset, p.dstOffset + p.bytes});
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].first < spans[i - 1].second)
-      throw FabricError(FabricError::Kind::kUsage,
-                        "rank " + std::to_string(rank_) + ": rail puts to rank " + std::to_string(dstRank) +
-                            " onto overlapping bytes: [" + std::to_string(spans[i - 1].first) + ", " +
-                            std::to_string(spans[i - 1].second) + ") and [" + std::to_string(spans[i].first) +
-                            ", " + std::to_string(spans[i].second) + ") of its arena");
+  std::vector<ByteRow> spans;  // each piece's destination offsets (bounded above: no wrap)
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto at = static_cast<std::uintptr_t>(pieces[i].dstOffset);
+    spans.push_back({at, at + static_cast<std::uintptr_t>(std::max<int64_t>(pieces[i].bytes, 0)), i, 0, -1, true});
+  }
+  if (const auto hit = firstWriteConflict(std::move(spans)))
+    throw FabricError(FabricError::Kind::kUsage,
+                      "rank " + std::to_string(rank_) + ": rail puts to rank " + std::to_string(dstRank) +
+                          " onto overlapping bytes: pieces " + std::to_string(hit->first.op) + " [" +
+                          std::to_string(hit->first.lo) + ", " + std::to_string(hit->first.hi) + ") and " +
+                          std::to_string(hit->second.op) + " [" + std::to_string(hit->second.lo) + ", " +
+                          std::to_string(hit->second.hi) + ") of its arena");
   Endpoint::railPuts(q, dstRank, pieces, signalId, signalValue);
 }
 
