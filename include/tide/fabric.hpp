@@ -41,7 +41,8 @@ class FabricError : public std::runtime_error {
 // none may write bytes another of them reads or writes. The host fabric
 // refuses such a list (findCopyBatchOverlap); the CUDA fabric does not look
 // (a sort per call on the issue path): the collectives issue the same lists on
-// both, so CPU runs check theirs. The same holds for a railPuts list.
+// both, so CPU runs check theirs. The same holds for a railPuts list and for
+// the pieces of one sum (findSumOpOverlap: they run at once on the GPU).
 struct CopyOp {
   void* dst = nullptr;
   const void* src = nullptr;
