@@ -89,7 +89,7 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
         group longer (still less than stock, whose fp32 reduce-scatter input
         lives as long).
     timeout_s: deadline of every TIDE wait (fail stop), up to 1e6 s; 0: the
-        fabric's default (120 s); None (default): the process group's own
+        fabric's own (host: 5 s a wait; CUDA: 60 s); None (default): the process group's own
         timeout, what stock FSDP2's collectives wait (pg_timeout.py).
     plan_options: further make_plan options for every group's plan, e.g. the
         machine's calibration, passes, sum_ctas / landing_ctas, wave_width,
