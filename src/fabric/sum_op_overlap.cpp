@@ -32,8 +32,9 @@ std::string findSumOpOverlap(const SumOp& op) {
         const SumSource& s = pc.sources[k];
         // Row r reads its valid elements only (as the fabrics' bounds checks count them).
         const int64_t valid = std::min(s.valid[static_cast<size_t>(r)], pc.elems);
+        if (valid <= 0) continue;  // reads nothing (and its pitch was never bounded)
         const auto src = reinterpret_cast<std::uintptr_t>(s.ptr) + static_cast<std::uintptr_t>(r * s.pitch) * item;
-        const auto srcEnd = src + static_cast<std::uintptr_t>(std::max<int64_t>(valid, 0)) * item;
+        const auto srcEnd = src + static_cast<std::uintptr_t>(valid) * item;
         // The destination row itself, element for element: one thread reads and writes each
         // element. Dropping it loses nothing: it lies within that destination row, so any row
         // meeting it where one writes meets the destination row too.

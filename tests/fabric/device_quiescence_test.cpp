@@ -77,16 +77,19 @@ TEST(DeviceQuiescence, WithdrawRemovesOnlyThatOwner) {
 // never quiescent again (no graph build may wait on them without a deadline), however its other
 // endpoints answer; other devices are not affected.
 TEST(DeviceQuiescence, ADeviceThatDidNotDrainIsNeverQuiescentAgain) {
+  static int nextDevice = 1000;  // the mark lasts the process: a fresh device per run (--gtest_repeat)
+  const int device = nextDevice;
+  nextDevice += 2;
   int endpoint = 0;
-  DeviceQuiescence::enroll(11, &endpoint, [] { return true; });
-  EXPECT_TRUE(DeviceQuiescence::quiescent(11));
-  DeviceQuiescence::markNeverDrains(11);
+  DeviceQuiescence::enroll(device, &endpoint, [] { return true; });
+  EXPECT_TRUE(DeviceQuiescence::quiescent(device));
+  DeviceQuiescence::markNeverDrains(device);
   DeviceQuiescence::withdraw(&endpoint);
-  EXPECT_FALSE(DeviceQuiescence::quiescent(11));
+  EXPECT_FALSE(DeviceQuiescence::quiescent(device));
   bool ran = false;
-  EXPECT_FALSE(DeviceQuiescence::runIfQuiescent(11, [&] { ran = true; }));
+  EXPECT_FALSE(DeviceQuiescence::runIfQuiescent(device, [&] { ran = true; }));
   EXPECT_FALSE(ran);
-  EXPECT_TRUE(DeviceQuiescence::quiescent(12));
+  EXPECT_TRUE(DeviceQuiescence::quiescent(device + 1));
 }
 
 TEST(DeviceQuiescence, RunIfQuiescentAsksEveryProbe) {

@@ -49,9 +49,13 @@ TEST(SumOpOverlap, SeparatePiecesAndTheirOwnDestinationPass) {
   EXPECT_EQ(findSumOpOverlap(sumOf(kF32, {piece(0, 3, 8, 24, {source(arena, 24, {8, 8, 8}),
                                                               source(arena + 2000, 8, {8, 8, 8})})})),
             "");
-  // A source row's padding (past its valid count) is not read.
-  EXPECT_EQ(findSumOpOverlap(sumOf(kF32, {piece(0, 1, 8, 8, {source(arena + 8, 64, {0})}),
-                                           piece(100, 1, 8, 8, {source(arena + 92, 8, {8})})})),
+  // A source row's padding (past its valid count) is not read: piece 0's source row holds 2 valid
+  // elements, and piece 1 writes right after them, where its padding would be.
+  EXPECT_EQ(findSumOpOverlap(sumOf(kF32, {piece(0, 1, 8, 8, {source(arena + 300, 8, {2})}),
+                                           piece(302, 1, 6, 6, {source(arena + 400, 6, {6})})})),
+            "");
+  EXPECT_NE(findSumOpOverlap(sumOf(kF32, {piece(0, 1, 8, 8, {source(arena + 300, 8, {3})}),
+                                           piece(302, 1, 6, 6, {source(arena + 400, 6, {6})})})),
             "");
   // Empty pieces take no bytes.
   EXPECT_EQ(findSumOpOverlap(sumOf(kF32, {piece(0, 0, 8, 8, {source(arena, 8, {})}),

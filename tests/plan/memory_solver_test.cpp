@@ -398,6 +398,11 @@ TEST(Solver, AGivenBudgetIsNotRefusedForTheCountItReplaces) {
   const RsPlan plan = makeRsPlan(g, opt);
   EXPECT_EQ(plan.sumCtas, sum);
   EXPECT_EQ(plan.landingCtas, land);
+  // A given budget past the limit is refused by the solver itself, as by makeRsPlan.
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, int64_t{1} << 20, 8, 1, Calibration{}, GivenCtas{kMaxCtaBudget + 1, 0}); },
+                           Reason::kBadOption));
+  EXPECT_TRUE(throwsReason([&] { solveSizing(t, 2, int64_t{1} << 20, 8, 1, Calibration{}, GivenCtas{0, -1}); },
+                           Reason::kBadOption));
   // One node lands nothing from the network, whatever the caller gave.
   const GroupLayout one = makeGroupLayout(Topology::make(1, 8), {ParamSpec{{64, 8}, DType::kBF16}}, DType::kBF16);
   EXPECT_EQ(makeRsPlan(one, opt).landingCtas, 0);

@@ -1,6 +1,6 @@
 """tide.fsdp on CPU: FSDP2 (gloo) with TIDE on the host fabric against stock
-FSDP2 in the same processes. Three jobs (1, 2 and 4 ranks) each run their
-scenarios (fsdp_scenarios.py) once; every scenario is reported as its own
+FSDP2 in the same processes. Jobs of 1, 2 (three of them) and 4 ranks run
+their scenarios (fsdp_scenarios.py) once; every scenario is reported as its own
 test. torch is required: these tests fail, not skip, without it."""
 
 from __future__ import annotations

@@ -347,12 +347,14 @@ CudaEndpoint::~CudaEndpoint() {
   // such a wait needs may come only after that endpoint's next call. Queues
   // that did not drain by the deadline keep their waits after the streams are
   // destroyed: the device then builds no graph for the rest of the process.
-  DeviceQuiescence::withdraw(this);
+  // Marked before the withdraw: in between, another thread's endpoint would find the device
+  // quiescent and build a graph behind the waits left here.
   if (!drained) {
     DeviceQuiescence::markNeverDrains(device_);
     std::fprintf(stderr, "[tide cuda fabric] rank %d: teardown: device %d keeps waits that did not drain; later "
                          "endpoints there run copy lists without cached graphs\n", rank_, device_);
   }
+  DeviceQuiescence::withdraw(this);
   releaseResources();
 }
 

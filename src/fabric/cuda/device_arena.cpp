@@ -53,11 +53,11 @@ void DeviceArena::initCountersAndTag(int rank, uint64_t nonce, cudaStream_t stre
   // GPU's inbox block, one without a contributor in a wave as zeros, and only keeps the inbox zero
   // from one call to the next (fresh device memory may hold an earlier allocation's bytes). Before
   // the barrier that follows, so no peer writes here first.
+  uint64_t* tag = pinnedTagWord();  // allocated before anything is queued: cudaMallocHost may block
   TIDE_CUDA_CHECK(cudaMemsetAsync(base_, 0, static_cast<size_t>(windowBytes_), stream));
   // From pinned memory: a copy from pageable memory may wait inside the call for the stream's
   // earlier work (the whole-window memset, and co-resident ranks' work on a shared control
   // stream), where no deadline reaches; this one is only enqueued, and the wait below times it.
-  uint64_t* tag = pinnedTagWord();
   *tag = tagOf(rank, nonce_);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(base_ + tagOffset_, tag, sizeof(*tag), cudaMemcpyHostToDevice, stream));
   awaitSetup(rank, stream, "zeroing the arena and writing its tag");
