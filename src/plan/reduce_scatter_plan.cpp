@@ -81,12 +81,7 @@ RsPlan makeRsPlan(const GroupLayout& g, const RsOptions& opt) {
                                             std::to_string(opt.roundWidth));
   if (opt.stagingSlots < 1 || opt.stagingSlots > 16)
     throw PlanError(Reason::kBadOption, "staging slots must be in 1..16, got " + std::to_string(opt.stagingSlots));
-  // The kernels cap their grids at the work, so a larger budget only misleads the plan's readers
-  // (the paper's budgets are 4-16 sum and 1-4 landing CTAs; a GPU has a few hundred SMs).
-  for (const auto& [name, ctas] : {std::pair<const char*, int>{"sum CTAs", opt.sumCtas}, {"landing CTAs", opt.landingCtas}})
-    if (ctas < 0 || ctas > kMaxCtaBudget)
-      throw PlanError(Reason::kBadOption, std::string(name) + " must be in 1.." + std::to_string(kMaxCtaBudget) +
-                                              " (0: the solver's), got " + std::to_string(ctas));
+  // The CTA budgets are checked by solveSizing, which takes them.
 
   RsPlan plan;
   plan.mode = opt.mode;
