@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tide/tide.h"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -48,7 +49,8 @@ std::string refusal(const tidePlanConfig_t& c) {
 }
 
 TEST(PlanCodes, CodesOutsideTheEnumsAreRefusedNamingTheField) {
-  std::mt19937 rng(std::random_device{}());
+  TIDE_TRACED_SEED(seed);
+  std::mt19937_64 rng(seed);
   const int code = 2 + static_cast<int>(rng() % 1000);  // no enum here has a value of 2 or more
   SCOPED_TRACE("code " + std::to_string(code));
   const std::string n = std::to_string(code);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/reference.hpp"
+#include "test_seed.hpp"
 
 namespace tide {
 namespace {
@@ -41,8 +42,7 @@ struct TwoRankFp32Group {
 };
 
 TEST(OutputCheck, CorrectOutputPasses) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   const TwoRankFp32Group t(seed);
   ASSERT_EQ(t.want.size(), 9u);
   const bench::OutputCheck c = t.check(t.want);
@@ -51,8 +51,7 @@ TEST(OutputCheck, CorrectOutputPasses) {
 }
 
 TEST(OutputCheck, MissesAreCountedAndTheirErrorReported) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   const TwoRankFp32Group t(seed);
   std::vector<float> y = t.want;
   y[2] += 3.0f;  // off by far more than the tolerance
@@ -71,8 +70,7 @@ TEST(OutputCheck, MissesAreCountedAndTheirErrorReported) {
 // Where the reference is NaN any NaN the sum wrote matches, but not the poison the output held
 // before the call: an element left unwritten there passed when the poison was a plain NaN.
 TEST(OutputCheck, ThePoisonNeverMatchesEvenWhereTheReferenceIsNaN) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   TwoRankFp32Group t(seed);
   t.grads[1][4] = std::numeric_limits<float>::quiet_NaN();  // rank 0 owns element 4: its reference is NaN
   std::vector<float> y = t.want;
@@ -88,8 +86,7 @@ TEST(OutputCheck, ThePoisonNeverMatchesEvenWhereTheReferenceIsNaN) {
 }
 
 TEST(OutputCheck, ExactCheckRefusesTheLeastDifference) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   const TwoRankFp32Group t(seed, /*integers=*/true);
   EXPECT_EQ(bench::checkShardOutput(t.g, t.ptrs, 0, 1.0f, nullptr, t.want.data(), true).wrong, 0);
   std::vector<float> y = t.want;

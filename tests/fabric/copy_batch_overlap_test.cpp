@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_seed.hpp"
 namespace tide::fabric {
 namespace {
 
@@ -69,8 +70,7 @@ bool meetsByBytes(const std::vector<CopyOp>& ops) {
 }
 
 TEST(CopyBatchOverlap, AgreesWithAByteMapOnRandomBatches) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   std::mt19937_64 rng(seed);
   auto pick = [&rng](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   int meeting = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "expect_usage_error.hpp"
+#include "test_seed.hpp"
 #include "tide/fabric.hpp"
 
 namespace tide::fabric {
@@ -26,7 +27,8 @@ std::vector<uint64_t> gathered(const std::vector<std::vector<uint64_t>>& perRank
 }
 
 TEST(GatherFrames, RanksInStepGetEveryRanksWordsRankMajor) {
-  std::mt19937_64 rng(std::random_device{}());
+  TIDE_TRACED_SEED(seed);
+  std::mt19937_64 rng(seed);
   for (size_t n = 0; n < kGatherFrameWords; ++n) {
     for (int ranks = 1; ranks <= 8; ++ranks) {
       std::vector<std::vector<uint64_t>> perRank(static_cast<size_t>(ranks));

@@ -37,6 +37,7 @@
 #include "fabric/host/host_kernels.hpp"
 #include "bench/reference.hpp"
 #include "fabric/host/shm_world.hpp"
+#include "test_seed.hpp"
 
 namespace tide {
 namespace {
@@ -255,8 +256,7 @@ constexpr double kStoreWaitSeconds = 10.0;
 
 uint64_t sharedSeed(FileStore& store, int rank) {
   if (rank == 0) {
-    std::random_device rd;
-    store.set("test/seed", std::to_string((uint64_t{rd()} << 32) | rd()));
+    store.set("test/seed", std::to_string(tide_test::testSeed()));
   }
   return std::stoull(store.get("test/seed", kStoreWaitSeconds));
 }
@@ -581,8 +581,7 @@ void expectWorldRanksOk(const plan::Topology& topo, Body&& body) {
 // with ranks racing ahead): every rank gets every rank's words of that gather,
 // in rank order, and the store directory is not needed any more.
 TEST(SharedWorldGather, EveryRankGetsEveryRanksWordsOfEachGather) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   auto wordsOf = [seed](int rank, int gather) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(rank * 100 + gather));
     return std::vector<uint64_t>{rng(), rng(), ~uint64_t{0} - static_cast<uint64_t>(gather)};
@@ -1086,8 +1085,7 @@ TEST(FileStore, AllGatherWordsGivesEveryRanksWordsInRankOrder) {
   TempDir dir;
   constexpr int kRanks = 3;
   constexpr size_t kWords = 2;
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  TIDE_TRACED_SEED(seed);
   std::mt19937_64 rng(seed);
   std::vector<std::vector<uint64_t>> mine(kRanks, std::vector<uint64_t>(kWords));
   for (auto& w : mine)

@@ -17,18 +17,12 @@
 #include <tuple>
 #include <vector>
 
+#include "test_seed.hpp"
 #include "tide/plan.hpp"
 
 namespace tide_test {
 
 using namespace tide::plan;
-
-// A fresh seed per test from std::random_device; TIDE_TEST_SEED=<n> replays one.
-inline uint64_t testSeed() {
-  if (const char* s = std::getenv("TIDE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
 
 class Rng {
  public:
@@ -44,10 +38,8 @@ class Rng {
 };
 
 // Declares `rng`, seeded freshly, and prints the seed on any failure.
-#define TIDE_SEEDED_RNG(rng)                                                                    \
-  const uint64_t rng##Seed_ = ::tide_test::testSeed();                                          \
-  SCOPED_TRACE("seed " + std::to_string(rng##Seed_) + " (replay with TIDE_TEST_SEED=" +        \
-               std::to_string(rng##Seed_) + ")");                                               \
+#define TIDE_SEEDED_RNG(rng)   \
+  TIDE_TRACED_SEED(rng##Seed_); \
   ::tide_test::Rng rng(rng##Seed_)
 
 inline int refItemSize(DType t) { return t == DType::kBF16 ? 2 : 4; }
