@@ -182,6 +182,9 @@ def _add_bench_command(subparsers) -> None:
     cmd.add_argument("--json-out", metavar="PATH", type=Path,
                      help=f"cuda: where --json writes the rows (default {CUDA_JSON_DEFAULT}); "
                           "python -m tide.bench.plot draws them")
+    cmd.add_argument("--allow-missing-baselines", action="store_true",
+                     help="cuda: exit 0 even when a baseline the targets divide by could not run (without "
+                          "--native: NCCL's copy-engine all-gather and the copy-engine ceiling)")
     # What --fabric cuda would ignore (it runs tide.bench.collectives' own groups and knobs):
     # every option below, with argparse's default (None, or False for a flag). The host fabric's
     # defaults (host_defaults) are applied only once the fabric is known to be the host's, so an
@@ -255,6 +258,8 @@ def _run_cuda_bench(args) -> int:
            "-m", "tide.bench.collectives"]
     if args.native:
         cmd += ["--native", args.native]
+    if args.allow_missing_baselines:
+        cmd += ["--allow-missing-baselines"]
     json_out = None
     if args.json:
         json_out = args.json_out or Path(CUDA_JSON_DEFAULT)
@@ -281,6 +286,8 @@ def _run_bench(args) -> int:
         return _run_cuda_bench(args)
     cuda_only = [flag for flag, value in (("--gpus", args.gpus), ("--native", args.native),
                                           ("--json-out", args.json_out)) if value is not None]
+    if args.allow_missing_baselines:
+        cuda_only.append("--allow-missing-baselines")
     if cuda_only:
         raise InputError(f"{', '.join(cuda_only)}: --fabric cuda only (the host fabric runs -M x -L CPU ranks)")
     if args.list_faults:

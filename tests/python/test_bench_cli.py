@@ -228,9 +228,11 @@ def test_bench_bad_input():
 
 
 def test_host_fabric_refuses_cuda_only_options():
-    """--gpus, --native and --json-out mean nothing to the CPU ranks: refused, not ignored."""
+    """--gpus, --native, --json-out and --allow-missing-baselines mean nothing to the CPU ranks:
+    refused, not ignored."""
     for extra, flag in ((["--gpus", "4"], "--gpus"), (["--native", "/nope.so"], "--native"),
-                        (["--json", "--json-out", "x.json"], "--json-out")):
+                        (["--json", "--json-out", "x.json"], "--json-out"),
+                        (["--allow-missing-baselines"], "--allow-missing-baselines")):
         r = run_tide("bench", "-M", "1", "-L", "2", "--preset", "llama-tiny", *extra)
         assert r.returncode == 2 and flag in r.stderr and "--fabric cuda only" in r.stderr, (extra, r.stderr)
 

@@ -15,6 +15,8 @@ import re
 import numpy as np
 import pytest
 
+from tide.bench.round_order import round_order
+
 torch = pytest.importorskip("torch")
 from tide.bench import collectives  # noqa: E402
 from tide.bench.collectives import Group, System, groups_for, row_for  # noqa: E402
@@ -341,7 +343,7 @@ def test_issue4_targets_name_what_is_missing():
     assert all("met" not in v for k, v in got.items() if k != "ag_time_vs_stock")
 
 
-def test_interleaved_schedule_gives_every_system_its_calls_in_rotated_rounds():
+def test_interleaved_schedule_gives_every_system_its_calls_in_changing_orders():
     rng = random.Random()
     for _ in range(200):
         systems, iters, rounds = rng.randint(1, 12), rng.randint(1, 60), rng.randint(1, 10)
@@ -352,7 +354,7 @@ def test_interleaved_schedule_gives_every_system_its_calls_in_rotated_rounds():
         for r, blocks in enumerate(schedule):
             order = [i for i, _ in blocks]
             assert sorted(order) == list(range(systems)), (systems, iters, rounds, r)  # each system once a round
-            assert order[0] == r % systems  # rotated: no system always first
+            assert order == round_order(systems, r, used)
             for i, n in blocks:
                 calls[i] += n
         assert all(c == calls[0] for c in calls)  # the same calls for every system
@@ -414,3 +416,32 @@ def test_wrong_outputs_and_a_tide_that_could_not_start_fail_the_run(rng):
     rows = clean + [row_for(System("nccl_ce_ag", "ag", None), g, 0.7, wrong, 1.0)]
     assert collectives.failed_checks(rows, "") == [f"nccl_ce_ag/{g.name}: #wrong {wrong}"]
     assert collectives.failed_checks(clean, "no NCCL") == ["no NCCL"]
+
+
+def test_a_target_baseline_that_did_not_run_fails_the_run_unless_the_deadline_cut_it():
+    """Without the native helper the NCCL copy-engine all-gather and the copy-engine ceiling had
+    no rows, the skip list said nothing, and the run exited 0: the targets that divide by them
+    read "missing" in a green step."""
+    ag, rs = groups_for("ag", 2)[0], groups_for("rs", 2)[0]
+    assert ag.name == rs.name == collectives.TARGET_GROUP
+    full = [row_for(System(n, "ag", None), ag, 1.0, 0, 1.0) for n in ("stock_ag", "nccl_ce_ag", "ce_peer_write")]
+    full.append(row_for(System("stock_rs", "rs", None), rs, 1.0, 0, 1.0))
+    assert collectives.missing_baselines(full, [], 2) == []
+    no_helper = [r for r in full if r["system"] not in ("nccl_ce_ag", "ce_peer_write")]
+    skipped = [f"nccl_ce_ag/{ag.name}: no native helper (x)", f"ce_peer_write/{ag.name}: needs two ranks (y)"]
+    got = collectives.missing_baselines(no_helper, skipped, 2)
+    assert got == [f"baseline ce_peer_write/{ag.name} not measured: needs two ranks (y) (--allow-missing-baselines "
+                   "accepts it)",
+                   f"baseline nccl_ce_ag/{ag.name} not measured: no native helper (x) (--allow-missing-baselines "
+                   "accepts it)"]
+    assert collectives.failed_checks(no_helper, "", got) == got
+    # One rank: the ceiling (a peer write) cannot exist, and is not asked for.
+    assert [m.split()[1] for m in collectives.missing_baselines(no_helper, [], 1)] == [f"nccl_ce_ag/{ag.name}"]
+    # Cut by the deadline: logged as such, not a missing baseline.
+    late = [f"stock_rs/{rs.name}: past --deadline-s 330"]
+    assert collectives.missing_baselines([r for r in full if r["system"] != "stock_rs"], late, 2) == []
+    # A row on another group does not stand in for the target group's.
+    other = groups_for("ag", 2)[1]
+    moved = [row_for(System("stock_ag", "ag", None), other, 1.0, 0, 1.0)] + full[1:]
+    assert collectives.missing_baselines(moved, [], 2) == [
+        f"baseline stock_ag/{ag.name} not measured: no row (--allow-missing-baselines accepts it)"]

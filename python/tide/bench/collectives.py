@@ -22,7 +22,15 @@ Systems (all in the same run, so that their ratios are fair):
     stock_rs_nccl    the reduce_scatter_tensor alone
     chunk_cat        the pack alone
   interference: a 256 x 8192 x 8192 bf16 torch.mm alone, and while each system loops on a
-  side stream (median of the GEMMs that overlapped the loop).
+  side stream (median of the GEMMs that overlapped the loop; the worst rank's slowdown and the
+  fewest GEMMs that overlapped on any rank).
+  footprint: per call of 20 profiled after the ranks met in a barrier, the call's own kernels, the
+  kernels the driver ran for copies, and the CTA-time (grid x duration) and SM-time (CTAs capped
+  at the SM count x duration) of all of them.
+
+A baseline the targets divide by (stock, NCCL's copy-engine all-gather, the copy-engine ceiling)
+that could not run is listed in `skipped` and fails the run (exit 1) unless
+--allow-missing-baselines; one left out by --deadline-s is only listed.
 
 Shapes: the Llama-3.1-8B decoder-layer group (the team's shared/ANCHORS.md), and synthetic groups of 32 MiB and
 128 MiB per rank (bf16 shard for AG with P = 30, fp32 output for RS with P = 16).
@@ -32,7 +40,8 @@ fp32 elements) in bytes, algbw = size / time, busbw = algbw * (N-1)/N, #wrong co
 that differ from the reference after one run into a poisoned output (bitwise for AG, 1e-6
 relative to a float64 sum for RS). Times are the max over ranks of each rank's median. The
 systems of one group are timed in interleaved rounds (--rounds; each round visits every system,
-in an order rotated from the last), so that a drift of clocks or of the device's load during the
+in round_order's order: rounds open with different systems, and no system runs behind the same one
+in every round), so that a drift of clocks or of the device's load during the
 run falls on every system of a ratio alike.
 
   TIDE (through the C API, tide.comm, on the CUDA fabric)
@@ -83,6 +92,7 @@ import torch
 import torch.distributed as dist
 
 from tide.bench.calibration import H200_PAIR
+from tide.bench.round_order import round_order
 from tide.bench.scoped_env import scoped_env
 from tide.bench.topologies import node_splits
 
@@ -250,9 +260,10 @@ class Runner:
 class System:
     name: str
     op: str                                  # "ag" | "rs"
-    prepare: Callable[[Group], Runner | None]  # None: not available here (reason logged)
+    prepare: Callable[[Group], Runner | None]  # None: not available here (`unavailable` says why)
     note: str = ""
     llama_only: bool = False                 # measured on the Llama group alone
+    unavailable: str = "not available here"  # the skip's reason where prepare returns None
 
 
 def ag_shard(group: Group, rank: int, device) -> torch.Tensor:
@@ -465,13 +476,15 @@ def baseline_systems(comms: dict[str, NativeComm]) -> list[System]:
     def native(make, comm):
         return (lambda g: make(g) if comm is not None else None)
 
+    no_helper = "no native helper (libtide_bench_native.so; give --native)"
     return [
         System("stock_ag", "ag", lambda g: StockAg(g, copy_out=True)),
         System("stock_ag_nccl", "ag", lambda g: StockAg(g, copy_out=False)),
-        System("nccl_ce_ag", "ag", native(lambda g: NativeAg(g, ce, True), ce)),
-        System("nccl_ce_ag_nccl", "ag", native(lambda g: NativeAg(g, ce, False), ce)),
-        System("nccl_sym_ag_nccl", "ag", native(lambda g: NativeAg(g, sym, False), sym)),
-        System("ce_peer_write", "ag", native(lambda g: CePeerWrite(g, sym) if g.ranks > 1 else None, sym)),
+        System("nccl_ce_ag", "ag", native(lambda g: NativeAg(g, ce, True), ce), unavailable=no_helper),
+        System("nccl_ce_ag_nccl", "ag", native(lambda g: NativeAg(g, ce, False), ce), unavailable=no_helper),
+        System("nccl_sym_ag_nccl", "ag", native(lambda g: NativeAg(g, sym, False), sym), unavailable=no_helper),
+        System("ce_peer_write", "ag", native(lambda g: CePeerWrite(g, sym) if g.ranks > 1 else None, sym),
+               unavailable="needs two ranks or more and the native helper"),
         System("stock_rs", "rs", lambda g: StockRs(g)),
         System("stock_rs_nccl", "rs", lambda g: StockRs(g, pack=False)),
         System("chunk_cat", "rs", lambda g: StockRs(g, reduce=False)),
@@ -752,7 +765,8 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
 def cta_time_us(trace_events: list[dict]) -> float | None:
     """Sum over kernel events of CTAs (grid x * y * z) x duration (us), from a profiler's Chrome
     trace; None when a kernel event carries no grid (this torch's trace lacks it), so a missing
-    field never reads as zero."""
+    field never reads as zero. A kernel whose grid needs several waves counts every CTA for the
+    whole kernel: read it beside sm_time_us, which caps a kernel's CTAs at the SM count."""
     total = 0.0
     for e in trace_events:
         if e.get("cat") != "kernel":
@@ -762,6 +776,57 @@ def cta_time_us(trace_events: list[dict]) -> float | None:
             return None
         total += math.prod(int(g) for g in grid) * float(e.get("dur", 0.0))
     return total
+
+
+def sm_time_us(trace_events: list[dict], sms: int) -> float | None:
+    """Sum over kernel events of min(CTAs, SMs) x duration (us): the SMs a call's kernels hold, at
+    most one per CTA and never more than the device has (a many-wave kernel holds every SM, not
+    its CTA count); None where a kernel event carries no grid, as in cta_time_us."""
+    total = 0.0
+    for e in trace_events:
+        if e.get("cat") != "kernel":
+            continue
+        grid = e.get("args", {}).get("grid")
+        if not isinstance(grid, (list, tuple)) or not grid:
+            return None
+        total += min(math.prod(int(g) for g in grid), sms) * float(e.get("dur", 0.0))
+    return total
+
+
+# Kernels the CUDA driver runs for a copy or a memset (a device-local copy may run on the SMs):
+# no kernel of the collective's own, but SM work all the same, so counted apart and in the times.
+DRIVER_COPY_KERNEL_PREFIXES = ("Memcpy", "Memset", "memcpy", "memset")
+# The kernel of the barrier that lines the ranks up inside the profiled window (all_reduce).
+ALIGNMENT_KERNEL_MARK = "AllReduce"
+
+
+def after_alignment(trace_events: list[dict]) -> list[dict]:
+    """The trace's events from the end of the ranks' alignment barrier on: its all-reduce kernel
+    and everything the device ran before it (the profiler's own start, a rank waiting for the
+    other) are left out. Where no such kernel is in the trace, all events."""
+    ends = [float(e["ts"]) + float(e.get("dur", 0.0)) for e in trace_events
+            if e.get("cat") == "kernel" and ALIGNMENT_KERNEL_MARK in e.get("name", "") and "ts" in e]
+    if not ends:
+        return list(trace_events)
+    cut = max(ends)
+    return [e for e in trace_events if "ts" not in e or float(e["ts"]) >= cut]
+
+
+def footprint_from_trace(trace_events: list[dict], calls: int, sms: int) -> dict:
+    """Per call of `calls` profiled ones: kernels of the collective's own (`kernels`), kernels the
+    driver ran for copies or memsets (`driver_copy_kernels`), and the device time, CTA- and
+    SM-time and names of all of them. One source (the trace's kernel events) for every number,
+    so a count of 0 and a non-zero time cannot both be printed."""
+    if calls < 1 or sms < 1:
+        raise ValueError(f"want calls and sms >= 1, got {calls}, {sms}")
+    events = after_alignment(trace_events)
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    own = [e for e in kernels if not e.get("name", "").startswith(DRIVER_COPY_KERNEL_PREFIXES)]
+    cta, sm = cta_time_us(kernels), sm_time_us(kernels, sms)
+    return {"kernels": len(own) / calls, "driver_copy_kernels": (len(kernels) - len(own)) / calls,
+            "kernel_us": sum(float(e.get("dur", 0.0)) for e in kernels) / calls,
+            "cta_us": None if cta is None else cta / calls, "sm_us": None if sm is None else sm / calls,
+            "names": sorted({e.get("name", "")[:60] for e in kernels})[:6], "calls": calls}
 
 
 DEVICE_EVENT_KINDS = {"kernel": None, "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
@@ -801,9 +866,14 @@ def format_timeline(timeline: dict[str, list[tuple[str, float, float]]], limit: 
     return lines
 
 
-def _kernel_trace_events(fn: Callable[[], None]) -> tuple[list, list[dict] | None]:
-    """One profiled call of fn: (the profiler's CUDA kernel events, the Chrome trace's kernel
-    events with their launch arguments, or None when the trace cannot be read)."""
+FOOTPRINT_CALLS = 20
+
+
+def _kernel_trace_events(fn: Callable[[], None], calls: int = FOOTPRINT_CALLS) -> list[dict] | None:
+    """The Chrome trace events of `calls` profiled calls of fn, after one unprofiled call; inside
+    the profiled window the ranks first meet in a barrier (its all-reduce kernel is cut off again
+    by after_alignment), so a collective's kernel does not count the time its peer took to start
+    profiling as its own. None when the trace cannot be read."""
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
@@ -811,17 +881,19 @@ def _kernel_trace_events(fn: Callable[[], None]) -> tuple[list, list[dict] | Non
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+        if dist.is_initialized():
+            dist.barrier()
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset", "memcpy", "memset"))]
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         try:
             prof.export_chrome_trace(f.name)
             with open(f.name) as trace:
-                return kernels, json.load(trace).get("traceEvents", [])
+                return json.load(trace).get("traceEvents", [])
         except (OSError, ValueError):  # an unreadable trace: no number rather than a wrong one
-            return kernels, None
+            return None
 
 
 def gemm_launch_profile() -> list[dict]:
@@ -844,14 +916,33 @@ def gemm_launch_profile() -> list[dict]:
     return out
 
 
-def kernel_footprint(runner: Runner) -> dict:
-    """Kernels one call launches, their summed device time and their CTA-time (sum over kernels
-    of grid size x duration, from the profiler trace's grid dims); copies and memsets excluded."""
-    kernels, events = _kernel_trace_events(runner.run)
-    names = sorted({e.name[:60] for e in kernels})
-    cta_us = cta_time_us(events) if events is not None else None
-    return {"kernels": len(kernels), "kernel_us": sum(e.device_time_total for e in kernels),
-            "cta_us": cta_us, "names": names[:6], "timeline": stream_timeline(events or [])}
+def footprint_line(fp: dict) -> str:
+    """'0 kernels (+2 driver copy kernels), 0.0 us of kernels, 5400 CTA*us, 5400 SM*us per call [names]'."""
+    if fp["kernels"] is None:
+        return f"no readable profiler trace ({fp['calls']} calls)"
+
+    def num(v, fmt):
+        return "n/a" if v is None else format(v, fmt)
+
+    copies = f" (+{fp['driver_copy_kernels']:g} driver copy kernels)" if fp["driver_copy_kernels"] else ""
+    return (f"{fp['kernels']:g} kernels{copies}, {fp['kernel_us']:.1f} us of kernels, {num(fp['cta_us'], '.0f')} "
+            f"CTA*us, {num(fp['sm_us'], '.0f')} SM*us per call of {fp['calls']} {fp['names']}")
+
+
+def kernel_footprint(runner: Runner, timeline: bool = False) -> dict:
+    """Per call, over FOOTPRINT_CALLS aligned calls (footprint_from_trace): the kernels it
+    launches, the driver's copy kernels, their device time, CTA- and SM-time; with `timeline`,
+    also one more aligned call's device work per stream (stream_timeline). Without a readable
+    trace every number is None."""
+    events = _kernel_trace_events(runner.run)
+    if events is None:
+        return {"kernels": None, "driver_copy_kernels": None, "kernel_us": None, "cta_us": None,
+                "sm_us": None, "names": [], "calls": FOOTPRINT_CALLS, "timeline": {}}
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    fp = footprint_from_trace(events, FOOTPRINT_CALLS, sms)
+    one = _kernel_trace_events(runner.run, calls=1) if timeline else None
+    fp["timeline"] = stream_timeline(after_alignment(one)) if one is not None else {}
+    return fp
 
 
 # ---------------------------------------------------------------- timing
@@ -859,13 +950,13 @@ def kernel_footprint(runner: Runner) -> dict:
 
 def interleaved_schedule(systems: int, iters: int, rounds: int) -> list[list[tuple[int, int]]]:
     """Per round, the (system index, calls) blocks in the order they run: every system gets
-    ceil(iters / rounds) calls a round (so at least `iters` in all), and round r starts at system
-    r mod `systems`, so that no system always runs first or last (after another's cool-down)."""
+    ceil(iters / rounds) calls a round (so at least `iters` in all), in round_order's order: the
+    rounds open with different systems, and no system follows the same one in every round."""
     if systems < 1 or iters < 1 or rounds < 1:
         raise ValueError(f"want systems, iters and rounds >= 1, got {systems}, {iters}, {rounds}")
     rounds = min(rounds, iters)
     calls = -(-iters // rounds)
-    return [[((r + i) % systems, calls) for i in range(systems)] for r in range(rounds)]
+    return [[(i, calls) for i in round_order(systems, r, rounds)] for r in range(rounds)]
 
 
 def interleaved_medians(fns: list[Callable[[], None]], iters: int, warmup: int, rounds: int,
@@ -907,6 +998,17 @@ def max_over_ranks(x: float) -> float:
     t = torch.tensor([x], dtype=torch.float64, device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
+
+
+def min_over_ranks(x: int) -> int:
+    t = torch.tensor([x], dtype=torch.int64, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
+def nan_as_inf(x: float) -> float:
+    """NaN (no valid median on this rank) as +inf, so that a max over ranks keeps it."""
+    return math.inf if math.isnan(x) else x
 
 
 def sum_over_ranks(x: int) -> int:
@@ -1056,6 +1158,9 @@ def main() -> int:
                     help="interleaved rounds over a group's systems (each gets ceil(iters / rounds) calls a round)")
     ap.add_argument("--gemms", type=int, default=40)
     ap.add_argument("--skip-interference", action="store_true")
+    ap.add_argument("--allow-missing-baselines", action="store_true",
+                    help="do not fail the run when a baseline the targets divide by (stock, NCCL's copy-engine "
+                         "all-gather, the copy-engine ceiling) could not run, e.g. without --native")
     ap.add_argument("--hang-s", type=float, default=90,
                     help="a measurement still running after this many seconds prints every thread's "
                          "Python stack and exits the process (a hang then names itself)")
@@ -1082,7 +1187,8 @@ def main() -> int:
     native = Native(args.native) if os.path.exists(args.native) else None
     comms: dict[str, NativeComm] = {}
     if native is None:
-        log(f"native helper {args.native} not found: NCCL copy-engine rows and the ceiling are skipped")
+        log(f"native helper {args.native} not found: NCCL copy-engine rows and the ceiling are skipped "
+            "(the run then fails unless --allow-missing-baselines)")
     else:
         # One communicator per CTA policy, windows registered once for the largest group.
         shard = max(g.shard_elems * 2 for g in groups_for("ag", ranks))
@@ -1132,6 +1238,9 @@ def main() -> int:
             except Exception as e:  # a baseline missing here must not stop the others
                 runner = None
                 skipped.append(f"{system.name}/{group.name}: {e}")
+            else:
+                if runner is None:
+                    skipped.append(f"{system.name}/{group.name}: {system.unavailable}")
             if runner is not None:
                 prepared.append((system, runner))
         if not prepared:
@@ -1161,16 +1270,15 @@ def main() -> int:
     for s in skipped:
         log(f"# skipped {s}")
 
-    # SM footprint of one call per system on the Llama group, and RS staging memory.
+    # SM footprint per call (over FOOTPRINT_CALLS) of every system on the Llama group, and RS staging memory.
     footprint = []
     for (name, gname), (runner, _ms) in runners.items():
         if gname.startswith("llama"):
             faulthandler.dump_traceback_later(args.hang_s, exit=True)  # the profiled call can hang too
-            fp = kernel_footprint(runner)
-            cta = "n/a" if fp["cta_us"] is None else f"{fp['cta_us']:.0f}"
-            log(f"# footprint {name:>17}: {fp['kernels']} kernels, {fp['kernel_us']:.1f} us of kernels, "
-                f"{cta} CTA*us {fp['names']}")
-            if name.startswith("tide_rs_M"):  # across nodes: how the call's queues overlap
+            across = name.startswith("tide_rs_M")  # across nodes: how the call's queues overlap
+            fp = kernel_footprint(runner, timeline=across)
+            log(f"# footprint {name:>17}: {footprint_line(fp)}")
+            if across:
                 for line in format_timeline(fp["timeline"]):
                     log(f"# timeline  {name:>17}: {line}")
             else:
@@ -1217,11 +1325,14 @@ def main() -> int:
             after = gemm_interference(None, 0, args.gemms)
             faulthandler.cancel_dump_traceback_later()
             alone_us = (before["gemm_us"] + after["gemm_us"]) / 2.0
-            slow = max_over_ranks(during["gemm_us"] / alone_us - 1.0)
+            # Every rank's worst: the largest slowdown (a rank without a valid median, NaN, makes it
+            # +inf: NCCL's max need not carry a NaN) and the fewest GEMMs that overlapped the collective.
+            slow = max_over_ranks(nan_as_inf(during["gemm_us"] / alone_us - 1.0))
+            overlapped = min_over_ranks(during["overlapped"])
             interference.append({"system": name, "group": gname, "gemm_alone_us": alone_us,
                                  "gemm_alone_before_us": before["gemm_us"], "gemm_alone_after_us": after["gemm_us"],
                                  "gemm_during_us": during["gemm_us"], "slowdown_pct": 100 * slow,
-                                 "overlapped": during["overlapped"]})
+                                 "overlapped": overlapped})
         log(f"# GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]}x{GEMM_SHAPE[2]} bf16 alone: {alone['gemm_us']:.1f} us")
         faulthandler.dump_traceback_later(args.hang_s, exit=True)
         gemm_launch = gemm_launch_profile()
@@ -1258,18 +1369,40 @@ def main() -> int:
     faulthandler.cancel_dump_traceback_later()
     # A benchmark whose outputs are wrong measured nothing worth keeping: the run fails (every
     # rank alike: the counts are summed over ranks), after its rows and JSON are out.
-    failures = failed_checks(rows, tide_failed)
+    failures = failed_checks(rows, tide_failed,
+                             [] if args.allow_missing_baselines else missing_baselines(rows, skipped, ranks))
     for f in failures:
         log(f"# FAILED {f}")
     return 1 if failures else 0
 
 
-def failed_checks(rows: list[dict], tide_failed: str) -> list[str]:
-    """What fails the run: any system's wrong output elements (summed over ranks), and TIDE with
-    its CUDA fabric that could not start (`tide_failed`, its reason)."""
+def missing_baselines(rows: list[dict], skipped: list[str], ranks: int) -> list[str]:
+    """The baselines the issue's targets divide by (TARGETS) that have no row on the target group,
+    each with its skip reason; one the --deadline-s cut is not counted (the run ran out of time,
+    as logged, rather than lacking the baseline). ce_peer_write needs two ranks or more."""
+    measured = {r["system"] for r in rows if r["group"] == TARGET_GROUP}
+    wanted = sorted({name for _, num, den, source, _, _ in TARGETS if source == "time" for name in (num, den)
+                     if not name.startswith("tide") and (ranks > 1 or name != "ce_peer_write")})
+    out = []
+    for name in wanted:
+        if name in measured:
+            continue
+        reasons = [s for s in skipped if s.startswith(f"{name}/{TARGET_GROUP}:")]
+        if any("past --deadline-s" in s for s in reasons):
+            continue
+        why = reasons[0].split(": ", 1)[1] if reasons else "no row"
+        out.append(f"baseline {name}/{TARGET_GROUP} not measured: {why} (--allow-missing-baselines accepts it)")
+    return out
+
+
+def failed_checks(rows: list[dict], tide_failed: str, missing: list[str] = ()) -> list[str]:
+    """What fails the run: any system's wrong output elements (summed over ranks), TIDE with
+    its CUDA fabric that could not start (`tide_failed`, its reason), and the target baselines
+    that did not run (`missing`, from missing_baselines): a ratio without its baseline is no result."""
     failures = [f"{r['system']}/{r['group']}: #wrong {r['wrong']}" for r in rows if r["wrong"]]
     if tide_failed:
         failures.append(tide_failed)
+    failures.extend(missing)
     return failures
 
 

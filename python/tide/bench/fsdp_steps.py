@@ -28,7 +28,8 @@ Per (model, tokens per GPU):
      what earlier systems left on the device ("carried over", subtracted in the verdicts).
   2. timing phase: every system built from the same seed and alive together; --warmup steps each,
      one step per system in turn; then rounds of --round-steps consecutive steps per system, the
-     system order rotating by one each round, until each system has --steps timed steps, so drift
+     system order changing each round (round_order: a balanced Latin square, so no system always
+     runs first or behind the same one), until each system has --steps timed steps, so drift
      (clocks, temperature, other tenants) hits all systems alike. Each timed step starts after a
      device synchronize and a barrier and ends with a synchronize; its time is the max over ranks
      of the wall time (CUDA events are recorded too; host_ms is the time until the step's Python
@@ -80,6 +81,7 @@ import torch.distributed as dist
 
 from tide.bench import models
 from tide.bench.calibration import PLAN_OPTIONS
+from tide.bench.round_order import round_order
 from tide.comm import host_us_per_call
 from tide.bench.fsdp_systems import (
     DEFAULT_SYSTEMS,
@@ -440,8 +442,7 @@ def timing_phase(env: Env, names: list[str], cfg, train, batches, args, out) -> 
     rounds: dict[str, list[int]] = {s.name: [] for s in systems}
     r = 0
     while any(len(wall[s.name]) < args.steps for s in systems):
-        shift = r % len(systems)
-        for s in systems[shift:] + systems[:shift]:
+        for s in (systems[i] for i in round_order(len(systems), r)):
             for _ in range(min(args.round_steps, args.steps - len(wall[s.name]))):
                 w, g, h, loss = timed_step(env, s, batches[args.warmup + len(wall[s.name])])
                 wall[s.name].append(w)
