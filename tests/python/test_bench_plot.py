@@ -53,3 +53,26 @@ def test_a_run_of_one_collective_says_what_it_left_out(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "all_gather_latency.png" in out and "no data for reduce_scatter_latency.png, gemm_slowdown.png" in out, out
     assert sorted(p.name for p in (tmp_path / "plots").glob("*.png")) == ["all_gather_latency.png"]
+
+
+def test_rows_with_wrong_outputs_are_named_in_the_legend(rng):
+    """A row whose output had #wrong > 0 was drawn like any other point: its time is no result."""
+    bad = rng.randint(1, 9)
+    rows = [{"op": "ag", "system": "tide_ag", "group": "g1", "size_bytes": 2 << 20, "time_us": 9.0, "wrong": bad},
+            {"op": "ag", "system": "tide_ag", "group": "g0", "size_bytes": 1 << 20, "time_us": 5.0, "wrong": 0},
+            {"op": "ag", "system": "stock_ag", "group": "g0", "size_bytes": 1 << 20, "time_us": 7.0},
+            {"op": "rs", "system": "stock_rs", "group": "g0", "size_bytes": 1 << 20, "time_us": 7.0}]
+    series = plot.latency_series({"rows": rows}, "ag")
+    assert series == {"tide_ag": [(1 << 20, 5.0, False), (2 << 20, 9.0, True)], "stock_ag": [(1 << 20, 7.0, False)]}
+    assert plot.series_label("tide_ag", series["tide_ag"]) == "tide_ag (#wrong > 0 in 1 of 2 rows)"
+    assert plot.series_label("stock_ag", series["stock_ag"]) == "stock_ag"
+
+
+def test_interference_plot_skips_rows_without_a_finite_slowdown(tmp_path):
+    rows = [{"op": "ag", "system": "tide_ag", "group": "g", "size_bytes": 1 << 20, "time_us": 5.0}]
+    inf_only = [{"system": "tide_ag", "group": "llama", "gemm_alone_us": 50.0, "gemm_during_us": 60.0,
+                 "slowdown_pct": float("inf"), "overlapped": 40}]
+    assert not plot.plot_interference({"rows": rows, "interference": inf_only}, tmp_path / "g.png")
+    ok = inf_only + [dict(inf_only[0], system="stock_ag", slowdown_pct=12.0, gemm_alone_us=51.0)]
+    assert plot.plot_interference({"rows": rows, "interference": ok}, tmp_path / "g.png")
+    assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"

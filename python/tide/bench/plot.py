@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,22 +25,38 @@ def _pyplot():
     return plt
 
 
-def plot_latency(run: dict, op: str, path: Path) -> bool:
-    """Median latency (us) against message size, one line per system; False
-    (no file) when the run has no row of `op`."""
+def latency_series(run: dict, op: str) -> dict[str, list[tuple[int, float, bool]]]:
+    """Per system, its rows of `op` as (size in bytes, median us, wrong) in size order; wrong: the
+    row's output had #wrong > 0 (its time is no result, and the plot marks it)."""
     series = defaultdict(list)
     for row in run["rows"]:
         if row["op"] == op:
-            series[row["system"]].append((row["size_bytes"], row["time_us"], row["group"]))
+            series[row["system"]].append((row["size_bytes"], row["time_us"], bool(row.get("wrong", 0))))
+    return {system: sorted(points) for system, points in series.items()}
+
+
+def series_label(system: str, points: list[tuple[int, float, bool]]) -> str:
+    """The legend's name of a system, with how many of its rows had wrong outputs."""
+    wrong = sum(1 for p in points if p[2])
+    return f"{system} (#wrong > 0 in {wrong} of {len(points)} rows)" if wrong else system
+
+
+def plot_latency(run: dict, op: str, path: Path) -> bool:
+    """Median latency (us) against message size, one line per system (rows whose outputs were
+    wrong crossed out in red); False (no file) when the run has no row of `op`."""
+    series = latency_series(run, op)
     if not series:
         return False
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     for system, points in sorted(series.items()):
-        points.sort()
         style = "-o" if system.startswith("tide") else "--s"
-        ax.plot([p[0] / 2**20 for p in points], [p[1] for p in points], style, label=system,
+        ax.plot([p[0] / 2**20 for p in points], [p[1] for p in points], style, label=series_label(system, points),
                 linewidth=2.2 if system.startswith("tide") else 1.2)
+        bad = [p for p in points if p[2]]
+        if bad:
+            ax.plot([p[0] / 2**20 for p in bad], [p[1] for p in bad], "x", color="red", markersize=12,
+                    markeredgewidth=2.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("size (MiB): all-gather output N*S / reduce-scatter fp32 input N*E*4")
@@ -56,21 +73,22 @@ def plot_latency(run: dict, op: str, path: Path) -> bool:
 
 
 def plot_interference(run: dict, path: Path) -> bool:
-    """GEMM slowdown (%) while each system loops on a side stream; False (no
-    file) when no system overlapped the GEMM in at least 20 calls."""
-    rows = [r for r in run.get("interference", []) if r.get("overlapped", 0) >= 20]
+    """GEMM slowdown (%) while each system loops on a side stream, each against the GEMM alone
+    right before and after that system (printed under its bar); False (no file) when no system
+    overlapped the GEMM in at least 20 calls with a finite slowdown."""
+    rows = [r for r in run.get("interference", [])
+            if r.get("overlapped", 0) >= 20 and math.isfinite(r.get("slowdown_pct", math.nan))]
     if not rows:
         return False
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    labels = [f"{r['system']}\n{r['group']}" for r in rows]
+    labels = [f"{r['system']}\n{r['group']}\nalone {r['gemm_alone_us']:.0f} us" for r in rows]
     values = [r["slowdown_pct"] for r in rows]
     colors = ["tab:blue" if r["system"].startswith("tide") else "tab:gray" for r in rows]
     ax.bar(range(len(rows)), values, color=colors)
     ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("GEMM slowdown (%)")
-    alone = rows[0]["gemm_alone_us"]
-    ax.set_title(f"256x8192x8192 bf16 GEMM ({alone:.1f} us alone) while each collective loops")
+    ax.set_title("256x8192x8192 bf16 GEMM while each collective loops (against its time alone around it)")
     for i, v in enumerate(values):
         ax.text(i, v, f"{v:.0f}%", ha="center", va="bottom", fontsize=7)
     fig.tight_layout()
