@@ -378,6 +378,11 @@ if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 4)); then
   # Four GPUs: the CPU suite's four-rank scenarios (2 x 2 nodes, HSDP 2 x 2, push landing) on CUDA.
   run fsdp_4gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=4 tests/python/fsdp_cuda_smoke.py
 fi
+if wanted fsdp && [[ -f $TIDE_LIBRARY ]] && ((NGPU >= 8)); then
+  # Eight GPUs: the FSDP2 reduce-scatter against float64 on every topology of the 8-GPU validation (1x8, 2x4,
+  # 4x2, 8x1), both modes, three precisions (fsdp_scenarios.EIGHT_RANKS).
+  run fsdp_8gpu 300 "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=8 tests/python/fsdp_cuda_smoke.py
+fi
 
 # ---- random configurations of the adapter against stock FSDP2 (tests/python/fsdp_random_configs.py: model,
 # mode, topology, install flags, plan options, precision, reshard and accumulation drawn together), on CUDA:

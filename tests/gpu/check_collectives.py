@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from host_reference import HostReference  # noqa: E402
 
 from tide.bench.calibration import H200_PAIR  # noqa: E402
-from tide.bench.topologies import as_own_host, node_splits  # noqa: E402
+from tide.bench.topologies import as_own_host, node_splits, parse_topologies  # noqa: E402
 
 SHAPES = [[256, 256], [128, 256], [688, 256], [256, 688], [256], [37, 5], [3], [64, 2, 3], [1, 7]]
 
@@ -116,6 +116,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--multi-node-only", action="store_true",
                         help="only the topologies with M > 1 (e.g. with TIDE_FABRIC_RAILS=send-recv, the rails)")
+    parser.add_argument("--topologies", metavar="MxL,...",
+                        help="only these virtual topologies (default: every split of the ranks), so that a machine's "
+                             "topologies can be spread over several runs")
     parser.add_argument("--ipc", action="store_true",
                         help="ranks may share GPUs: gloo, and the CUDA fabric over CUDA IPC (no NCCL)")
     parser.add_argument("--host-per-rank", action="store_true",
@@ -157,7 +160,11 @@ def main() -> int:
     failures = []
     # Across nodes both Level 2 landing directions, each on its own communicator (one
     # direction per communicator), both held to the host fabric's pull-landing bits.
-    runs = [(m, l, d) for m, l in node_splits(n) for d in (("pull", "push") if m > 1 else ("pull",))
+    try:
+        topologies = parse_topologies(args.topologies, n) if args.topologies else node_splits(n)
+    except ValueError as e:
+        parser.error(f"--topologies: {e}")
+    runs = [(m, l, d) for m, l in topologies for d in (("pull", "push") if m > 1 else ("pull",))
             if (m > 1 or not args.multi_node_only) and (l == 1 or not args.host_per_rank)]
     # Rank 0's host-fabric references, one set of rank processes per topology (both directions
     # are held to the pull landing's bits).
@@ -258,6 +265,12 @@ def main() -> int:
             inits = gather_np(init)
             if rank == 0:
                 if (nodes, gpus) not in references:
+                    # One topology's rank processes at a time (each holds a 256 MiB shared segment:
+                    # eight GPUs' four topologies would keep 8 GiB of /dev/shm); runs of a topology
+                    # come together, so a closed one is not wanted again.
+                    for ref in references.values():
+                        ref.close()
+                    references.clear()
                     references[(nodes, gpus)] = HostReference(nodes, gpus, SHAPES)
                 h_land, h_out = references[(nodes, gpus)].run(shards, grads_np, alpha, inits, accumulate)
                 for r in range(n):

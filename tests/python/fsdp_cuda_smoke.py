@@ -229,7 +229,7 @@ def main() -> int:
         os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
         failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, ctx.seed, module=fsdp_random_configs)
     else:
-        by_world = {2: CUDA_SCENARIOS, 1: S.ONE_RANK, 4: S.FOUR_RANKS}
+        by_world = {2: CUDA_SCENARIOS, 1: S.ONE_RANK, 4: S.FOUR_RANKS, 8: S.EIGHT_RANKS}
         if not chosen and world not in by_world:  # a run of nothing must not read as a pass
             print(f"[rank {rank}] no scenario list for {world} ranks (lists for {sorted(by_world)}): "
                   "name scenarios with --scenarios", flush=True)

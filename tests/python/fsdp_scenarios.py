@@ -85,6 +85,9 @@ CHECKED_CALLS = {
         "integer_exact_slot_reuse_two_nodes", "eval_between_no_sync_micro_batches"],
     4: ["hsdp_slot_reuse_partial_all_reduce", "fsdp4_push_landing", "params_smaller_than_world"],
 }
+# Eight ranks (the 8-GPU validation of issue 6; fsdp_cuda_smoke.py on eight GPUs): the reduce-scatter against
+# float64 on every split of eight ranks.
+EIGHT_RANKS = ["reduce_scatter_against_float64"]
 FOUR_RANKS = [
     "fsdp4_two_by_two_in_place", "fsdp4_push_landing", "fsdp4_slot_reuse_bf16", "fsdp4_integer_exact", "hsdp_in_place",
     "hsdp_slot_reuse_partial_all_reduce", "hsdp_integer_exact", "fallbacks", "scratch_estimate_is_enough",

@@ -20,6 +20,7 @@ from fsdp_scenario_kit import (
     agree, assert_all_tide, batches, check_tide_ran, fsdp_params_of, install, local, make_pair, mesh_1d, mesh_hsdp, stats,
     transformer,
 )
+from tide.bench.topologies import node_splits
 from tide.fsdp import guards
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
@@ -95,14 +96,17 @@ def worst_against_float64(ctx, model, calls, bf16_result: bool) -> tuple[float, 
 
 def reduce_scatter_against_float64(ctx):
     """fp32, bf16 compute with fp32 reduction, and bf16 parameters (a bf16 reduction); both modes;
-    one node and two; one and two micro-batches per step (the second accumulates into the first's
+    one node and every split into several; one and two micro-batches per step (the second accumulates into the first's
     sharded gradients); on four ranks also HSDP on a 2 x 2 mesh (TIDE's reduce-scatter over each
     shard group of two, then FSDP2's all-reduce across the replicas). Every parameter of every
     group checked every step."""
     bf16_compute = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     precisions = {"fp32": ({}, False), "bf16 compute": ({"mp_policy": bf16_compute}, False),
                   "bf16 params": ({"dtype": torch.bfloat16}, True)}
-    layouts = [("1-D", None), ("1-D", (2, ctx.world // 2))] + ([("HSDP 2x2", None)] if ctx.world == 4 else [])
+    # One node (the default topology), then every virtual topology of several nodes the ranks split into
+    # (two ranks: 2x1; four: 2x2 and 4x1; eight: 2x4, 4x2 and 8x1, the 8-GPU validation's).
+    layouts = ([("1-D", None)] + [("1-D", split) for split in node_splits(ctx.world) if split[0] > 1]
+               + ([("HSDP 2x2", None)] if ctx.world == 4 else []))
     for (label, (kw, bf16_result)), mode, (mesh_kind, topology) in (
             (p, m, t) for p in precisions.items() for m in tide.fsdp.MODES for t in layouts):
         dtype = kw.get("dtype")

@@ -1,5 +1,5 @@
 """tide.fsdp on CPU: FSDP2 (gloo) with TIDE on the host fabric against stock
-FSDP2 in the same processes. Jobs of 1, 2 (three of them) and 4 ranks run
+FSDP2 in the same processes. Jobs of 1, 2 (three of them), 4 and 8 ranks run
 their scenarios (fsdp_scenarios.py) once; every scenario is reported as its own
 test. torch is required: these tests fail, not skip, without it."""
 
@@ -49,6 +49,14 @@ def four_ranks(tmp_path_factory):
     return job
 
 
+@pytest.fixture(scope="module")
+def eight_ranks(tmp_path_factory):
+    """Eight CPU ranks (about 140 s on two cores): the 8-GPU validation's topologies on the host fabric."""
+    job = run_job(8, fsdp_scenarios.EIGHT_RANKS, tmp_path_factory.mktemp("fsdp-w8"))
+    _print_times(job)
+    return job
+
+
 def _print_times(job) -> None:
     print(f"\n{job.world}-rank job: {job.seconds:.1f} s")
     for name, per_rank in job.outcomes.items():
@@ -68,6 +76,11 @@ def test_one_rank(one_rank, name):
 @pytest.mark.parametrize("name", fsdp_scenarios.FOUR_RANKS)
 def test_four_ranks(four_ranks, name):
     four_ranks.check(name)
+
+
+@pytest.mark.parametrize("name", fsdp_scenarios.EIGHT_RANKS)
+def test_eight_ranks(eight_ranks, name):
+    eight_ranks.check(name)
 
 
 def test_guards_accept_this_torch():

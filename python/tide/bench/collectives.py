@@ -94,7 +94,7 @@ import torch.distributed as dist
 from tide.bench.calibration import H200_PAIR
 from tide.bench.round_order import round_order
 from tide.bench.scoped_env import scoped_env
-from tide.bench.topologies import node_splits
+from tide.bench.topologies import node_splits, parse_topologies
 
 MiB = 1 << 20
 
@@ -510,7 +510,7 @@ class TideContext:
     """TIDE communicators for this run through the C API (tide.comm): one per topology, every
     benchmark group registered up front, one landing sized for the largest all-gather."""
 
-    def __init__(self, ranks: int):
+    def __init__(self, ranks: int, topologies: list[tuple[int, int]] | None = None):
         from tide import make_plan
         from tide.comm import has_cuda
         from tide.plan import scratch_bytes
@@ -518,7 +518,7 @@ class TideContext:
         if not has_cuda():
             raise RuntimeError("libtide was built without the CUDA fabric")
         self.groups = {g.name: g for op in ("ag", "rs") for g in groups_for(op, ranks)}
-        self.topologies = node_splits(ranks)
+        self.topologies = topologies or node_splits(ranks)
         self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
         self.own_node_ctas: dict[tuple[int, int], int] = {}  # M > 1: the sum budget scaled by M / (M - 1)
         self.lane_plans: dict[tuple[int, int], dict] = {}  # L = 1 across nodes: the Llama group on the rail lane
@@ -1158,6 +1158,9 @@ def main() -> int:
                     help="interleaved rounds over a group's systems (each gets ceil(iters / rounds) calls a round)")
     ap.add_argument("--gemms", type=int, default=40)
     ap.add_argument("--skip-interference", action="store_true")
+    ap.add_argument("--topologies", metavar="MxL,...",
+                    help="TIDE on these virtual topologies only (default: every split of the ranks), so that "
+                         "a machine's topologies can be spread over several runs")
     ap.add_argument("--allow-missing-baselines", action="store_true",
                     help="do not fail the run when a baseline the targets divide by (stock, NCCL's copy-engine "
                          "all-gather, the copy-engine ceiling) could not run, e.g. without --native")
@@ -1176,6 +1179,12 @@ def main() -> int:
 
     if os.environ.get("NCCL_NVLS_ENABLE") != "0":
         sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
+    topologies = None
+    if args.topologies:
+        try:
+            topologies = parse_topologies(args.topologies, int(os.environ.get("WORLD_SIZE", "1")))
+        except ValueError as e:
+            ap.error(f"--topologies: {e}")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
@@ -1198,7 +1207,7 @@ def main() -> int:
     tide_ctx = None
     tide_failed = ""  # TIDE with its CUDA fabric that could not start: the run fails (after its rows)
     try:
-        tide_ctx = TideContext(ranks)
+        tide_ctx = TideContext(ranks, topologies)
     except Exception as e:  # no TIDE rows then, and the reason is printed
         log(f"# TIDE not available: {e}")
         if tide_has_cuda():
@@ -1273,7 +1282,7 @@ def main() -> int:
     # SM footprint per call (over FOOTPRINT_CALLS) of every system on the Llama group, and RS staging memory.
     footprint = []
     for (name, gname), (runner, _ms) in runners.items():
-        if gname.startswith("llama"):
+        if gname.startswith("llama") and not out_of_time(f"footprint {name}/{gname}"):
             faulthandler.dump_traceback_later(args.hang_s, exit=True)  # the profiled call can hang too
             across = name.startswith("tide_rs_M")  # across nodes: how the call's queues overlap
             fp = kernel_footprint(runner, timeline=across)

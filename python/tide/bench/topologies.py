@@ -29,3 +29,23 @@ def as_own_host(label: str) -> None:
     os.environ["NCCL_HOSTID"] = label
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     os.environ.setdefault("NCCL_IB_DISABLE", "1")
+
+
+def parse_topologies(text: str, ranks: int) -> list[tuple[int, int]]:
+    """'2x2,1x4' -> [(2, 2), (1, 4)]: a subset of node_splits(ranks), in the order given, so that a
+    machine's topologies can be spread over several runs. Refuses (ValueError, naming the item)
+    an item that is not MxL, that repeats, or that is no split of `ranks` GPUs."""
+    valid = node_splits(ranks)
+    out: list[tuple[int, int]] = []
+    for item in (part.strip() for part in text.split(",")):
+        try:
+            m, l = (int(x) for x in item.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"topology '{item}': want MxL, e.g. 2x4") from None
+        if (m, l) not in valid:
+            raise ValueError(f"topology '{item}' is no split of {ranks} ranks (want one of "
+                             f"{', '.join(f'{a}x{b}' for a, b in valid)})")
+        if (m, l) in out:
+            raise ValueError(f"topology '{item}' given twice")
+        out.append((m, l))
+    return out
