@@ -392,6 +392,7 @@ def test_rs_wrong_elements_counts_against_the_output_scale():
     ("--gemms", "0", "--gemms must be at least 1"),
     ("--hang-s", "0", "--hang-s must be a positive number of seconds"),
     ("--deadline-s", "nan", "--deadline-s must be a positive number of seconds"),
+    ("--topologies", "2x2", "--topologies: topology '2x2' is no split of 1 ranks"),
 ])
 def test_driver_refuses_counts_that_fail_after_setup(option, value, words):
     """Refused before any process group or GPU is touched (they failed after the warm-up, or

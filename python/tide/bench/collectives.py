@@ -1177,14 +1177,14 @@ def main() -> int:
         if not getattr(args, name) > 0:  # NaN too
             ap.error(f"--{name.replace('_', '-')} must be a positive number of seconds, got {getattr(args, name)}")
 
-    if os.environ.get("NCCL_NVLS_ENABLE") != "0":
-        sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
     topologies = None
-    if args.topologies:
+    if args.topologies:  # torchrun's WORLD_SIZE: refused before any process group or GPU is touched
         try:
             topologies = parse_topologies(args.topologies, int(os.environ.get("WORLD_SIZE", "1")))
         except ValueError as e:
             ap.error(f"--topologies: {e}")
+    if os.environ.get("NCCL_NVLS_ENABLE") != "0":
+        sys.exit("refusing to run: NCCL_NVLS_ENABLE must be 0 (no NVLink multicast on these machines)")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
