@@ -762,35 +762,35 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
     return systems
 
 
-def cta_time_us(trace_events: list[dict]) -> float | None:
-    """Sum over kernel events of CTAs (grid x * y * z) x duration (us), from a profiler's Chrome
-    trace; None when a kernel event carries no grid (this torch's trace lacks it), so a missing
-    field never reads as zero. A kernel whose grid needs several waves counts every CTA for the
-    whole kernel: read it beside sm_time_us, which caps a kernel's CTAs at the SM count."""
-    total = 0.0
+def _kernel_grids(trace_events: list[dict]) -> list[tuple[int, float]] | None:
+    """(CTAs = grid x * y * z, duration in us) of every kernel event of a profiler's Chrome trace;
+    None when one carries no grid (this torch's trace lacks it), so a missing field never reads
+    as zero."""
+    out = []
     for e in trace_events:
         if e.get("cat") != "kernel":
             continue
         grid = e.get("args", {}).get("grid")
         if not isinstance(grid, (list, tuple)) or not grid:
             return None
-        total += math.prod(int(g) for g in grid) * float(e.get("dur", 0.0))
-    return total
+        out.append((math.prod(int(g) for g in grid), float(e.get("dur", 0.0))))
+    return out
+
+
+def cta_time_us(trace_events: list[dict]) -> float | None:
+    """Sum over kernel events of CTAs x duration (us); None where a kernel carries no grid. A
+    kernel whose grid needs several waves counts every CTA for the whole kernel: read it beside
+    sm_time_us, which caps a kernel's CTAs at the SM count."""
+    grids = _kernel_grids(trace_events)
+    return None if grids is None else sum(ctas * dur for ctas, dur in grids)
 
 
 def sm_time_us(trace_events: list[dict], sms: int) -> float | None:
     """Sum over kernel events of min(CTAs, SMs) x duration (us): the SMs a call's kernels hold, at
     most one per CTA and never more than the device has (a many-wave kernel holds every SM, not
-    its CTA count); None where a kernel event carries no grid, as in cta_time_us."""
-    total = 0.0
-    for e in trace_events:
-        if e.get("cat") != "kernel":
-            continue
-        grid = e.get("args", {}).get("grid")
-        if not isinstance(grid, (list, tuple)) or not grid:
-            return None
-        total += min(math.prod(int(g) for g in grid), sms) * float(e.get("dur", 0.0))
-    return total
+    its CTA count); None where a kernel carries no grid."""
+    grids = _kernel_grids(trace_events)
+    return None if grids is None else sum(min(ctas, sms) * dur for ctas, dur in grids)
 
 
 # Kernels the CUDA driver runs for a copy or a memset (a device-local copy may run on the SMs):
