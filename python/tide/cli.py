@@ -274,8 +274,11 @@ def _run_cuda_bench(args) -> int:
     env.pop("TIDE_ENABLE_MULTICAST", None)  # never multicast on shared machines
     code = subprocess.call(cmd, env=env)
     if json_out is not None:
-        if code == 0 and json_out.exists():
-            print(f"tide bench: rows as JSON in {json_out} (plot them: python -m tide.bench.plot {json_out})")
+        if json_out.exists():  # written before the driver's checks: a failed run keeps its rows
+            print(f"tide bench: rows as JSON in {json_out} (plot them: python -m tide.bench.plot {json_out})"
+                  + ("" if code == 0 else f"; the run failed (the driver exited with code {code}: see its "
+                                          "'# FAILED' lines)"),
+                  file=sys.stdout if code == 0 else sys.stderr)
         else:
             print(f"tide bench: no rows in {json_out}: the driver exited with code {code}", file=sys.stderr)
     return code

@@ -166,6 +166,9 @@ def main() -> int:
         parser.error(f"--topologies: {e}")
     runs = [(m, l, d) for m, l in topologies for d in (("pull", "push") if m > 1 else ("pull",))
             if (m > 1 or not args.multi_node_only) and (l == 1 or not args.host_per_rank)]
+    if not runs:  # a run of nothing must not read as a pass
+        parser.error(f"--topologies {args.topologies} leaves no topology to check with --multi-node-only / "
+                     "--host-per-rank (those need M > 1 / L = 1)")
     # Rank 0's host-fabric references, one set of rank processes per topology (both directions
     # are held to the pull landing's bits).
     references: dict[tuple[int, int], HostReference] = {}

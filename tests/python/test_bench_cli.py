@@ -422,3 +422,26 @@ def test_cuda_bench_json_of_a_finished_run_is_announced(tmp_path, monkeypatch, c
     assert code == 0
     assert seen and seen[0][seen[0].index("--json") + 1] == str(out)
     assert f"rows as JSON in {out}" in capsys.readouterr().out
+
+
+def test_cuda_bench_rows_of_a_run_that_failed_its_checks_are_announced_with_the_failure(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """The driver writes its rows before its checks (#wrong, a missing baseline) fail the run: the CLI
+    said "no rows" about a file that was there; --allow-missing-baselines reaches the driver."""
+    from tide import cli
+
+    out = tmp_path / "rows.json"
+    seen = []
+
+    def driver(cmd):
+        seen.append(cmd)
+        out.write_text("[]")
+        return 1
+
+    _fake_cuda_driver(monkeypatch, driver)
+    assert cli.main(["bench", "--fabric", "cuda", "--json", "--json-out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"rows as JSON in {out}" in err and "the run failed (the driver exited with code 1" in err, err
+    assert "--allow-missing-baselines" not in seen[0]
+    assert cli.main(["bench", "--fabric", "cuda", "--allow-missing-baselines", "--json", "--json-out", str(out)]) == 1
+    assert "--allow-missing-baselines" in seen[1]

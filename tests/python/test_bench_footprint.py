@@ -98,3 +98,18 @@ def test_footprint_line_tells_own_kernels_from_driver_copies():
                                   "1320 SM*us per call of 20 ['memcpy32_post']")
     fp.update(kernels=None)
     assert footprint_line(fp) == "no readable profiler trace (20 calls)"
+
+
+def test_the_gemms_launch_shape_leaves_the_alignment_barrier_out():
+    """gemm_launch_profile unpacked the profiler helper's old (kernels, events) pair: every GPU run of
+    the bench would have stopped there, before its JSON."""
+    from tide.bench.collectives import launch_shapes
+
+    gemm = {"cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": 9000.0, "dur": 180.0,
+            "args": {"grid": [132, 1, 1], "block": [384, 1, 1], "registers per thread": 168,
+                     "shared memory": 232448, "blocks per SM": 1.0, "stream": 7}}
+    events = [_kernel("ncclDevKernel_AllReduce_Sum_u8_RING_LL(x)", 100.0, 50.0, 1), gemm,
+              {"cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 9500.0, "dur": 3.0, "args": {}}]
+    assert launch_shapes(events, 132) == [{"name": "sm90_xmma_gemm_bf16", "grid": [132, 1, 1], "block": [384, 1, 1],
+                                           "registers_per_thread": 168, "shared_memory": 232448,
+                                           "blocks_per_sm": 1.0, "dur_us": 180.0, "sms": 132}]

@@ -73,8 +73,8 @@ def plot_latency(run: dict, op: str, path: Path) -> bool:
 
 
 def plot_interference(run: dict, path: Path) -> bool:
-    """GEMM slowdown (%) while each system loops on a side stream, each against the GEMM alone
-    right before and after that system (printed under its bar); False (no file) when no system
+    """GEMM slowdown (%) while each system loops on a side stream (the worst rank's), each against
+    the GEMM alone right before and after that system (rank 0's time printed under its bar); False (no file) when no system
     overlapped the GEMM in at least 20 calls with a finite slowdown."""
     rows = [r for r in run.get("interference", [])
             if r.get("overlapped", 0) >= 20 and math.isfinite(r.get("slowdown_pct", math.nan))]
@@ -82,7 +82,8 @@ def plot_interference(run: dict, path: Path) -> bool:
         return False
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    labels = [f"{r['system']}\n{r['group']}\nalone {r['gemm_alone_us']:.0f} us" for r in rows]
+    labels = [f"{r['system']}\n{r['group']}\nalone {r['gemm_alone_us']:.0f} us (rank {r.get('times_of_rank', 0)})"
+              for r in rows]
     values = [r["slowdown_pct"] for r in rows]
     colors = ["tab:blue" if r["system"].startswith("tide") else "tab:gray" for r in rows]
     ax.bar(range(len(rows)), values, color=colors)
