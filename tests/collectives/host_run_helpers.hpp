@@ -12,6 +12,7 @@
 
 #include "bench/host_run.hpp"
 #include "collectives/communicator.hpp"
+#include "test_seed.hpp"
 
 namespace tide::test {
 
@@ -19,10 +20,9 @@ using bench::HostRunOptions;
 using plan::DType;
 using plan::ParamSpec;
 
-inline uint64_t freshSeed() {
-  static std::random_device rd;
-  return (uint64_t{rd()} << 32) | rd();
-}
+// A fresh seed per draw (tests/common/test_seed.hpp; TIDE_TEST_SEED=<n> gives every draw that seed, so
+// a failing draw's printed seed replays it).
+inline uint64_t freshSeed() { return tide_test::testSeed(); }
 
 // Ragged shapes: padded tail rows, 1-D, 3-D, rows < ranks.
 inline std::vector<ParamSpec> raggedShapes(std::mt19937_64& rng, int params, DType t, int maxRows) {

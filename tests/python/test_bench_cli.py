@@ -406,18 +406,24 @@ def test_cuda_bench_json_of_a_failed_run_is_not_an_old_one(tmp_path, monkeypatch
     assert "no rows in" in err.err and "rows as JSON in" not in err.out, err
 
 
-def test_cuda_bench_json_of_a_finished_run_is_announced(tmp_path, monkeypatch, capsys):
-    from tide import cli
-
-    out = tmp_path / "rows.json"
+def _fake_driver_writing_rows(monkeypatch, out, code: int) -> list:
+    """A driver that writes rows to `out` and exits with `code`; returns the commands it was given."""
     seen = []
 
     def driver(cmd):
         seen.append(cmd)
         out.write_text("[]")
-        return 0
+        return code
 
     _fake_cuda_driver(monkeypatch, driver)
+    return seen
+
+
+def test_cuda_bench_json_of_a_finished_run_is_announced(tmp_path, monkeypatch, capsys):
+    from tide import cli
+
+    out = tmp_path / "rows.json"
+    seen = _fake_driver_writing_rows(monkeypatch, out, 0)
     code = cli.main(["bench", "--fabric", "cuda", "--json", "--json-out", str(out)])
     assert code == 0
     assert seen and seen[0][seen[0].index("--json") + 1] == str(out)
@@ -431,14 +437,7 @@ def test_cuda_bench_rows_of_a_run_that_failed_its_checks_are_announced_with_the_
     from tide import cli
 
     out = tmp_path / "rows.json"
-    seen = []
-
-    def driver(cmd):
-        seen.append(cmd)
-        out.write_text("[]")
-        return 1
-
-    _fake_cuda_driver(monkeypatch, driver)
+    seen = _fake_driver_writing_rows(monkeypatch, out, 1)
     assert cli.main(["bench", "--fabric", "cuda", "--json", "--json-out", str(out)]) == 1
     err = capsys.readouterr().err
     assert f"rows as JSON in {out}" in err and "the run failed (the driver exited with code 1" in err, err

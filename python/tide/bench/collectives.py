@@ -1001,16 +1001,19 @@ def interleaved_medians(fns: list[Callable[[], None]], iters: int, warmup: int, 
     return [(statistics.median(t), host_s[i] * 1e6 / len(t)) for i, t in enumerate(times)]
 
 
+def _over_ranks(x, dtype: torch.dtype, op):
+    """x reduced over every rank with `op` (a collective: every rank calls it alike)."""
+    t = torch.tensor([x], dtype=dtype, device="cuda")
+    dist.all_reduce(t, op=op)
+    return t.item()
+
+
 def max_over_ranks(x: float) -> float:
-    t = torch.tensor([x], dtype=torch.float64, device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+    return float(_over_ranks(x, torch.float64, dist.ReduceOp.MAX))
 
 
 def min_over_ranks(x: int) -> int:
-    t = torch.tensor([x], dtype=torch.int64, device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    return int(t.item())
+    return int(_over_ranks(x, torch.int64, dist.ReduceOp.MIN))
 
 
 def nan_as_inf(x: float) -> float:
@@ -1019,9 +1022,7 @@ def nan_as_inf(x: float) -> float:
 
 
 def sum_over_ranks(x: int) -> int:
-    t = torch.tensor([x], dtype=torch.int64, device="cuda")
-    dist.all_reduce(t)
-    return int(t.item())
+    return int(_over_ranks(x, torch.int64, dist.ReduceOp.SUM))
 
 
 GEMM_SHAPE = (256, 8192, 8192)
@@ -1250,14 +1251,12 @@ def main() -> int:
             if out_of_time(f"{system.name}/{group.name}"):
                 continue
             try:
-                runner = system.prepare(group)
+                runner, why = system.prepare(group), system.unavailable
             except Exception as e:  # a baseline missing here must not stop the others
-                runner = None
-                skipped.append(f"{system.name}/{group.name}: {e}")
+                runner, why = None, str(e)
+            if runner is None:
+                skipped.append(f"{system.name}/{group.name}: {why}")
             else:
-                if runner is None:
-                    skipped.append(f"{system.name}/{group.name}: {system.unavailable}")
-            if runner is not None:
                 prepared.append((system, runner))
         if not prepared:
             continue
