@@ -36,7 +36,8 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" || status=1
 
 # ---- Python tests, against the installed package (pytest exits 5 when it collects none)
 step "pytest"
-"$PYTHON" -m pytest -q || status=1
+# --durations: the slowest tests in every CI log, since the suite's time is held to CI's 30 minutes.
+"$PYTHON" -m pytest -q --durations=20 || status=1
 
 # ---- the CUDA fabric compiles (no GPU here: nothing runs; skipped with the reason without nvcc)
 step "compile the CUDA fabric and GPU test programs"

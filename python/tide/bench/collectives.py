@@ -1012,13 +1012,33 @@ def max_over_ranks(x: float) -> float:
     return float(_over_ranks(x, torch.float64, dist.ReduceOp.MAX))
 
 
-def min_over_ranks(x: int) -> int:
-    return int(_over_ranks(x, torch.int64, dist.ReduceOp.MIN))
-
-
 def nan_as_inf(x: float) -> float:
     """NaN (no valid median on this rank) as +inf, so that a max over ranks keeps it."""
     return math.inf if math.isnan(x) else x
+
+
+def gather_over_ranks(values: list[float]) -> list[list[float]]:
+    """Every rank's `values`, indexed by rank (a collective: every rank calls it alike)."""
+    mine = torch.tensor(values, dtype=torch.float64, device="cuda")
+    every = torch.empty(dist.get_world_size(), len(values), dtype=torch.float64, device="cuda")
+    dist.all_gather_into_tensor(every, mine)
+    return every.tolist()
+
+
+def interference_row(name: str, gname: str, per_rank: list[list[float]]) -> dict:
+    """One interference row from every rank's (GEMM alone before, alone after, during, overlapped):
+    the times, baseline and slowdown of the rank that slowed most (a rank without a valid median,
+    NaN, counts as the worst; ties go to the lowest rank), and the fewest GEMMs that overlapped the
+    collective on any rank."""
+    def slowdown(rank: int) -> float:
+        before, after, during, _ = per_rank[rank]
+        return nan_as_inf(during / ((before + after) / 2.0) - 1.0)
+
+    worst = max(range(len(per_rank)), key=lambda r: (slowdown(r), -r))
+    before, after, during, _ = per_rank[worst]
+    return {"system": name, "group": gname, "times_of_rank": worst, "gemm_alone_us": (before + after) / 2.0,
+            "gemm_alone_before_us": before, "gemm_alone_after_us": after, "gemm_during_us": during,
+            "slowdown_pct": 100 * slowdown(worst), "overlapped": int(min(r[3] for r in per_rank))}
 
 
 def sum_over_ranks(x: int) -> int:
@@ -1340,16 +1360,9 @@ def main() -> int:
             during = gemm_interference(runner, ms, args.gemms)
             after = gemm_interference(None, 0, args.gemms)
             faulthandler.cancel_dump_traceback_later()
-            alone_us = (before["gemm_us"] + after["gemm_us"]) / 2.0
-            # Every rank's worst: the largest slowdown (a rank without a valid median, NaN, makes it
-            # +inf: NCCL's max need not carry a NaN) and the fewest GEMMs that overlapped the collective.
-            slow = max_over_ranks(nan_as_inf(during["gemm_us"] / alone_us - 1.0))
-            overlapped = min_over_ranks(during["overlapped"])
-            # The times are rank 0's (the JSON says so); the slowdown and the count are every rank's worst.
-            interference.append({"system": name, "group": gname, "times_of_rank": 0, "gemm_alone_us": alone_us,
-                                 "gemm_alone_before_us": before["gemm_us"], "gemm_alone_after_us": after["gemm_us"],
-                                 "gemm_during_us": during["gemm_us"], "slowdown_pct": 100 * slow,
-                                 "overlapped": overlapped})
+            # The worst rank's row (its times beside its slowdown), gathered from every rank.
+            interference.append(interference_row(name, gname, gather_over_ranks(
+                [before["gemm_us"], after["gemm_us"], during["gemm_us"], during["overlapped"]])))
         log(f"# GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]}x{GEMM_SHAPE[2]} bf16 alone: {alone['gemm_us']:.1f} us")
         faulthandler.dump_traceback_later(args.hang_s, exit=True)
         gemm_launch = gemm_launch_profile()
