@@ -11,7 +11,7 @@
 // violation may be reported) and without it (every call's landing and
 // output against the references: byte-exact gathers, float64 sums, exact for
 // integer inputs). A draw is replayed by its seed and index:
-//   TIDE_SEQ_SEED=<seed>   the seed (default: fresh, printed)
+//   TIDE_TEST_SEED=<seed>  the seed (default: fresh, printed; test_seed.hpp)
 //   TIDE_SEQ_DRAWS=<n>     draws (default kDefaultDraws)
 //   TIDE_SEQ_ONLY=<i>      run draw i only
 //   TIDE_SEQ_MAX_FAILED=<k> stop after k failed runs (default 3)
@@ -38,6 +38,7 @@
 #include "collectives/communicator.hpp"
 #include "fabric/host/host_fabric.hpp"
 #include "fabric/host/host_rails.hpp"
+#include "test_seed.hpp"
 
 namespace tide {
 namespace {
@@ -664,10 +665,10 @@ std::string runDraw(const Draw& d, bool checkProtocol) {
 // ---------------------------------------------------------------- the test
 
 TEST(RandomCallSequences, EveryCallMatchesItsReferenceAndTheCheckerIsQuiet) {
-  const uint64_t seed = envOr("TIDE_SEQ_SEED", (uint64_t{std::random_device{}()} << 32) | std::random_device{}());
+  const uint64_t seed = tide_test::testSeed();
   const int draws = static_cast<int>(envOr("TIDE_SEQ_DRAWS", kDefaultDraws));
   const long long only = std::getenv("TIDE_SEQ_ONLY") ? static_cast<long long>(envOr("TIDE_SEQ_ONLY", 0)) : -1;
-  std::printf("[ sequences ] TIDE_SEQ_SEED=%llu TIDE_SEQ_DRAWS=%d%s\n", static_cast<unsigned long long>(seed), draws,
+  std::printf("[ sequences ] TIDE_TEST_SEED=%llu TIDE_SEQ_DRAWS=%d%s\n", static_cast<unsigned long long>(seed), draws,
               only >= 0 ? (" TIDE_SEQ_ONLY=" + std::to_string(only)).c_str() : "");
   std::fflush(stdout);
   RecordProperty("seed", std::to_string(seed));
@@ -685,10 +686,10 @@ TEST(RandomCallSequences, EveryCallMatchesItsReferenceAndTheCheckerIsQuiet) {
                     d.topo.nodes, d.topo.gpusPerNode, d.calls.size(), secs, err.empty() ? "" : " FAILED");
       if (err.empty()) continue;
       ++failed;
-      ADD_FAILURE() << "TIDE_SEQ_SEED=" << seed << " draw " << i << " failed "
+      ADD_FAILURE() << "TIDE_TEST_SEED=" << seed << " draw " << i << " failed "
                     << (check ? "under the protocol checker" : "its output checks (no checker)") << ":\n"
                     << err << "the draw:\n"
-                    << describe(d) << "replay: TIDE_SEQ_SEED=" << seed << " TIDE_SEQ_ONLY=" << i;
+                    << describe(d) << "replay: TIDE_TEST_SEED=" << seed << " TIDE_SEQ_ONLY=" << i;
     }
   }
 }
