@@ -19,7 +19,7 @@ from tide.bench.round_order import round_order
 
 torch = pytest.importorskip("torch")
 from tide.bench import collectives  # noqa: E402
-from tide.bench.collectives import Group, System, groups_for, row_for  # noqa: E402
+from tide.bench.collectives import Group, Skip, System, groups_for, row_for  # noqa: E402
 
 MiB = 1 << 20
 
@@ -283,7 +283,8 @@ def test_rail_lane_registration_refused_leaves_its_row_out(rng, monkeypatch):
     assert asked == [((m, 1), "lane", {}, {"rail_lane": True})]
     assert landings == [group.ranks * group.shard_elems * 2]  # for the all-gather's lane row
     assert closed == [True] and (m, 1, "lane") not in ctx.comms and ctx.lane_plans == {}
-    assert len(ctx.skipped) == 1 and ctx.skipped[0].startswith(f"tide_rs_M{m}L1_lane: ") and message in ctx.skipped[0]
+    assert len(ctx.skipped) == 1 and ctx.skipped[0].what == f"tide_rs_M{m}L1_lane" and message in ctx.skipped[0].why
+    assert not ctx.skipped[0].past_deadline
     names = [s.name for s in collectives.tide_systems(ctx)]
     assert not any(n.endswith("_lane") for n in names) and f"tide_rs_M{m}L1_netlanding" in names, names
 
@@ -429,7 +430,8 @@ def test_a_target_baseline_that_did_not_run_fails_the_run_unless_the_deadline_cu
     full.append(row_for(System("stock_rs", "rs", None), rs, 1.0, 0, 1.0))
     assert collectives.missing_baselines(full, [], 2) == []
     no_helper = [r for r in full if r["system"] not in ("nccl_ce_ag", "ce_peer_write")]
-    skipped = [f"nccl_ce_ag/{ag.name}: no native helper (x)", f"ce_peer_write/{ag.name}: needs two ranks (y)"]
+    skipped = [Skip(f"nccl_ce_ag/{ag.name}", "no native helper (x)"),
+               Skip(f"ce_peer_write/{ag.name}", "needs two ranks (y)")]
     got = collectives.missing_baselines(no_helper, skipped, 2)
     assert got == [f"baseline ce_peer_write/{ag.name} not measured: needs two ranks (y) (--allow-missing-baselines "
                    "accepts it)",
@@ -439,8 +441,17 @@ def test_a_target_baseline_that_did_not_run_fails_the_run_unless_the_deadline_cu
     # One rank: the ceiling (a peer write) cannot exist, and is not asked for.
     assert [m.split()[1] for m in collectives.missing_baselines(no_helper, [], 1)] == [f"nccl_ce_ag/{ag.name}"]
     # Cut by the deadline: logged as such, not a missing baseline.
-    late = [f"stock_rs/{rs.name}: past --deadline-s 330"]
+    late = [Skip(f"stock_rs/{rs.name}", "past --deadline-s 330", past_deadline=True)]
     assert collectives.missing_baselines([r for r in full if r["system"] != "stock_rs"], late, 2) == []
+    # A reason that merely mentions the deadline is no cut (the old string match took it for one).
+    odd = [Skip(f"stock_rs/{rs.name}", "NCCL init ran past --deadline-s of its own")]
+    assert collectives.missing_baselines([r for r in full if r["system"] != "stock_rs"], odd, 2) == [
+        f"baseline stock_rs/{rs.name} not measured: NCCL init ran past --deadline-s of its own "
+        "(--allow-missing-baselines accepts it)"]
+    # A skip of the footprint or interference measurement of a baseline is not its row's skip.
+    other_what = [Skip(f"footprint stock_rs/{rs.name}", "past --deadline-s 330", past_deadline=True)]
+    assert [m.split()[1] for m in collectives.missing_baselines(
+        [r for r in full if r["system"] != "stock_rs"], other_what, 2)] == [f"stock_rs/{rs.name}"]
     # A row on another group does not stand in for the target group's.
     other = groups_for("ag", 2)[1]
     moved = [row_for(System("stock_ag", "ag", None), other, 1.0, 0, 1.0)] + full[1:]

@@ -112,6 +112,24 @@ LLAMA_31_8B_LAYER = [
 ]
 
 
+# ---------------------------------------------------------------- what a run left out
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A row (or a footprint or interference measurement) the run left out: `what` names it
+    ("system/group", "footprint system/group", ...), `why` says why, and `past_deadline` tells a
+    cut by --deadline-s (the run ran out of time) from a system that could not run."""
+
+    what: str
+    why: str
+    past_deadline: bool = False
+
+    @property
+    def line(self) -> str:
+        return f"{self.what}: {self.why}"
+
+
 # ---------------------------------------------------------------- group geometry
 
 
@@ -522,7 +540,7 @@ class TideContext:
         self.comms, self.handles, self.landing, self.plans = {}, {}, {}, {}
         self.own_node_ctas: dict[tuple[int, int], int] = {}  # M > 1: the sum budget scaled by M / (M - 1)
         self.lane_plans: dict[tuple[int, int], dict] = {}  # L = 1 across nodes: the Llama group on the rail lane
-        self.skipped: list[str] = []  # variants these rails refuse, with why
+        self.skipped: list[Skip] = []  # variants these rails refuse, with why
         ag_names = {g.name for g in groups_for("ag", ranks)}
         landing_bytes = max(ranks * g.shard_elems * 2 for g in self.groups.values())
         for topo in self.topologies:
@@ -599,7 +617,7 @@ class TideContext:
             self._llama_rs_variant(topo, "lane", {}, landing_bytes=llama.ranks * llama.shard_elems * 2,
                                    rail_lane=True)
         except TideError as e:
-            self.skipped.append(f"{lane_row_name(topo)}: {e}")
+            self.skipped.append(Skip(lane_row_name(topo), str(e)))
             log(f"# {lane_row_name(topo)} left out: {e}")
             comm = self.comms.pop(key, None)
             if comm is not None:
@@ -1256,10 +1274,11 @@ def main() -> int:
         late = torch.tensor([time.monotonic() - _T0 > args.deadline_s], device="cuda", dtype=torch.int32)
         dist.all_reduce(late)
         if int(late):
-            skipped.append(f"{what}: past --deadline-s {args.deadline_s:.0f}")
+            skipped.append(Skip(what, f"past --deadline-s {args.deadline_s:.0f}", past_deadline=True))
         return bool(int(late))
 
-    rows, runners, skipped = [], {}, list(tide_ctx.skipped) if tide_ctx is not None else []
+    rows, runners = [], {}
+    skipped: list[Skip] = list(tide_ctx.skipped) if tide_ctx is not None else []
     # The Llama group first (AG then RS), then the synthetic sizes: the numbers the targets
     # name come first should a deadline cut the run short.
     order = [(op, groups_for(op, ranks)[i]) for i in range(3) for op in ("ag", "rs")]
@@ -1275,7 +1294,7 @@ def main() -> int:
             except Exception as e:  # a baseline missing here must not stop the others
                 runner, why = None, str(e)
             if runner is None:
-                skipped.append(f"{system.name}/{group.name}: {why}")
+                skipped.append(Skip(f"{system.name}/{group.name}", str(why)))
             else:
                 prepared.append((system, runner))
         if not prepared:
@@ -1303,7 +1322,7 @@ def main() -> int:
         torch.cuda.empty_cache()
     print_table(rows)
     for s in skipped:
-        log(f"# skipped {s}")
+        log(f"# skipped {s.line}")
     logged_skips = len(skipped)  # the footprint's and interference's deadline skips are logged after them
 
     # SM footprint per call (over FOOTPRINT_CALLS) of every system on the Llama group, and RS staging memory.
@@ -1378,7 +1397,7 @@ def main() -> int:
                 f"{r['overlapped']:>10}{few}")
 
     for s in skipped[logged_skips:]:
-        log(f"# skipped {s}")
+        log(f"# skipped {s.line}")
     targets = issue4_targets(rows, interference, staging)
     for name, v in targets.items():
         log(f"# target {name:>34}: " + (f"missing ({v['missing']})" if "missing" in v else
@@ -1386,9 +1405,9 @@ def main() -> int:
     # Written before tear-down, so that a hang there cannot lose the numbers.
     if args.json and dist.get_rank() == 0:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "interference": interference, "skipped": skipped,
-                       "footprint": footprint, "staging": staging, "targets": targets,
-                       "gemm_launch": gemm_launch}, f, indent=1)
+            json.dump({"meta": meta, "rows": rows, "interference": interference,
+                       "skipped": [s.line for s in skipped], "footprint": footprint, "staging": staging,
+                       "targets": targets, "gemm_launch": gemm_launch}, f, indent=1)
     faulthandler.dump_traceback_later(args.hang_s, exit=True)  # a hang in tear-down names itself too
     runners.clear()
     for comm in comms.values():
@@ -1408,7 +1427,7 @@ def main() -> int:
     return 1 if failures else 0
 
 
-def missing_baselines(rows: list[dict], skipped: list[str], ranks: int) -> list[str]:
+def missing_baselines(rows: list[dict], skipped: list[Skip], ranks: int) -> list[str]:
     """The baselines the issue's targets divide by (TARGETS) that have no row on the target group,
     each with its skip reason; one the --deadline-s cut is not counted (the run ran out of time,
     as logged, rather than lacking the baseline). ce_peer_write needs two ranks or more."""
@@ -1419,10 +1438,10 @@ def missing_baselines(rows: list[dict], skipped: list[str], ranks: int) -> list[
     for name in wanted:
         if name in measured:
             continue
-        reasons = [s for s in skipped if s.startswith(f"{name}/{TARGET_GROUP}:")]
-        if any("past --deadline-s" in s for s in reasons):
+        reasons = [s for s in skipped if s.what == f"{name}/{TARGET_GROUP}"]
+        if any(s.past_deadline for s in reasons):
             continue
-        why = reasons[0].split(": ", 1)[1] if reasons else "no row"
+        why = reasons[0].why if reasons else "no row"
         out.append(f"baseline {name}/{TARGET_GROUP} not measured: {why} (--allow-missing-baselines accepts it)")
     return out
 
