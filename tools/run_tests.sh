@@ -9,7 +9,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON="${PYTHON:-python3}"
 BUILD_DIR="${TIDE_CPP_BUILD_DIR:-build/cpp}"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's start time: the log then shows where CI's 30 minutes go.
+step() { printf '\n==> %s (%s)\n' "$*" "$(date -u +%T)"; }
 die() { printf 'run_tests.sh: %s\n' "$*" >&2; exit 1; }
 
 # ---- system packages (compiler, CMake, Ninja, pip; GoogleTest for the C++ tests)
@@ -44,4 +45,4 @@ step "compile the CUDA fabric and GPU test programs"
 bash tools/compile_cuda.sh || status=1
 
 ((status == 0)) || die "tests failed"
-echo "run_tests.sh: all tests passed"
+echo "run_tests.sh: all tests passed ($(date -u +%T))"
