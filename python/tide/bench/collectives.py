@@ -22,8 +22,8 @@ Systems (all in the same run, so that their ratios are fair):
     stock_rs_nccl    the reduce_scatter_tensor alone
     chunk_cat        the pack alone
   interference: a 256 x 8192 x 8192 bf16 torch.mm alone, and while each system loops on a
-  side stream (median of the GEMMs that overlapped the loop; the worst rank's slowdown and the
-  fewest GEMMs that overlapped on any rank).
+  side stream (median of the GEMMs that overlapped the loop; the row is the worst rank's slowdown
+  with that rank's times, and the fewest GEMMs that overlapped on any rank).
   footprint: per call of 20 profiled after the ranks met in a barrier, the call's own kernels, the
   kernels the driver ran for copies, and the CTA-time (grid x duration) and SM-time (CTAs capped
   at the SM count x duration) of all of them.
