@@ -99,7 +99,9 @@ def reduce_scatter_against_float64(ctx):
     one node and every split into several; one and two micro-batches per step (the second accumulates into the first's
     sharded gradients); on four ranks also HSDP on a 2 x 2 mesh (TIDE's reduce-scatter over each
     shard group of two, then FSDP2's all-reduce across the replicas). Every parameter of every
-    group checked every step."""
+    group checked every step. Up to four ranks a third step of one micro-batch follows the accumulating
+    one; eight ranks (their topologies are what they add) leave it out, to keep CI within its time on
+    two cores."""
     bf16_compute = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     precisions = {"fp32": ({}, False), "bf16 compute": ({"mp_policy": bf16_compute}, False),
                   "bf16 params": ({"dtype": torch.bfloat16}, True)}
@@ -116,7 +118,7 @@ def reduce_scatter_against_float64(ctx):
         assert_all_tide(install(mt, ctx, mode=mode, topology=topology), 4)
         opt = torch.optim.SGD(mt.parameters(), lr=0.05)
         n = len(fsdp_params_of(mt))
-        for step, micro in enumerate((1, 2, 1)):
+        for step, micro in enumerate((1, 2, 1) if ctx.world <= 4 else (1, 2)):
             what = f"{label} {mode} {mesh_kind} topology={topology} step {step} micro={micro}"
             before = stats(mt)
             with captured_reduce_inputs(mt) as calls:
