@@ -169,9 +169,10 @@ def main() -> int:
     if not runs:  # a run of nothing must not read as a pass
         parser.error(f"--topologies {args.topologies} leaves no topology to check with --multi-node-only / "
                      "--host-per-rank (those need M > 1 / L = 1)")
-    # Rank 0's host-fabric references, one set of rank processes per topology (both directions
-    # are held to the pull landing's bits).
-    references: dict[tuple[int, int], HostReference] = {}
+    # Rank 0's host-fabric reference of the current topology (both directions are held to the pull
+    # landing's bits); one topology's rank processes at a time (each holds a 256 MiB shared segment:
+    # eight GPUs' four topologies would keep 8 GiB of /dev/shm), and runs of a topology come together.
+    reference: tuple[tuple[int, int], HostReference] | None = None
     for nodes, gpus, direction in runs:
         tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
         if args.ipc:  # a fresh store directory per communicator, rank 0's
@@ -267,15 +268,11 @@ def main() -> int:
             lands = gather_np(land)
             inits = gather_np(init)
             if rank == 0:
-                if (nodes, gpus) not in references:
-                    # One topology's rank processes at a time (each holds a 256 MiB shared segment:
-                    # eight GPUs' four topologies would keep 8 GiB of /dev/shm); runs of a topology
-                    # come together, so a closed one is not wanted again.
-                    for ref in references.values():
-                        ref.close()
-                    references.clear()
-                    references[(nodes, gpus)] = HostReference(nodes, gpus, SHAPES)
-                h_land, h_out = references[(nodes, gpus)].run(shards, grads_np, alpha, inits, accumulate)
+                if reference is None or reference[0] != (nodes, gpus):
+                    if reference is not None:
+                        reference[1].close()
+                    reference = ((nodes, gpus), HostReference(nodes, gpus, SHAPES))
+                h_land, h_out = reference[1].run(shards, grads_np, alpha, inits, accumulate)
                 for r in range(n):
                     if not np.array_equal(h_land[r], lands[r]):
                         failures.append(f"{name}: rank {r} landing differs from the host fabric")
@@ -330,8 +327,8 @@ def main() -> int:
             dist.barrier()  # every rank has closed its communicator and the store
             if rank == 0:
                 shutil.rmtree(store[0], ignore_errors=True)
-    for ref in references.values():
-        ref.close()
+    if reference is not None:
+        reference[1].close()
     if args.host_per_rank and n > 1:
         # One node over ranks that NCCL puts on hosts of their own: refused when the communicator is
         # made, on every rank of that node, naming the unreachable peer (before: at the first call).

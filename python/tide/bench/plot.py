@@ -74,8 +74,8 @@ def plot_latency(run: dict, op: str, path: Path) -> bool:
 
 def plot_interference(run: dict, path: Path) -> bool:
     """GEMM slowdown (%) while each system loops on a side stream (the worst rank's), each against
-    the GEMM alone right before and after that system (rank 0's time printed under its bar); False (no file) when no system
-    overlapped the GEMM in at least 20 calls with a finite slowdown."""
+    that rank's GEMM alone right before and after that system (printed under its bar with the rank);
+    False (no file) when no system overlapped the GEMM in at least 20 calls with a finite slowdown."""
     rows = [r for r in run.get("interference", [])
             if r.get("overlapped", 0) >= 20 and math.isfinite(r.get("slowdown_pct", math.nan))]
     if not rows:
