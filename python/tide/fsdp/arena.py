@@ -51,7 +51,6 @@ torch.cuda.memory_reserved() for the rank's footprint.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tide.fsdp import plain_references
 from tide.fsdp.backend import Region
