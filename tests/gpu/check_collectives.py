@@ -172,7 +172,8 @@ def main() -> int:
     # Rank 0's host-fabric reference of the current topology (both directions are held to the pull
     # landing's bits); one topology's rank processes at a time (each holds a 256 MiB shared segment:
     # eight GPUs' four topologies would keep 8 GiB of /dev/shm), and runs of a topology come together.
-    reference: tuple[tuple[int, int], HostReference] | None = None
+    host_reference: HostReference | None = None
+    host_reference_topology: tuple[int, int] | None = None
     for nodes, gpus, direction in runs:
         tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
         if args.ipc:  # a fresh store directory per communicator, rank 0's
@@ -268,11 +269,12 @@ def main() -> int:
             lands = gather_np(land)
             inits = gather_np(init)
             if rank == 0:
-                if reference is None or reference[0] != (nodes, gpus):
-                    if reference is not None:
-                        reference[1].close()
-                    reference = ((nodes, gpus), HostReference(nodes, gpus, SHAPES))
-                h_land, h_out = reference[1].run(shards, grads_np, alpha, inits, accumulate)
+                if host_reference is None or host_reference_topology != (nodes, gpus):
+                    if host_reference is not None:
+                        host_reference.close()
+                    host_reference = HostReference(nodes, gpus, SHAPES)
+                    host_reference_topology = (nodes, gpus)
+                h_land, h_out = host_reference.run(shards, grads_np, alpha, inits, accumulate)
                 for r in range(n):
                     if not np.array_equal(h_land[r], lands[r]):
                         failures.append(f"{name}: rank {r} landing differs from the host fabric")
@@ -327,8 +329,8 @@ def main() -> int:
             dist.barrier()  # every rank has closed its communicator and the store
             if rank == 0:
                 shutil.rmtree(store[0], ignore_errors=True)
-    if reference is not None:
-        reference[1].close()
+    if host_reference is not None:
+        host_reference.close()
     if args.host_per_rank and n > 1:
         # One node over ranks that NCCL puts on hosts of their own: refused when the communicator is
         # made, on every rank of that node, naming the unreachable peer (before: at the first call).
