@@ -1,5 +1,6 @@
 #include "rank_launcher.hpp"
 
+#include <execinfo.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -44,6 +45,35 @@ bool readAll(int fd, void* data, size_t n) {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// A crash in a test process says where it happened: run under compute-sanitizer, a rank once died of
+// signal 11 with nothing reported and its stdout (a file: fully buffered) lost with it (BENCHMARKS.md,
+// session 55 run 3). So SIGSEGV, SIGBUS, SIGILL and SIGFPE print the stack to stderr (addresses with
+// module offsets, for addr2line) before the default action ends the process with the same signal.
+// SIGABRT is left alone: the fail-stop tests expect it, and abort()'s callers print their own
+// message. A handler already in place (a tool's, inherited from the launcher) is kept: it may need
+// the fault's own signal information.
+void printStackThenDie(int sig) {
+  static const char head[] = "test process: fatal signal, stack follows\n";
+  (void)!write(STDERR_FILENO, head, sizeof(head) - 1);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void reportCrashes() {
+  void* warm[1];
+  backtrace(warm, 1);  // loads the unwinder now: its first call may allocate, which a signal handler must not
+  for (const int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) {
+    struct sigaction present {};
+    if (sigaction(sig, nullptr, &present) != 0 || present.sa_handler != SIG_DFL) continue;
+    struct sigaction action {};
+    action.sa_handler = printStackThenDie;
+    sigemptyset(&action.sa_mask);
+    sigaction(sig, &action, nullptr);
+  }
+}
+
 // Pipes that carry rank 0's NCCL unique id to ranks 1..ranks-1 ([r] for rank r).
 struct IdPipes {
   std::vector<int> readEnd, writeEnd;
@@ -74,6 +104,7 @@ pid_t forkRank(int r, int ranks, IdPipes& ids, int stderrFd,
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
   if (stderrFd >= 0) dup2(stderrFd, STDERR_FILENO);
+  reportCrashes();
   ncclUniqueId id{};
   if (r == 0) {
     if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
@@ -166,6 +197,7 @@ ChildOutcome runCapturingStderr(double timeoutSeconds, const std::function<int()
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
+    reportCrashes();
     const int rc = body();
     std::fflush(stderr);
     _exit(rc);
