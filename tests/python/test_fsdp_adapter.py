@@ -51,7 +51,7 @@ def four_ranks(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eight_ranks(tmp_path_factory):
-    """Eight CPU ranks (about 115 s on two cores): the 8-GPU validation's topologies on the host fabric."""
+    """Eight CPU ranks (about 55 s on two cores): the 8-GPU validation's topologies on the host fabric."""
     job = run_job(8, fsdp_scenarios.EIGHT_RANKS, tmp_path_factory.mktemp("fsdp-w8"))
     _print_times(job)
     return job
