@@ -173,7 +173,6 @@ def main() -> int:
     # landing's bits); one topology's rank processes at a time (each holds a 256 MiB shared segment:
     # eight GPUs' four topologies would keep 8 GiB of /dev/shm), and runs of a topology come together.
     host_reference: HostReference | None = None
-    host_reference_topology: tuple[int, int] | None = None
     for nodes, gpus, direction in runs:
         tag = f"M{nodes}L{gpus}" + ("/push" if direction == "push" else "")
         if args.ipc:  # a fresh store directory per communicator, rank 0's
@@ -269,11 +268,10 @@ def main() -> int:
             lands = gather_np(land)
             inits = gather_np(init)
             if rank == 0:
-                if host_reference is None or host_reference_topology != (nodes, gpus):
+                if host_reference is None or host_reference.topology != (nodes, gpus):
                     if host_reference is not None:
                         host_reference.close()
                     host_reference = HostReference(nodes, gpus, SHAPES)
-                    host_reference_topology = (nodes, gpus)
                 h_land, h_out = host_reference.run(shards, grads_np, alpha, inits, accumulate)
                 for r in range(n):
                     if not np.array_equal(h_land[r], lands[r]):

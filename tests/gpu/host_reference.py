@@ -49,6 +49,7 @@ class HostReference:
     """The host fabric on nodes x gpus rank processes, started once, reused by run()."""
 
     def __init__(self, nodes: int, gpus: int, shapes):
+        self.topology = (nodes, gpus)
         self.n = nodes * gpus
         ctx = mp.get_context("spawn")
         self._store = tempfile.TemporaryDirectory()
