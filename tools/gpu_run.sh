@@ -424,11 +424,21 @@ fi
 # 16K tokens per GPU needs an H200's memory: every system stays alive through the timing phase, and
 # the MoE-like model's stock step alone peaked at 66 GiB of the device at 16K (two H200s, session 3, `41f437f`),
 # so on 80 GB cards (H100) the default is 4K only, as logged; FSDP_E2E_TOKENS overrides it.
+# The one-GPU step's two ranks share the card, each holding every system's sharded model and AdamW
+# state: the Llama-like model's five systems need about 2 x 40 GiB, which an H200 holds and an 80 GB
+# H100 does not (session 56: out of memory on one rank in the fifth system's optimizer step), so on
+# cards under 100 GiB that step trains three systems (both modes and the copy graphs off).
 E2E_TOKENS_DEFAULT="4096 16384"
+E2E_IPC_SYSTEMS_DEFAULT="tide-in-place tide-record-stream tide-late-free tide-slot-reuse tide-no-copy-graphs"
 GPU_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | sort -n | head -1)
-if [[ -z ${FSDP_E2E_TOKENS:-} && $GPU_MIB =~ ^[0-9]+$ ]] && ((GPU_MIB < 100 * 1024)); then
-  E2E_TOKENS_DEFAULT="4096"
-  wanted e2e && echo "e2e: ${GPU_MIB} MiB per GPU (under 100 GiB): 4K tokens per GPU only (FSDP_E2E_TOKENS overrides)"
+if [[ $GPU_MIB =~ ^[0-9]+$ ]] && ((GPU_MIB < 100 * 1024)); then
+  if [[ -z ${FSDP_E2E_TOKENS:-} ]]; then
+    E2E_TOKENS_DEFAULT="4096"
+    wanted e2e && echo "e2e: ${GPU_MIB} MiB per GPU (under 100 GiB): 4K tokens per GPU only (FSDP_E2E_TOKENS overrides)"
+  fi
+  E2E_IPC_SYSTEMS_DEFAULT="tide-in-place tide-slot-reuse tide-no-copy-graphs"
+  wanted e2e && ((NGPU == 1)) && [[ -z ${FSDP_E2E_IPC_SYSTEMS:-} ]] &&
+    echo "e2e: ${GPU_MIB} MiB per GPU (under 100 GiB): the one-GPU step trains $E2E_IPC_SYSTEMS_DEFAULT only (FSDP_E2E_IPC_SYSTEMS overrides)"
 fi
 E2E_TOKENS="${FSDP_E2E_TOKENS:-$E2E_TOKENS_DEFAULT}"
 E2E_ARGS="${FSDP_E2E_ARGS:-}"
@@ -459,7 +469,7 @@ if wanted e2e && [[ -f $TIDE_LIBRARY ]] && ((NGPU == 1)); then
     -m tide.bench.fsdp_steps --ipc --reference tide-in-place --memory-steps 0 --model moe llama \
     --tokens ${FSDP_E2E_IPC_TOKENS:-1024} --steps 30 --warmup 5 --round-steps 1 --json "$LOGS/fsdp_e2e_ipc.json" \
     $E2E_ARGS \
-    --systems ${FSDP_E2E_IPC_SYSTEMS:-tide-in-place tide-record-stream tide-late-free tide-slot-reuse tide-no-copy-graphs}
+    --systems ${FSDP_E2E_IPC_SYSTEMS:-$E2E_IPC_SYSTEMS_DEFAULT}
 fi
 [[ -n $DMON_PID ]] && { kill "$DMON_PID" 2>/dev/null; wait "$DMON_PID" 2>/dev/null || true; }
 # The tables of the steps' logs, if they ran ($LOGS starts empty).

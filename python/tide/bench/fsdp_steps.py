@@ -58,7 +58,8 @@ higher than stock's plus the arena, Slot-Reuse below stock's). `--json PATH` wri
 (rewritten after each configuration, so a crash keeps what finished). Exit status 1 when losses
 disagree beyond tolerance (--loss-rtol, or twice pg-alloc's own difference from stock where that is
 larger: the run's nondeterminism), a TIDE system could not run, a loss curve leaves stock's spread,
-or a configuration fails.
+or a configuration fails. A configuration that fails on some ranks only ends the job (status 1, the
+JSON saved) instead of hanging it: tide.bench.failure_agreement.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ import torch.distributed as dist
 
 from tide.bench import models
 from tide.bench.calibration import PLAN_OPTIONS
+from tide.bench.failure_agreement import FailureAgreement
 from tide.bench.round_order import round_order
 from tide.comm import host_us_per_call
 from tide.bench.fsdp_systems import (
@@ -790,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(report, f, indent=1, default=str)
             os.replace(tmp, args.json)
 
+    agreement = FailureAgreement()
     try:
         if args.loss_curve:
             lc = loss_curve(env, args, out)
@@ -804,12 +807,13 @@ def main(argv: list[str] | None = None) -> int:
             out(f"# vs_ref, paired and loss_rdiff: against {args.reference}")
             for kind in args.model:
                 for tokens in args.tokens:
+                    failed = False
                     try:
                         run = run_config(env, args, kind, tokens, out)
                         if not run["checks"]["losses_match"] or run["checks"]["tide_skipped"]:
                             status = 1
                     except Exception:  # noqa: BLE001 - keep the other configurations' results
-                        status = 1
+                        status, failed = 1, True
                         err = traceback.format_exc()
                         out(f"# {kind} at {tokens} tokens: FAILED\n{err}")
                         if env.rank != 0:
@@ -817,6 +821,8 @@ def main(argv: list[str] | None = None) -> int:
                                   flush=True)
                         run = {"model": kind, "tokens_per_gpu": tokens, "error": err}
                     report["runs"].append(run)
+                    if failed:  # go on only if every rank failed it; otherwise save and end this process
+                        agreement.all_failed_or_exit(f"{kind} at {tokens} tokens", before_exit=save)
                     save()
             summary(report["runs"], out, args.reference, cuda=env.cuda)
     finally:
