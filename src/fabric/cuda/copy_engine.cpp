@@ -27,6 +27,32 @@ void validate(const CopyOp& op) {
     throwUsage("strided copy with a pitch below its width");
 }
 
+// What the driver says an address is: "device 0", "host", "managed", "unregistered" or
+// "unknown (error)". For messages only.
+std::string memoryKind(const void* p) {
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("unknown (") + cudaGetErrorString(e) + ")";
+  }
+  switch (a.type) {
+    case cudaMemoryTypeDevice: return "device " + std::to_string(a.device);
+    case cudaMemoryTypeHost: return "host";
+    case cudaMemoryTypeManaged: return "managed";
+    default: return "unregistered";
+  }
+}
+
+std::string describe(const CopyOp& op) {
+  char text[256];
+  std::snprintf(text, sizeof text, "dst %p (%s) pitch %lld, src %p (%s) pitch %lld, %lld B x %lld rows", op.dst,
+                memoryKind(op.dst).c_str(), static_cast<long long>(op.dstPitch), op.src, memoryKind(op.src).c_str(),
+                static_cast<long long>(op.srcPitch), static_cast<long long>(op.width),
+                static_cast<long long>(op.rows));
+  return text;
+}
+
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   TIDE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
@@ -177,10 +203,12 @@ cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   cudaError_t e = cudaGraphCreate(&graph, 0);
+  const CopyOp* failed = nullptr;  // the copy whose node the driver refused, for the message
   // No edges: the nodes may run in any order and at once, as a batch's copies.
   for (const CopyOp& op : ops) {
     if (e != cudaSuccess) break;
     if (op.width == 0) continue;
+    failed = &op;
     cudaGraphNode_t node = nullptr;
     if (contiguous(op)) {
       e = cudaGraphAddMemcpyNode1D(&node, graph, nullptr, 0, op.dst, op.src, static_cast<size_t>(op.width * op.rows),
@@ -196,13 +224,21 @@ cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
       e = cudaGraphAddMemcpyNode(&node, graph, nullptr, 0, &p);
     }
   }
-  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+  const bool nodesAdded = e == cudaSuccess;
+  if (nodesAdded) e = cudaGraphInstantiate(&exec, graph, 0);
   if (graph != nullptr) cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     cudaGetLastError();  // not sticky: clear it
     enabled_ = false;
-    std::fprintf(stderr, "[tide cuda fabric] copy graphs off: building one failed (%s); copies go out as batches\n",
-                 cudaGetErrorString(e));
+    // Which step and which copy: the batch path takes the same copies, so a refusal here says
+    // something about graphs over this memory that a later session has to be able to read.
+    std::string what = "instantiating it (" + std::to_string(ops.size()) + " copies)";
+    if (!nodesAdded && failed != nullptr)
+      what = "adding the node of copy " + std::to_string(failed - ops.data()) + " of " + std::to_string(ops.size()) +
+             " (" + describe(*failed) + ")";
+    std::fprintf(stderr,
+                 "[tide cuda fabric] copy graphs off: building one failed (%s) at %s; copies go out as batches\n",
+                 cudaGetErrorString(e), what.c_str());
     return nullptr;
   }
   return exec;
