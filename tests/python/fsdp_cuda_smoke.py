@@ -223,8 +223,10 @@ def main() -> int:
         except Exception:
             failed += 1
             verdict = "FAIL\n" + traceback.format_exc() + fsdp_harness.seed_note(ctx.seed)
-        dist.barrier()
+        # Printed before the barrier, which a peer still stuck in this configuration's collectives
+        # leaves to the group's timeout (as fsdp_harness.run_scenarios reports first).
         print(f"[rank {rank}] {name}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
+        dist.barrier()
     if args.sweep:
         os.environ["TIDE_FSDP_SWEEP_DRAWS"] = str(args.sweep)
         failed += run_scenarios(fsdp_random_configs.SWEEP, rank, world, device, ctx.seed, module=fsdp_random_configs)

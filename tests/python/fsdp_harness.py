@@ -120,10 +120,12 @@ def capture_logs() -> LogCapture:
 
 def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
     """Runs module.<name>(ctx) for each name in order on this rank, with the log capture cleared
-    before each; after each, leftovers are uninstalled and the ranks meet at a barrier (the process
-    group must be up), and then report(name, ok, traceback or "", seconds): a scenario whose
+    before each; after each, leftovers are uninstalled, report(name, ok, traceback or "", seconds)
+    is called, and the ranks meet at a barrier (the process group must be up). A scenario whose
     clean-up fails (an arena release, say) fails itself, where an early report once passed it and
-    left the error to a job message nobody read."""
+    left the error to a job message nobody read. The report comes before the barrier: a scenario
+    that failed on one rank while another still waits in its collectives leaves that barrier to the
+    group's timeout, and its traceback must not wait for (or die with) it."""
     import torch.distributed as dist
 
     for name in names:
@@ -142,8 +144,8 @@ def run_scenarios(module, names: list[str], ctx: Context, report) -> None:
         except Exception:
             ok = False
             message += f"the clean-up after the scenario failed:\n{traceback.format_exc()}{seed_note(ctx.seed)}"
-        dist.barrier()
         report(name, ok, message, seconds)
+        dist.barrier()
 
 
 def _worker(rank: int, world: int, tmp: str, names: list[str], results, module: str) -> None:

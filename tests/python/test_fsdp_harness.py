@@ -1,5 +1,6 @@
 """The scenario harness itself (fsdp_harness.run_scenarios, JobResult.check): a scenario whose
-clean-up fails is reported failed, and a job that failed around reported scenarios fails them."""
+clean-up fails is reported failed, a failure is reported before the barrier that may never end,
+and a job that failed around reported scenarios fails them."""
 
 from __future__ import annotations
 
@@ -47,6 +48,29 @@ def test_a_failed_clean_up_fails_its_scenario(one_rank_group, monkeypatch):
 def test_a_clean_scenario_passes(one_rank_group, monkeypatch):
     (name, ok, message, _seconds), = _run(monkeypatch, lambda: None)
     assert (name, ok, message) == ("probe", True, "")
+
+
+def test_a_failure_is_reported_before_the_barrier_that_may_never_end(one_rank_group, monkeypatch):
+    # A rank whose scenario failed while its peer still waits in the scenario's collectives meets
+    # the barrier alone, and the group's timeout ends it with an error: the scenario's own
+    # traceback must have been reported by then.
+    import torch.distributed as dist
+
+    def barrier_ended_by_the_timeout(*args, **kwargs):
+        raise RuntimeError("Timed out waiting 180000ms for recv operation to complete")
+
+    def scenario(ctx):
+        raise ValueError("rank-only assertion: 17 != 19")
+
+    monkeypatch.setattr(dist, "barrier", barrier_ended_by_the_timeout)
+    reports = []
+    module = types.SimpleNamespace(probe=scenario)
+    monkeypatch.setattr(fsdp_harness, "uninstall_all_tide", lambda: None)
+    ctx = fsdp_harness.Context(0, 1, "/tmp", fsdp_harness.LogCapture())
+    with pytest.raises(RuntimeError, match="Timed out waiting"):
+        fsdp_harness.run_scenarios(module, ["probe"], ctx, lambda *report: reports.append(report))
+    (name, ok, message, _seconds), = reports
+    assert name == "probe" and not ok and "rank-only assertion: 17 != 19" in message
 
 
 def test_a_job_that_failed_fails_its_reported_scenarios():
