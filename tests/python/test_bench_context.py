@@ -2,7 +2,7 @@
 with host-fabric communicators standing in for the CUDA ones: every topology's communicators,
 groups and extra registrations are made, and the systems list names what the two-GPU run
 measures; the rail-lane rows' handle runs one reduce-scatter and one all-gather against the staged
-M2L1 handle's. The two-GPU code paths otherwise run only on the device, where a slip costs a run."""
+M2L1 handle's; and the ranks agree on which systems every rank prepared. The two-GPU code paths otherwise run only on the device, where a slip costs a run."""
 
 from __future__ import annotations
 
@@ -39,12 +39,17 @@ def _rank(rank: int, world: int, store: str, results) -> None:
         # The rail-lane row's handle on the host fabric (one-sided rails take the lane): its reduce-scatter
         # against the staged M2L1 handle's on fresh random gradients, bit for bit.
         lane = _lane_against_staged(bench, ctx, rank, world)
+        # The driver's agreement on which systems every rank prepared: both ready, rank 1 alone
+        # failing, both failing alike, both failing differently.
+        agreement = [bench.why_not_prepared_everywhere(why, "cpu") for why in (
+            None, None if rank == 0 else "out of memory on rank 1", "no NCCL copy engine here",
+            f"reason {rank}")]
         results.put((rank, [s.name for s in bench.tide_systems(ctx)], (solver, dict(ctx.own_node_ctas)), len(made),
-                     lane))
+                     lane, agreement))
         ctx.close()
         dist.destroy_process_group()
     except Exception:
-        results.put((rank, traceback.format_exc(), (None, None), None, None))
+        results.put((rank, traceback.format_exc(), (None, None), None, None, None))
 
 
 def _lane_against_staged(bench, ctx, rank: int, world: int) -> dict:
@@ -115,8 +120,9 @@ def _lane_against_staged(bench, ctx, rank: int, world: int) -> dict:
 
 def test_two_rank_context_registers_every_system(tmp_path):
     results, codes = run_ranks(_rank, 2, (2, str(tmp_path)), timeout=180)
-    got = {rank: (systems, ctas, comms) for rank, systems, ctas, comms, _lane in results}
-    lanes = {rank: lane for rank, _systems, _ctas, _comms, lane in results}
+    got = {rank: (systems, ctas, comms) for rank, systems, ctas, comms, _lane, _agreement in results}
+    lanes = {rank: lane for rank, _systems, _ctas, _comms, lane, _agreement in results}
+    agreements = {rank: agreement for rank, *_rest, agreement in results}
     assert sorted(got) == [0, 1], got
     for rank, (systems, ctas, comms) in got.items():
         assert isinstance(systems, list), systems  # else the rank's traceback
@@ -137,4 +143,8 @@ def test_two_rank_context_registers_every_system(tmp_path):
         # The rail lane's rows are M2L1's only (one GPU per node).
         assert [s for s in systems if s.endswith("_lane")] == ["tide_ag_M2L1_lane", "tide_rs_M2L1_lane"], systems
     assert got[0] == got[1]
+    # A system prepared on one rank only is skipped on both, with the failed rank's reason.
+    for rank in (0, 1):
+        assert agreements[rank] == [None, "rank 1: out of memory on rank 1", "no NCCL copy engine here",
+                                    "rank 0: reason 0; rank 1: reason 1"], (rank, agreements[rank])
     assert codes == [0, 0], codes

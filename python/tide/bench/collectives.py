@@ -1179,6 +1179,23 @@ def issue4_targets(rows: list[dict], interference: list[dict], staging: list[dic
 _T0 = time.monotonic()
 
 
+def why_not_prepared_everywhere(why_here: str | None, device) -> str | None:
+    """None when every rank prepared the system (why_here None on each); otherwise the reason on
+    every rank: the one reason if all ranks gave the same, else each failed rank's, named. Every rank
+    calls it for every system, in the same order: a system prepared on some ranks only (an allocation
+    that failed on one) would be timed against collectives the others never call, and the skip lines
+    come from rank 0, which must know the other ranks' reasons."""
+    flag = torch.tensor([int(why_here is None)], device=device, dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    if int(flag):
+        return None
+    reasons: list[str | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(reasons, why_here)
+    if all(r is not None for r in reasons) and len(set(reasons)) == 1:
+        return reasons[0]
+    return "; ".join(f"rank {r}: {w}" for r, w in enumerate(reasons) if w is not None)
+
+
 def log(*a):
     if dist.get_rank() == 0:
         print(f"[{time.monotonic() - _T0:6.1f}s]", *a, flush=True)
@@ -1293,6 +1310,9 @@ def main() -> int:
                 runner, why = system.prepare(group), system.unavailable
             except Exception as e:  # a baseline missing here must not stop the others
                 runner, why = None, str(e)
+            not_everywhere = why_not_prepared_everywhere(None if runner is not None else str(why), "cuda")
+            if not_everywhere is not None:
+                runner, why = None, not_everywhere
             if runner is None:
                 skipped.append(Skip(f"{system.name}/{group.name}", str(why)))
             else:
