@@ -2,7 +2,8 @@
 with host-fabric communicators standing in for the CUDA ones: every topology's communicators,
 groups and extra registrations are made, and the systems list names what the two-GPU run
 measures; the rail-lane rows' handle runs one reduce-scatter and one all-gather against the staged
-M2L1 handle's; and the ranks agree on which systems every rank prepared. The two-GPU code paths otherwise run only on the device, where a slip costs a run."""
+M2L1 handle's; and the ranks agree on which systems every rank prepared. The two-GPU code paths
+otherwise run only on the device, where a slip costs a run."""
 
 from __future__ import annotations
 

@@ -52,8 +52,8 @@ def test_a_failure_on_every_rank_goes_on_and_one_on_a_single_rank_ends_it(tmp_pa
     # Both ranks failed the first configuration and both went on to the second.
     for r in (0, 1):
         assert (r, "started", "llama") in events and (r, "started", "moe") in events, got
-    # Rank 1 failed the second alone: it ended with status 1 (os._exit) instead of returning, about
-    # the agreement's deadline after it started that configuration.
+    # Rank 1 failed the second alone: once the agreement's deadline passed it ended with status 1
+    # (os._exit) instead of returning (a rank still running at run_ranks' timeout reads None).
     assert codes[1] == 1, (codes, got)
     assert not any(what == "returned" for _, what, _ in events), got
     # Rank 0, left waiting in the barrier, ended too (its peer's end broke the collective, and its
