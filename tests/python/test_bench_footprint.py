@@ -1,10 +1,10 @@
-"""The SM footprint the collectives benchmark reports (tide.bench.collectives): CTA- and SM-time
+"""The SM footprint the collectives benchmark reports (tide.bench.kernel_footprint): CTA- and SM-time
 from a profiler trace, the per-call counts after the ranks' alignment barrier, the log line."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from tide.bench.collectives import cta_time_us  # noqa: E402
+from tide.bench.kernel_footprint import cta_time_us  # noqa: E402
 
 
 def test_sums_grid_times_duration_over_kernels_only():
@@ -23,7 +23,7 @@ def test_no_kernels_is_zero_and_a_kernel_without_grid_is_unknown():
 
 
 def test_timeline_groups_device_work_by_stream_from_the_first_event():
-    from tide.bench.collectives import format_timeline, stream_timeline
+    from tide.bench.kernel_footprint import format_timeline, stream_timeline
 
     events = [
         {"cat": "kernel", "name": "void tide::k::(anonymous namespace)::landKernel<2, true>(tide::L)", "ts": 1300.0,
@@ -45,7 +45,7 @@ def test_timeline_groups_device_work_by_stream_from_the_first_event():
 
 
 def test_sm_time_caps_a_kernels_ctas_at_the_sm_count():
-    from tide.bench.collectives import sm_time_us
+    from tide.bench.kernel_footprint import sm_time_us
 
     events = [
         {"cat": "kernel", "name": "chunk_cat", "dur": 600.0, "args": {"grid": [400000, 1, 1]}},  # many waves
@@ -64,7 +64,7 @@ def test_footprint_counts_per_call_after_the_alignment_barrier_from_one_source()
     """The kernel count came from the profiler's event list with copy kernels filtered out, the
     CTA-time from the trace with them in: a TIDE-AG row read "0 kernels, 5.4e6 CTA*us". And the
     profiled call's NCCL kernel counted the other rank's late start as its own time."""
-    from tide.bench.collectives import after_alignment, footprint_from_trace
+    from tide.bench.kernel_footprint import after_alignment, footprint_from_trace
 
     barrier = _kernel("ncclDevKernel_AllReduce_Sum_u8_RING_LL(x)", 100.0, 5000.0, 1)  # waits for the peer
     before = _kernel("ncclDevKernel_AllGather_RING_LL(x)", 50.0, 40.0, 24)  # ran before the barrier ended
@@ -90,7 +90,7 @@ def test_footprint_counts_per_call_after_the_alignment_barrier_from_one_source()
 
 
 def test_footprint_line_tells_own_kernels_from_driver_copies():
-    from tide.bench.collectives import footprint_line
+    from tide.bench.kernel_footprint import footprint_line
 
     fp = {"kernels": 0.0, "driver_copy_kernels": 2.0, "kernel_us": 12.5, "cta_us": 5400.0, "sm_us": 1320.0,
           "names": ["memcpy32_post"], "calls": 20}
@@ -103,7 +103,7 @@ def test_footprint_line_tells_own_kernels_from_driver_copies():
 def test_the_gemms_launch_shape_leaves_the_alignment_barrier_out():
     """gemm_launch_profile unpacked the profiler helper's old (kernels, events) pair: every GPU run of
     the bench would have stopped there, before its JSON."""
-    from tide.bench.collectives import launch_shapes
+    from tide.bench.kernel_footprint import launch_shapes
 
     gemm = {"cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": 9000.0, "dur": 180.0,
             "args": {"grid": [132, 1, 1], "block": [384, 1, 1], "registers per thread": 168,
