@@ -1,4 +1,4 @@
-"""The collectives benchmark's interference row (tide.bench.collectives.interference_row): from every
+"""The collectives benchmark's interference row (tide.bench.gemm_interference.interference_row): from every
 rank's GEMM times it keeps the rank that slowed most, with that rank's own times beside its slowdown,
 and the fewest overlapped GEMMs of any rank. It runs only inside a GPU session otherwise.
 
@@ -12,7 +12,7 @@ import random
 import pytest
 
 torch = pytest.importorskip("torch")
-from tide.bench.collectives import interference_row  # noqa: E402
+from tide.bench.gemm_interference import interference_row  # noqa: E402
 
 
 def _draw_ranks(rng: random.Random, ranks: int) -> list[list[float]]:

@@ -82,7 +82,6 @@ import faulthandler
 import json
 import math
 import os
-import statistics
 import time
 import sys
 from dataclasses import dataclass, field
@@ -92,9 +91,9 @@ import torch
 import torch.distributed as dist
 
 from tide.bench.calibration import H200_PAIR
-from tide.bench.kernel_footprint import (format_timeline, footprint_line, kernel_footprint, kernel_trace_events,
-                                         launch_shapes)
-from tide.bench.round_order import round_order
+from tide.bench.gemm_interference import GEMM_SHAPE, gemm_interference, gemm_launch_profile, interference_row
+from tide.bench.interleaved_timing import gather_over_ranks, interleaved_medians, max_over_ranks, sum_over_ranks
+from tide.bench.kernel_footprint import format_timeline, footprint_line, kernel_footprint
 from tide.bench.scoped_env import scoped_env
 from tide.bench.topologies import node_splits, parse_topologies
 
@@ -782,154 +781,6 @@ def tide_systems(ctx: TideContext | None) -> list[System]:
     return systems
 
 
-# ---------------------------------------------------------------- timing
-
-
-def interleaved_schedule(systems: int, iters: int, rounds: int) -> list[list[tuple[int, int]]]:
-    """Per round, the (system index, calls) blocks in the order they run: every system gets
-    ceil(iters / rounds) calls a round (so at least `iters` in all), in round_order's order: the
-    rounds open with different systems, and no system follows the same one in every round."""
-    if systems < 1 or iters < 1 or rounds < 1:
-        raise ValueError(f"want systems, iters and rounds >= 1, got {systems}, {iters}, {rounds}")
-    rounds = min(rounds, iters)
-    calls = -(-iters // rounds)
-    return [[(i, calls) for i in round_order(systems, r, rounds)] for r in range(rounds)]
-
-
-def interleaved_medians(fns: list[Callable[[], None]], iters: int, warmup: int, rounds: int,
-                        before_block: Callable[[int], None] = lambda i: None) -> list[tuple[float, float]]:
-    """Per system: (median device ms per call, host us to enqueue one call), its calls spread
-    over interleaved rounds (interleaved_schedule). Within a block the calls run back to back, so
-    a call whose host enqueue outlasts its device work shows the host time as device time too;
-    the second number tells which bound a row is. Blocks are separated by a synchronize and a
-    barrier: no system's calls overlap another's. Each warm-up call ends synchronized: the CUDA
-    fabric builds the copy graphs of lists it has seen twice at the start of a call where nothing
-    of its waits, so with three warm-ups or more the timed calls replay them and pay no build.
-    before_block(i) runs before each block of system i (the caller's hang watchdog)."""
-    for i, fn in enumerate(fns):
-        before_block(i)
-        for _ in range(warmup):
-            fn()
-            torch.cuda.synchronize()
-    dist.barrier()
-    times: list[list[float]] = [[] for _ in fns]
-    host_s = [0.0] * len(fns)
-    for blocks in interleaved_schedule(len(fns), iters, rounds):
-        for i, n in blocks:
-            before_block(i)
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-            t0 = time.perf_counter()
-            for s, e in zip(starts, ends):
-                s.record()
-                fns[i]()
-                e.record()
-            host_s[i] += time.perf_counter() - t0
-            torch.cuda.synchronize()
-            times[i].extend(s.elapsed_time(e) for s, e in zip(starts, ends))
-            dist.barrier()
-    return [(statistics.median(t), host_s[i] * 1e6 / len(t)) for i, t in enumerate(times)]
-
-
-def _over_ranks(x, dtype: torch.dtype, op):
-    """x reduced over every rank with `op` (a collective: every rank calls it alike)."""
-    t = torch.tensor([x], dtype=dtype, device="cuda")
-    dist.all_reduce(t, op=op)
-    return t.item()
-
-
-def max_over_ranks(x: float) -> float:
-    return float(_over_ranks(x, torch.float64, dist.ReduceOp.MAX))
-
-
-def nan_as_inf(x: float) -> float:
-    """NaN (no valid median on this rank) as +inf, so that a max over ranks keeps it."""
-    return math.inf if math.isnan(x) else x
-
-
-def gather_over_ranks(values: list[float]) -> list[list[float]]:
-    """Every rank's `values`, indexed by rank (a collective: every rank calls it alike)."""
-    mine = torch.tensor(values, dtype=torch.float64, device="cuda")
-    every = torch.empty(dist.get_world_size(), len(values), dtype=torch.float64, device="cuda")
-    dist.all_gather_into_tensor(every, mine)
-    return every.tolist()
-
-
-def interference_row(name: str, gname: str, per_rank: list[list[float]]) -> dict:
-    """One interference row from every rank's (GEMM alone before, alone after, during, overlapped):
-    the times, baseline and slowdown of the rank that slowed most (a rank without a valid median,
-    NaN, counts as the worst; ties go to the lowest rank), and the fewest GEMMs that overlapped the
-    collective on any rank."""
-    def slowdown(rank: int) -> float:
-        before, after, during, _ = per_rank[rank]
-        return nan_as_inf(during / ((before + after) / 2.0) - 1.0)
-
-    worst = max(range(len(per_rank)), key=lambda r: (slowdown(r), -r))
-    before, after, during, _ = per_rank[worst]
-    return {"system": name, "group": gname, "times_of_rank": worst, "gemm_alone_us": (before + after) / 2.0,
-            "gemm_alone_before_us": before, "gemm_alone_after_us": after, "gemm_during_us": during,
-            "slowdown_pct": 100 * slowdown(worst), "overlapped": int(min(r[3] for r in per_rank))}
-
-
-def sum_over_ranks(x: int) -> int:
-    return int(_over_ranks(x, torch.int64, dist.ReduceOp.SUM))
-
-
-GEMM_SHAPE = (256, 8192, 8192)
-
-
-def gemm_launch_profile() -> list[dict]:
-    """Launch shape of the interference GEMM's kernels (grid, block, registers, shared memory)
-    and the SM count: a GEMM whose grid is one full wave of SMs needs a second wave as soon as
-    a concurrent kernel holds any SM, which is what its slowdown under an SM-using collective shows."""
-    m, k, n = GEMM_SHAPE
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    events = kernel_trace_events(lambda: torch.mm(a, b), calls=1)
-    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return launch_shapes(events, sms) if events is not None else []
-
-
-def gemm_interference(runner: Runner | None, coll_ms: float, gemms: int) -> dict:
-    """GEMM times alone (runner None) or while `runner` loops on a side stream."""
-    m, k, n = GEMM_SHAPE
-    g = torch.Generator(device="cuda").manual_seed(7)
-    a = torch.randn(m, k, generator=g, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, generator=g, device="cuda", dtype=torch.bfloat16)
-    for _ in range(5):
-        torch.mm(a, b)
-    torch.cuda.synchronize()
-    dist.barrier()
-    main = torch.cuda.current_stream()
-    base = torch.cuda.Event(enable_timing=True)
-    c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(gemms)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(gemms)]
-    base.record(main)
-    if runner is not None:
-        # Enough calls to cover every GEMM even at 3x its time alone, plus the launch backlog.
-        loops = min(4000, 4 + math.ceil((gemms * 0.06 * 3 + 2.0) / max(coll_ms, 0.01)))
-        side = torch.cuda.Stream()
-        side.wait_event(base)
-        with torch.cuda.stream(side):
-            c0.record(side)
-            for _ in range(loops):
-                runner.run()
-            c1.record(side)
-    for s, e in zip(starts, ends):
-        s.record(main)
-        torch.mm(a, b)
-        e.record(main)
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
-    if runner is None:
-        return {"gemm_us": statistics.median(times), "overlapped": len(times)}
-    t0, t1 = base.elapsed_time(c0), base.elapsed_time(c1)
-    inside = [t * 1.0 for t, s, e in zip(times, starts, ends)
-              if base.elapsed_time(s) >= t0 and base.elapsed_time(e) <= t1]
-    return {"gemm_us": statistics.median(inside) if inside else float("nan"), "overlapped": len(inside)}
-
-
 # ---------------------------------------------------------------- driver
 
 
@@ -1221,7 +1072,7 @@ def main() -> int:
             # the run (a long fp32 reduce-scatter loop heats it), and a single baseline taken at the
             # start would put that drift into slowdowns whose targets are 2 and 5 %.
             before = gemm_interference(None, 0, args.gemms)
-            during = gemm_interference(runner, ms, args.gemms)
+            during = gemm_interference(runner.run, ms, args.gemms)
             after = gemm_interference(None, 0, args.gemms)
             faulthandler.cancel_dump_traceback_later()
             # The worst rank's row (its times beside its slowdown), gathered from every rank.
