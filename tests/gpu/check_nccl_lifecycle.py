@@ -154,7 +154,7 @@ def _baseline_alone_in_a_world_of_two(native_path: str, deadline: float, out) ->
 
     import torch
 
-    from tide.bench.collectives import Native
+    from tide.bench.nccl_native import Native
 
     torch.cuda.set_device(0)
     native = Native(native_path)
