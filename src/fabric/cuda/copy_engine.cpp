@@ -229,16 +229,22 @@ cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
   if (graph != nullptr) cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     cudaGetLastError();  // not sticky: clear it
-    enabled_ = false;
-    // Which step and which copy: the batch path takes the same copies, so a refusal here says
-    // something about graphs over this memory that a later session has to be able to read.
-    std::string what = "instantiating it (" + std::to_string(ops.size()) + " copies)";
-    if (!nodesAdded && failed != nullptr)
-      what = "adding the node of copy " + std::to_string(failed - ops.data()) + " of " + std::to_string(ops.size()) +
-             " (" + describe(*failed) + ")";
-    std::fprintf(stderr,
-                 "[tide cuda fabric] copy graphs off: building one failed (%s) at %s; copies go out as batches\n",
-                 cudaGetErrorString(e), what.c_str());
+    ++refusedBuilds_;
+    enabled_ = refusedBuilds_ < kRefusalsBeforeGraphsOff;
+    // Which step and which copy, for the first refusal, the one that turns graphs off, and every
+    // one when traced: whether the copy's memory has changed since its list's sightings or
+    // graphs over this memory fail is for a reader of this line to tell.
+    if (refusedBuilds_ == 1 || !enabled_ || traceGraphBuilds()) {
+      std::string what = "instantiating it (" + std::to_string(ops.size()) + " copies)";
+      if (!nodesAdded && failed != nullptr)
+        what = "adding the node of copy " + std::to_string(failed - ops.data()) + " of " +
+               std::to_string(ops.size()) + " (" + describe(*failed) + ")";
+      const std::string then =
+          enabled_ ? "graphs stay on for other lists until " + std::to_string(kRefusalsBeforeGraphsOff) + " refusals"
+                   : "copy graphs off after " + std::to_string(refusedBuilds_) + " refusals";
+      std::fprintf(stderr, "[tide cuda fabric] copy graph refused (%s) at %s: that list goes out as batches; %s\n",
+                   cudaGetErrorString(e), what.c_str(), then.c_str());
+    }
     return nullptr;
   }
   return exec;

@@ -74,14 +74,25 @@ class CopyEngine {
   bool graphable(const void* p, int64_t bytes) const;
   // One line on stderr whenever building lists outside the arenas pauses or resumes.
   void reportVolatilePolicy();
-  // Null when the list holds memory that stays out, or (graphs then off, with
-  // a logged line) when the driver refuses.
+  // Null when the list holds memory that stays out, or when the driver refuses
+  // it: that list then goes out as batches from then on (the cache declines it),
+  // and after kRefusalsBeforeGraphsOff refusals graphs go off, each step logged.
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
+
+  // A list is built from the addresses of its sightings, calls later; memory
+  // outside the arenas may have gone back to the driver since and been handed
+  // out again with other bounds (an allocator under memory pressure empties
+  // its cache), and the driver then refuses a copy that no longer lies in one
+  // allocation. That is the list's fault, not the graphs': one refusal declines
+  // that list only. Refusals that keep coming say something else is wrong, and
+  // each costs a build's host time: then graphs go off.
+  static constexpr int kRefusalsBeforeGraphsOff = 8;
 
   int device_ = 0;
   cudaStream_t upload_ = nullptr;  // a graph's upload at its build, off every queue (the owner's)
   std::vector<Window> stable_;
   bool enabled_ = true;
+  int refusedBuilds_ = 0;  // lists whose graph the driver refused
   bool volatileBuildsPay_ = true;  // as last reported
   CopyListCache<cudaGraphExec_t> cache_;
   // Graphs uploaded but not yet launched: the event their first launch waits for.
