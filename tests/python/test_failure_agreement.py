@@ -1,8 +1,9 @@
 """tide.bench.failure_agreement through tide.bench.fsdp_steps on two gloo ranks: a configuration
 that fails on every rank is recorded and the driver goes on to the next; one that fails on one rank
 only, while the other waits in a collective, ends the failed rank (status 1, the JSON of what
-finished saved) instead of hanging the job. The configurations are stand-ins (run_config replaced):
-what is under test is the driver's handling of their failures, not the training."""
+finished saved) instead of hanging the job; so does a loss curve that fails on one rank only. The
+configurations and the curve are stand-ins (run_config and loss_curve replaced): what is under test is
+the driver's handling of their failures, not the training."""
 
 from __future__ import annotations
 
@@ -65,3 +66,34 @@ def test_a_failure_on_every_rank_goes_on_and_one_on_a_single_rank_ends_it(tmp_pa
     runs = [(r["model"], "error" in r) for r in report["runs"]]
     assert runs[0] == ("llama", True), runs
     assert "every rank fails the first configuration" in report["runs"][0]["error"]
+
+
+def _loss_curve_rank(rank: int, tmp: str, results) -> None:
+    import torch.distributed as dist
+
+    from tide.bench import failure_agreement, fsdp_steps
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S))
+    failure_agreement.AGREEMENT_TIMEOUT_S = AGREEMENT_S
+
+    def stand_in_curve(env, args, out):
+        results.put((rank, "started", "curve", time.monotonic()))
+        if rank == 1:
+            raise RuntimeError("rank 1 alone fails the loss curve")
+        dist.barrier()  # rank 0 waits in one of the curve's collectives
+        raise AssertionError("rank 0 got through a barrier that rank 1 never entered")
+
+    fsdp_steps.loss_curve = stand_in_curve
+    rc = fsdp_steps.main(["--tiny", "--device", "cpu", "--model", "llama", "--loss-curve", "8",
+                          "--json", f"{tmp}/curve.json"])
+    results.put((rank, "returned", rc, time.monotonic()))
+
+
+def test_a_loss_curve_failed_on_a_single_rank_ends_the_job(tmp_path):
+    got, codes = run_ranks(_loss_curve_rank, 2, (str(tmp_path),), timeout=GROUP_TIMEOUT_S / 2)
+    assert sorted(r for r, what, *_ in got if what == "started") == [0, 1], got
+    assert not any(what == "returned" for _, what, *_ in got), got
+    assert codes == [1, 1], (codes, got)
+    report = json.loads((tmp_path / "curve.json").read_text())
+    assert "error" in report["loss_curve"], report["loss_curve"]

@@ -792,10 +792,24 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(report, f, indent=1, default=str)
             os.replace(tmp, args.json)
 
+    def failure(what: str) -> str:
+        """The traceback being handled, printed (rank 0's output, and every other rank's stderr)."""
+        err = traceback.format_exc()
+        out(f"# {what}: FAILED\n{err}")
+        if env.rank != 0:
+            print(f"[rank {env.rank}] {what}: FAILED\n{err}", file=sys.stderr, flush=True)
+        return err
+
     agreement = FailureAgreement()
     try:
         if args.loss_curve:
-            lc = loss_curve(env, args, out)
+            try:
+                lc = loss_curve(env, args, out)
+            except Exception:  # noqa: BLE001 - reported; the job ends at once unless every rank failed
+                report["loss_curve"] = {"error": failure("the loss curve")}
+                agreement.all_failed_or_exit("the loss curve", before_exit=save)
+                save()
+                return 1
             report["loss_curve"] = lc
             # Every TIDE system asked for must have run and stayed within the spread (one that was
             # skipped, e.g. refused at install, passed when another ran).
@@ -814,12 +828,7 @@ def main(argv: list[str] | None = None) -> int:
                             status = 1
                     except Exception:  # noqa: BLE001 - keep the other configurations' results
                         status, failed = 1, True
-                        err = traceback.format_exc()
-                        out(f"# {kind} at {tokens} tokens: FAILED\n{err}")
-                        if env.rank != 0:
-                            print(f"[rank {env.rank}] {kind} at {tokens} tokens: FAILED\n{err}", file=sys.stderr,
-                                  flush=True)
-                        run = {"model": kind, "tokens_per_gpu": tokens, "error": err}
+                        run = {"model": kind, "tokens_per_gpu": tokens, "error": failure(f"{kind} at {tokens} tokens")}
                     report["runs"].append(run)
                     if failed:  # go on only if every rank failed it; otherwise save and end this process
                         agreement.all_failed_or_exit(f"{kind} at {tokens} tokens", before_exit=save)
