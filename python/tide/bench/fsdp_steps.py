@@ -58,8 +58,8 @@ higher than stock's plus the arena, Slot-Reuse below stock's). `--json PATH` wri
 (rewritten after each configuration, so a crash keeps what finished). Exit status 1 when losses
 disagree beyond tolerance (--loss-rtol, or twice pg-alloc's own difference from stock where that is
 larger: the run's nondeterminism), a TIDE system could not run, a loss curve leaves stock's spread,
-or a configuration fails. A configuration that fails on some ranks only ends the job (status 1, the
-JSON saved) instead of hanging it: tide.bench.failure_agreement.
+or a configuration fails. A configuration or a loss curve that fails on some ranks only ends the job
+(status 1, the JSON saved) instead of hanging it: tide.bench.failure_agreement.
 """
 
 from __future__ import annotations
