@@ -54,6 +54,7 @@ class Communicator::MultiNodeRs : RsCallAcrossNodes {
   // later reads are.
   void issueNextPart(const char* why);
   void acceptWave(const plan::RsWave& wave, uint64_t seq);
+  bool staleBlockReadsData(const plan::RsWave& wave, int sub) const;
   void sendRound(const plan::RsWave& wave, const plan::RsRound& round, uint64_t seq);
   void transferBlock(const plan::RsWave& wave, int c, uint64_t seq, bool send);
   void issueLanding(const plan::RsWave& wave);
@@ -255,8 +256,10 @@ void Communicator::MultiNodeRs::acceptWave(const plan::RsWave& wave, uint64_t se
   if (!push_)
     for (const plan::InboxBlock& z : wave.zero)
       if (z.gpu == local_) {
-        if (c_.injected(Fault::kSkipStaleZeroing)) c_.noteFaultFired();
-        else ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+        if (!c_.injected(Fault::kSkipStaleZeroing))
+          ep_.zero(kNetQueue, ep_.arena() + layout_.inboxBlock(gen, z.block), layout_.blockBytes);
+        else if (staleBlockReadsData(wave, z.block))
+          c_.noteFaultFired();
       }
   if (!push_ && wave.clearAfterLanding) {
     // The last wave on this generation clears what its landing reads, so
@@ -279,6 +282,23 @@ void Communicator::MultiNodeRs::acceptWave(const plan::RsWave& wave, uint64_t se
     for (int c : wave.contributors)
       if (c < m_) ep_.signal(kNetQueue, t_.rankOf(((node_ - c) % m_ + m_) % m_, local_), ids::kRsCredit + node_, seq);
   if (landQ_ != kNetQueue) accepted_ = ep_.record(kNetQueue);
+}
+
+// Under the skip-stale-zeroing fault only: whether leaving my stale block `sub`
+// unzeroed changes a byte. It holds what the previous wave on this generation
+// wrote there: the sums of sub-slice `sub` of that wave's pass for every local
+// rank, zero on the tail padding of a parameter with fewer rows than ranks.
+// This wave's landers read its first elements as this pass's sub-slice (the
+// rest is cleared after the generation's last landing, unread); only a live
+// element among them makes a wrong output.
+bool Communicator::MultiNodeRs::staleBlockReadsData(const plan::RsWave& wave, int sub) const {
+  const plan::RsWave& previous = rs_.waves[static_cast<size_t>(wave.index - rs_.bufferGenerations)];
+  const plan::ElemRange written = plan::subSliceRange(g_, rs_, previous.pass, sub);
+  const int64_t readNow = plan::subSliceRange(g_, rs_, wave.pass, sub).size();
+  const plan::ElemRange read{written.begin, written.begin + std::min(written.size(), readNow)};
+  for (int u = 0; u < l_; ++u)
+    if (liveElems(g_, t_.rankOf(node_, u), read)) return true;
+  return false;
 }
 
 // One k-way round of outbox blocks over my rail: each block after its sum and
