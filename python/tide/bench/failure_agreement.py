@@ -26,7 +26,6 @@ class FailureAgreement:
     """Made on every rank at once (new_group is collective), before the first configuration."""
 
     def __init__(self) -> None:
-        self.world = dist.get_world_size()
         self.rank = dist.get_rank()
         # A group apart from the main one, so that its messages cannot be taken for a collective
         # that a healthy rank is blocked in there; its own timeout is the agreement's deadline
@@ -34,7 +33,7 @@ class FailureAgreement:
         # its timeout on rank 0 only, the other ranks wait for rank 0 with the group's timeout.
         self.timeout_s = AGREEMENT_TIMEOUT_S
         self.group = (dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=self.timeout_s))
-                      if self.world > 1 else None)
+                      if dist.get_world_size() > 1 else None)
 
     def all_failed_or_exit(self, what: str, before_exit=None) -> None:
         """Returns when every rank failed `what` (the driver may go on to its next configuration);
