@@ -37,6 +37,6 @@ build_against() {
   echo "compile_cuda.sh: compiled against NCCL $version headers: $*"
 }
 
-build_against 2.28.9 tide tide_cuda_fabric_test tide_co_resident_test tide_copy_launch_probe tide_nccl_rma_probe tide_bench_native
+build_against 2.28.9 tide tide_cuda_fabric_test tide_co_resident_test tide_copy_launch_probe tide_copy_graph_refusal_test tide_nccl_rma_probe tide_bench_native
 build_against 2.30.7 tide tide_nccl_rma_probe
 echo "compile_cuda.sh: the CUDA fabric and the GPU test programs compile ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/nvcc \1/p'))"

@@ -185,7 +185,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 # ---- build: the CUDA fabric, its GPU test and the benchmark helper (sm_90a only here)
 build() {
   bash tools/build_gpu.sh . "$BUILD" tide tide_cuda_fabric_test tide_co_resident_test tide_copy_launch_probe \
-    tide_bench_native
+    tide_copy_graph_refusal_test tide_bench_native
 }
 export -f build
 export BUILD PYTHON
@@ -204,6 +204,10 @@ elif [[ -x $TEST ]]; then
   # Host time per copy three ways (each copy, batch, cached graph); fails unless every byte is
   # right and the graph's copies run on copy engines beside a kernel holding every SM.
   run copy_launch_probe 60 "$BUILD/tests/cuda/tide_copy_launch_probe" --copies 30 --bytes 1048576
+  # Copy graphs the driver refuses (sources across two mappings, as an expandable segment can lay
+  # a block out): the refused list goes out as batches, others keep their graphs, 8 refusals turn
+  # graphs off; every byte right throughout.
+  run copy_graph_refusals 60 "$BUILD/tests/cuda/tide_copy_graph_refusal_test"
   # The multicast rule's refusal, a rank that never joins (TIDE's and the benchmark's NCCL
   # baseline), and a teardown whose peer is gone (two GPUs; and on any GPU count, two ranks on
   # hosts of their own): bounded, aborted.

@@ -58,6 +58,17 @@ class CopyEngine {
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
+  // A list is built from the addresses of its sightings, calls later; memory
+  // outside the arenas may have gone back to the driver since and been handed
+  // out again with other bounds (an allocator under memory pressure empties
+  // its cache), and the driver then refuses a copy that no longer lies in one
+  // allocation (or lies in two, as a caching allocator's expandable segment
+  // can lay a block out: tests/cuda/copy_graph_refusal_test.cpp). That is the
+  // list's fault, not the graphs': one refusal declines that list only.
+  // Refusals that keep coming say something else is wrong, and each costs a
+  // build's host time: then graphs go off.
+  static constexpr int kRefusalsBeforeGraphsOff = 8;
+
   // As issueCopies, through a cached graph where the list qualifies.
   int64_t issue(cudaStream_t stream, const std::vector<CopyOp>& ops);
   // Lists sighted twice and not yet built.
@@ -79,14 +90,6 @@ class CopyEngine {
   // and after kRefusalsBeforeGraphsOff refusals graphs go off, each step logged.
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
 
-  // A list is built from the addresses of its sightings, calls later; memory
-  // outside the arenas may have gone back to the driver since and been handed
-  // out again with other bounds (an allocator under memory pressure empties
-  // its cache), and the driver then refuses a copy that no longer lies in one
-  // allocation. That is the list's fault, not the graphs': one refusal declines
-  // that list only. Refusals that keep coming say something else is wrong, and
-  // each costs a build's host time: then graphs go off.
-  static constexpr int kRefusalsBeforeGraphsOff = 8;
 
   int device_ = 0;
   cudaStream_t upload_ = nullptr;  // a graph's upload at its build, off every queue (the owner's)
