@@ -17,10 +17,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "fabric/cuda/copy_engine.hpp"
+#include "fabric/cuda/cuda_check.hpp"
 
 namespace {
 
@@ -34,25 +36,15 @@ void check(bool ok, const std::string& what) {
   failures += ok ? 0 : 1;
 }
 
-#define CUDA_OK(x)                                                                              \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 // The driver API's virtual memory calls, through the runtime's entry points
 // (no link against libcuda, as the fabric's stream memory operations).
 template <typename Fn>
 Fn driverEntry(const char* name) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  CUDA_OK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status));
-  if (status != cudaDriverEntryPointSuccess || fn == nullptr) {
-    std::fprintf(stderr, "the driver has no %s\n", name);
-    std::exit(1);
-  }
+  TIDE_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status));
+  if (status != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw std::runtime_error(std::string("the driver has no ") + name);
   return reinterpret_cast<Fn>(fn);
 }
 #define DRIVER(name) const decltype(&::name) name = driverEntry<decltype(&::name)>(#name)
@@ -68,15 +60,6 @@ struct Driver {
 };
 #undef DRIVER
 
-#define CU_OK(x)                                                                                \
-  do {                                                                                          \
-    CUresult r_ = (x);                                                                          \
-    if (r_ != CUDA_SUCCESS) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: CUresult %d\n", __FILE__, __LINE__, #x, static_cast<int>(r_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-
 // Two physical allocations of one granule each, mapped back to back: [base, base + 2 * granule).
 struct SplitRange {
   Driver cu;
@@ -89,16 +72,16 @@ struct SplitRange {
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = device;
-    CU_OK(cu.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    CU_OK(cu.cuMemAddressReserve(&base, 2 * granule, 0, 0, 0));
+    TIDE_CU_CHECK(cu.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    TIDE_CU_CHECK(cu.cuMemAddressReserve(&base, 2 * granule, 0, 0, 0));
     for (int h = 0; h < 2; ++h) {
-      CU_OK(cu.cuMemCreate(&halves[h], granule, &prop, 0));
-      CU_OK(cu.cuMemMap(base + h * granule, granule, 0, halves[h], 0));
+      TIDE_CU_CHECK(cu.cuMemCreate(&halves[h], granule, &prop, 0));
+      TIDE_CU_CHECK(cu.cuMemMap(base + h * granule, granule, 0, halves[h], 0));
     }
     CUmemAccessDesc access{};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU_OK(cu.cuMemSetAccess(base, 2 * granule, &access, 1));
+    TIDE_CU_CHECK(cu.cuMemSetAccess(base, 2 * granule, &access, 1));
   }
   ~SplitRange() {
     cu.cuMemUnmap(base, 2 * granule);
@@ -111,7 +94,7 @@ struct SplitRange {
 // Whether the driver refuses a graph memcpy node from `src` (bytes) to `dst`.
 bool driverRefusesNode(void* dst, const void* src, size_t bytes) {
   cudaGraph_t graph = nullptr;
-  CUDA_OK(cudaGraphCreate(&graph, 0));
+  TIDE_CUDA_CHECK(cudaGraphCreate(&graph, 0));
   cudaGraphNode_t node = nullptr;
   cudaError_t e = cudaGraphAddMemcpyNode1D(&node, graph, nullptr, 0, dst, src, bytes, cudaMemcpyDefault);
   cudaGraphExec_t exec = nullptr;
@@ -137,10 +120,10 @@ struct Setup {
   std::vector<unsigned char> splitHost, plainHost;
 
   Setup() {
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CUDA_OK(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking));
-    CUDA_OK(cudaMalloc(&plain, static_cast<size_t>(kSlots * kCopy)));
-    CUDA_OK(cudaMalloc(&out, static_cast<size_t>(kSlots * kCopy)));
+    TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking));
+    TIDE_CUDA_CHECK(cudaMalloc(&plain, static_cast<size_t>(kSlots * kCopy)));
+    TIDE_CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(kSlots * kCopy)));
     splitHost.resize(2 * split.granule);
     plainHost.resize(static_cast<size_t>(kSlots * kCopy));
     uint64_t x = 0x9E3779B97F4A7C15ull;  // any pattern that differs byte to byte and from the poison
@@ -151,9 +134,9 @@ struct Setup {
       }
     // Each half on its own: a plain copy need not span the two mappings.
     for (int h = 0; h < 2; ++h)
-      CUDA_OK(cudaMemcpy(split.at(static_cast<int64_t>(h) * static_cast<int64_t>(split.granule)), splitHost.data() + h * split.granule,
+      TIDE_CUDA_CHECK(cudaMemcpy(split.at(static_cast<int64_t>(h) * static_cast<int64_t>(split.granule)), splitHost.data() + h * split.granule,
                          split.granule, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(plain, plainHost.data(), plainHost.size(), cudaMemcpyHostToDevice));
+    TIDE_CUDA_CHECK(cudaMemcpy(plain, plainHost.data(), plainHost.size(), cudaMemcpyHostToDevice));
   }
   ~Setup() {
     cudaFree(plain);
@@ -180,13 +163,13 @@ struct Setup {
   }
   // Poisons the list's destinations, issues it, and checks every byte.
   bool issueChecked(CopyEngine& engine, const std::vector<CopyOp>& ops) {
-    for (const CopyOp& op : ops) CUDA_OK(cudaMemsetAsync(op.dst, 0xFF, static_cast<size_t>(op.width), stream));
+    for (const CopyOp& op : ops) TIDE_CUDA_CHECK(cudaMemsetAsync(op.dst, 0xFF, static_cast<size_t>(op.width), stream));
     engine.issue(stream, ops);
-    CUDA_OK(cudaStreamSynchronize(stream));
+    TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));
     bool ok = true;
     for (const CopyOp& op : ops) {
       std::vector<unsigned char> got(static_cast<size_t>(op.width));
-      CUDA_OK(cudaMemcpy(got.data(), op.dst, got.size(), cudaMemcpyDeviceToHost));
+      TIDE_CUDA_CHECK(cudaMemcpy(got.data(), op.dst, got.size(), cudaMemcpyDeviceToHost));
       const auto* src = static_cast<const std::byte*>(op.src);
       const unsigned char* want =
           src >= plain && src < plain + kSlots * kCopy
@@ -263,13 +246,13 @@ void refusalsThatKeepComingTurnGraphsOff(Setup& s) {
 
 }  // namespace
 
-int main() {
+int runAll() {
   if (const char* v = std::getenv("TIDE_COPY_GRAPHS"); v != nullptr && std::string(v) == "0") {
     std::fprintf(stderr, "TIDE_COPY_GRAPHS=0: copy graphs are off, nothing here to test\n");
     return 1;
   }
-  CUDA_OK(cudaSetDevice(0));
-  CUDA_OK(cudaFree(nullptr));  // the primary context, for the driver API calls
+  TIDE_CUDA_CHECK(cudaSetDevice(0));
+  TIDE_CUDA_CHECK(cudaFree(nullptr));  // the primary context, for the driver API calls
   Setup s;
   const auto probe = s.splitList(0);
   if (!driverRefusesNode(probe[0].dst, probe[0].src, static_cast<size_t>(probe[0].width))) {
@@ -284,4 +267,13 @@ int main() {
   refusalsThatKeepComingTurnGraphsOff(s);
   std::printf("%s: %d failed\n", failures == 0 ? "PASS" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
+}
+
+int main() {
+  try {
+    return runAll();
+  } catch (const std::exception& e) {  // a failed CUDA call: FabricError names it
+    std::printf("FAIL %s\n", e.what());
+    return 1;
+  }
 }
