@@ -90,6 +90,29 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{collectives::Fault::kReleaseGradsEarly, {1, 2}, plan::Mode::kInPlace}),
     [](const auto& param_info) { return faultTestName(param_info.param.fault); });
 
+// skip-stale-zeroing acts only where a lander reads a live element of the
+// stale block. 7 rows over M5L2 leave ranks 7, 8 and 9 padding only, so the
+// stale blocks of node 4 (ranks 8 and 9) hold zeros: leaving them changes
+// nothing and counts no firing (a host sweep once took such a draw for a
+// fault that went undetected). On node 0 the same fault acts and is detected.
+TEST(Faults, SkipStaleZeroingActsOnlyWhereRowsLive) {
+  for (const int rank : {0, 8, 9}) {
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE("fault rank " + std::to_string(rank) + " seed=" + std::to_string(seed));
+    HostRunOptions o = faultRun(FaultCase{collectives::Fault::kSkipStaleZeroing, {5, 2}, plan::Mode::kInPlace}, seed);
+    o.specs = {{{7, 4096}, DType::kBF16}};
+    o.fault = {collectives::Fault::kSkipStaleZeroing, rank};
+    const bench::HostRunResult r = bench::runOnHost(o);
+    if (rank == 0) {
+      EXPECT_GT(r.faultFirings, 0) << "the fault never acted on node 0";
+      EXPECT_TRUE(!r.error.empty() || !r.allGather.ok || !r.reduceScatter.ok) << "fault passed silently";
+    } else {
+      EXPECT_EQ(r.faultFirings, 0) << "counted a firing over padding only";
+      expectOk(r);
+    }
+  }
+}
+
 // Ranks that issue two groups' calls in different orders must not pass.
 TEST(Faults, CallOrderDiffersBetweenRanks) {
   const plan::Topology topo = plan::Topology::make(2, 2);
