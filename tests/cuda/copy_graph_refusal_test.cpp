@@ -114,7 +114,7 @@ struct Setup {
   static constexpr int kSlots = 64;           // destination slots of kCopy bytes
   int device = 0;
   cudaStream_t stream = nullptr, upload = nullptr;
-  SplitRange split{0};
+  SplitRange split{device};  // initialised after `device` (declared before it)
   std::byte* plain = nullptr;
   std::byte* out = nullptr;
   std::vector<unsigned char> splitHost, plainHost;
