@@ -62,8 +62,9 @@ class CopyEngine {
   // outside the arenas may have gone back to the driver since and been handed
   // out again with other bounds (an allocator under memory pressure empties
   // its cache), and the driver then refuses a copy that no longer lies in one
-  // allocation (or lies in two, as a caching allocator's expandable segment
-  // can lay a block out: tests/cuda/copy_graph_refusal_test.cpp). That is the
+  // allocation (likely also one across two mappings, as a caching allocator's
+  // expandable segment can lay a block out: tests/cuda/copy_graph_refusal_test.cpp
+  // asks the driver, not yet run on a GPU). That is the
   // list's fault, not the graphs': one refusal declines that list only.
   // Refusals that keep coming say something else is wrong, and each costs a
   // build's host time: then graphs go off.
@@ -89,7 +90,6 @@ class CopyEngine {
   // it: that list then goes out as batches from then on (the cache declines it),
   // and after kRefusalsBeforeGraphsOff refusals graphs go off, each step logged.
   cudaGraphExec_t build(const std::vector<CopyOp>& ops);
-
 
   int device_ = 0;
   cudaStream_t upload_ = nullptr;  // a graph's upload at its build, off every queue (the owner's)
