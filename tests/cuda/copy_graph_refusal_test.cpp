@@ -4,16 +4,20 @@
 // graphs go off; every copy writes every byte throughout.
 //
 // The refusals are the driver's own, not simulated: a copy whose source spans
-// two physical allocations mapped back to back in one virtual range, as a
-// caching allocator's expandable segment lays a block out. Copy engines copy
-// it (a batch resolves virtual addresses as it runs), but a graph memcpy node
-// wants one allocation. The test first asks the driver whether it refuses
-// such a node, and fails if it does not: then this test reaches nothing.
+// two cudaMalloc allocations that lie back to back in the address space, as a
+// list's memory may after it went back to the driver and was handed out again
+// with other bounds. Copy engines copy it (a batch resolves virtual addresses
+// as it runs), but a graph memcpy node wants one allocation: on an H100 with
+// CUDA 13 the driver answers "invalid argument" when the node is added. (Two
+// physical allocations mapped into one reserved virtual range, as a caching
+// allocator's expandable segment lays a block out, it accepts.) The test first
+// asks the driver whether it refuses such a node, and fails if it does not:
+// then this test reaches nothing.
 //
 //   tide_copy_graph_refusal_test
-#include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,59 +40,39 @@ void check(bool ok, const std::string& what) {
   failures += ok ? 0 : 1;
 }
 
-// The driver API's virtual memory calls, through the runtime's entry points
-// (no link against libcuda, as the fabric's stream memory operations).
-template <typename Fn>
-Fn driverEntry(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  TIDE_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status));
-  if (status != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw std::runtime_error(std::string("the driver has no ") + name);
-  return reinterpret_cast<Fn>(fn);
-}
-#define DRIVER(name) const decltype(&::name) name = driverEntry<decltype(&::name)>(#name)
-struct Driver {
-  DRIVER(cuMemGetAllocationGranularity);
-  DRIVER(cuMemAddressReserve);
-  DRIVER(cuMemCreate);
-  DRIVER(cuMemMap);
-  DRIVER(cuMemSetAccess);
-  DRIVER(cuMemUnmap);
-  DRIVER(cuMemRelease);
-  DRIVER(cuMemAddressFree);
-};
-#undef DRIVER
-
-// Two physical allocations of one granule each, mapped back to back: [base, base + 2 * granule).
+// Two cudaMalloc allocations of kHalf bytes each, the second starting where
+// the first ends: [at(0), at(2 * kHalf)). cudaMalloc gives no such promise, so
+// this allocates until two blocks lie back to back (consecutive allocations of
+// a size the driver maps whole usually do) and frees the others.
 struct SplitRange {
-  Driver cu;
-  CUdeviceptr base = 0;
-  size_t granule = 0;
-  CUmemGenericAllocationHandle halves[2] = {};
+  static constexpr int64_t kHalf = 2 << 20;  // one 2 MiB page each
+  static constexpr int kTries = 256;
+  std::byte* halves[2] = {};
 
-  explicit SplitRange(int device) {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
-    TIDE_CU_CHECK(cu.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    TIDE_CU_CHECK(cu.cuMemAddressReserve(&base, 2 * granule, 0, 0, 0));
-    for (int h = 0; h < 2; ++h) {
-      TIDE_CU_CHECK(cu.cuMemCreate(&halves[h], granule, &prop, 0));
-      TIDE_CU_CHECK(cu.cuMemMap(base + h * granule, granule, 0, halves[h], 0));
+  SplitRange() {
+    std::vector<std::byte*> blocks;
+    for (int i = 0; i < kTries && halves[0] == nullptr; ++i) {
+      void* p = nullptr;
+      TIDE_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(kHalf)));
+      auto* b = static_cast<std::byte*>(p);
+      for (std::byte* q : blocks)
+        if (q + kHalf == b || b + kHalf == q) {
+          halves[0] = std::min(q, b);
+          halves[1] = std::max(q, b);
+        }
+      blocks.push_back(b);
     }
-    CUmemAccessDesc access{};
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    TIDE_CU_CHECK(cu.cuMemSetAccess(base, 2 * granule, &access, 1));
+    for (std::byte* q : blocks)
+      if (q != halves[0] && q != halves[1]) cudaFree(q);
+    if (halves[0] == nullptr)
+      throw std::runtime_error("no two of " + std::to_string(kTries) + " cudaMalloc blocks lie back to back");
   }
   ~SplitRange() {
-    cu.cuMemUnmap(base, 2 * granule);
-    for (CUmemGenericAllocationHandle h : halves) cu.cuMemRelease(h);
-    cu.cuMemAddressFree(base, 2 * granule);
+    for (std::byte* h : halves) cudaFree(h);
   }
-  std::byte* at(int64_t offset) const { return reinterpret_cast<std::byte*>(base) + offset; }
+  SplitRange(const SplitRange&) = delete;
+  SplitRange& operator=(const SplitRange&) = delete;
+  std::byte* at(int64_t offset) const { return halves[0] + offset; }
 };
 
 // Whether the driver refuses a graph memcpy node from `src` (bytes) to `dst`.
@@ -100,7 +84,7 @@ bool driverRefusesNode(void* dst, const void* src, size_t bytes) {
   cudaGraphExec_t exec = nullptr;
   if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGetLastError();
-  std::printf("driver: a memcpy node across two mappings: %s\n", cudaGetErrorString(e));
+  std::printf("driver: a memcpy node across two allocations: %s\n", cudaGetErrorString(e));
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return e != cudaSuccess;
@@ -114,7 +98,7 @@ struct Setup {
   static constexpr int kSlots = 64;           // destination slots of kCopy bytes
   int device = 0;
   cudaStream_t stream = nullptr, upload = nullptr;
-  SplitRange split{device};  // initialised after `device` (declared before it)
+  SplitRange split;
   std::byte* plain = nullptr;
   std::byte* out = nullptr;
   std::vector<unsigned char> splitHost, plainHost;
@@ -124,7 +108,7 @@ struct Setup {
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking));
     TIDE_CUDA_CHECK(cudaMalloc(&plain, static_cast<size_t>(kSlots * kCopy)));
     TIDE_CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(kSlots * kCopy)));
-    splitHost.resize(2 * split.granule);
+    splitHost.resize(static_cast<size_t>(2 * SplitRange::kHalf));
     plainHost.resize(static_cast<size_t>(kSlots * kCopy));
     uint64_t x = 0x9E3779B97F4A7C15ull;  // any pattern that differs byte to byte and from the poison
     for (auto* v : {&splitHost, &plainHost})
@@ -132,10 +116,10 @@ struct Setup {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         b = static_cast<unsigned char>(x % 255);  // never 0xFF, the poison
       }
-    // Each half on its own: a plain copy need not span the two mappings.
+    // Each half on its own: a plain copy need not span the two allocations.
     for (int h = 0; h < 2; ++h)
-      TIDE_CUDA_CHECK(cudaMemcpy(split.at(static_cast<int64_t>(h) * static_cast<int64_t>(split.granule)), splitHost.data() + h * split.granule,
-                         split.granule, cudaMemcpyHostToDevice));
+      TIDE_CUDA_CHECK(cudaMemcpy(split.halves[h], splitHost.data() + h * SplitRange::kHalf,
+                                 static_cast<size_t>(SplitRange::kHalf), cudaMemcpyHostToDevice));
     TIDE_CUDA_CHECK(cudaMemcpy(plain, plainHost.data(), plainHost.size(), cudaMemcpyHostToDevice));
   }
   ~Setup() {
@@ -147,12 +131,12 @@ struct Setup {
   // Arenas for the engine: both sources and the destinations, so no list is
   // volatile and the volatile-build policy stays out of the counts.
   std::vector<CopyEngine::Window> windows() const {
-    return {{split.at(0), static_cast<int64_t>(2 * split.granule)}, {plain, kSlots * kCopy}, {out, kSlots * kCopy}};
+    return {{split.at(0), 2 * SplitRange::kHalf}, {plain, kSlots * kCopy}, {out, kSlots * kCopy}};
   }
   // List `k` across the split (refused by the driver): its copies' sources
-  // straddle the boundary between the two mappings, a different place per k.
+  // straddle the boundary between the two allocations, a different place per k.
   std::vector<CopyOp> splitList(int k) {
-    const int64_t from = static_cast<int64_t>(split.granule) - kCopy / 2 - 256 * k;
+    const int64_t from = SplitRange::kHalf - kCopy / 2 - 256 * k;
     return {CopyOp{out + (2 * k) * kCopy, split.at(from), kCopy, 1, 0, 0},
             CopyOp{out + (2 * k + 1) * kCopy, split.at(from - kCopy), kCopy, 1, 0, 0}};
   }
@@ -256,12 +240,12 @@ int runAll() {
   Setup s;
   const auto probe = s.splitList(0);
   if (!driverRefusesNode(probe[0].dst, probe[0].src, static_cast<size_t>(probe[0].width))) {
-    std::printf("FAIL this driver builds a memcpy node across two mappings: no refusal to test with\n");
+    std::printf("FAIL this driver builds a memcpy node across two allocations: no refusal to test with\n");
     return 1;
   }
   {
     CopyEngine batchesOnly(s.device, {}, s.upload);  // one sighting: a batch, never a graph
-    check(s.issueChecked(batchesOnly, probe), "a batch copies across the two mappings");
+    check(s.issueChecked(batchesOnly, probe), "a batch copies across the two allocations");
   }
   oneRefusalDeclinesThatListOnly(s);
   refusalsThatKeepComingTurnGraphsOff(s);
