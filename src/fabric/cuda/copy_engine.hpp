@@ -62,10 +62,10 @@ class CopyEngine {
   // outside the arenas may have gone back to the driver since and been handed
   // out again with other bounds (an allocator under memory pressure empties
   // its cache), and the driver then refuses a copy that no longer lies in one
-  // allocation (likely also one across two mappings, as a caching allocator's
-  // expandable segment can lay a block out: tests/cuda/copy_graph_refusal_test.cpp
-  // asks the driver, not yet run on a GPU). That is the
-  // list's fault, not the graphs': one refusal declines that list only.
+  // allocation (on an H100 with CUDA 13 it accepts one across two mappings of
+  // one reserved range, as an expandable segment lays a block out; see
+  // tests/cuda/copy_graph_refusal_test.cpp). That is the list's fault, not the
+  // graphs': one refusal declines that list only.
   // Refusals that keep coming say something else is wrong, and each costs a
   // build's host time: then graphs go off.
   static constexpr int kRefusalsBeforeGraphsOff = 8;
