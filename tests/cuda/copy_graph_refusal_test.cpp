@@ -3,21 +3,25 @@
 // other lists keep their graphs, and after kRefusalsBeforeGraphsOff refusals
 // graphs go off; every copy writes every byte throughout.
 //
-// The refusals are the driver's own, not simulated: a copy whose source spans
-// two cudaMalloc allocations that lie back to back in the address space, as a
-// list's memory may after it went back to the driver and was handed out again
-// with other bounds. Copy engines copy it (a batch resolves virtual addresses
-// as it runs), but a graph memcpy node wants one allocation: on an H100 with
-// CUDA 13 the driver answers "invalid argument" when the node is added. (Two
-// physical allocations mapped into one reserved virtual range, as a caching
-// allocator's expandable segment lays a block out, it accepts.) The test first
-// asks the driver whether it refuses such a node, and fails if it does not:
-// then this test reaches nothing.
+// The refusals are the driver's own, not simulated. A list is built from the
+// addresses of its sightings, calls later; here its sources' memory goes back
+// to the driver in between and only part of it is mapped again while the
+// engine builds (a virtual range whose tail is unmapped), then all of it
+// before the next call, as a caching allocator that empties its cache and
+// grows again may leave a list's addresses. The driver refuses a graph memcpy
+// node that runs into unmapped addresses ("invalid argument" as the node is
+// added, on an H100 with CUDA 13), so the build fails; the calls, while the
+// whole range is mapped, copy every byte as batches. (What the driver refuses
+// here is narrow: a node across two mappings of one reserved range, or one
+// starting in unmapped addresses, it accepts; one across two cudaMalloc
+// allocations it refuses, but so does cudaMemcpyBatchAsync, so no call could
+// copy such a list either.) The test first asks the driver whether it refuses
+// the torn range's node, and fails if it does not: then it reaches nothing.
 //
 //   tide_copy_graph_refusal_test
+#include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,39 +44,87 @@ void check(bool ok, const std::string& what) {
   failures += ok ? 0 : 1;
 }
 
-// Two cudaMalloc allocations of kHalf bytes each, the second starting where
-// the first ends: [at(0), at(2 * kHalf)). cudaMalloc gives no such promise, so
-// this allocates until two blocks lie back to back (consecutive allocations of
-// a size the driver maps whole usually do) and frees the others.
-struct SplitRange {
-  static constexpr int64_t kHalf = 2 << 20;  // one 2 MiB page each
-  static constexpr int kTries = 256;
-  std::byte* halves[2] = {};
+// The driver API's virtual memory calls, through the runtime's entry points
+// (no link against libcuda, as the fabric's stream memory operations).
+template <typename Fn>
+Fn driverEntry(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  TIDE_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status));
+  if (status != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw std::runtime_error(std::string("the driver has no ") + name);
+  return reinterpret_cast<Fn>(fn);
+}
+#define DRIVER(name) const decltype(&::name) name = driverEntry<decltype(&::name)>(#name)
+struct Driver {
+  DRIVER(cuMemGetAllocationGranularity);
+  DRIVER(cuMemAddressReserve);
+  DRIVER(cuMemCreate);
+  DRIVER(cuMemMap);
+  DRIVER(cuMemSetAccess);
+  DRIVER(cuMemUnmap);
+  DRIVER(cuMemRelease);
+  DRIVER(cuMemAddressFree);
+};
+#undef DRIVER
 
-  SplitRange() {
-    std::vector<std::byte*> blocks;
-    for (int i = 0; i < kTries && halves[0] == nullptr; ++i) {
-      void* p = nullptr;
-      TIDE_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(kHalf)));
-      auto* b = static_cast<std::byte*>(p);
-      for (std::byte* q : blocks)
-        if (q + kHalf == b || b + kHalf == q) {
-          halves[0] = std::min(q, b);
-          halves[1] = std::max(q, b);
-        }
-      blocks.push_back(b);
-    }
-    for (std::byte* q : blocks)
-      if (q != halves[0] && q != halves[1]) cudaFree(q);
-    if (halves[0] == nullptr)
-      throw std::runtime_error("no two of " + std::to_string(kTries) + " cudaMalloc blocks lie back to back");
+// A reserved virtual range [at(0), at(bytes())) of two granules, backed whole
+// by one physical allocation (mend) or with only its first granule mapped, to
+// another allocation, and the second unmapped (tear). The whole allocation
+// keeps its contents while unmapped, so a mended range reads as before.
+class TearableRange {
+ public:
+  explicit TearableRange(int device) {
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = device;
+    TIDE_CU_CHECK(cu_.cuMemGetAllocationGranularity(&granule_, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    TIDE_CU_CHECK(cu_.cuMemAddressReserve(&base_, 2 * granule_, 0, 0, 0));
+    TIDE_CU_CHECK(cu_.cuMemCreate(&whole_, 2 * granule_, &prop_, 0));
+    TIDE_CU_CHECK(cu_.cuMemCreate(&head_, granule_, &prop_, 0));
+    map(whole_, 2 * granule_);
   }
-  ~SplitRange() {
-    for (std::byte* h : halves) cudaFree(h);
+  ~TearableRange() {
+    cu_.cuMemUnmap(base_, mapped_);
+    cu_.cuMemRelease(whole_);
+    cu_.cuMemRelease(head_);
+    cu_.cuMemAddressFree(base_, 2 * granule_);
   }
-  SplitRange(const SplitRange&) = delete;
-  SplitRange& operator=(const SplitRange&) = delete;
-  std::byte* at(int64_t offset) const { return halves[0] + offset; }
+  TearableRange(const TearableRange&) = delete;
+  TearableRange& operator=(const TearableRange&) = delete;
+
+  int64_t bytes() const { return static_cast<int64_t>(2 * granule_); }
+  int64_t granule() const { return static_cast<int64_t>(granule_); }
+  std::byte* at(int64_t offset) const { return reinterpret_cast<std::byte*>(base_) + offset; }
+  // Only the first granule mapped (another allocation's), the rest unmapped.
+  // The device is synchronized first: no copy may still read the range.
+  void tear() {
+    TIDE_CUDA_CHECK(cudaDeviceSynchronize());
+    TIDE_CU_CHECK(cu_.cuMemUnmap(base_, mapped_));
+    map(head_, granule_);
+  }
+  // The whole range mapped again, to the allocation that holds its contents.
+  void mend() {
+    TIDE_CUDA_CHECK(cudaDeviceSynchronize());
+    TIDE_CU_CHECK(cu_.cuMemUnmap(base_, mapped_));
+    map(whole_, 2 * granule_);
+  }
+
+ private:
+  void map(CUmemGenericAllocationHandle handle, size_t size) {
+    TIDE_CU_CHECK(cu_.cuMemMap(base_, size, 0, handle, 0));
+    mapped_ = size;
+    CUmemAccessDesc access{};
+    access.location = prop_.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    TIDE_CU_CHECK(cu_.cuMemSetAccess(base_, size, &access, 1));
+  }
+
+  Driver cu_;
+  CUmemAllocationProp prop_{};
+  size_t granule_ = 0, mapped_ = 0;
+  CUdeviceptr base_ = 0;
+  CUmemGenericAllocationHandle whole_ = 0, head_ = 0;
 };
 
 // Whether the driver refuses a graph memcpy node from `src` (bytes) to `dst`.
@@ -84,21 +136,21 @@ bool driverRefusesNode(void* dst, const void* src, size_t bytes) {
   cudaGraphExec_t exec = nullptr;
   if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGetLastError();
-  std::printf("driver: a memcpy node across two allocations: %s\n", cudaGetErrorString(e));
+  std::printf("driver: a memcpy node into unmapped addresses: %s\n", cudaGetErrorString(e));
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return e != cudaSuccess;
 }
 
-// The sources: `split` (refused in graphs, by the driver) and `plain`
-// (cudaMalloc), filled with a pattern; the destinations: `out`, poisoned
-// before every issue. Lists are two flat copies into slots of `out`.
+// The sources: `split` (a tearable range, refused in graphs while torn) and
+// `plain` (cudaMalloc), filled with a pattern; the destinations: `out`,
+// poisoned before every issue. Lists are two flat copies into slots of `out`.
 struct Setup {
   static constexpr int64_t kCopy = 64 << 10;  // bytes per copy
   static constexpr int kSlots = 64;           // destination slots of kCopy bytes
   int device = 0;
   cudaStream_t stream = nullptr, upload = nullptr;
-  SplitRange split;
+  TearableRange split{device};  // initialised after `device` (declared before it)
   std::byte* plain = nullptr;
   std::byte* out = nullptr;
   std::vector<unsigned char> splitHost, plainHost;
@@ -108,7 +160,7 @@ struct Setup {
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking));
     TIDE_CUDA_CHECK(cudaMalloc(&plain, static_cast<size_t>(kSlots * kCopy)));
     TIDE_CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(kSlots * kCopy)));
-    splitHost.resize(static_cast<size_t>(2 * SplitRange::kHalf));
+    splitHost.resize(static_cast<size_t>(split.bytes()));
     plainHost.resize(static_cast<size_t>(kSlots * kCopy));
     uint64_t x = 0x9E3779B97F4A7C15ull;  // any pattern that differs byte to byte and from the poison
     for (auto* v : {&splitHost, &plainHost})
@@ -116,10 +168,7 @@ struct Setup {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         b = static_cast<unsigned char>(x % 255);  // never 0xFF, the poison
       }
-    // Each half on its own: a plain copy need not span the two allocations.
-    for (int h = 0; h < 2; ++h)
-      TIDE_CUDA_CHECK(cudaMemcpy(split.halves[h], splitHost.data() + h * SplitRange::kHalf,
-                                 static_cast<size_t>(SplitRange::kHalf), cudaMemcpyHostToDevice));
+    TIDE_CUDA_CHECK(cudaMemcpy(split.at(0), splitHost.data(), splitHost.size(), cudaMemcpyHostToDevice));
     TIDE_CUDA_CHECK(cudaMemcpy(plain, plainHost.data(), plainHost.size(), cudaMemcpyHostToDevice));
   }
   ~Setup() {
@@ -131,12 +180,12 @@ struct Setup {
   // Arenas for the engine: both sources and the destinations, so no list is
   // volatile and the volatile-build policy stays out of the counts.
   std::vector<CopyEngine::Window> windows() const {
-    return {{split.at(0), 2 * SplitRange::kHalf}, {plain, kSlots * kCopy}, {out, kSlots * kCopy}};
+    return {{split.at(0), split.bytes()}, {plain, kSlots * kCopy}, {out, kSlots * kCopy}};
   }
-  // List `k` across the split (refused by the driver): its copies' sources
-  // straddle the boundary between the two allocations, a different place per k.
+  // List `k` from the tearable range (refused by the driver while torn): its
+  // first copy's source straddles the granule boundary, a different place per k.
   std::vector<CopyOp> splitList(int k) {
-    const int64_t from = SplitRange::kHalf - kCopy / 2 - 256 * k;
+    const int64_t from = split.granule() - kCopy / 2 - 256 * k;
     return {CopyOp{out + (2 * k) * kCopy, split.at(from), kCopy, 1, 0, 0},
             CopyOp{out + (2 * k + 1) * kCopy, split.at(from - kCopy), kCopy, 1, 0, 0}};
   }
@@ -144,6 +193,13 @@ struct Setup {
   std::vector<CopyOp> plainList(int k) {
     return {CopyOp{out + (2 * k) * kCopy, plain + (2 * k + 1) * kCopy, kCopy, 1, 0, 0},
             CopyOp{out + (2 * k + 1) * kCopy, plain + (2 * k) * kCopy, kCopy, 1, 0, 0}};
+  }
+  // Builds the engine's wanted lists while the range is torn: the split lists'
+  // builds are refused, plain lists are built as ever.
+  void buildTorn(CopyEngine& engine) {
+    split.tear();
+    engine.buildWanted();
+    split.mend();
   }
   // Poisons the list's destinations, issues it, and checks every byte.
   bool issueChecked(CopyEngine& engine, const std::vector<CopyOp>& ops) {
@@ -174,7 +230,7 @@ void oneRefusalDeclinesThatListOnly(Setup& s) {
   for (int sighting = 0; sighting < 2; ++sighting)  // two sightings each: both wanted
     right = s.issueChecked(engine, refused) && s.issueChecked(engine, kept) && right;
   check(engine.hasWanted(), "both lists wanted after two sightings");
-  engine.buildWanted();
+  s.buildTorn(engine);
   check(engine.graphStats().built == 1, "one graph built (the plain list's), the split one refused: built " +
                                             std::to_string(engine.graphStats().built));
   const int64_t launches = engine.graphStats().launches;
@@ -186,12 +242,12 @@ void oneRefusalDeclinesThatListOnly(Setup& s) {
             std::to_string(engine.graphStats().launches - launches) + " launches in " + std::to_string(kCalls) +
             " calls of each");
   check(!engine.hasWanted(), "the refused list is not wanted again");
-  engine.buildWanted();
+  s.buildTorn(engine);
   check(engine.graphStats().built == 1, "nothing rebuilt");
   // Graphs are still on: a new list gets one.
   const auto later = s.plainList(2);
   for (int sighting = 0; sighting < 2; ++sighting) right = s.issueChecked(engine, later) && right;
-  engine.buildWanted();
+  s.buildTorn(engine);
   check(engine.graphStats().built == 2, "a later list still gets a graph after one refusal");
   check(right, "every byte of every copy right (poisoned destinations, batches and graphs)");
 }
@@ -206,19 +262,19 @@ void refusalsThatKeepComingTurnGraphsOff(Setup& s) {
     for (int sighting = 0; sighting < 2; ++sighting) right = s.issueChecked(engine, ops) && right;
   };
   for (int k = 0; k < kOff - 1; ++k) sightTwice(s.splitList(k));
-  engine.buildWanted();
+  s.buildTorn(engine);
   check(engine.graphStats().built == 0, std::to_string(kOff - 1) + " split lists, none built");
   const auto early = s.plainList(kOff);
   sightTwice(early);
-  engine.buildWanted();
+  s.buildTorn(engine);
   check(engine.graphStats().built == 1, "a plain list is still built after " + std::to_string(kOff - 1) +
                                             " refusals");
   sightTwice(s.splitList(kOff - 1));
-  engine.buildWanted();  // the last refusal: graphs off
+  s.buildTorn(engine);  // the last refusal: graphs off
   const auto late = s.plainList(kOff + 1);
   sightTwice(late);
   check(!engine.hasWanted(), "after " + std::to_string(kOff) + " refusals no list is wanted");
-  engine.buildWanted();
+  s.buildTorn(engine);
   const int64_t launches = engine.graphStats().launches;
   for (int call = 0; call < 3; ++call) right = s.issueChecked(engine, early) && s.issueChecked(engine, late) && right;
   check(engine.graphStats().built == 1 && engine.graphStats().launches == launches,
@@ -239,13 +295,16 @@ int runAll() {
   TIDE_CUDA_CHECK(cudaFree(nullptr));  // the primary context, for the driver API calls
   Setup s;
   const auto probe = s.splitList(0);
-  if (!driverRefusesNode(probe[0].dst, probe[0].src, static_cast<size_t>(probe[0].width))) {
-    std::printf("FAIL this driver builds a memcpy node across two allocations: no refusal to test with\n");
+  s.split.tear();
+  const bool refused = driverRefusesNode(probe[0].dst, probe[0].src, static_cast<size_t>(probe[0].width));
+  s.split.mend();
+  if (!refused) {
+    std::printf("FAIL this driver builds a memcpy node into unmapped addresses: no refusal to test with\n");
     return 1;
   }
   {
     CopyEngine batchesOnly(s.device, {}, s.upload);  // one sighting: a batch, never a graph
-    check(s.issueChecked(batchesOnly, probe), "a batch copies across the two allocations");
+    check(s.issueChecked(batchesOnly, probe), "a batch copies across the mended range's granule boundary");
   }
   oneRefusalDeclinesThatListOnly(s);
   refusalsThatKeepComingTurnGraphsOff(s);
