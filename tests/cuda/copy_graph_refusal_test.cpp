@@ -17,6 +17,9 @@
 // allocations it refuses, but so does cudaMemcpyBatchAsync, so no call could
 // copy such a list either.) The test first asks the driver whether it refuses
 // the torn range's node, and fails if it does not: then it reaches nothing.
+// The range is an arena of the engine's there, taken on trust; outside the
+// arenas the engine asks both ends of each copy first and declines a torn
+// list without a refusal, which the last case checks.
 //
 //   tide_copy_graph_refusal_test
 #include <cuda.h>
@@ -284,6 +287,36 @@ void refusalsThatKeepComingTurnGraphsOff(Setup& s) {
   check(right, "every byte of every copy right (poisoned destinations)");
 }
 
+// Memory outside the arenas is asked at both ends before a build: a list
+// from the torn range, there not an arena, is declined before the driver sees
+// it, so kRefusalsBeforeGraphsOff such lists leave graphs on; a list from the
+// whole range is built (two ends of one device's memory).
+void tornListsOutsideTheArenasAreDeclinedUnasked(Setup& s) {
+  std::vector<CopyEngine::Window> arenas = s.windows();
+  arenas.erase(arenas.begin());  // the split range: volatile memory here
+  CopyEngine engine(s.device, arenas, s.upload);
+  constexpr int kOff = CopyEngine::kRefusalsBeforeGraphsOff;
+  bool right = true;
+  auto sightTwice = [&](const std::vector<CopyOp>& ops) {
+    for (int sighting = 0; sighting < 2; ++sighting) right = s.issueChecked(engine, ops) && right;
+  };
+  for (int k = 0; k < kOff; ++k) sightTwice(s.splitList(k));
+  s.buildTorn(engine);
+  check(engine.graphStats().built == 0, std::to_string(kOff) + " torn lists outside the arenas, none built");
+  const auto plain = s.plainList(kOff);
+  sightTwice(plain);
+  s.buildTorn(engine);
+  check(engine.graphStats().built == 1, "graphs still on: the driver was never asked, nothing counted as refused");
+  const auto whole = s.splitList(kOff + 1);
+  sightTwice(whole);
+  engine.buildWanted();  // the range mapped whole
+  check(engine.graphStats().built == 2, "a list from the whole range outside the arenas is built");
+  const int64_t launches = engine.graphStats().launches;
+  right = s.issueChecked(engine, whole) && s.issueChecked(engine, s.splitList(0)) && right;
+  check(engine.graphStats().launches - launches == 1, "the whole range's list launched its graph, a torn one none");
+  check(right, "every byte of every copy right (poisoned destinations)");
+}
+
 }  // namespace
 
 int runAll() {
@@ -308,6 +341,7 @@ int runAll() {
   }
   oneRefusalDeclinesThatListOnly(s);
   refusalsThatKeepComingTurnGraphsOff(s);
+  tornListsOutsideTheArenasAreDeclinedUnasked(s);
   std::printf("%s: %d failed\n", failures == 0 ? "PASS" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

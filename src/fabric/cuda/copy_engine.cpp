@@ -187,13 +187,19 @@ bool CopyEngine::graphable(const void* p, int64_t bytes) const {
   // only for these very addresses, and copy engines resolve virtual addresses
   // when they run, so a block freed and handed out again at the same address
   // is copied as the batch would copy it. Host, managed and other GPUs'
-  // memory stay out.
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice && a.device == device_;
+  // memory stay out. Both ends are asked: a list is built calls after its
+  // sightings, and memory given back since may leave its range's tail
+  // unmapped, a node the driver refuses (each refusal counts towards turning
+  // graphs off; a list whose memory moved is its own fault, not the graphs').
+  const auto onThisDevice = [this](const void* q) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice && a.device == device_;
+  };
+  return onThisDevice(p) && (bytes <= 1 || onThisDevice(static_cast<const std::byte*>(p) + (bytes - 1)));
 }
 
 cudaGraphExec_t CopyEngine::build(const std::vector<CopyOp>& ops) {
