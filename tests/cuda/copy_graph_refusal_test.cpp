@@ -101,19 +101,16 @@ class TearableRange {
   std::byte* at(int64_t offset) const { return reinterpret_cast<std::byte*>(base_) + offset; }
   // Only the first granule mapped (another allocation's), the rest unmapped.
   // The device is synchronized first: no copy may still read the range.
-  void tear() {
-    TIDE_CUDA_CHECK(cudaDeviceSynchronize());
-    TIDE_CU_CHECK(cu_.cuMemUnmap(base_, mapped_));
-    map(head_, granule_);
-  }
+  void tear() { remap(head_, granule_); }
   // The whole range mapped again, to the allocation that holds its contents.
-  void mend() {
-    TIDE_CUDA_CHECK(cudaDeviceSynchronize());
-    TIDE_CU_CHECK(cu_.cuMemUnmap(base_, mapped_));
-    map(whole_, 2 * granule_);
-  }
+  void mend() { remap(whole_, 2 * granule_); }
 
  private:
+  void remap(CUmemGenericAllocationHandle handle, size_t size) {
+    TIDE_CUDA_CHECK(cudaDeviceSynchronize());
+    TIDE_CU_CHECK(cu_.cuMemUnmap(base_, mapped_));
+    map(handle, size);
+  }
   void map(CUmemGenericAllocationHandle handle, size_t size) {
     TIDE_CU_CHECK(cu_.cuMemMap(base_, size, 0, handle, 0));
     mapped_ = size;
@@ -145,7 +142,7 @@ bool driverRefusesNode(void* dst, const void* src, size_t bytes) {
   return e != cudaSuccess;
 }
 
-// The sources: `split` (a tearable range, refused in graphs while torn) and
+// The sources: `tearable` (a tearable range, refused in graphs while torn) and
 // `plain` (cudaMalloc), filled with a pattern; the destinations: `out`,
 // poisoned before every issue. Lists are two flat copies into slots of `out`.
 struct Setup {
@@ -153,25 +150,25 @@ struct Setup {
   static constexpr int kSlots = 64;           // destination slots of kCopy bytes
   int device = 0;
   cudaStream_t stream = nullptr, upload = nullptr;
-  TearableRange split{device};  // initialised after `device` (declared before it)
+  TearableRange tearable{device};  // initialised after `device` (declared before it)
   std::byte* plain = nullptr;
   std::byte* out = nullptr;
-  std::vector<unsigned char> splitHost, plainHost;
+  std::vector<unsigned char> tearableHost, plainHost;
 
   Setup() {
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload, cudaStreamNonBlocking));
     TIDE_CUDA_CHECK(cudaMalloc(&plain, static_cast<size_t>(kSlots * kCopy)));
     TIDE_CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(kSlots * kCopy)));
-    splitHost.resize(static_cast<size_t>(split.bytes()));
+    tearableHost.resize(static_cast<size_t>(tearable.bytes()));
     plainHost.resize(static_cast<size_t>(kSlots * kCopy));
     uint64_t x = 0x9E3779B97F4A7C15ull;  // any pattern that differs byte to byte and from the poison
-    for (auto* v : {&splitHost, &plainHost})
+    for (auto* v : {&tearableHost, &plainHost})
       for (unsigned char& b : *v) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         b = static_cast<unsigned char>(x % 255);  // never 0xFF, the poison
       }
-    TIDE_CUDA_CHECK(cudaMemcpy(split.at(0), splitHost.data(), splitHost.size(), cudaMemcpyHostToDevice));
+    TIDE_CUDA_CHECK(cudaMemcpy(tearable.at(0), tearableHost.data(), tearableHost.size(), cudaMemcpyHostToDevice));
     TIDE_CUDA_CHECK(cudaMemcpy(plain, plainHost.data(), plainHost.size(), cudaMemcpyHostToDevice));
   }
   ~Setup() {
@@ -181,28 +178,36 @@ struct Setup {
     cudaStreamDestroy(upload);
   }
   // Arenas for the engine: both sources and the destinations, so no list is
-  // volatile and the volatile-build policy stays out of the counts.
-  std::vector<CopyEngine::Window> windows() const {
-    return {{split.at(0), split.bytes()}, {plain, kSlots * kCopy}, {out, kSlots * kCopy}};
+  // volatile and the volatile-build policy stays out of the counts; without
+  // the tearable range, its lists are volatile.
+  std::vector<CopyEngine::Window> windows(bool tearableIsArena = true) const {
+    std::vector<CopyEngine::Window> w{{plain, kSlots * kCopy}, {out, kSlots * kCopy}};
+    if (tearableIsArena) w.push_back({tearable.at(0), tearable.bytes()});
+    return w;
   }
   // List `k` from the tearable range (refused by the driver while torn): its
   // first copy's source straddles the granule boundary, a different place per k.
-  std::vector<CopyOp> splitList(int k) {
-    const int64_t from = split.granule() - kCopy / 2 - 256 * k;
-    return {CopyOp{out + (2 * k) * kCopy, split.at(from), kCopy, 1, 0, 0},
-            CopyOp{out + (2 * k + 1) * kCopy, split.at(from - kCopy), kCopy, 1, 0, 0}};
+  std::vector<CopyOp> tearableList(int k) {
+    const int64_t from = tearable.granule() - kCopy / 2 - 256 * k;
+    return {CopyOp{out + (2 * k) * kCopy, tearable.at(from), kCopy, 1, 0, 0},
+            CopyOp{out + (2 * k + 1) * kCopy, tearable.at(from - kCopy), kCopy, 1, 0, 0}};
   }
   // List `k` from plain memory (graphs take it).
   std::vector<CopyOp> plainList(int k) {
     return {CopyOp{out + (2 * k) * kCopy, plain + (2 * k + 1) * kCopy, kCopy, 1, 0, 0},
             CopyOp{out + (2 * k + 1) * kCopy, plain + (2 * k) * kCopy, kCopy, 1, 0, 0}};
   }
-  // Builds the engine's wanted lists while the range is torn: the split lists'
+  // Builds the engine's wanted lists while the range is torn: the tearable lists'
   // builds are refused, plain lists are built as ever.
   void buildTorn(CopyEngine& engine) {
-    split.tear();
+    tearable.tear();
     engine.buildWanted();
-    split.mend();
+    tearable.mend();
+  }
+  // Issues the list twice, checked: then it is wanted.
+  bool sightTwice(CopyEngine& engine, const std::vector<CopyOp>& ops) {
+    const bool first = issueChecked(engine, ops);
+    return issueChecked(engine, ops) && first;
   }
   // Poisons the list's destinations, issues it, and checks every byte.
   bool issueChecked(CopyEngine& engine, const std::vector<CopyOp>& ops) {
@@ -217,7 +222,7 @@ struct Setup {
       const unsigned char* want =
           src >= plain && src < plain + kSlots * kCopy
               ? plainHost.data() + (src - plain)
-              : splitHost.data() + (src - split.at(0));
+              : tearableHost.data() + (src - tearable.at(0));
       for (size_t i = 0; i < got.size() && ok; ++i) ok = got[i] == want[i];
     }
     return ok;
@@ -228,13 +233,11 @@ struct Setup {
 // a list built beside it keeps its graph, and graphs stay on.
 void oneRefusalDeclinesThatListOnly(Setup& s) {
   CopyEngine engine(s.device, s.windows(), s.upload);
-  const auto refused = s.splitList(0), kept = s.plainList(1);
-  bool right = true;
-  for (int sighting = 0; sighting < 2; ++sighting)  // two sightings each: both wanted
-    right = s.issueChecked(engine, refused) && s.issueChecked(engine, kept) && right;
+  const auto refused = s.tearableList(0), kept = s.plainList(1);
+  bool right = s.sightTwice(engine, refused) && s.sightTwice(engine, kept);
   check(engine.hasWanted(), "both lists wanted after two sightings");
   s.buildTorn(engine);
-  check(engine.graphStats().built == 1, "one graph built (the plain list's), the split one refused: built " +
+  check(engine.graphStats().built == 1, "one graph built (the plain list's), the tearable one refused: built " +
                                             std::to_string(engine.graphStats().built));
   const int64_t launches = engine.graphStats().launches;
   constexpr int kCalls = 3;
@@ -249,7 +252,7 @@ void oneRefusalDeclinesThatListOnly(Setup& s) {
   check(engine.graphStats().built == 1, "nothing rebuilt");
   // Graphs are still on: a new list gets one.
   const auto later = s.plainList(2);
-  for (int sighting = 0; sighting < 2; ++sighting) right = s.issueChecked(engine, later) && right;
+  right = s.sightTwice(engine, later) && right;
   s.buildTorn(engine);
   check(engine.graphStats().built == 2, "a later list still gets a graph after one refusal");
   check(right, "every byte of every copy right (poisoned destinations, batches and graphs)");
@@ -261,21 +264,18 @@ void refusalsThatKeepComingTurnGraphsOff(Setup& s) {
   CopyEngine engine(s.device, s.windows(), s.upload);
   constexpr int kOff = CopyEngine::kRefusalsBeforeGraphsOff;
   bool right = true;
-  auto sightTwice = [&](const std::vector<CopyOp>& ops) {
-    for (int sighting = 0; sighting < 2; ++sighting) right = s.issueChecked(engine, ops) && right;
-  };
-  for (int k = 0; k < kOff - 1; ++k) sightTwice(s.splitList(k));
+  for (int k = 0; k < kOff - 1; ++k) right = s.sightTwice(engine, s.tearableList(k)) && right;
   s.buildTorn(engine);
-  check(engine.graphStats().built == 0, std::to_string(kOff - 1) + " split lists, none built");
+  check(engine.graphStats().built == 0, std::to_string(kOff - 1) + " tearable lists, none built");
   const auto early = s.plainList(kOff);
-  sightTwice(early);
+  right = s.sightTwice(engine, early) && right;
   s.buildTorn(engine);
   check(engine.graphStats().built == 1, "a plain list is still built after " + std::to_string(kOff - 1) +
                                             " refusals");
-  sightTwice(s.splitList(kOff - 1));
+  right = s.sightTwice(engine, s.tearableList(kOff - 1)) && right;
   s.buildTorn(engine);  // the last refusal: graphs off
   const auto late = s.plainList(kOff + 1);
-  sightTwice(late);
+  right = s.sightTwice(engine, late) && right;
   check(!engine.hasWanted(), "after " + std::to_string(kOff) + " refusals no list is wanted");
   s.buildTorn(engine);
   const int64_t launches = engine.graphStats().launches;
@@ -292,27 +292,22 @@ void refusalsThatKeepComingTurnGraphsOff(Setup& s) {
 // it, so kRefusalsBeforeGraphsOff such lists leave graphs on; a list from the
 // whole range is built (two ends of one device's memory).
 void tornListsOutsideTheArenasAreDeclinedUnasked(Setup& s) {
-  std::vector<CopyEngine::Window> arenas = s.windows();
-  arenas.erase(arenas.begin());  // the split range: volatile memory here
-  CopyEngine engine(s.device, arenas, s.upload);
+  CopyEngine engine(s.device, s.windows(/*tearableIsArena=*/false), s.upload);
   constexpr int kOff = CopyEngine::kRefusalsBeforeGraphsOff;
   bool right = true;
-  auto sightTwice = [&](const std::vector<CopyOp>& ops) {
-    for (int sighting = 0; sighting < 2; ++sighting) right = s.issueChecked(engine, ops) && right;
-  };
-  for (int k = 0; k < kOff; ++k) sightTwice(s.splitList(k));
+  for (int k = 0; k < kOff; ++k) right = s.sightTwice(engine, s.tearableList(k)) && right;
   s.buildTorn(engine);
   check(engine.graphStats().built == 0, std::to_string(kOff) + " torn lists outside the arenas, none built");
   const auto plain = s.plainList(kOff);
-  sightTwice(plain);
+  right = s.sightTwice(engine, plain) && right;
   s.buildTorn(engine);
   check(engine.graphStats().built == 1, "graphs still on: the driver was never asked, nothing counted as refused");
-  const auto whole = s.splitList(kOff + 1);
-  sightTwice(whole);
+  const auto whole = s.tearableList(kOff + 1);
+  right = s.sightTwice(engine, whole) && right;
   engine.buildWanted();  // the range mapped whole
   check(engine.graphStats().built == 2, "a list from the whole range outside the arenas is built");
   const int64_t launches = engine.graphStats().launches;
-  right = s.issueChecked(engine, whole) && s.issueChecked(engine, s.splitList(0)) && right;
+  right = s.issueChecked(engine, whole) && s.issueChecked(engine, s.tearableList(0)) && right;
   check(engine.graphStats().launches - launches == 1, "the whole range's list launched its graph, a torn one none");
   check(right, "every byte of every copy right (poisoned destinations)");
 }
@@ -327,10 +322,10 @@ int runAll() {
   TIDE_CUDA_CHECK(cudaSetDevice(0));
   TIDE_CUDA_CHECK(cudaFree(nullptr));  // the primary context, for the driver API calls
   Setup s;
-  const auto probe = s.splitList(0);
-  s.split.tear();
+  const auto probe = s.tearableList(0);
+  s.tearable.tear();
   const bool refused = driverRefusesNode(probe[0].dst, probe[0].src, static_cast<size_t>(probe[0].width));
-  s.split.mend();
+  s.tearable.mend();
   if (!refused) {
     std::printf("FAIL this driver builds a memcpy node into unmapped addresses: no refusal to test with\n");
     return 1;
