@@ -65,7 +65,9 @@ class CopyEngine {
   // allocation (on an H100 with CUDA 13 it accepts one across two mappings of
   // one reserved range, as an expandable segment lays a block out; see
   // tests/cuda/copy_graph_refusal_test.cpp). That is the list's fault, not the
-  // graphs': one refusal declines that list only.
+  // graphs': one refusal declines that list only. (A copy outside the arenas
+  // whose first or last byte is no longer this GPU's memory is declined
+  // before the driver is asked, uncounted: graphable.)
   // Refusals that keep coming say something else is wrong, and each costs a
   // build's host time: then graphs go off.
   static constexpr int kRefusalsBeforeGraphsOff = 8;
@@ -83,6 +85,7 @@ class CopyEngine {
   bool inStable(const void* p, int64_t bytes) const;
   // Both sides of `op` lie in the arenas (an empty copy does too).
   bool inArenas(const CopyOp& op) const;
+  // In the arenas, or this GPU's device memory at both ends (asked of the driver).
   bool graphable(const void* p, int64_t bytes) const;
   // One line on stderr whenever building lists outside the arenas pauses or resumes.
   void reportVolatilePolicy();
