@@ -283,7 +283,9 @@ def prefetches_unmarked(ctx):
     are not told from other gathers by the wrapper, and install logs that
     prefetches into a held ring slot raise RegionConflict. FSDP2's default
     prefetch never meets a held slot: both modes train as stock over
-    micro-batches. An explicit backward prefetch two blocks deep is told from
+    micro-batches, and with the model called twice into one backward after a
+    frozen input layer (a prefetch then reshards the first block, which waits
+    for its post-backward to the end of the backward). An explicit backward prefetch two blocks deep is told from
     the blocks' own gathers by the group whose pre_backward ran last: it
     raises RegionConflict naming both groups (before, it resharded the block
     whose backward was about to run, and autograd failed on an in-place
@@ -301,6 +303,20 @@ def prefetches_unmarked(ctx):
             assert not st.get("prefetch_deferred"), st
         lines = [m for m in ctx.logs.messages(logging.INFO) if "will raise RegionConflict, not be deferred" in m]
         assert lines and "(pretend)" in lines[-1], lines
+
+        # Two forwards into one backward after a frozen input layer: the first block waits for its
+        # post-backward to the end of the backward, while the other call's backward prefetches its
+        # ring-mate. It is resharded for that prefetch as for the ring-mate's own gather (the
+        # prefetch raised RegionConflict: FSDP sweep seed 2059397194, draw 1, four ranks).
+        def frozen_input():
+            m = transformer(4)
+            m.inp.requires_grad_(False)
+            return m
+
+        for mode in ("in-place", "slot-reuse"):
+            _, _, _, st = train(ctx, frozen_input, mode=mode, expect_groups=5,
+                                forward=lambda model, x: model(x) + model(0.5 * x))
+            assert st.get("resharded_in_backward", 0) >= 1, (mode, st)
         if not hasattr(torch.distributed.fsdp.FSDPModule, "reset_iter_state"):
             raise ScenarioSkipped(f"torch {torch.__version__} cannot reset FSDP2 after a failed backward "
                                   "(the default prefetch part passed)")

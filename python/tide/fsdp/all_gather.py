@@ -65,12 +65,17 @@ def note_pre_backward(tg) -> None:
     _last_pre_backward.tg = weakref.ref(tg)  # (a model dropped takes its arena along)
 
 
+def _last_pre_backward_owner():
+    """The group whose pre_backward ran last on this thread, or None."""
+    ref = getattr(_last_pre_backward, "tg", None)
+    return ref() if ref is not None else None
+
+
 def _unmarked_backward_prefetch(tg) -> bool:
     """Is this gather of tg a backward prefetch that no wrapper marked?"""
     if prefetches_marked:
         return False
-    ref = getattr(_last_pre_backward, "tg", None)
-    owner = ref() if ref is not None else None
+    owner = _last_pre_backward_owner()
     # (Its post_backward or the end of the backward moves the owner out of PRE_BACKWARD.)
     return (owner is not None and owner is not tg
             and owner.info.group._training_state == guards.internals().TrainingState.PRE_BACKWARD)
@@ -95,7 +100,7 @@ def region_holder(tg):
     return _scan_region(tg, own_unshard=False)[0]
 
 
-def _scan_region(tg, own_unshard: bool) -> tuple:
+def _scan_region(tg, own_unshard: bool, unmarked_prefetch: bool = False) -> tuple:
     """(holder, others): region_holder's answer, and when it is None the
     other members claim_region must clear first, in member order, each with
     whether its pending gather is one to drop (else it is a group to
@@ -140,7 +145,13 @@ def _scan_region(tg, own_unshard: bool) -> tuple:
         # forward's backward still to come; the ring reshards it for tg, and it gathers again
         # at its next backward (install's pre_backward wrapper). Its gradients stay where
         # autograd accumulates them, for its own post-backward, as stock's.
-        if own_unshard and state == pre_backward and tg.info.group._training_state == pre_backward:
+        # The same for a backward prefetch no wrapper could mark (unmarked_prefetch), issued inside
+        # the backward of the group whose pre_backward ran last: a ring-mate other than that group
+        # waits only for its post-backward (two forwards into one backward, the first after a frozen
+        # layer), and the wrapper's deferral would reshard it at tg's own pre-backward just after.
+        # The group whose backward is about to run stays a holder (a prefetch reaching too far).
+        if state == pre_backward and ((own_unshard and tg.info.group._training_state == pre_backward)
+                                      or (unmarked_prefetch and other is not _last_pre_backward_owner())):
             others.append((other, False))
             continue
         return other, []
@@ -157,9 +168,10 @@ def claim_region(tg, prefetch: bool = False) -> None:
     _reshard_waiting_for_post_backward). Anything else is a conflict (the
     execution order differs from the module order the ring was laid out
     in), raised before any group is touched. `prefetch`: tg's gather is a
-    backward prefetch the dispatch could not mark, which takes a free slot
-    only (_unmarked_backward_prefetch)."""
-    holder, others = _scan_region(tg, own_unshard=not prefetch)
+    backward prefetch the dispatch could not mark (_unmarked_backward_prefetch),
+    which takes a slot only where no group is in the way but ones it could
+    reshard, and never the slot of the group whose pre_backward ran last."""
+    holder, others = _scan_region(tg, own_unshard=not prefetch, unmarked_prefetch=prefetch)
     if holder is not None:
         raise RegionConflict(_conflict(tg, holder, prefetch))
     pre_backward = guards.internals().TrainingState.PRE_BACKWARD
