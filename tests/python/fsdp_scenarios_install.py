@@ -285,8 +285,9 @@ def prefetches_unmarked(ctx):
     prefetch never meets a held slot: both modes train as stock over
     micro-batches, and with the model called twice into one backward after a
     frozen input layer (a prefetch then reshards the first block, which waits
-    for its post-backward to the end of the backward). An explicit backward prefetch two blocks deep is told from
-    the blocks' own gathers by the group whose pre_backward ran last: it
+    for its post-backward to the end of the backward). An explicit backward
+    prefetch two blocks deep is told from the blocks' own gathers by the
+    group whose pre_backward ran last: it
     raises RegionConflict naming both groups (before, it resharded the block
     whose backward was about to run, and autograd failed on an in-place
     modification it did not explain); after reset_iter_state, training without
