@@ -2,8 +2,9 @@
 (fsdp_harness). Each draw picks a model (block count, widths, padded and empty shards), a mode,
 a topology, the install flags, plan options, the mixed-precision policy, reshard and accumulation
 settings, activation checkpointing, explicit prefetch, blocks skipped in some steps (layer drop),
-a reinstall mid-run, two forwards into one backward, a frozen input layer and FSDP2's prefetch
-entry point left unwrapped (as on a torch the adapter cannot wrap it on), and trains TIDE
+a reinstall mid-run, two forwards into one backward, a frozen input layer, FSDP2's prefetch
+entry point left unwrapped (as on a torch the adapter cannot wrap it on), and what the user
+does between steps (an evaluation forward, a state-dict round trip), and trains TIDE
 beside stock FSDP2 on the same data (fsdp_scenarios.train): losses, gradients and parameters
 compared every step, bit for bit where the arithmetic allows (integer data with SUM; fp32 on two
 CPU ranks), else within float tolerance.
@@ -87,10 +88,10 @@ def draw_order(rng: random.Random, blocks: int) -> tuple[int, ...] | None:
 
 def draw_config(rng: random.Random, world: int, extra: random.Random, later: random.Random | None = None,
                 latest: random.Random | None = None, newest: random.Random | None = None,
-                lane: random.Random | None = None) -> dict:
+                lane: random.Random | None = None, between: random.Random | None = None) -> dict:
     """`later` draws the options added after `extra`'s, `latest` those added after `later`'s,
-    `newest` those added after `latest`'s, and `lane` the rail lane, added last (so that older
-    seeds give the same draws)."""
+    `newest` those added after `latest`'s, `lane` the rail lane, and `between` what runs between
+    steps, added last (so that older seeds give the same draws)."""
     integer = rng.random() < 0.4
     build, model_name, groups = draw_model(rng, integer, extra)
     hsdp = world == 4 and rng.random() < 0.3
@@ -167,6 +168,12 @@ def draw_config(rng: random.Random, world: int, extra: random.Random, later: ran
     # Both collectives on the rail lane (App. F), where it applies: one GPU per node across nodes.
     if lane is not None and cfg["topology"] == (shard_ranks, 1) and shard_ranks > 1 and lane.random() < 0.5:
         install_kw["plan_options"] = {**install_kw.get("plan_options", {}), "rail_lane": True}
+    # Between steps, on both models (between_steps): a no-grad forward in train mode, one under
+    # inference_mode in eval mode, the root unsharded by the user around a no-grad forward, or the
+    # model state dict read and loaded back.
+    cfg["between"] = None
+    if between is not None:
+        cfg["between"] = between.choice([None, None, "no-grad", "inference", "root-unshard", "state-dict"])
     return cfg
 
 
@@ -200,7 +207,8 @@ def train_config(ctx, cfg: dict) -> None:
     def set_order(model, s: int, i: int) -> None:
         model.order = cfg["orders"][s][i]
 
-    def after_step(mt, s):
+    def after_step(ms, mt, s):
+        between_steps(ctx, cfg, ms, mt, s)
         how = cfg["reinstall"]
         if how is not None and s == 0:
             assert tide.fsdp.uninstall(mt), "uninstall found nothing installed"
@@ -223,6 +231,51 @@ def train_config(ctx, cfg: dict) -> None:
               before_micro=set_order if cfg["orders"] is not None else None, forward=forward)
     with contextlib.nullcontext() if cfg["prefetch_wrapper"] else sc.prefetch_wrapper_refused("sweep"):
         _train(ctx, cfg, build, kw)
+
+
+def step_tolerance(ctx, cfg: dict) -> dict | None:
+    """The tolerance _train compares the models' steps with (None: bit for bit)."""
+    if cfg["precision"] == "integer":
+        return None
+    if cfg["precision"] == "fp32":
+        return sc.tight(ctx, sc.FP32)
+    if cfg["precision"] == "bf16-compute":
+        return sc.tight(ctx, sc.BF16)
+    return BF16_STOCK_ROUNDS if ctx.world > 2 else sc.tight(ctx, sc.BF16)
+
+
+def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
+    """cfg["between"] on both models after step s: forward outputs compared, or the state dict
+    read and loaded back and the parameters compared. Outputs are not compared for bf16
+    parameters on more than two ranks: their parameters are only within BF16_STOCK_ROUNDS, and a
+    forward through them differs by more."""
+    how = cfg["between"]
+    if how is None:
+        return
+    what = f"between steps {s} and {s + 1} ({how})"
+    tol = step_tolerance(ctx, cfg)
+    if how == "state-dict":
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+        for m in (ms, mt):
+            set_model_state_dict(m, get_model_state_dict(m))
+        sc.compare_models(ms, mt, what, tol)
+        return
+    dtype = torch.bfloat16 if cfg["precision"] == "bf16-params" else cfg["dtype"] or torch.float32
+    x = sc.batches(ctx, 1, d_in=ms.inp.in_features, integer=cfg["precision"] == "integer", dtype=dtype,
+                   seed=500 + s)[0]
+    ys = []
+    for m in (ms, mt):
+        if how == "root-unshard":
+            m.unshard()  # the root's group only; the blocks gather in their forward
+        if how == "inference":
+            m.eval()
+        with torch.inference_mode() if how == "inference" else torch.no_grad():
+            ys.append(m(x).clone())
+        m.train()
+        if how == "root-unshard":
+            m.reshard()
+    if not (cfg["precision"] == "bf16-params" and ctx.world > 2):
+        sc.compare(ys[0], ys[1], f"{what} outputs", tol)
 
 
 def _train(ctx, cfg: dict, build, kw: dict) -> None:
@@ -259,14 +312,15 @@ def random_configurations(ctx):
         print(f"[fsdp sweep] world {ctx.world}, seed {seed} (TIDE_FSDP_SWEEP_SEED), {draws} draws", flush=True)
     # TIDE_FSDP_SWEEP_STREAMS=4 draws without the newest stream's options: a draw pinned before they
     # existed stays the configuration it was (gpu_run.sh's fsdp_sweep_found_on_gpu).
-    streams = int(os.environ.get("TIDE_FSDP_SWEEP_STREAMS", "6"))
-    if not 2 <= streams <= 6:
-        raise ValueError(f"TIDE_FSDP_SWEEP_STREAMS must be 2 to 6, got {streams}")
-    rng, extra, later, latest, newest, lane = (random.Random(seed + k) if k < streams else None for k in range(6))
+    streams = int(os.environ.get("TIDE_FSDP_SWEEP_STREAMS", "7"))
+    if not 2 <= streams <= 7:
+        raise ValueError(f"TIDE_FSDP_SWEEP_STREAMS must be 2 to 7, got {streams}")
+    rng, extra, later, latest, newest, lane, between = (random.Random(seed + k) if k < streams else None
+                                                         for k in range(7))
     only = os.environ.get("TIDE_FSDP_SWEEP_ONLY")
     failures = []
     for i in range(draws):
-        cfg = draw_config(rng, ctx.world, extra, later, latest, newest, lane)
+        cfg = draw_config(rng, ctx.world, extra, later, latest, newest, lane, between)
         if only is not None and i != int(only):
             continue
         # One line per draw as it ends: a sweep cut by a time limit still says how far it got.

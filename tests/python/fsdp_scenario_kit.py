@@ -423,8 +423,8 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
           micro=1, no_sync_first=False, opt="adam", lr=1e-2, topology=None, expect_groups=None, loss_fn=None,
           configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, install_kw=None,
           after_step=None, before_micro=None, forward=None, restart_from_stock=False, **shard_kw):
-    """Trains a stock and a TIDE model side by side (make_pair, step_both). after_step(mt, s), if
-    given, runs between step s and the next (e.g. to uninstall and install TIDE again);
+    """Trains a stock and a TIDE model side by side (make_pair, step_both). after_step(ms, mt, s),
+    if given, runs between step s and the next (e.g. to uninstall and install TIDE again);
     before_micro(model, s, i) before micro-batch i of step s, on both models; forward(model, x)
     is each micro-batch's forward (step_both's). restart_from_stock: every step after the first
     compares the parameters once more (after after_step) and then starts TIDE's model from
@@ -456,7 +456,7 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
                   loss_fn=loss_fn, hsdp_ar_last=hsdp_ar_last, keep_unsharded_first=keep_unsharded_first,
                   before_micro=per_micro, forward=forward)
         if after_step is not None and s + 1 < steps:
-            after_step(mt, s)
+            after_step(ms, mt, s)
     st = stats(mt)
     assert st.get("all_gathers", 0) > 0 and st.get("reduce_scatters", 0) > 0, f"TIDE did not run: {st}"
     tide.fsdp.uninstall(mt)
