@@ -170,10 +170,12 @@ def draw_config(rng: random.Random, world: int, extra: random.Random, later: ran
         install_kw["plan_options"] = {**install_kw.get("plan_options", {}), "rail_lane": True}
     # Between steps, on both models (between_steps): a no-grad forward in train mode, one under
     # inference_mode in eval mode, the root unsharded by the user around a no-grad forward, or the
-    # model state dict read and loaded back.
-    cfg["between"] = None
+    # model state dict read and loaded back. And gradients zeroed in place after each step
+    # (zero_grad(set_to_none=False)): the next backward accumulates into the kept tensors.
+    cfg["between"], cfg["zero_grad_in_place"] = None, False
     if between is not None:
         cfg["between"] = between.choice([None, None, "no-grad", "inference", "root-unshard", "state-dict"])
+        cfg["zero_grad_in_place"] = between.random() < 0.3
     return cfg
 
 
@@ -228,7 +230,8 @@ def train_config(ctx, cfg: dict) -> None:
               micro=cfg["micro"], no_sync_first=cfg["no_sync_first"], keep_unsharded_first=cfg["keep_unsharded_first"],
               raf=cfg["raf"], last_raf=cfg["last_raf"], install_kw=cfg["install_kw"],
               mesh=sc.mesh_hsdp(ctx) if cfg["hsdp"] else None, expect_groups=cfg["groups"], configure=configure,
-              before_micro=set_order if cfg["orders"] is not None else None, forward=forward)
+              before_micro=set_order if cfg["orders"] is not None else None, forward=forward,
+              set_to_none=not cfg["zero_grad_in_place"])
     with contextlib.nullcontext() if cfg["prefetch_wrapper"] else sc.prefetch_wrapper_refused("sweep"):
         _train(ctx, cfg, build, kw)
 

@@ -422,14 +422,14 @@ def stats(model) -> dict:
 def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=None, mp_policy=None, integer=False,
           micro=1, no_sync_first=False, opt="adam", lr=1e-2, topology=None, expect_groups=None, loss_fn=None,
           configure=None, hsdp_ar_last=False, keep_unsharded_first=False, ring=True, adopt=True, install_kw=None,
-          after_step=None, before_micro=None, forward=None, restart_from_stock=False, **shard_kw):
+          after_step=None, before_micro=None, forward=None, restart_from_stock=False, set_to_none=True, **shard_kw):
     """Trains a stock and a TIDE model side by side (make_pair, step_both). after_step(ms, mt, s),
     if given, runs between step s and the next (e.g. to uninstall and install TIDE again);
     before_micro(model, s, i) before micro-batch i of step s, on both models; forward(model, x)
     is each micro-batch's forward (step_both's). restart_from_stock: every step after the first
     compares the parameters once more (after after_step) and then starts TIDE's model from
     stock's, so that each step's comparison sees that step's arithmetic alone, not roundings
-    compounded over the earlier steps."""
+    compounded over the earlier steps. set_to_none: the optimizers' zero_grad after each step."""
     mesh = mesh if mesh is not None else mesh_1d(ctx)
     tol = tight(ctx, tol) if tol is not FP32_LOOSE else FP32
     if mp_policy is not None:
@@ -454,7 +454,7 @@ def train(ctx, build, *, steps=3, tol=FP32, mode="in-place", mesh=None, dtype=No
         per_micro = None if before_micro is None else (lambda model, i, s=s: before_micro(model, s, i))
         step_both(ms, mt, opts, xs, tol=tol, micro=micro, no_sync_first=no_sync_first, what=f"step {s}",
                   loss_fn=loss_fn, hsdp_ar_last=hsdp_ar_last, keep_unsharded_first=keep_unsharded_first,
-                  before_micro=per_micro, forward=forward)
+                  before_micro=per_micro, forward=forward, set_to_none=set_to_none)
         if after_step is not None and s + 1 < steps:
             after_step(ms, mt, s)
     st = stats(mt)
