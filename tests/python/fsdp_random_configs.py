@@ -279,6 +279,20 @@ def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
             m.reshard()
     if not (cfg["precision"] == "bf16-params" and ctx.world > 2):
         sc.compare(ys[0], ys[1], f"{what} outputs", tol)
+    _reshard_where_the_other_is_sharded(ms, mt)
+
+
+def _reshard_where_the_other_is_sharded(ms, mt) -> None:
+    """After a no-grad forward TIDE reshards the folded last block (App. F: no backward will free
+    its ring slot), where stock keeps it unsharded under reshard_after_forward=False. Both then
+    train alike, but their parameters have other shapes: stock's group is resharded too, so
+    that the parameters compare (and restart_from_stock copies them) shard for shard."""
+    from tide.fsdp import guards
+    for a, b in zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True):
+        ga, gb = (guards.param_groups(m._get_fsdp_state()) for m in (a, b))
+        for x, y in zip(ga, gb, strict=True):
+            if x.is_sharded != y.is_sharded:
+                (x if y.is_sharded else y).reshard()
 
 
 def _train(ctx, cfg: dict, build, kw: dict) -> None:
