@@ -216,6 +216,7 @@ def train_config(ctx, cfg: dict) -> None:
             assert tide.fsdp.uninstall(mt), "uninstall found nothing installed"
         if (how, s) in (("other-mode", 0), ("stock-step", 1)):
             reinstall(mt)
+        reshard_where_the_other_is_sharded(ms, mt)
 
     build = cfg["build"]
     if cfg["frozen_input"]:
@@ -279,13 +280,13 @@ def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
             m.reshard()
     if not (cfg["precision"] == "bf16-params" and ctx.world > 2):
         sc.compare(ys[0], ys[1], f"{what} outputs", tol)
-    _reshard_where_the_other_is_sharded(ms, mt)
 
 
-def _reshard_where_the_other_is_sharded(ms, mt) -> None:
+def reshard_where_the_other_is_sharded(ms, mt) -> None:
     """After a no-grad forward TIDE reshards the folded last block (App. F: no backward will free
-    its ring slot), where stock keeps it unsharded under reshard_after_forward=False. Both then
-    train alike, but their parameters have other shapes: stock's group is resharded too, so
+    its ring slot), where stock keeps it unsharded under reshard_after_forward=False, and an
+    install reshards the groups a no-grad forward left unsharded (the root's). Both then train
+    alike, but their parameters have other shapes: the other model's group is resharded too, so
     that the parameters compare (and restart_from_stock copies them) shard for shard."""
     from tide.fsdp import guards
     for a, b in zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True):
