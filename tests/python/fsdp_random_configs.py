@@ -32,6 +32,7 @@ import tide.fsdp
 import torch
 import torch.distributed as dist
 from fsdp_harness import uninstall_all_tide
+from tide.fsdp import guards
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 DEFAULT_DRAWS = 6
@@ -280,6 +281,16 @@ def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
             m.reshard()
     if not (cfg["precision"] == "bf16-params" and ctx.world > 2):
         sc.compare(ys[0], ys[1], f"{what} outputs", tol)
+    groups = [(a, b) for pair in zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True)
+              for a, b in zip(*(guards.param_groups(m._get_fsdp_state()) for m in pair), strict=True)]
+    if not any(b.is_sharded for _, b in groups):
+        # Every group kept unsharded (reshard_after_forward=False outside the ring): the next step
+        # would gather nothing, and step_both requires TIDE's all-gathers in every step. The
+        # roots are resharded, as a user freeing memory after evaluation would
+        # (kept_unsharded_across_a_step carries unsharded groups into a step on its own).
+        for a, b in groups[:1]:
+            a.reshard()
+            b.reshard()
 
 
 def reshard_where_the_other_is_sharded(ms, mt) -> None:
@@ -288,7 +299,6 @@ def reshard_where_the_other_is_sharded(ms, mt) -> None:
     install reshards the groups a no-grad forward left unsharded (the root's). Both then train
     alike, but their parameters have other shapes: the other model's group is resharded too, so
     that the parameters compare (and restart_from_stock copies them) shard for shard."""
-    from tide.fsdp import guards
     for a, b in zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True):
         ga, gb = (guards.param_groups(m._get_fsdp_state()) for m in (a, b))
         for x, y in zip(ga, gb, strict=True):
