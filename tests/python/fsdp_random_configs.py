@@ -281,13 +281,18 @@ def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
             m.reshard()
     if not (cfg["precision"] == "bf16-params" and ctx.world > 2):
         sc.compare(ys[0], ys[1], f"{what} outputs", tol)
-    groups = [(a, b) for pair in zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True)
+    # The root, then the blocks the next step runs (every one where no orders were drawn).
+    orders = cfg["orders"][s + 1] if cfg["orders"] is not None else [None]
+    running = sorted({i for order in orders for i in (range(len(mt.blocks)) if order is None else order)})
+    pairs = [(ms, mt)] + [(ms.blocks[i], mt.blocks[i]) for i in running]
+    groups = [(a, b) for pair in pairs
               for a, b in zip(*(guards.param_groups(m._get_fsdp_state()) for m in pair), strict=True)]
     if not any(b.is_sharded for _, b in groups):
-        # Every group kept unsharded (reshard_after_forward=False outside the ring): the next step
-        # would gather nothing, and step_both requires TIDE's all-gathers in every step. The
-        # roots are resharded, as a user freeing memory after evaluation would
-        # (kept_unsharded_across_a_step carries unsharded groups into a step on its own).
+        # Every group the next step runs kept unsharded (reshard_after_forward=False outside the
+        # ring, the ring's own members skipped): that step would gather nothing, and step_both
+        # requires TIDE's all-gathers in every step. The roots are resharded, as a user freeing
+        # memory after evaluation would (kept_unsharded_across_a_step carries unsharded groups
+        # into a step on its own).
         for a, b in groups[:1]:
             a.reshard()
             b.reshard()

@@ -47,7 +47,7 @@ TWO_RANKS = [
     "fallbacks", "state_dict_and_checkpoint", "old_parameters_after_assign_keep_their_storage",
     "assign_of_a_remapped_state_dict",
     "divide_factors", "reduce_dtype_choices", "hooks", "guard_mismatch", "no_ring_no_adopt_explicit_prefetch",
-    "prefetches_unmarked", "premul_on_shared_gradient_storage", "refusals",
+    "prefetches_unmarked", "unconsumed_prefetch_between_steps", "premul_on_shared_gradient_storage", "refusals",
     "frozen_parameters", "shard_group_of_one", "prefetch_inversion", "read_done_release", "arena_accounting",
     "grads_released_with_fsdp_state", "activation_checkpointing", "checkpointed_region_of_several_blocks",
     "explicit_forward_prefetch",

@@ -18,7 +18,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from fsdp_harness import ScenarioSkipped
 from fsdp_scenario_kit import (
-    ADAM_EPS, BF16, Block, FP32, ManyBlock, MixedBlock, Model, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide, check_tide_ran,
+    ADAM_EPS, BF16, Block, FP32, ManyBlock, MixedBlock, Model, OrderedBlocksModel, Shard1Block, TIMEOUT_S, TinyParamBlock, agree, assert_all_tide, check_tide_ran,
     batches, compare, compare_and_step, compare_models, device_type, fsdp_modules, fsdp_params_of, install, local, make_pair, mesh_1d, mesh_hsdp,
     optimizers, shard, stats, prefetch_wrapper_refused, step_both, tide_groups, tight, train, transformer,
 )
@@ -1367,3 +1367,52 @@ def hsdp_one_replica_installs_differently(ctx):
     _installs_that_differ(ctx, mesh, [("topology", {"topology": (2, 1)}, {})], odd_ranks={2, 3})
     _installs_that_differ(ctx, mesh, [("mode", {"mode": "slot-reuse"}, {})], odd_ranks={1})
     _installs_that_differ(ctx, mesh, [("lazy_init", {}, {})], odd_ranks={3})
+
+
+def unconsumed_prefetch_between_steps(ctx):
+    """An explicit forward prefetch of a block that then does not run, in a no-grad forward
+    (an evaluation with layer drop): FSDP2 leaves that block's all-gather pending, with no
+    backward to clear it (its end of backward drops such an unshard). Between steps, install
+    and uninstall take the model as it is: the pending gather is waited for and dropped, as
+    FSDP2's end of backward would, with one logged line (install refused, "mid-iteration",
+    before), and training matches stock after each."""
+    build = lambda: OrderedBlocksModel([Block(h=h) for h in (21, 40, 13)])  # noqa: E731
+
+    def prefetch_next(m):
+        for a, b in zip(m.blocks, list(m.blocks)[1:]):
+            a.set_modules_to_forward_prefetch([b])
+
+    def evaluate_without_block_1(ms, mt, what):
+        x = batches(ctx, 1, seed=40)[0]
+        ys = []
+        for m in (ms, mt):
+            m.order = (0, 2)  # block 0 prefetches block 1, which does not run
+            with torch.no_grad():
+                ys.append(m(x))
+            m.order = None
+        compare(ys[0], ys[1], f"{what}: evaluation", tol)
+        pending = [m.blocks[1]._get_fsdp_state()._fsdp_param_group._all_gather_result is not None for m in (ms, mt)]
+        assert pending[0], f"{what}: the premise: stock's prefetch of blocks.1 is pending"
+        return pending[1]
+
+    def said(when):
+        return [m for m in ctx.logs.messages(logging.INFO) if "'blocks.1'" in m and f"dropped before {when}" in m]
+
+    tol = tight(ctx, FP32)
+    for mode in ("in-place", "slot-reuse"):
+        ms, mt = make_pair(build, ctx, mesh_1d(ctx))
+        prefetch_next(ms)
+        prefetch_next(mt)
+        opts = optimizers(ms, mt, "sgd", 1e-2)
+        step_both(ms, mt, opts, batches(ctx, 1, seed=41), tol=tol, what=f"{mode} stock step")
+        evaluate_without_block_1(ms, mt, f"{mode} before install")
+        ctx.logs.clear()
+        assert_all_tide(install(mt, ctx, mode=mode), 4)
+        assert len(said("install")) == 1, ctx.logs.messages(logging.INFO)
+        for s in range(2):
+            step_both(ms, mt, opts, batches(ctx, 1, seed=42 + s), tol=tol, what=f"{mode} step {s} after install")
+        ctx.logs.clear()
+        tide_pending = evaluate_without_block_1(ms, mt, f"{mode} before uninstall")
+        assert tide.fsdp.uninstall(mt)
+        assert len(said("uninstall")) == int(tide_pending), (tide_pending, ctx.logs.messages(logging.INFO))
+        step_both(ms, mt, opts, batches(ctx, 1, seed=45), tol=tol, what=f"{mode} step after uninstall")
