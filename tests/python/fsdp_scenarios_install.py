@@ -1375,7 +1375,8 @@ def unconsumed_prefetch_between_steps(ctx):
     backward to clear it (its end of backward drops such an unshard). Between steps, install
     and uninstall take the model as it is: the pending gather is waited for and dropped, as
     FSDP2's end of backward would, with one logged line (install refused, "mid-iteration",
-    before), and training matches stock after each."""
+    before), and training matches stock after each. The user's own FSDPModule.unshard() left
+    pending is no prefetch: uninstall still refuses it."""
     build = lambda: OrderedBlocksModel([Block(h=h) for h in (21, 40, 13)])  # noqa: E731
 
     def prefetch_next(m):
@@ -1411,6 +1412,17 @@ def unconsumed_prefetch_between_steps(ctx):
         assert len(said("install")) == 1, ctx.logs.messages(logging.INFO)
         for s in range(2):
             step_both(ms, mt, opts, batches(ctx, 1, seed=42 + s), tol=tol, what=f"{mode} step {s} after install")
+        # The user's own unshard is no prefetch: uninstall refuses it pending, as before.
+        handle = mt.blocks[1].unshard(async_op=True)
+        try:
+            tide.fsdp.uninstall(mt)
+        except RuntimeError as e:
+            assert "mid-iteration" in str(e), e
+        else:
+            raise AssertionError(f"{mode}: uninstall dropped the user's own pending unshard of blocks.1")
+        handle.wait()
+        assert mt.blocks[1]._get_fsdp_state()._fsdp_param_group.is_unsharded, f"{mode}: the user's unshard"
+        mt.blocks[1].reshard()
         ctx.logs.clear()
         tide_pending = evaluate_without_block_1(ms, mt, f"{mode} before uninstall")
         assert tide.fsdp.uninstall(mt)

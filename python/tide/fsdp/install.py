@@ -862,10 +862,12 @@ def _log_held_outside_tree(infos: list) -> None:
 
 def _drop_unconsumed_gathers(inst: registry.Installation, when: str) -> None:
     """model_consensus.drop_unconsumed_gathers over TIDE's groups: the ring then forgets the
-    dropped gather (its slot is written again by whichever group gathers next)."""
+    dropped gather (its slot is written again by whichever group gathers next). The user's own
+    FSDPModule.unshard() stays pending (first_busy then refuses, as before)."""
     by_info = {id(tg.info): tg for tg in inst.tide_groups}
     model_consensus.drop_unconsumed_gathers([tg.info for tg in inst.tide_groups], when,
-                                            on_drop=lambda info: by_info[id(info)].mark_resharded())
+                                            on_drop=lambda info: by_info[id(info)].mark_resharded(),
+                                            keep=lambda info: by_info[id(info)].explicit_unshard)
 
 
 # ------------------------------------------------------------------ uninstall
