@@ -238,15 +238,22 @@ def train_config(ctx, cfg: dict) -> None:
         _train(ctx, cfg, build, kw)
 
 
-def step_tolerance(ctx, cfg: dict) -> dict | None:
-    """The tolerance _train compares the models' steps with (None: bit for bit)."""
+def train_tolerance(ctx, cfg: dict) -> dict | None:
+    """The tolerance _train hands sc.train for the draw's precision (None: bit for bit; sc.train
+    tightens the others to bit for bit where sc.tight says the arithmetic allows it)."""
     if cfg["precision"] == "integer":
         return None
     if cfg["precision"] == "fp32":
-        return sc.tight(ctx, sc.FP32)
+        return sc.FP32
     if cfg["precision"] == "bf16-compute":
-        return sc.tight(ctx, sc.BF16)
-    return BF16_STOCK_ROUNDS if ctx.world > 2 else sc.tight(ctx, sc.BF16)
+        return sc.BF16
+    return BF16_STOCK_ROUNDS if ctx.world > 2 else sc.BF16
+
+
+def paired_groups(module_pairs) -> list[tuple]:
+    """(stock group, TIDE group) for every FSDP parameter group of each (stock, TIDE) module pair."""
+    return [(x, y) for a, b in module_pairs
+            for x, y in zip(*(guards.param_groups(m._get_fsdp_state()) for m in (a, b)), strict=True)]
 
 
 def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
@@ -258,7 +265,7 @@ def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
     if how is None:
         return
     what = f"between steps {s} and {s + 1} ({how})"
-    tol = step_tolerance(ctx, cfg)
+    tol = sc.tight(ctx, train_tolerance(ctx, cfg))
     if how == "state-dict":
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
         for m in (ms, mt):
@@ -284,18 +291,15 @@ def between_steps(ctx, cfg: dict, ms, mt, s: int) -> None:
     # The root, then the blocks the next step runs (every one where no orders were drawn).
     orders = cfg["orders"][s + 1] if cfg["orders"] is not None else [None]
     running = sorted({i for order in orders for i in (range(len(mt.blocks)) if order is None else order)})
-    pairs = [(ms, mt)] + [(ms.blocks[i], mt.blocks[i]) for i in running]
-    groups = [(a, b) for pair in pairs
-              for a, b in zip(*(guards.param_groups(m._get_fsdp_state()) for m in pair), strict=True)]
+    groups = paired_groups([(ms, mt)] + [(ms.blocks[i], mt.blocks[i]) for i in running])
     if not any(b.is_sharded for _, b in groups):
         # Every group the next step runs kept unsharded (reshard_after_forward=False outside the
         # ring, the ring's own members skipped): that step would gather nothing, and step_both
         # requires TIDE's all-gathers in every step. The roots are resharded, as a user freeing
         # memory after evaluation would (kept_unsharded_across_a_step carries unsharded groups
         # into a step on its own).
-        for a, b in groups[:1]:
-            a.reshard()
-            b.reshard()
+        for root in groups[0]:
+            root.reshard()
 
 
 def reshard_where_the_other_is_sharded(ms, mt) -> None:
@@ -304,25 +308,24 @@ def reshard_where_the_other_is_sharded(ms, mt) -> None:
     install reshards the groups a no-grad forward left unsharded (the root's). Both then train
     alike, but their parameters have other shapes: the other model's group is resharded too, so
     that the parameters compare (and restart_from_stock copies them) shard for shard."""
-    for a, b in zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True):
-        ga, gb = (guards.param_groups(m._get_fsdp_state()) for m in (a, b))
-        for x, y in zip(ga, gb, strict=True):
-            if x.is_sharded != y.is_sharded:
-                (x if y.is_sharded else y).reshard()
+    for x, y in paired_groups(zip(sc.fsdp_modules(ms), sc.fsdp_modules(mt), strict=True)):
+        if x.is_sharded != y.is_sharded:
+            (x if y.is_sharded else y).reshard()
 
 
 def _train(ctx, cfg: dict, build, kw: dict) -> None:
     if cfg["precision"] == "integer":
-        sc.train(ctx, build, integer=True, tol=None, opt="sign", loss_fn=sc.int_loss, dtype=cfg["dtype"], **kw)
+        sc.train(ctx, build, integer=True, tol=train_tolerance(ctx, cfg), opt="sign", loss_fn=sc.int_loss,
+                 dtype=cfg["dtype"], **kw)
     elif cfg["precision"] == "fp32":
         # Bit for bit (two CPU ranks): Adam, whose normalisation shows any difference. Within float
         # tolerance (four ranks, or CUDA): SGD, since Adam's first step turns a near-zero gradient's
         # last-bit difference (another summation order) into one of up to lr in a parameter.
         exact = sc.tight(ctx, sc.FP32) is None
-        sc.train(ctx, build, tol=sc.FP32, opt="adam" if exact else "sgd", **kw)
+        sc.train(ctx, build, tol=train_tolerance(ctx, cfg), opt="adam" if exact else "sgd", **kw)
     elif cfg["precision"] == "bf16-compute":
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        sc.train(ctx, build, mp_policy=policy, tol=sc.BF16, opt="sgd", **kw)
+        sc.train(ctx, build, mp_policy=policy, tol=train_tolerance(ctx, cfg), opt="sgd", **kw)
     else:  # bf16 parameters without a policy: bf16 reduce dtype, summed in fp32 by TIDE, in bf16 by gloo
         # On two ranks both round the sum once. On more, stock FSDP2 rounds every partial sum and
         # its pre- and post-division in bf16 (and accumulates micro-batches in bf16): a cancelling
@@ -332,7 +335,7 @@ def _train(ctx, cfg: dict, build, kw: dict) -> None:
         # parameters (seed 853083026, draw 58 of 60, four ranks with two forwards: step 2's
         # gradients 0.13 apart, within 0.01 once step 2 starts from the same parameters).
         many = ctx.world > 2
-        sc.train(ctx, build, dtype=torch.bfloat16, tol=BF16_STOCK_ROUNDS if many else sc.BF16, opt="sgd", lr=0.05,
+        sc.train(ctx, build, dtype=torch.bfloat16, tol=train_tolerance(ctx, cfg), opt="sgd", lr=0.05,
                  restart_from_stock=many, **kw)
 
 

@@ -22,6 +22,7 @@ import threading
 import weakref
 
 import torch
+import torch.distributed as dist
 
 from tide.fsdp import guards
 
@@ -202,19 +203,54 @@ def stale_backward_prefetch(tg, other) -> bool:
             and other.info.order > tg.info.order)
 
 
+def _forget_gather(group, current_stream) -> None:
+    """What finalize_backward does to an unshard nobody waited for: the current stream (asked
+    only where there is an event to wait for) waits for its gather, then FSDP2 forgets it."""
+    result = group._all_gather_result
+    if result.all_gather_event is not None:
+        current_stream().wait_event(result.all_gather_event)
+    if isinstance(result.all_gather_work, dist.distributed_c10d.Work):
+        result.all_gather_work.wait()
+    group._all_gather_result = None
+
+
 def _drop_stale_gather(tg, other) -> None:
     """What finalize_backward does to a stale gather, early: wait for it, forget it."""
-    group = other.info.group
-    event = group._all_gather_result.all_gather_event
-    if event is not None:
-        torch.cuda.current_stream(tg.backend.device).wait_event(event)
-    group._all_gather_result = None
+    _forget_gather(other.info.group, lambda: torch.cuda.current_stream(tg.backend.device))
     other.mark_resharded()  # never copied out; the slot is overwritten next
     other.stats["stale_prefetch_dropped"] += 1
     if other.stats["stale_prefetch_dropped"] == 1:  # said once per group
         log.info("tide.fsdp: group '%s': its prefetch went unused (a block skipped, or an output that did not reach "
                  "the loss); dropped when '%s' needed the ring slot, as FSDP2 drops it at the end of the backward; "
                  "the group gathers again if it runs", other.info.fqn, tg.info.fqn)
+
+
+def drop_unconsumed_gathers(members: list[tuple], when: str) -> None:
+    """Between steps (every group of `members` IDLE), a group's all-gather that FSDP2 issued and
+    never waited for: a prefetch of a module that did not run, in a forward with no backward to
+    follow (a no-grad evaluation with layer drop). FSDP2 drops such a gather at the end of a
+    backward (finalize_backward); without one it stays pending, and install, uninstall or a new
+    layout would refuse the model as mid-iteration. Waited for and dropped here as FSDP2 drops
+    it, with one line per group (`when`: what for); the group gathers again when its module
+    runs. Any group not IDLE: nothing is dropped (first_busy refuses).
+    members: (GroupInfo, its TideGroup or None). A TideGroup's ring forgets the dropped gather
+    (its slot is written again by whichever group gathers next), and the user's own
+    FSDPModule.unshard() stays pending (first_busy then refuses it). On a stock model nothing
+    tells that unshard from a prefetch: a pending unshard(async_op=True) is dropped too, and its
+    handle's wait() then leaves the parameters sharded."""
+    idle = guards.internals().TrainingState.IDLE
+    if any(info.group._training_state != idle for info, _ in members):
+        return
+    for info, tg in members:
+        group = info.group
+        if group._all_gather_result is None or (tg is not None and tg.explicit_unshard):
+            continue
+        _forget_gather(group, group.device_handle.current_stream)
+        if tg is not None:
+            tg.mark_resharded()
+        log.info("tide.fsdp: group '%s' had an all-gather FSDP2 never waited for (a prefetch of a module that did "
+                 "not run, with no backward to drop it); waited for and dropped before %s, as FSDP2's end of "
+                 "backward drops it; the group gathers again when it runs", info.fqn, when)
 
 
 def _counted_first(tg, stat: str) -> bool:

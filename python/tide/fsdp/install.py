@@ -197,9 +197,11 @@ def install(model: torch.nn.Module, mode: str = "in-place", fabric: str | None =
     for info in inst.infos:
         if info.reason is None and dispatch.lookup(info.group.fsdp_params) is not None:
             info.reason, info.detail = "installed_elsewhere", "TIDE runs it through another module's install()"
+    busy = None
     if early is None:
-        model_consensus.drop_unconsumed_gathers([info for info in inst.infos if info.reason is None], "install")
-    busy = model_consensus.first_busy([info for info in inst.infos if info.reason is None]) if early is None else None
+        eligible = [info for info in inst.infos if info.reason is None]
+        _ag.drop_unconsumed_gathers([(info, None) for info in eligible], "install")
+        busy = model_consensus.first_busy(eligible)
     if busy is not None:
         early = ("not_idle", f"group '{busy}' is mid-iteration; install between steps")
     early = model_consensus.refusals_agreed(model, early)
@@ -505,7 +507,7 @@ def _relayout_if_needed(model: torch.nn.Module) -> None:
     mine = ("relayout", "its layout no longer holds") if moved or custom or default else None
     if not model_consensus.on_some_rank(model, mine):
         return
-    _drop_unconsumed_gathers(inst, "a new layout")
+    _ag.drop_unconsumed_gathers([(tg.info, tg) for tg in inst.tide_groups], "a new layout")
     busy = model_consensus.first_busy([tg.info for tg in inst.tide_groups])
     waiting = model_consensus.awaiting_backward_on_some_rank(model, inst, busy)
     if busy is not None:
@@ -860,16 +862,6 @@ def _log_held_outside_tree(infos: list) -> None:
                          "does", info.fqn, other.fqn, path)
 
 
-def _drop_unconsumed_gathers(inst: registry.Installation, when: str) -> None:
-    """model_consensus.drop_unconsumed_gathers over TIDE's groups: the ring then forgets the
-    dropped gather (its slot is written again by whichever group gathers next). The user's own
-    FSDPModule.unshard() stays pending (first_busy then refuses, as before)."""
-    by_info = {id(tg.info): tg for tg in inst.tide_groups}
-    model_consensus.drop_unconsumed_gathers([tg.info for tg in inst.tide_groups], when,
-                                            on_drop=lambda info: by_info[id(info)].mark_resharded(),
-                                            keep=lambda info: by_info[id(info)].explicit_unshard)
-
-
 # ------------------------------------------------------------------ uninstall
 
 def uninstall(model: torch.nn.Module) -> bool:
@@ -884,7 +876,7 @@ def uninstall(model: torch.nn.Module) -> bool:
     inst = registry.installed.get(model)
     if inst is None:
         return False
-    _drop_unconsumed_gathers(inst, "uninstall")
+    _ag.drop_unconsumed_gathers([(tg.info, tg) for tg in inst.tide_groups], "uninstall")
     busy = model_consensus.first_busy([tg.info for tg in inst.tide_groups])
     waiting = model_consensus.awaiting_backward_on_some_rank(model, inst, busy)  # refused alike on every rank
     if busy is not None:

@@ -27,40 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("tide.fsdp")
 
 
-def drop_unconsumed_gathers(infos: list[groups.GroupInfo], when: str, on_drop=None, keep=None) -> None:
-    """Between steps (every group of `infos` IDLE), a group's all-gather that FSDP2 issued and
-    never waited for: a prefetch of a module that did not run, in a forward with no backward to
-    follow (a no-grad evaluation with layer drop). FSDP2 drops such a gather at the end of a
-    backward (finalize_backward); without one it stays pending, and install, uninstall or a new
-    layout would refuse the model as mid-iteration. Waited for and dropped here as FSDP2 drops
-    it, with one line per group (`when`: what for); the group gathers again when its module
-    runs. Any group not IDLE: nothing is dropped (first_busy refuses). on_drop(info): what the
-    caller forgets with it (TIDE's view of the group's gather); keep(info): a gather not to drop
-    (the user's FSDPModule.unshard(), where TIDE's installation tells it from a prefetch; on a
-    stock model nothing can, and a pending unshard(async_op=True) is dropped too: its handle's
-    wait() then leaves the parameters sharded)."""
-    it = guards.internals()
-    if any(info.group._training_state != it.TrainingState.IDLE for info in infos):
-        return
-    for info in infos:
-        group = info.group
-        result = group._all_gather_result
-        if result is None or (keep is not None and keep(info)):
-            continue
-        event = getattr(result, "all_gather_event", None)
-        if event is not None:
-            group.device_handle.current_stream().wait_event(event)
-        work = getattr(result, "all_gather_work", None)
-        if isinstance(work, dist.distributed_c10d.Work):
-            work.wait()
-        group._all_gather_result = None
-        if on_drop is not None:
-            on_drop(info)
-        log.info("tide.fsdp: group '%s' had an all-gather FSDP2 never waited for (a prefetch of a module that did "
-                 "not run, with no backward to drop it); waited for and dropped before %s, as FSDP2's end of "
-                 "backward drops it; the group gathers again when it runs", info.fqn, when)
-
-
 def first_busy(infos: list[groups.GroupInfo]) -> str | None:
     """The name of the first group mid-iteration (an all-gather pending, or
     not IDLE), or None: install, uninstall and a new layout wait for none."""
